@@ -1,0 +1,238 @@
+"""The registry of served resources: what the API server knows about each kind.
+
+The API server is generic over resources. Everything kind-specific lives in a
+:class:`ResourceDefinition` — names and scope for URLs and discovery, the
+subresources served, the fields a ``fieldSelector`` may use, and a
+:class:`Strategy` with the hooks upstream's ``rest.RESTCreateStrategy`` /
+``RESTUpdateStrategy`` have (defaulting, validation, status/spec separation).
+Built-in kinds are registered at start-up (``k8py.apiserver.resources``);
+custom resources will be registered the same way at run time, and
+:class:`Registry` tells its listeners (discovery, the watch cache) when the set
+changes.
+
+Invariants:
+
+- a definition is immutable once registered; re-registering a (group,
+  resource) replaces it and bumps ``Registry.generation``;
+- storage keys are ``/registry/<storage_resource>/<namespace>/<name>`` for
+  namespaced kinds and ``/registry/<storage_resource>/<name>`` for cluster ones,
+  as upstream lays them out in etcd.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+from k8py.api.errors import Cause
+
+__all__ = [
+    "FieldGetter",
+    "ScaleSpec",
+    "Strategy",
+    "ResourceDefinition",
+    "Registry",
+    "REGISTRY_PREFIX",
+]
+
+REGISTRY_PREFIX = "/registry/"
+
+Object = dict[str, Any]
+FieldGetter = Callable[[Object], str | None]
+
+
+class Strategy:
+    """Kind-specific hooks, called by the generic handlers in this order.
+
+    create:  ``default`` → ``prepare_for_create`` → ``validate``
+    update:  ``default`` → ``prepare_for_update`` → ``validate_update``
+    status:  ``prepare_for_status_update`` → ``validate_update``
+
+    ``prepare_*`` mutate ``obj`` in place. ``validate*`` return causes; an
+    empty list means valid. The base class implements upstream's generic
+    behaviour: when the kind has a ``status`` subresource, the main resource
+    ignores status changes and ``/status`` ignores everything but status.
+    """
+
+    #: the kind has a status subresource (status/spec separation applies)
+    has_status: bool = False
+    #: metadata.generation is tracked (bumped when anything but metadata/status changes)
+    tracks_generation: bool = False
+
+    def default(self, obj: Object) -> None:
+        """Fill defaults in place (issue 3 brings the upstream defaults)."""
+
+    def prepare_for_create(self, obj: Object) -> None:
+        if self.has_status:
+            obj.pop("status", None)
+            initial = self.initial_status(obj)
+            if initial is not None:
+                obj["status"] = initial
+
+    def initial_status(self, obj: Object) -> Object | None:
+        """The status a new object starts with (e.g. a Pod's ``phase: Pending``)."""
+        return None
+
+    def prepare_for_update(self, obj: Object, old: Object) -> None:
+        if self.has_status:
+            if "status" in old:
+                obj["status"] = old["status"]
+            else:
+                obj.pop("status", None)
+
+    def prepare_for_status_update(self, obj: Object, old: Object) -> None:
+        """Only ``status`` (and metadata labels/annotations are kept from
+        ``old``): everything else is reset to the stored object."""
+        status = obj.get("status")
+        meta = obj.get("metadata") or {}
+        obj.clear()
+        obj.update({k: v for k, v in old.items() if k != "status"})
+        obj["metadata"] = dict(old.get("metadata") or {})
+        # upstream: /status may not change metadata except resourceVersion
+        if "resourceVersion" in meta:
+            obj["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        if status is not None:
+            obj["status"] = status
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return []
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return self.validate(obj)
+
+    def spec_changed(self, obj: Object, old: Object) -> bool:
+        """Whether a change counts for ``metadata.generation``."""
+        ignored = ("metadata", "status", "apiVersion", "kind")
+        keys = (set(obj) | set(old)) - set(ignored)
+        return any(obj.get(k) != old.get(k) for k in keys)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSpec:
+    """Where a kind keeps what its ``/scale`` subresource shows."""
+
+    replicas_path: tuple[str, ...] = ("spec", "replicas")
+    status_replicas_path: tuple[str, ...] = ("status", "replicas")
+    selector_path: tuple[str, ...] = ("spec", "selector")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDefinition:
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    #: subresources served besides the main resource: "status", "scale", "binding", ...
+    subresources: frozenset[str] = frozenset()
+    verbs: tuple[str, ...] = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
+    strategy: Strategy = field(default_factory=Strategy)
+    #: extra fieldSelector fields beyond metadata.name / metadata.namespace
+    field_getters: Mapping[str, FieldGetter] = field(default_factory=dict)
+    #: the field indexed so watches filtered on it do not scan everything
+    #: (pods: spec.nodeName)
+    indexed_field: str = ""
+    scale: ScaleSpec | None = None
+    #: the store namespace; two definitions may share one (events / events.k8s.io)
+    storage_resource: str = ""
+    #: the OpenAPI definition name, e.g. io.k8s.api.core.v1.Pod
+    openapi_name: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def storage_key_resource(self) -> str:
+        # built-ins live under their plural (/registry/deployments/...), as
+        # upstream lays them out; custom resources set ``storage_resource`` to
+        # "<group>/<plural>".
+        return self.storage_resource or self.plural
+
+    @property
+    def key_prefix(self) -> str:
+        """``/registry/pods/`` — every object of this resource lives under it."""
+        return f"{REGISTRY_PREFIX}{self.storage_key_resource}/"
+
+    def key(self, namespace: str, name: str) -> str:
+        if self.namespaced:
+            return f"{self.key_prefix}{namespace}/{name}"
+        return f"{self.key_prefix}{name}"
+
+    def namespace_prefix(self, namespace: str) -> str:
+        return f"{self.key_prefix}{namespace}/" if self.namespaced and namespace else self.key_prefix
+
+    def field_value(self, obj: Object, path: str) -> str | None:
+        """The value of a fieldSelector field, or None if the kind has no such field."""
+        meta = obj.get("metadata") or {}
+        if path == "metadata.name":
+            return meta.get("name", "")
+        if path == "metadata.namespace":
+            return meta.get("namespace", "") if self.namespaced else ""
+        getter = self.field_getters.get(path)
+        return getter(obj) if getter else None
+
+    @property
+    def qualified(self) -> str:
+        """``pods`` or ``deployments.apps``, as upstream names it in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+class Registry:
+    """All served resources, by group/version/plural. Listeners are called
+    with the definition whenever one is added or replaced."""
+
+    def __init__(self) -> None:
+        self._by_gvr: dict[tuple[str, str, str], ResourceDefinition] = {}
+        self._listeners: list[Callable[[ResourceDefinition], None]] = []
+        self.generation = 0
+
+    def add(self, definition: ResourceDefinition) -> None:
+        key = (definition.group, definition.version, definition.plural)
+        self._by_gvr[key] = definition
+        self.generation += 1
+        for listener in list(self._listeners):
+            listener(definition)
+
+    def on_change(self, listener: Callable[[ResourceDefinition], None]) -> None:
+        self._listeners.append(listener)
+
+    def get(self, group: str, version: str, plural: str) -> ResourceDefinition | None:
+        return self._by_gvr.get((group, version, plural))
+
+    def by_kind(self, group: str, version: str, kind: str) -> ResourceDefinition | None:
+        for d in self._by_gvr.values():
+            if d.group == group and d.version == version and d.kind == kind:
+                return d
+        return None
+
+    def __iter__(self) -> Iterator[ResourceDefinition]:
+        return iter(list(self._by_gvr.values()))
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """group -> versions served, in registration order ("" is core)."""
+        out: dict[str, list[str]] = {}
+        for d in self._by_gvr.values():
+            versions = out.setdefault(d.group, [])
+            if d.version not in versions:
+                versions.append(d.version)
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceDefinition]:
+        return [d for d in self._by_gvr.values() if d.group == group and d.version == version]
