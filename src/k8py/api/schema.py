@@ -1,0 +1,99 @@
+"""The upstream Kubernetes OpenAPI definitions, from a maintained source.
+
+We do not hand-write schemas. The ``kubernetes-validate`` package ships the
+definitions of every Kubernetes release as JSON Schema, generated from the
+upstream OpenAPI, and keeps the vendor extensions (``x-kubernetes-patch-merge-key``,
+``x-kubernetes-patch-strategy``, ``x-kubernetes-list-type``,
+``x-kubernetes-group-version-kind``, ...). We load the release we report from
+``/version`` (see :data:`KUBERNETES_VERSION`).
+
+Differences from OpenAPI that callers must know: references are
+``#/$defs/<name>``, and nullable types are written ``["string", "null"]``.
+
+The definitions are loaded once, lazily, and shared; never mutate what this
+module returns.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "KUBERNETES_VERSION",
+    "definitions",
+    "definition",
+    "resolve",
+    "ref_name",
+    "schema_type",
+    "gvk_definition_name",
+]
+
+#: The Kubernetes release whose API we serve (and report from /version).
+KUBERNETES_VERSION = "1.32.0"
+
+Schema = dict[str, Any]
+
+
+@functools.cache
+def definitions() -> dict[str, Schema]:
+    """Every upstream definition by its OpenAPI name (io.k8s.api.core.v1.Pod)."""
+    folder = resources.files("kubernetes_validate") / "kubernetes-json-schema"
+    path = folder / f"v{KUBERNETES_VERSION}-local" / "_definitions.json"
+    doc = orjson.loads(path.read_bytes())
+    return doc.get("$defs") or doc["definitions"]
+
+
+def definition(name: str) -> Schema | None:
+    return definitions().get(name)
+
+
+def ref_name(schema: Schema) -> str | None:
+    """``io.k8s.api.core.v1.Container`` for ``{"$ref": "#/$defs/io.k8s...Container"}``."""
+    ref = schema.get("$ref")
+    if not ref:
+        return None
+    return ref.rsplit("/", 1)[-1]
+
+
+def resolve(schema: Schema | None) -> Schema | None:
+    """Follow ``$ref`` (and a single-element ``allOf``) to the definition."""
+    seen = 0
+    while schema is not None and seen < 8:
+        seen += 1
+        name = ref_name(schema)
+        if name is not None:
+            schema = definitions().get(name)
+            continue
+        all_of = schema.get("allOf")
+        if all_of and len(all_of) == 1:
+            schema = all_of[0]
+            continue
+        return schema
+    return schema
+
+
+def schema_type(schema: Schema) -> str | None:
+    """The non-null JSON type of a schema (``"string"`` for ``["string","null"]``)."""
+    t = schema.get("type")
+    if isinstance(t, list):
+        rest = [x for x in t if x != "null"]
+        return rest[0] if rest else None
+    return t
+
+
+@functools.cache
+def _gvk_index() -> dict[tuple[str, str, str], str]:
+    index: dict[tuple[str, str, str], str] = {}
+    for name, schema in definitions().items():
+        for gvk in schema.get("x-kubernetes-group-version-kind") or ():
+            index.setdefault((gvk.get("group", ""), gvk["version"], gvk["kind"]), name)
+    return index
+
+
+def gvk_definition_name(group: str, version: str, kind: str) -> str | None:
+    """The definition that carries ``x-kubernetes-group-version-kind`` for a kind."""
+    return _gvk_index().get((group, version, kind))
