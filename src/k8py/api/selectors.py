@@ -1,0 +1,495 @@
+"""Label and field selectors: parse, match, print — apimachinery's semantics.
+
+Why here: the API server filters lists and watches with them, controllers
+select pods with them, and the Scale subresource prints them; all must agree
+with upstream on the edge cases clients rely on:
+
+* ``a!=b`` and ``a notin (x,y)`` match objects that do not have ``a`` at all;
+  ``a=b`` / ``a in (...)`` / ``a gt 1`` do not.
+* A ``LabelSelector`` from the API form (``matchLabels``/``matchExpressions``)
+  that is empty matches everything; a missing one (``None``) matches nothing
+  (upstream ``LabelSelectorAsSelector``: nil → ``labels.Nothing()``).
+* Requirements are kept sorted by key (stable), so ``to_string()`` is
+  canonical: ``a=b,c in (x,y),!d``.
+* Field selectors only know ``=``, ``==``, ``!=``; values may escape ``\\``,
+  ``,`` and ``=`` with a backslash; no whitespace is trimmed (upstream neither).
+
+Errors are ``BadRequest`` with upstream's messages (``unable to parse
+requirement: ...``, ``invalid selector: ...``) because the server returns them
+to kubectl verbatim. Everything here is immutable and free of I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from k8py.api.errors import BadRequest
+from k8py.api.names import go_quote, is_qualified_name, is_valid_label_value
+
+__all__ = [
+    "Operator",
+    "Requirement",
+    "LabelSelector",
+    "parse_label_selector",
+    "label_selector_from_dict",
+    "FieldTerm",
+    "FieldSelector",
+    "parse_field_selector",
+    "escape_field_value",
+]
+
+
+class Operator(StrEnum):
+    IN = "in"
+    NOT_IN = "notin"
+    EQUALS = "="
+    DOUBLE_EQUALS = "=="
+    NOT_EQUALS = "!="
+    EXISTS = "exists"
+    DOES_NOT_EXIST = "!"
+    GREATER_THAN = "gt"
+    LESS_THAN = "lt"
+
+
+_SET_OPS = (Operator.IN, Operator.NOT_IN)
+_EXACT_OPS = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.NOT_EQUALS)
+_NUMERIC_OPS = (Operator.GREATER_THAN, Operator.LESS_THAN)
+_BINARY_OPS = "in, notin, =, ==, !=, gt, lt"
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def _invalid(path: str, value: Any, detail: str) -> str:
+    rendered = go_quote(value) if isinstance(value, str) else "[" + " ".join(value) + "]"
+    return f"{path}: Invalid value: {rendered}: {detail}"
+
+
+def _aggregate(errors: list[str]) -> str:
+    return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``key op values`` term. Build with ``Requirement.new`` to validate."""
+
+    key: str
+    operator: Operator
+    values: tuple[str, ...] = ()
+
+    @classmethod
+    def new(cls, key: str, operator: Operator, values: Iterable[str] = ()) -> Requirement:
+        """Upstream ``NewRequirement``: raises ``ValueError`` with its message."""
+        vals = tuple(values)
+        errors = [_invalid("key", key, "; ".join(m)) for m in [is_qualified_name(key)] if m]
+        if operator in _SET_OPS and not vals:
+            errors.append(_invalid("values", vals, "for 'in', 'notin' operators, values set can't be empty"))
+        elif operator in _EXACT_OPS and len(vals) != 1:
+            errors.append(_invalid("values", vals, "exact-match compatibility requires one single value"))
+        elif operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and vals:
+            errors.append(_invalid("values", vals, "values set must be empty for exists and does not exist"))
+        elif operator in _NUMERIC_OPS:
+            if len(vals) != 1:
+                errors.append(_invalid("values", vals, "for 'Gt', 'Lt' operators, exactly one value is required"))
+            elif not _INT_RE.fullmatch(vals[0]):
+                errors.append(_invalid("values[0]", vals[0], "for 'Gt', 'Lt' operators, the value must be an integer"))
+        for i, v in enumerate(vals):
+            if msgs := is_valid_label_value(v):
+                errors.append(_invalid(f"values[{i}][{key}]", v, "; ".join(msgs)))
+        if errors:
+            raise ValueError(_aggregate(errors))
+        if operator in _SET_OPS:
+            vals = tuple(sorted(set(vals)))  # a set: canonical, so equal selectors compare equal
+        return cls(key, operator, vals)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        has = self.key in labels
+        if op in (Operator.IN, Operator.EQUALS, Operator.DOUBLE_EQUALS):
+            return has and labels[self.key] in self.values
+        if op in (Operator.NOT_IN, Operator.NOT_EQUALS):
+            return not has or labels[self.key] not in self.values
+        if op is Operator.EXISTS:
+            return has
+        if op is Operator.DOES_NOT_EXIST:
+            return not has
+        # gt / lt: a missing key or a non-integer label value never matches.
+        if not has or not _INT_RE.fullmatch(labels[self.key]):
+            return False
+        have, want = int(labels[self.key]), int(self.values[0])
+        return have > want if op is Operator.GREATER_THAN else have < want
+
+    def to_string(self) -> str:
+        op = self.operator
+        if op is Operator.DOES_NOT_EXIST:
+            return "!" + self.key
+        if op is Operator.EXISTS:
+            return self.key
+        if op in _SET_OPS:
+            return f"{self.key} {op.value} ({','.join(sorted(self.values))})"
+        if op in _NUMERIC_OPS:
+            return f"{self.key}{'>' if op is Operator.GREATER_THAN else '<'}{self.values[0]}"
+        return f"{self.key}{op.value}{','.join(self.values)}"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """AND of requirements, sorted by key. ``nothing=True`` matches no object."""
+
+    requirements: tuple[Requirement, ...] = ()
+    nothing: bool = False
+
+    @classmethod
+    def everything(cls) -> LabelSelector:
+        return cls()
+
+    @classmethod
+    def match_nothing(cls) -> LabelSelector:
+        return cls(nothing=True)
+
+    @classmethod
+    def of(cls, requirements: Iterable[Requirement]) -> LabelSelector:
+        return cls(tuple(sorted(requirements, key=lambda r: r.key)))
+
+    @property
+    def empty(self) -> bool:
+        """True when it selects everything (upstream ``Empty()``)."""
+        return not self.nothing and not self.requirements
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        if self.nothing:
+            return False
+        labels = labels or {}
+        return all(r.matches(labels) for r in self.requirements)
+
+    def equality_value(self, key: str) -> str | None:
+        """The one value ``key`` must have, if the selector pins it (for indexes).
+
+        Upstream ``RequiresExactMatch``: only the first requirement on ``key``
+        is looked at; ``=``, ``==`` or a one-value ``in`` pin it.
+        """
+        for r in self.requirements:
+            if r.key == key:
+                pinned = r.operator in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.IN)
+                return r.values[0] if pinned and len(r.values) == 1 else None
+        return None
+
+    def to_string(self) -> str:
+        return ",".join(r.to_string() for r in self.requirements)
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+# --- query-string form ---------------------------------------------------------
+
+_SPECIAL = frozenset("=!(),<>")
+_WHITESPACE = frozenset(" \t\r\n")
+_SYMBOLS = {"(": "(", ")": ")", ",": ",", "!": "!", "=": "=", "==": "==", "!=": "!=",
+            ">": "gt", "<": "lt"}
+_KEYWORDS = {"in": "in", "notin": "notin"}
+_ID, _END, _ERR = "id", "end", "error"
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    """Tokens as ``(kind, literal)``; kind is a symbol, keyword, id, end or error."""
+    tokens: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            tokens.append((_END, ""))
+            return tokens
+        if text[i] in _SPECIAL:
+            # Longest run of special characters that still forms a known symbol.
+            j, best = i, None
+            while j < n and text[j] in _SPECIAL:
+                j += 1
+                if text[i:j] in _SYMBOLS:
+                    best = j
+                elif best is not None:
+                    break
+            if best is None:
+                tokens.append((_ERR, f"error expected: keyword found '{text[i:j]}'"))
+                i = j
+            else:
+                lit = text[i:best]
+                tokens.append((_SYMBOLS[lit], lit))
+                i = best
+            continue
+        j = i
+        while j < n and text[j] not in _SPECIAL and text[j] not in _WHITESPACE:
+            j += 1
+        lit = text[i:j]
+        tokens.append((_KEYWORDS.get(lit, _ID), lit))
+        i = j
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _lex(text)
+        self.pos = 0
+
+    def peek(self, *, values: bool = True) -> tuple[str, str]:
+        kind, lit = self.tokens[self.pos]
+        # In a value position "in"/"notin" are plain identifiers.
+        return (_ID, lit) if values and kind in _KEYWORDS else (kind, lit)
+
+    def take(self, *, values: bool = True) -> tuple[str, str]:
+        tok = self.peek(values=values)
+        self.pos = min(self.pos + 1, len(self.tokens) - 1)
+        return tok
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            kind, lit = self.peek()
+            if kind == _END:
+                return reqs
+            if kind not in (_ID, "!"):
+                raise ValueError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except ValueError as e:
+                raise ValueError(f"unable to parse requirement: {e}") from None
+            kind, lit = self.take()
+            if kind == _END:
+                return reqs
+            if kind != ",":
+                raise ValueError(f"found '{lit}', expected: ',' or 'end of string'")
+            kind, lit = self.peek()
+            if kind not in (_ID, "!"):
+                raise ValueError(f"found '{lit}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        negated = False
+        kind, key = self.take()
+        if kind == "!":
+            negated = True
+            kind, key = self.take()
+        if kind != _ID:
+            raise ValueError(f"found '{key}', expected: identifier")
+        if msgs := is_qualified_name(key):
+            raise ValueError(_invalid("<nil>", key, "; ".join(msgs)))
+        if negated:
+            # "!a" is complete; a following "=b" is then a syntax error.
+            return Requirement.new(key, Operator.DOES_NOT_EXIST)
+        if self.peek()[0] in (_END, ","):
+            return Requirement.new(key, Operator.EXISTS)
+        kind, lit = self.take(values=False)
+        ops = {"in": Operator.IN, "notin": Operator.NOT_IN, "=": Operator.EQUALS,
+               "==": Operator.DOUBLE_EQUALS, "!=": Operator.NOT_EQUALS,
+               "gt": Operator.GREATER_THAN, "lt": Operator.LESS_THAN}
+        if kind not in ops:
+            raise ValueError(f"found '{lit}', expected: {_BINARY_OPS}")
+        op = ops[kind]
+        values = self.set_values() if op in _SET_OPS else [self.exact_value()]
+        return Requirement.new(key, op, values)
+
+    def exact_value(self) -> str:
+        kind, lit = self.peek()
+        if kind in (_END, ","):
+            return ""
+        kind, lit = self.take()
+        if kind != _ID:
+            raise ValueError(f"found '{lit}', expected: identifier")
+        return lit
+
+    def set_values(self) -> list[str]:
+        kind, lit = self.take()
+        if kind != "(":
+            raise ValueError(f"found '{lit}' expected: '('")
+        kind, lit = self.peek()
+        if kind == ")":
+            self.take()
+            return [""]
+        if kind not in (_ID, ","):
+            raise ValueError(f"found '{lit}', expected: ',', ')' or identifier")
+        values: set[str] = set()
+        while True:  # bounded: every pass consumes at least one token
+            kind, lit = self.take()
+            if kind == _ID:
+                values.add(lit)
+                kind2, lit2 = self.peek()
+                if kind2 == ")":
+                    break
+                if kind2 != ",":
+                    raise ValueError(f"found '{lit2}', expected: ',' or ')'")
+            elif kind == ",":
+                # Empty members: "(,a)", "(a,)", "(a,,b)" all add "".
+                if not values:
+                    values.add("")
+                kind2, _ = self.peek()
+                if kind2 == ")":
+                    values.add("")
+                    break
+                if kind2 == ",":
+                    self.take()
+                    values.add("")
+            else:
+                raise ValueError(f"found '{lit}', expected: ',', or identifier")
+        self.take()  # the ")"
+        return sorted(values)
+
+
+def parse_label_selector(text: str) -> LabelSelector:
+    """``a=b,c!=d,e in (x,y),!f`` → selector. ``""`` selects everything.
+
+    Raises ``BadRequest`` with upstream's message on bad syntax or values.
+    """
+    try:
+        return LabelSelector.of(_Parser(text).parse())
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+
+
+_API_OPS = {"In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXISTS,
+            "DoesNotExist": Operator.DOES_NOT_EXIST}
+
+
+def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelector:
+    """The API form (``spec.selector``) → selector; ``None`` selects nothing.
+
+    ``{}`` selects everything. Raises ``BadRequest`` for an unknown operator or
+    invalid keys/values (upstream: ``"Foo" is not a valid label selector operator``).
+    """
+    if selector is None:
+        return LabelSelector.match_nothing()
+    reqs: list[Requirement] = []
+    try:
+        for key, value in (selector.get("matchLabels") or {}).items():
+            reqs.append(Requirement.new(key, Operator.EQUALS, [value]))
+        for expr in selector.get("matchExpressions") or ():
+            op = _API_OPS.get(expr.get("operator", ""))
+            if op is None:
+                raise ValueError(f"{go_quote(str(expr.get('operator', '')))} is not a valid label selector operator")
+            reqs.append(Requirement.new(expr.get("key", ""), op, expr.get("values") or ()))
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
+    return LabelSelector.of(reqs)
+
+
+# --- field selectors -------------------------------------------------------------
+
+
+def escape_field_value(value: str) -> str:
+    """Upstream ``fields.EscapeValue``: ``\\`` ``,`` ``=`` get a backslash."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def _unescape_field_value(raw: str) -> str:
+    out: list[str] = []
+    escaped = False
+    for ch in raw:
+        if escaped:
+            if ch not in "\\,=":
+                raise BadRequest(f"invalid field selector: invalid escape sequence: \\{ch}")
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in ",=":
+            # Go prints the rune with %v, i.e. as its code point number.
+            raise BadRequest(f"invalid field selector: unescaped character in value: {ord(ch)}")
+        else:
+            out.append(ch)
+    if escaped:
+        raise BadRequest("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def _split_terms(text: str) -> list[str]:
+    """Split on commas not preceded by a backslash escape; escapes are kept."""
+    terms, start, escaped = [], 0, False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+@dataclass(frozen=True, slots=True)
+class FieldTerm:
+    """``field=value`` or, with ``negated``, ``field!=value``."""
+
+    field: str
+    value: str
+    negated: bool = False
+
+    def matches(self, actual: str) -> bool:
+        return (actual != self.value) if self.negated else (actual == self.value)
+
+    def to_string(self) -> str:
+        return f"{self.field}{'!=' if self.negated else '='}{escape_field_value(self.value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSelector:
+    """AND of field terms; empty selects everything."""
+
+    terms: tuple[FieldTerm, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The field paths used, once each, so the server can check support up front."""
+        return tuple(dict.fromkeys(t.field for t in self.terms))
+
+    def matches(self, getter: Callable[[str], str | None]) -> bool:
+        """``getter(field)`` is the object's value, or None if the kind lacks the field.
+
+        An unsupported field raises ``BadRequest("field label not supported: f")``,
+        which is what upstream answers for such a list.
+        """
+        for term in self.terms:
+            actual = getter(term.field)
+            if actual is None:
+                raise BadRequest(f"field label not supported: {term.field}")
+            if not term.matches(actual):
+                return False
+        return True
+
+    def equality_value(self, field: str) -> str | None:
+        """The value ``field`` must equal, if a ``=``/``==`` term pins it."""
+        for term in self.terms:
+            if term.field == field and not term.negated:
+                return term.value
+        return None
+
+    def to_string(self) -> str:
+        return ",".join(t.to_string() for t in self.terms)
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+def parse_field_selector(text: str) -> FieldSelector:
+    """``metadata.name=a,status.phase!=Running`` → selector; ``""`` selects everything.
+
+    The first ``!=``, ``==`` or ``=`` splits a term (no escapes on the left);
+    terms are ordered by their text, as upstream sorts them.
+    """
+    terms: list[FieldTerm] = []
+    for part in sorted(_split_terms(text)) if text else ():
+        if not part:
+            continue
+        for i in range(len(part)):
+            op = next((o for o in ("!=", "==", "=") if part.startswith(o, i)), None)
+            if op is not None:
+                value = _unescape_field_value(part[i + len(op):])
+                terms.append(FieldTerm(part[:i], value, negated=op == "!="))
+                break
+        else:
+            raise BadRequest(f"invalid selector: '{text}'; can't understand '{part}'")
+    return FieldSelector(tuple(terms))
