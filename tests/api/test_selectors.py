@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from k8py.api.errors import BadRequest
 from k8py.api.selectors import (
@@ -183,9 +185,9 @@ def test_dict_selector_combines_match_labels_and_expressions() -> None:
         ({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]},
          '"Gt" is not a valid label selector operator'),
         ({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
-         "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty"),
+         "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty"),
         ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-         "values: Invalid value: [x]: values set must be empty for exists and does not exist"),
+         "values: Invalid value: []string{\"x\"}: values set must be empty for exists and does not exist"),
         ({"matchLabels": {"a b": "c"}}, 'key: Invalid value: "a b": name part must consist'),
     ],
 )
@@ -282,3 +284,45 @@ def test_unsupported_field_raises_field_label_not_supported() -> None:
 
 def test_empty_field_selector_is_empty() -> None:
     assert parse_field_selector("").empty and FieldSelector().matches(lambda f: None)
+
+
+# --- properties -------------------------------------------------------------------
+
+_names = st.from_regex(r"[a-z0-9]([a-z0-9._-]{0,8}[a-z0-9])?", fullmatch=True)
+_prefixes = st.from_regex(r"[a-z]{1,5}\.io", fullmatch=True)
+_keys = st.one_of(_names, st.builds(lambda p, n: f"{p}/{n}", _prefixes, _names))
+_label_values = st.one_of(st.just(""), _names)
+_api_selectors = st.fixed_dictionaries(
+    {},
+    optional={
+        "matchLabels": st.dictionaries(_keys, _label_values, max_size=3),
+        "matchExpressions": st.lists(
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"key": _keys, "operator": st.sampled_from(["In", "NotIn"]),
+                     "values": st.lists(_label_values, min_size=1, max_size=3)}
+                ),
+                st.fixed_dictionaries({"key": _keys, "operator": st.sampled_from(["Exists", "DoesNotExist"])}),
+            ),
+            max_size=3,
+        ),
+    },
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(selector=_api_selectors, labels=st.dictionaries(_keys, _label_values, max_size=4))
+def test_string_form_parses_back_to_an_equal_selector_that_matches_the_same(
+    selector: dict, labels: dict
+) -> None:
+    from_dict = label_selector_from_dict(selector)
+    parsed = parse_label_selector(from_dict.to_string())
+    assert parsed == from_dict
+    assert parsed.matches(labels) == from_dict.matches(labels)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(max_size=12))
+def test_any_field_value_survives_escape_and_parse(value: str) -> None:
+    selector = parse_field_selector("metadata.name=" + escape_field_value(value))
+    assert selector.equality_value("metadata.name") == value

@@ -52,6 +52,7 @@ __all__ = [
     "field_forbidden",
     "field_too_long",
     "go_quote",
+    "go_value",
     "TOTAL_ANNOTATION_SIZE_LIMIT",
     "MAX_GENERATED_NAME_BASE",
 ]
@@ -217,17 +218,16 @@ def name_is_path_segment(name: str, prefix: bool = False) -> list[str]:
 # --- field errors rendered like apimachinery's field.Error.ErrorBody() -------
 
 
+_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f",
+               "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
 def go_quote(s: str) -> str:
-    """Go's ``%q`` (strconv.Quote) for the strings we render."""
-    out = ['"']
+    """Go's ``%q`` (``strconv.Quote``): printable Unicode kept, the rest escaped."""
+    out = []
     for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append(
-                {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r",
-                 "\t": r"\t", "\v": r"\v"}[ch]
-            )
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
         elif ch.isprintable():
             out.append(ch)
         elif ord(ch) < 0x80:
@@ -236,11 +236,15 @@ def go_quote(s: str) -> str:
             out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
+    return '"' + "".join(out) + '"'
 
 
-def _render_value(value: Any) -> str:
+def go_value(value: Any) -> str:
+    """A bad value as ``field.Error`` prints it: ``"x"``, ``-1``, ``[]string{"a"}``.
+
+    Other shapes (objects) are shown as compact JSON; Go would print its
+    struct syntax, which no client parses.
+    """
     if isinstance(value, str):
         return go_quote(value)
     if isinstance(value, bool):
@@ -249,6 +253,10 @@ def _render_value(value: Any) -> str:
         return str(value)
     if value is None:
         return "null"
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        if not value:
+            return "[]string(nil)"
+        return "[]string{" + ", ".join(go_quote(v) for v in value) + "}"
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
@@ -258,7 +266,7 @@ def _with_detail(body: str, detail: str) -> str:
 
 def field_invalid(field: str, value: Any, detail: str) -> Cause:
     return Cause(
-        "FieldValueInvalid", _with_detail(f"Invalid value: {_render_value(value)}", detail), field
+        "FieldValueInvalid", _with_detail(f"Invalid value: {go_value(value)}", detail), field
     )
 
 

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from k8py.api.errors import BadRequest
-from k8py.api.names import go_quote, is_qualified_name, is_valid_label_value
+from k8py.api.names import go_quote, go_value, is_qualified_name, is_valid_label_value
 
 __all__ = [
     "Operator",
@@ -56,19 +56,29 @@ class Operator(StrEnum):
 
 
 _SET_OPS = (Operator.IN, Operator.NOT_IN)
-_EXACT_OPS = (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.NOT_EQUALS)
 _NUMERIC_OPS = (Operator.GREATER_THAN, Operator.LESS_THAN)
-_BINARY_OPS = "in, notin, =, ==, !=, gt, lt"
 _INT_RE = re.compile(r"[+-]?[0-9]+")
+_NO_VALUES = "values set must be empty for exists and does not exist"
+_ONE_VALUE = "exact-match compatibility requires one single value"
+_SOME_VALUES = "for 'in', 'notin' operators, values set can't be empty"
+_ONE_NUMBER = "for 'Gt', 'Lt' operators, exactly one value is required"
+# operator -> (is the value count acceptable?, message when it is not)
+_ARITY: dict[Operator, tuple[Callable[[int], bool], str]] = {
+    Operator.IN: (lambda n: n > 0, _SOME_VALUES),
+    Operator.NOT_IN: (lambda n: n > 0, _SOME_VALUES),
+    Operator.EQUALS: (lambda n: n == 1, _ONE_VALUE),
+    Operator.DOUBLE_EQUALS: (lambda n: n == 1, _ONE_VALUE),
+    Operator.NOT_EQUALS: (lambda n: n == 1, _ONE_VALUE),
+    Operator.EXISTS: (lambda n: n == 0, _NO_VALUES),
+    Operator.DOES_NOT_EXIST: (lambda n: n == 0, _NO_VALUES),
+    Operator.GREATER_THAN: (lambda n: n == 1, _ONE_NUMBER),
+    Operator.LESS_THAN: (lambda n: n == 1, _ONE_NUMBER),
+}
 
 
 def _invalid(path: str, value: Any, detail: str) -> str:
-    rendered = go_quote(value) if isinstance(value, str) else "[" + " ".join(value) + "]"
-    return f"{path}: Invalid value: {rendered}: {detail}"
-
-
-def _aggregate(errors: list[str]) -> str:
-    return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    """``field.Invalid(...).Error()``: ``path: Invalid value: "v": detail``."""
+    return f"{path}: Invalid value: {go_value(value)}: {detail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,28 +91,24 @@ class Requirement:
 
     @classmethod
     def new(cls, key: str, operator: Operator, values: Iterable[str] = ()) -> Requirement:
-        """Upstream ``NewRequirement``: raises ``ValueError`` with its message."""
-        vals = tuple(values)
-        errors = [_invalid("key", key, "; ".join(m)) for m in [is_qualified_name(key)] if m]
-        if operator in _SET_OPS and not vals:
-            errors.append(_invalid("values", vals, "for 'in', 'notin' operators, values set can't be empty"))
-        elif operator in _EXACT_OPS and len(vals) != 1:
-            errors.append(_invalid("values", vals, "exact-match compatibility requires one single value"))
-        elif operator in (Operator.EXISTS, Operator.DOES_NOT_EXIST) and vals:
-            errors.append(_invalid("values", vals, "values set must be empty for exists and does not exist"))
-        elif operator in _NUMERIC_OPS:
-            if len(vals) != 1:
-                errors.append(_invalid("values", vals, "for 'Gt', 'Lt' operators, exactly one value is required"))
-            elif not _INT_RE.fullmatch(vals[0]):
-                errors.append(_invalid("values[0]", vals[0], "for 'Gt', 'Lt' operators, the value must be an integer"))
+        """Upstream ``NewRequirement``; raises ``ValueError`` with its message."""
+        vals = list(values)
+        errors = []
+        if msgs := is_qualified_name(key):
+            errors.append(_invalid("key", key, "; ".join(msgs)))
+        count_ok, count_msg = _ARITY[operator]
+        if not count_ok(len(vals)):
+            errors.append(_invalid("values", vals, count_msg))
         for i, v in enumerate(vals):
+            if operator in _NUMERIC_OPS and not _INT_RE.fullmatch(v):
+                errors.append(_invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer"))
             if msgs := is_valid_label_value(v):
                 errors.append(_invalid(f"values[{i}][{key}]", v, "; ".join(msgs)))
-        if errors:
-            raise ValueError(_aggregate(errors))
+        if errors:  # a Go aggregate: one message bare, several in brackets
+            raise ValueError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
         if operator in _SET_OPS:
-            vals = tuple(sorted(set(vals)))  # a set: canonical, so equal selectors compare equal
-        return cls(key, operator, vals)
+            vals = sorted(set(vals))  # canonical, so equal selectors compare equal
+        return cls(key, operator, tuple(vals))
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         op = self.operator
@@ -190,11 +196,14 @@ _WHITESPACE = frozenset(" \t\r\n")
 _SYMBOLS = {"(": "(", ")": ")", ",": ",", "!": "!", "=": "=", "==": "==", "!=": "!=",
             ">": "gt", "<": "lt"}
 _KEYWORDS = {"in": "in", "notin": "notin"}
-_ID, _END, _ERR = "id", "end", "error"
+_ID, _END = "id", "end"
+_BINARY_OPS = {"in": Operator.IN, "notin": Operator.NOT_IN, "=": Operator.EQUALS,
+               "==": Operator.DOUBLE_EQUALS, "!=": Operator.NOT_EQUALS,
+               "gt": Operator.GREATER_THAN, "lt": Operator.LESS_THAN}
 
 
 def _lex(text: str) -> list[tuple[str, str]]:
-    """Tokens as ``(kind, literal)``; kind is a symbol, keyword, id, end or error."""
+    """Tokens as ``(kind, literal)``; kind is a symbol, a keyword, id or end."""
     tokens: list[tuple[str, str]] = []
     i, n = 0, len(text)
     while True:
@@ -204,21 +213,11 @@ def _lex(text: str) -> list[tuple[str, str]]:
             tokens.append((_END, ""))
             return tokens
         if text[i] in _SPECIAL:
-            # Longest run of special characters that still forms a known symbol.
-            j, best = i, None
-            while j < n and text[j] in _SPECIAL:
-                j += 1
-                if text[i:j] in _SYMBOLS:
-                    best = j
-                elif best is not None:
-                    break
-            if best is None:
-                tokens.append((_ERR, f"error expected: keyword found '{text[i:j]}'"))
-                i = j
-            else:
-                lit = text[i:best]
-                tokens.append((_SYMBOLS[lit], lit))
-                i = best
+            # Longest run of special characters forming one symbol ("!=", "==");
+            # every special character is a symbol alone, so this never fails.
+            j = i + 2 if text[i : i + 2] in _SYMBOLS else i + 1
+            tokens.append((_SYMBOLS[text[i:j]], text[i:j]))
+            i = j
             continue
         j = i
         while j < n and text[j] not in _SPECIAL and text[j] not in _WHITESPACE:
@@ -280,12 +279,9 @@ class _Parser:
         if self.peek()[0] in (_END, ","):
             return Requirement.new(key, Operator.EXISTS)
         kind, lit = self.take(values=False)
-        ops = {"in": Operator.IN, "notin": Operator.NOT_IN, "=": Operator.EQUALS,
-               "==": Operator.DOUBLE_EQUALS, "!=": Operator.NOT_EQUALS,
-               "gt": Operator.GREATER_THAN, "lt": Operator.LESS_THAN}
-        if kind not in ops:
-            raise ValueError(f"found '{lit}', expected: {_BINARY_OPS}")
-        op = ops[kind]
+        op = _BINARY_OPS.get(kind)
+        if op is None:
+            raise ValueError(f"found '{lit}', expected: in, notin, =, ==, !=, gt, lt")
         values = self.set_values() if op in _SET_OPS else [self.exact_value()]
         return Requirement.new(key, op, values)
 
