@@ -326,3 +326,8 @@ def test_string_form_parses_back_to_an_equal_selector_that_matches_the_same(
 def test_any_field_value_survives_escape_and_parse(value: str) -> None:
     selector = parse_field_selector("metadata.name=" + escape_field_value(value))
     assert selector.equality_value("metadata.name") == value
+
+
+def test_dict_selector_with_non_string_values_is_a_bad_request_not_a_crash() -> None:
+    with pytest.raises(BadRequest, match="^3 is not a string$"):
+        label_selector_from_dict({"matchLabels": {"replicas": 3}})

@@ -182,7 +182,8 @@ def is_valid_label_value(value: str) -> list[str]:
     if _blen(value) > LABEL_VALUE_MAX:
         errs.append(_max_len_error(LABEL_VALUE_MAX))
     if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+        examples = ("MyValue", "my_value", "12345")
+        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, *examples))
     return errs
 
 
@@ -320,7 +321,9 @@ def _validate_owner_references(refs: list[Any], field: str) -> list[Cause]:
         api_version = ref.get("apiVersion") or ""
         version = api_version.rsplit("/", 1)[-1]
         if not version:
-            causes.append(field_invalid(f"{field}.apiVersion", api_version, "version must not be empty"))
+            causes.append(
+                field_invalid(f"{field}.apiVersion", api_version, "version must not be empty")
+            )
         for key in ("kind", "name", "uid"):
             if not ref.get(key):
                 causes.append(
@@ -398,7 +401,9 @@ def _validate_finalizers(finalizers: list[str], field: str) -> list[Cause]:
     causes = [field_invalid(field, f, m) for f in finalizers for m in is_qualified_name(f)]
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         causes.append(
-            field_invalid(field, finalizers, "finalizer orphan and foregroundDeletion cannot be both set")
+            field_invalid(
+                field, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"
+            )
         )
     return causes
 

@@ -62,6 +62,7 @@ _NO_VALUES = "values set must be empty for exists and does not exist"
 _ONE_VALUE = "exact-match compatibility requires one single value"
 _SOME_VALUES = "for 'in', 'notin' operators, values set can't be empty"
 _ONE_NUMBER = "for 'Gt', 'Lt' operators, exactly one value is required"
+_NOT_NUMBER = "for 'Gt', 'Lt' operators, the value must be an integer"
 # operator -> (is the value count acceptable?, message when it is not)
 _ARITY: dict[Operator, tuple[Callable[[int], bool], str]] = {
     Operator.IN: (lambda n: n > 0, _SOME_VALUES),
@@ -101,7 +102,7 @@ class Requirement:
             errors.append(_invalid("values", vals, count_msg))
         for i, v in enumerate(vals):
             if operator in _NUMERIC_OPS and not _INT_RE.fullmatch(v):
-                errors.append(_invalid(f"values[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer"))
+                errors.append(_invalid(f"values[{i}]", v, _NOT_NUMBER))
             if msgs := is_valid_label_value(v):
                 errors.append(_invalid(f"values[{i}][{key}]", v, "; ".join(msgs)))
         if errors:  # a Go aggregate: one message bare, several in brackets
@@ -346,6 +347,13 @@ _API_OPS = {"In": Operator.IN, "NotIn": Operator.NOT_IN, "Exists": Operator.EXIS
             "DoesNotExist": Operator.DOES_NOT_EXIST}
 
 
+def _string(value: Any) -> str:
+    # Schema validation normally rejects these first; never let them become a 500.
+    if not isinstance(value, str):
+        raise ValueError(f"{go_value(value)} is not a string")
+    return value
+
+
 def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelector:
     """The API form (``spec.selector``) → selector; ``None`` selects nothing.
 
@@ -357,12 +365,13 @@ def label_selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelecto
     reqs: list[Requirement] = []
     try:
         for key, value in (selector.get("matchLabels") or {}).items():
-            reqs.append(Requirement.new(key, Operator.EQUALS, [value]))
+            reqs.append(Requirement.new(key, Operator.EQUALS, [_string(value)]))
         for expr in selector.get("matchExpressions") or ():
-            op = _API_OPS.get(expr.get("operator", ""))
-            if op is None:
-                raise ValueError(f"{go_quote(str(expr.get('operator', '')))} is not a valid label selector operator")
-            reqs.append(Requirement.new(expr.get("key", ""), op, expr.get("values") or ()))
+            operator = _string(expr.get("operator", ""))
+            if (op := _API_OPS.get(operator)) is None:
+                raise ValueError(f"{go_quote(operator)} is not a valid label selector operator")
+            values = [_string(v) for v in expr.get("values") or ()]
+            reqs.append(Requirement.new(_string(expr.get("key", "")), op, values))
     except ValueError as e:
         raise BadRequest(str(e)) from None
     return LabelSelector.of(reqs)
