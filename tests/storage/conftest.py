@@ -1,0 +1,71 @@
+"""Fixtures for the storage tests: one ``storage`` fixture, run over every backend.
+
+To add a backend, write an async factory that takes the test's ``tmp_path``
+and returns a *started*, *empty* store, then register it in
+``BACKEND_FACTORIES`` below; ``test_contract.py`` then runs against it too.
+Factories should configure progress notifications at least every second (the
+contract tests wait for one) and no background compaction within a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
+from k8py.storage.etcd import EtcdStorage
+from k8py.storage.interface import Storage
+from k8py.storage.sqlite import SqliteStorage
+
+BackendFactory = Callable[[Path], Awaitable[Storage]]
+
+
+async def open_sqlite(tmp_path: Path) -> Storage:
+    store = SqliteStorage(str(tmp_path / "store.db"), progress_interval=0.2, compaction_interval=3600)
+    await store.start()
+    return store
+
+
+_etcd_clusters: list[EtcdCluster] = []  # one etcd for the whole session, started on first use
+
+
+async def open_etcd(tmp_path: Path) -> Storage:
+    """A store under a fresh etcd key prefix of the session's etcd process."""
+    if not os.path.exists(ETCD_BINARY):
+        pytest.skip(f"etcd binary not installed at {ETCD_BINARY}")
+    if not _etcd_clusters:
+        data_dir = tempfile.mkdtemp(prefix="k8py-etcd-")
+        atexit.register(shutil.rmtree, data_dir, True)
+        _etcd_clusters.append(await asyncio.to_thread(start_etcd_cluster, data_dir))
+        atexit.register(_etcd_clusters[0].stop)  # runs before the rmtree (LIFO)
+    store = EtcdStorage(
+        _etcd_clusters[0].client_urls,
+        prefix=f"/test-{uuid.uuid4().hex[:12]}/registry",
+        compaction_interval=None,
+    )
+    await store.start()
+    return store
+
+
+# name -> factory. The etcd backend registers itself here as "etcd".
+BACKEND_FACTORIES: dict[str, BackendFactory] = {
+    "sqlite": open_sqlite,
+    "etcd": open_etcd,
+}
+
+
+@pytest.fixture(params=sorted(BACKEND_FACTORIES))
+async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Storage]:
+    store = await BACKEND_FACTORIES[request.param](tmp_path)
+    try:
+        yield store
+    finally:
+        await store.close()
