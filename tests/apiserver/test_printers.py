@@ -8,6 +8,8 @@ prints from it.
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 import os
 import re
 import shutil
@@ -18,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from k8py.api.errors import BadRequest
-from k8py.apiserver.printers import PRINTERS, build_table, table_columns
+from k8py.apiserver.printers import PRINTERS, build_table, table_columns, table_version
 from k8py.apiserver.printers.durations import human_duration, short_human_duration, since
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -341,17 +343,21 @@ def test_endpoints_show_three_addresses_then_more() -> None:
 
 
 def workload(spec: dict, status: dict) -> dict:
-    template = {"spec": {"containers": [{"name": "web", "image": "nginx:1.27"}, {"name": "log", "image": "busybox"}]}}
+    containers = [{"name": "web", "image": "nginx:1.27"}, {"name": "log", "image": "busybox"}]
+    template = {"spec": {"containers": containers}}
     return {"metadata": meta("web"), "spec": {"template": template, **spec}, "status": status}
 
 
 def test_apps_workloads_print_upstream_columns() -> None:
-    selector = {"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]}
-    dep = workload({"replicas": 3, "selector": selector}, {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2})
+    selector = {"matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]}
+    dep = workload({"replicas": 3, "selector": selector},
+                   {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2})
     assert cells("apps", "Deployment", dep) == [
         "web", "2/3", 3, 2, "2d3h", "web,log", "nginx:1.27,busybox", "app=web,tier in (a,b)",
     ]
-    rs = workload({"replicas": 3, "selector": {"matchLabels": {"app": "web"}}}, {"replicas": 3, "readyReplicas": 1})
+    rs = workload({"replicas": 3, "selector": {"matchLabels": {"app": "web"}}},
+                  {"replicas": 3, "readyReplicas": 1})
     assert cells("apps", "ReplicaSet", rs)[:5] == ["web", 3, 3, 1, "2d3h"]
     assert cells("apps", "ReplicaSet", workload({}, {}))[-1] == "<none>"
     ds = workload({"selector": {"matchLabels": {"app": "web"}}}, {
@@ -361,22 +367,25 @@ def test_apps_workloads_print_upstream_columns() -> None:
     assert cells("apps", "DaemonSet", ds)[:8] == ["web", 3, 3, 2, 3, 2, "kubernetes.io/os=linux", "2d3h"]
     sts = workload({"replicas": 3}, {"readyReplicas": 3})
     assert cells("apps", "StatefulSet", sts) == ["web", "3/3", "2d3h", "web,log", "nginx:1.27,busybox"]
-    assert [c["name"] for c in table_columns("apps", "Deployment")][:5] == ["Name", "Ready", "Up-to-date", "Available", "Age"]
+    assert [c["name"] for c in table_columns("apps", "Deployment")][:5] == [
+        "Name", "Ready", "Up-to-date", "Available", "Age"]
 
 
 def job(spec: dict, status: dict, **metadata: Any) -> dict:
-    return {"metadata": meta("pi", **metadata), "spec": {"template": {"spec": {"containers": [{"name": "pi", "image": "perl"}]}}, **spec},
-            "status": status}
+    template = {"spec": {"containers": [{"name": "pi", "image": "perl"}]}}
+    return {"metadata": meta("pi", **metadata), "spec": {"template": template, **spec}, "status": status}
 
 
 def test_jobs_show_status_completions_and_duration() -> None:
-    done = job({"completions": 1}, {"succeeded": 1, "startTime": ago(minutes=10), "completionTime": ago(minutes=7, seconds=30),
+    done = job({"completions": 1}, {"succeeded": 1, "startTime": ago(minutes=10),
+                                    "completionTime": ago(minutes=7, seconds=30),
                                     "conditions": [{"type": "Complete", "status": "True"}]})
     assert cells("batch", "Job", done)[:5] == ["pi", "Complete", "1/1", "2m30s", "2d3h"]
     active = job({"parallelism": 3}, {"startTime": ago(seconds=40)})
     assert cells("batch", "Job", active)[1:4] == ["Running", "0/1 of 3", "40s"]
     assert cells("batch", "Job", job({"completions": 5}, {"succeeded": 2}))[1:4] == ["Running", "2/5", ""]
-    failed = job({}, {"conditions": [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]})
+    failed = job({}, {"conditions": [{"type": "FailureTarget", "status": "True"},
+                                     {"type": "Failed", "status": "True"}]})
     assert row("batch", "Job", failed)["STATUS"] == "Failed"
     suspended = job({}, {"conditions": [{"type": "Suspended", "status": "True"}]})
     assert row("batch", "Job", suspended)["STATUS"] == "Suspended"
@@ -384,7 +393,8 @@ def test_jobs_show_status_completions_and_duration() -> None:
 
 
 def test_cronjobs_show_schedule_timezone_suspend_and_last_schedule() -> None:
-    cron = {"metadata": meta("nightly"), "spec": {"schedule": "0 3 * * *", "suspend": False, "jobTemplate": {"spec": {}}},
+    cron = {"metadata": meta("nightly"),
+            "spec": {"schedule": "0 3 * * *", "suspend": False, "jobTemplate": {"spec": {}}},
             "status": {"active": [{"name": "nightly-1"}], "lastScheduleTime": ago(minutes=5)}}
     assert cells("batch", "CronJob", cron)[:7] == ["nightly", "0 3 * * *", "<none>", "False", 1, "5m", "2d3h"]
     cron["spec"] = {"schedule": "@hourly", "timeZone": "Europe/Paris"}
@@ -396,7 +406,8 @@ def test_cronjobs_show_schedule_timezone_suspend_and_last_schedule() -> None:
 
 
 def test_small_kinds_print_counts_and_holders() -> None:
-    assert cells("", "Namespace", {"metadata": meta("dev"), "status": {"phase": "Terminating"}}) == ["dev", "Terminating", "2d3h"]
+    namespace = {"metadata": meta("dev"), "status": {"phase": "Terminating"}}
+    assert cells("", "Namespace", namespace) == ["dev", "Terminating", "2d3h"]
     cm = {"metadata": meta("cfg"), "data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}}
     assert cells("", "ConfigMap", cm) == ["cfg", 3, "2d3h"]
     secret = {"metadata": meta("tls"), "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}}
@@ -410,7 +421,8 @@ def test_small_kinds_print_counts_and_holders() -> None:
 def test_endpoint_slices_list_ports_and_addresses() -> None:
     eps = {"metadata": meta("web-abc"), "addressType": "IPv4",
            "ports": [{"port": 80}, {"name": "metrics"}, {}],
-           "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"]}, {"addresses": ["10.0.0.3"]}, {"addresses": ["10.0.0.4"]}]}
+           "endpoints": [{"addresses": ["10.0.0.1", "10.0.0.2"]}, {"addresses": ["10.0.0.3"]},
+                         {"addresses": ["10.0.0.4"]}]}
     assert cells("discovery.k8s.io", "EndpointSlice", eps) == [
         "web-abc", "IPv4", "80,metrics,*", "10.0.0.1,10.0.0.2,10.0.0.3 + 1 more...", "2d3h",
     ]
@@ -472,8 +484,10 @@ def test_include_object_variants() -> None:
 def test_table_metadata_comes_from_the_list_or_the_single_object() -> None:
     obj = pod()
     obj["metadata"]["resourceVersion"] = "41"
-    listed = build_table("", "Pod", [obj], list_meta={"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3})
-    assert (listed["kind"], listed["metadata"]) == ("Table", {"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3})
+    list_meta = {"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3, "selfLink": ""}
+    listed = build_table("", "Pod", [obj], list_meta=list_meta)
+    assert (listed["kind"], listed["metadata"]) == (
+        "Table", {"resourceVersion": "42", "continue": "tok", "remainingItemCount": 3})
     assert build_table("", "Pod", [], list_meta={"resourceVersion": "42"})["rows"] == []
     single = build_table("", "Pod", [obj], list_meta=None, include_columns=False)
     assert single["metadata"] == {"resourceVersion": "41"}
@@ -489,12 +503,33 @@ def test_every_printer_fills_every_column_even_for_an_empty_object(key: tuple[st
     assert len(cells(group, kind, {})) == len(columns)
 
 
+@pytest.mark.parametrize(
+    ("accept", "version"),
+    [
+        ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,"
+         "application/json", "v1"),
+        ("application/json;as=Table;v=v1beta1;g=meta.k8s.io", "v1beta1"),
+        ("application/json;g=meta.k8s.io;v=v1;as=Table", "v1"),
+        ("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json", None),
+        ("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io, "
+         "application/json;as=Table;v=v1;g=meta.k8s.io", "v1"),
+        ("application/json, application/json;as=Table;v=v1;g=meta.k8s.io", None),
+        ("application/json;as=Table;v=v2;g=meta.k8s.io", None),
+        ("application/json, */*", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_table_is_negotiated_from_the_first_servable_accept_clause(accept: str | None, version: str | None) -> None:
+    assert table_version(accept) == version
+
+
 # -- end to end with the real kubectl ----------------------------------------------------
 
 KUBECTL = shutil.which("kubectl")
 
 
-def _discovery_app(pods: list[dict[str, Any]]) -> web.Application:
+def _discovery_app(pods: list[dict[str, Any]], watch_events: list[dict[str, Any]]) -> web.Application:
     async def version(_: web.Request) -> web.Response:
         return web.json_response({"major": "1", "minor": "32", "gitVersion": "v1.32.0", "gitCommit": "0" * 40,
                                   "gitTreeState": "clean", "buildDate": "2024-12-11T00:00:00Z",
@@ -512,10 +547,21 @@ def _discovery_app(pods: list[dict[str, Any]]) -> web.Application:
     async def apis(_: web.Request) -> web.Response:
         return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
 
-    async def list_pods(request: web.Request) -> web.Response:
-        if "as=Table" in request.headers.get("Accept", ""):
-            return web.json_response(build_table("", "Pod", pods, list_meta={"resourceVersion": "7"}))
-        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"}, "items": pods})
+    async def list_pods(request: web.Request) -> web.StreamResponse:
+        version = table_version(request.headers.get("Accept"))
+        if request.query.get("watch") == "true":
+            assert version == "v1", request.headers.get("Accept")
+            stream = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await stream.prepare(request)
+            for i, obj in enumerate(watch_events):
+                table = build_table("", "Pod", [obj], list_meta=None, include_columns=i == 0)
+                await stream.write(json.dumps({"type": "MODIFIED", "object": table}).encode() + b"\n")
+            await stream.write_eof()  # kubectl get -w exits 0 when the stream ends
+            return stream
+        if version:
+            return web.json_response(build_table("", "Pod", pods, list_meta={"resourceVersion": "7"}, version=version))
+        return web.json_response(
+            {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"}, "items": pods})
 
     app = web.Application()
     app.router.add_get("/version", version)
@@ -523,6 +569,7 @@ def _discovery_app(pods: list[dict[str, Any]]) -> web.Application:
     app.router.add_get("/api/v1", api_v1)
     app.router.add_get("/apis", apis)
     app.router.add_get("/api/v1/namespaces/default/pods", list_pods)
+    app.router.add_get("/api/v1/pods", list_pods)
     return app
 
 
@@ -551,9 +598,15 @@ async def test_real_kubectl_prints_server_side_pod_columns(tmp_path) -> None:
                    "containerStatuses": [
                        {"name": "app", "ready": True, "restartCount": 2, "state": {"running": {}},
                         "lastState": {"terminated": {"exitCode": 1, "finishedAt": long_ago}}},
-                       {"name": "side", "ready": False, "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+                       {"name": "side", "ready": False, "restartCount": 0,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
     }
-    runner = web.AppRunner(_discovery_app([web_pod]))
+    deleting = copy.deepcopy(web_pod)
+    deleting["metadata"]["deletionTimestamp"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    recovered = copy.deepcopy(web_pod)
+    recovered["status"]["containerStatuses"][1] = {
+        "name": "side", "ready": True, "restartCount": 0, "state": {"running": {}}}
+    runner = web.AppRunner(_discovery_app([web_pod], [recovered, deleting]))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -573,5 +626,17 @@ async def test_real_kubectl_prints_server_side_pod_columns(tmp_path) -> None:
             "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"]
         assert _columns_of(wide[1]) == [
             "web-1", "1/2", "CrashLoopBackOff", "2 (10d ago)", "10d", "10.244.0.9", "node-a", "<none>", "<none>"]
+        # -A takes NAMESPACE from each row's PartialObjectMetadata.
+        everywhere = (await _kubectl(str(tmp_path), "get", "pods", "-A")).splitlines()
+        assert _columns_of(everywhere[0])[:3] == ["NAMESPACE", "NAME", "READY"]
+        assert _columns_of(everywhere[1])[:3] == ["default", "web-1", "1/2"]
+        # Watch events are one-row Tables; only the first carries columnDefinitions.
+        watched = (await _kubectl(str(tmp_path), "get", "pods", "-w")).splitlines()
+        assert [_columns_of(line)[:3] for line in watched] == [
+            ["NAME", "READY", "STATUS"],
+            ["web-1", "1/2", "CrashLoopBackOff"],
+            ["web-1", "2/2", "Running"],
+            ["web-1", "1/2", "Terminating"],
+        ]
     finally:
         await runner.cleanup()

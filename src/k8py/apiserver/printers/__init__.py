@@ -21,7 +21,9 @@ What upstream does, and so do we:
   of the list, or the object's ``resourceVersion`` for a single object
   (``list_meta=None``), as upstream's ``GenerateTable`` does;
 - in a watch, only the first event's Table carries ``columnDefinitions``; the
-  caller passes ``include_columns=False`` for the rest (they are ``null``).
+  caller passes ``include_columns=False`` for the rest (they are ``null``);
+- :func:`table_version` tells from an ``Accept`` header whether a Table (and
+  which version) was asked for.
 
 Rows share the objects' ``metadata`` dicts (no copies): serialise the Table
 before mutating the objects it was built from.
@@ -36,6 +38,7 @@ from typing import Any, Iterable
 from k8py.api.errors import BadRequest
 
 from . import apps, batch, coordination, core, discovery
+from .accept import table_version
 from .cells import dig
 from .columns import META, Column, Object, Printer, name_column
 from .durations import human_duration, rfc3339, short_human_duration
@@ -46,6 +49,7 @@ __all__ = [
     "build_table",
     "table_columns",
     "printer_for",
+    "table_version",
     "INCLUDE_OBJECT_VALUES",
     "human_duration",
     "short_human_duration",

@@ -33,6 +33,11 @@ def _base(obj: Object) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return dig(obj, "metadata", "name", default=""), obj.get("spec") or {}, obj.get("status") or {}
 
 
+def _count(fields: dict[str, Any], key: str) -> int:
+    """An integer field, 0 when unset (Go's zero value / ``ptr.Deref(x, 0)``)."""
+    return int(fields.get(key) or 0)
+
+
 def _template_containers(spec: dict[str, Any]) -> tuple[str, str]:
     return container_cells(dig(spec, "template", "spec", "containers", default=[]))
 
@@ -46,9 +51,9 @@ def _deployment(obj: Object, now: datetime) -> list[Any]:
     names, images = _template_containers(spec)
     return [
         name,
-        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
-        int(status.get("updatedReplicas", 0)),
-        int(status.get("availableReplicas", 0)),
+        f"{_count(status, 'readyReplicas')}/{_count(spec, 'replicas')}",
+        _count(status, "updatedReplicas"),
+        _count(status, "availableReplicas"),
         _age(obj, now),
         names,
         images,
@@ -76,9 +81,9 @@ def _replica_set(obj: Object, now: datetime) -> list[Any]:
     names, images = _template_containers(spec)
     return [
         name,
-        int(spec.get("replicas", 0)),
-        int(status.get("replicas", 0)),
-        int(status.get("readyReplicas", 0)),
+        _count(spec, "replicas"),
+        _count(status, "replicas"),
+        _count(status, "readyReplicas"),
         _age(obj, now),
         names,
         images,
@@ -106,11 +111,11 @@ def _daemon_set(obj: Object, now: datetime) -> list[Any]:
     names, images = _template_containers(spec)
     return [
         name,
-        int(status.get("desiredNumberScheduled", 0)),
-        int(status.get("currentNumberScheduled", 0)),
-        int(status.get("numberReady", 0)),
-        int(status.get("updatedNumberScheduled", 0)),
-        int(status.get("numberAvailable", 0)),
+        _count(status, "desiredNumberScheduled"),
+        _count(status, "currentNumberScheduled"),
+        _count(status, "numberReady"),
+        _count(status, "updatedNumberScheduled"),
+        _count(status, "numberAvailable"),
         format_labels(dig(spec, "template", "spec", "nodeSelector")),
         _age(obj, now),
         names,
@@ -143,7 +148,7 @@ def _stateful_set(obj: Object, now: datetime) -> list[Any]:
     names, images = _template_containers(spec)
     return [
         name,
-        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+        f"{_count(status, 'readyReplicas')}/{_count(spec, 'replicas')}",
         _age(obj, now),
         names,
         images,

@@ -93,7 +93,9 @@ def bool_ptr(value: Any) -> str:
     return "True" if value else "False"
 
 
-def list_with_more(items: list[str], count: int, maximum: int = 3, *, empty: str = "<unset>") -> str:
+def list_with_more(
+    items: list[str], count: int, maximum: int = 3, *, empty: str = "<unset>"
+) -> str:
     """The first ``maximum`` of ``count`` items, then `` + N more...``."""
     text = ",".join(items[:maximum])
     if count > maximum:

@@ -20,7 +20,7 @@ from .durations import since
 __all__ = ["PRINTERS", "port_string", "format_endpoints", "node_status", "node_roles"]
 
 _CORE = "io.k8s.api.core.v1."
-_LB_WIDTH = 16
+_NODE_INFO = _CORE + "NodeSystemInfo"
 _ROLE_PREFIX = "node-role.kubernetes.io/"
 _ROLE_LABEL = "kubernetes.io/role"
 
@@ -201,9 +201,7 @@ NODE = Printer(
         Column("External-IP", priority=1, doc=(_CORE + "NodeStatus", "addresses")),
         Column("OS-Image", priority=1, doc=(_CORE + "NodeSystemInfo", "osImage")),
         Column("Kernel-Version", priority=1, doc=(_CORE + "NodeSystemInfo", "kernelVersion")),
-        Column(
-            "Container-Runtime", priority=1, doc=(_CORE + "NodeSystemInfo", "containerRuntimeVersion")
-        ),
+        Column("Container-Runtime", priority=1, doc=(_NODE_INFO, "containerRuntimeVersion")),
     ),
     _node,
 )
