@@ -168,25 +168,25 @@ class PrometheusMetricsProvider:
         self._retries = prom.Counter("retries", "Total number of retries handled by workqueue", **kw)
 
     def new_depth_metric(self, name: str) -> GaugeMetric:
-        return self._depth.labels(name=name)  # type: ignore[no-any-return]
+        return self._depth.labels(name=name)
 
     def new_adds_metric(self, name: str) -> CounterMetric:
-        return self._adds.labels(name=name)  # type: ignore[no-any-return]
+        return self._adds.labels(name=name)
 
     def new_latency_metric(self, name: str) -> HistogramMetric:
-        return self._latency.labels(name=name)  # type: ignore[no-any-return]
+        return self._latency.labels(name=name)
 
     def new_work_duration_metric(self, name: str) -> HistogramMetric:
-        return self._work.labels(name=name)  # type: ignore[no-any-return]
+        return self._work.labels(name=name)
 
     def new_unfinished_work_seconds_metric(self, name: str) -> SettableGaugeMetric:
-        return self._unfinished.labels(name=name)  # type: ignore[no-any-return]
+        return self._unfinished.labels(name=name)
 
     def new_longest_running_processor_seconds_metric(self, name: str) -> SettableGaugeMetric:
-        return self._longest.labels(name=name)  # type: ignore[no-any-return]
+        return self._longest.labels(name=name)
 
     def new_retries_metric(self, name: str) -> CounterMetric:
-        return self._retries.labels(name=name)  # type: ignore[no-any-return]
+        return self._retries.labels(name=name)
 
 
 _default_provider: MetricsProvider = NoopMetricsProvider()

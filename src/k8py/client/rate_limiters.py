@@ -67,7 +67,7 @@ class ItemExponentialFailureRateLimiter:
         self._failures[item] = exp + 1
         if exp >= self._max_exp:
             return self.max_delay
-        return min(self.base_delay * 2**exp, self.max_delay)
+        return min(self.base_delay * float(2**exp), self.max_delay)
 
     def forget(self, item: Hashable) -> None:
         self._failures.pop(item, None)
