@@ -14,6 +14,7 @@ from k8py.storage import sqlite_schema as sql
 from k8py.storage.interface import (
     CompactedError,
     KeyExistsError,
+    Storage,
     StorageUnavailableError,
     WatchBatch,
 )
@@ -268,3 +269,61 @@ async def test_closing_the_store_ends_its_watches_and_refuses_work(db_path: str)
         await store.create(PODS + "a", b"v")
     with pytest.raises(StorageUnavailableError):
         await store.list(PODS)
+
+
+async def test_a_write_sqlite_cannot_store_fails_its_batch_and_the_store_goes_on(db_path: str) -> None:
+    store = await open_store(db_path)
+    try:
+        unbindable = [1, 2]  # has a length, but SQLite cannot bind it
+        results = await asyncio.gather(
+            *(store.create(f"{PODS}{i}", b"v") for i in range(10)),
+            store.create(PODS + "bad", unbindable),  # type: ignore[arg-type]
+            *(store.create(f"{PODS}{i}", b"v") for i in range(10, 20)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[10], StorageUnavailableError)
+        written = [r for r in results if not isinstance(r, BaseException)]
+        assert all(isinstance(r, StorageUnavailableError) for r in results if r not in written)
+        assert sorted(kv.mod_revision for kv in written) == list(range(1, len(written) + 1))
+        assert (await store.list(PODS)).kvs == sorted(written, key=lambda kv: kv.key)
+        after = await store.create(PODS + "after", b"v")
+        assert after.mod_revision == len(written) + 1
+    finally:
+        await store.close()
+
+
+async def test_the_store_satisfies_the_storage_protocol(db_path: str) -> None:
+    store = SqliteStorage(db_path)
+    assert isinstance(store, Storage)
+    await store.start()
+    await store.start()  # idempotent
+    await store.close()
+    await store.close()
+
+
+async def test_reads_racing_close_fail_as_unavailable_or_succeed(db_path: str) -> None:
+    store = await open_store(db_path)
+    await store.create(PODS + "a", b"v")
+    reads = [asyncio.create_task(store.list(PODS), name=f"read-{i}") for i in range(20)]
+    await asyncio.sleep(0)
+    await store.close()
+    results = await asyncio.gather(*reads, return_exceptions=True)
+    assert all(isinstance(r, StorageUnavailableError) or len(r.kvs) == 1 for r in results), results
+
+
+async def test_a_watch_from_a_future_revision_starts_there(db_path: str) -> None:
+    store = await open_store(db_path, progress_interval=60)
+    try:
+        start = await store.current_revision()
+        stream = store.watch(PODS, after=start + 5)
+        assert await anext(stream) == WatchBatch(revision=start + 5)
+        kvs = [await store.create(f"{PODS}{i}", b"v") for i in range(7)]
+        async with asyncio.timeout(2):
+            batch = await anext(stream)
+            events = list(batch.events)
+            while len(events) < 2:
+                events.extend((await anext(stream)).events)
+        assert [e.kv for e in events] == kvs[5:]
+        await stream.aclose()
+    finally:
+        await store.close()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 from k8py.storage import sqlite_reader as reader
 from k8py.storage.interface import (
@@ -45,6 +45,7 @@ from k8py.storage.interface import (
     StorageUnavailableError,
     ValueTooLargeError,
     WatchBatch,
+    WatchEvent,
 )
 from k8py.storage.sqlite_reader import ReaderPool
 from k8py.storage.sqlite_watch import WatchHub, WatchLaggedError, watch_stream
@@ -208,7 +209,7 @@ class SqliteStorage:
         assert self._writer is not None
         return await self._writer.submit(kind, key, value, expected)
 
-    def _on_commit(self, events, revision: int) -> None:  # type: ignore[no-untyped-def]
+    def _on_commit(self, events: Sequence[WatchEvent], revision: int) -> None:
         assert self._hub is not None
         self._hub.publish(events, revision)
 
@@ -222,7 +223,7 @@ class SqliteStorage:
         assert self._readers is not None
         readers = self._readers
 
-        async def replay(prefix: str, after: int, upto: int, limit: int):  # type: ignore[no-untyped-def]
+        async def replay(prefix: str, after: int, upto: int, limit: int) -> list[WatchEvent]:
             return await readers.run(reader.replay, prefix, after, upto, limit)
 
         stream = watch_stream(

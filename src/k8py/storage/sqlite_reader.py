@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 from k8py.storage import sqlite_schema as sql
-from k8py.storage.interface import EventType, KeyValue, WatchEvent
+from k8py.storage.interface import EventType, KeyValue, StorageUnavailableError, WatchEvent
 
 __all__ = ["ReaderPool", "get_at", "list_at", "count_at", "replay"]
 
@@ -51,7 +51,11 @@ class ReaderPool:
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn, args)
+        try:
+            future = loop.run_in_executor(self._executor, self._call, fn, args)
+        except RuntimeError as exc:  # the pool has been shut down
+            raise StorageUnavailableError("the store is closed") from exc
+        return await future
 
     async def close(self) -> None:
         await asyncio.to_thread(self._executor.shutdown, wait=True)

@@ -179,6 +179,7 @@ class Writer:
                     batch.append(nxt)
                 self._commit(batch)
         finally:
+            self._stopping = True  # also when the thread dies of a bug: fail fast, never hang
             self._fail_queued()
             self._conn.close()
 
@@ -209,10 +210,9 @@ class Writer:
                 results.append((op.future, kv))
                 events.append(event)
             cur.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.error("write batch failed, rolled back: error=%s ops=%d", exc, len(batch))
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+        except Exception as exc:  # noqa: BLE001 - every caller of the batch gets the failure
+            log.error("write batch failed, rolled back: error=%r ops=%d", exc, len(batch))
+            self._rollback()
             failure = StorageUnavailableError(f"sqlite write failed: {exc}")
             results = [(op.future, failure) for op in batch]
             events = []
@@ -263,14 +263,21 @@ class Writer:
             self._conn.execute(sql.COMPACT_TOMBSTONES, window)
             self._conn.execute(sql.SET_META, ("compacted", op.upto))
             self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.error("compaction step failed, rolled back: error=%s upto=%d", exc, op.upto)
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+        except Exception as exc:  # noqa: BLE001 - the caller of compact() gets the failure
+            log.error("compaction step failed, rolled back: error=%r upto=%d", exc, op.upto)
+            self._rollback()
             self._resolve([(op.future, StorageUnavailableError(f"sqlite compaction failed: {exc}"))])
             return
         self.compacted = op.upto
         self._resolve([(op.future, None)])
+
+    def _rollback(self) -> None:
+        assert self._conn is not None
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:  # SQLite may have rolled back itself already
+            log.warning("rollback failed: error=%r", exc)
 
     def _resolve(
         self,
