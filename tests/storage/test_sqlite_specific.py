@@ -327,3 +327,16 @@ async def test_a_watch_from_a_future_revision_starts_there(db_path: str) -> None
         await stream.aclose()
     finally:
         await store.close()
+
+
+async def test_a_store_that_cannot_open_its_file_fails_start_and_can_retry(tmp_path: Path) -> None:
+    path = tmp_path / "missing-dir" / "store.db"
+    store = SqliteStorage(str(path))
+    with pytest.raises(StorageUnavailableError):
+        await store.start()
+    path.parent.mkdir()
+    await store.start()
+    try:
+        assert (await store.create(PODS + "a", b"v")).mod_revision == 1
+    finally:
+        await store.close()

@@ -106,7 +106,11 @@ class SqliteStorage:
             return
         self._state = "starting"
         self._writer = Writer(self._path, on_commit=self._on_commit, max_batch=self._max_batch)
-        revision, compacted = await self._writer.start()
+        try:
+            revision, compacted = await self._writer.start()
+        except BaseException:
+            self._state = "new"  # nothing was started: start() may be retried
+            raise
         self._compacted = compacted
         self._hub = WatchHub(revision=revision, queue_limit=self._watch_queue_limit)
         self._readers = ReaderPool(self._path, threads=self._reader_threads)

@@ -111,7 +111,10 @@ class Writer:
         """Open the database, then run the writer thread. Returns the current
         and the persisted compacted revision."""
         self._loop = asyncio.get_running_loop()
-        self._conn = await asyncio.to_thread(self._open)
+        try:
+            self._conn = await asyncio.to_thread(self._open)
+        except sqlite3.Error as exc:
+            raise StorageUnavailableError(f"cannot open sqlite store {self._path}: {exc}") from exc
         self._thread = threading.Thread(target=self._run, name="k8py-sqlite-writer", daemon=True)
         self._thread.start()
         return self.revision, self.compacted
