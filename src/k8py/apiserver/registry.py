@@ -58,6 +58,10 @@ class Strategy:
     has_status: bool = False
     #: metadata.generation is tracked (bumped when anything but metadata/status changes)
     tracks_generation: bool = False
+    #: an immediate DELETE answers with the deleted object rather than a Status
+    return_deleted_object: bool = False
+    #: PUT to a missing name creates it (upstream AllowCreateOnUpdate)
+    allow_create_on_update: bool = False
 
     def default(self, obj: Object) -> None:
         """Fill defaults in place (issue 3 brings the upstream defaults)."""

@@ -1,0 +1,153 @@
+"""The HTTP surface: one aiohttp Application, routed by path shape.
+
+Non-resource paths (``/version``, health, ``/metrics``, discovery,
+``/openapi/v3``) are answered here; every resource path goes to
+:class:`~k8py.apiserver.handlers.ResourceHandlers`. A middleware turns
+:class:`~k8py.api.errors.StatusError` (and anything unexpected) into a
+``Status`` body and records request metrics. What is served is kept apart
+from how it is served: :mod:`k8py.apiserver.server` owns the sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from typing import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from k8py import __version__
+from k8py.api.errors import InternalError, RequestEntityTooLarge, StatusError
+from k8py.api.schema import KUBERNETES_VERSION
+from k8py.apiserver.discovery import Discovery, aggregated_media_type
+from k8py.apiserver.handlers import ResourceHandlers, not_found
+from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
+from k8py.apiserver.openapi import OpenAPIService
+from k8py.apiserver.request_info import parse_resource_path
+
+__all__ = ["build_app", "version_info", "MAX_BODY_BYTES"]
+
+log = logging.getLogger(__name__)
+
+#: upstream's limit on request bodies (3 MiB)
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def version_info() -> dict[str, str]:
+    major, minor, _ = KUBERNETES_VERSION.split(".")
+    return {
+        "major": major,
+        "minor": minor,
+        "gitVersion": f"v{KUBERNETES_VERSION}-k8py.{__version__}",
+        "gitCommit": "k8py",
+        "gitTreeState": "clean",
+        "buildDate": "2026-11-30T00:00:00Z",
+        "goVersion": f"python{platform.python_version()}",
+        "compiler": "cpython",
+        "platform": f"linux/{'amd64' if platform.machine() in ('x86_64', 'AMD64') else platform.machine()}",
+    }
+
+
+def _status_response(err: StatusError) -> web.Response:
+    response = web.Response(body=err.to_bytes(), status=err.code, headers={"Content-Type": "application/json"})
+    if err.retry_after_seconds:
+        response.headers["Retry-After"] = str(err.retry_after_seconds)
+    return response
+
+
+def build_app(
+    *,
+    handlers: ResourceHandlers,
+    discovery: Discovery,
+    openapi: OpenAPIService,
+    metrics: APIMetrics,
+    is_ready: Callable[[], bool],
+) -> web.Application:
+    version_body = orjson.dumps(version_info())
+
+    def json_body(body: bytes, content_type: str = "application/json") -> web.Response:
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def route(request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if len(path) > 1 and path.endswith("/"):
+            path = path.rstrip("/")
+        if path == "/version":
+            return json_body(version_body)
+        if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            if path.startswith("/readyz") and not is_ready():
+                return web.Response(status=500, text="[-]informer-sync failed: the watch cache is not ready\nreadyz check failed\n")
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/metrics":
+            return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        if path in ("/api", "/apis"):
+            media = aggregated_media_type(request.headers.get("Accept"))
+            if media is not None:
+                body = discovery.aggregated(core=path == "/api", media_type=media)
+                response = json_body(body, media)
+                response.headers["Vary"] = "Accept"
+                return response
+            if path == "/api":
+                return json_body(discovery.api_versions(request.host or "127.0.0.1"))
+            return json_body(discovery.api_group_list())
+        if path == "/openapi/v3":
+            return json_body(openapi.root())
+        if path.startswith("/openapi/v3/"):
+            doc = openapi.document(path[len("/openapi/v3/") :])
+            if doc is None:
+                raise not_found()
+            return json_body(doc)
+        parts = [p for p in path.split("/") if p]
+        if len(parts) == 2 and parts[0] == "api":
+            body = discovery.resource_list("", parts[1])
+        elif len(parts) == 2 and parts[0] == "apis":
+            body = discovery.api_group(parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            body = discovery.resource_list(parts[1], parts[2])
+        else:
+            resource_path = parse_resource_path(path)
+            if resource_path is None:
+                raise not_found()
+            ctx = handlers.resolve(request, resource_path)
+            request["k8py.verb"] = handlers.verb(ctx).upper()
+            request["k8py.resource"] = ctx.definition.plural
+            return await handlers.handle(ctx)
+        if body is None:
+            raise not_found()
+        return json_body(body)
+
+    @web.middleware
+    async def status_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        start = time.perf_counter()
+        code = 500
+        try:
+            response = await handler(request)
+            code = response.status
+            return response
+        except StatusError as err:
+            code = err.code
+            return _status_response(err)
+        except web.HTTPRequestEntityTooLarge:
+            code = 413
+            return _status_response(
+                RequestEntityTooLarge(f"the request body is larger than the limit of {MAX_BODY_BYTES} bytes")
+            )
+        except web.HTTPException:
+            raise
+        except Exception as err:  # a bug must become a 500 Status, not a dropped connection
+            log.exception("request failed", extra={"method": request.method, "path": request.path})
+            code = 500
+            return _status_response(InternalError(f"an error on the server ({type(err).__name__}) has prevented the request from succeeding"))
+        finally:
+            verb = request.get("k8py.verb")
+            if verb is not None:
+                metrics.observe(verb, request.get("k8py.resource", ""), code, time.perf_counter() - start)
+
+    app = web.Application(middlewares=[status_errors], client_max_size=MAX_BODY_BYTES)
+    app.router.add_route("*", "/{tail:.*}", route)
+    return app
+

@@ -1,0 +1,58 @@
+"""Prometheus metrics of one API server, served at ``/metrics``.
+
+Names follow kube-apiserver's where one exists:
+``apiserver_request_total{verb,resource,code}``,
+``apiserver_request_duration_seconds{verb,resource}``,
+``apiserver_registered_watchers{resource}``,
+``apiserver_watch_events_total{resource}``; plus ``k8py_storage_revision``.
+Each server has its own registry, so several servers can live in one process
+(tests do that).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["APIMetrics", "CONTENT_TYPE_LATEST"]
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class APIMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "apiserver_request_total",
+            "Requests served, by verb, resource and HTTP code.",
+            ("verb", "resource", "code"),
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "apiserver_request_duration_seconds",
+            "Request latency, from receipt to the last byte, by verb and resource (watches excluded).",
+            ("verb", "resource"),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.watchers = Gauge(
+            "apiserver_registered_watchers",
+            "Open watch connections, by resource.",
+            ("resource",),
+            registry=self.registry,
+        )
+        self.watch_events = Counter(
+            "apiserver_watch_events_total",
+            "Events applied to the watch cache, by resource.",
+            ("resource",),
+            registry=self.registry,
+        )
+        self.revision = Gauge("k8py_storage_revision", "The store revision the watch cache has reached.", registry=self.registry)
+
+    def observe(self, verb: str, resource: str, code: int, seconds: float) -> None:
+        self.requests.labels(verb, resource, str(code)).inc()
+        if verb != "WATCH":
+            self.latency.labels(verb, resource).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,109 @@
+"""Object metadata the server owns: uid, timestamps, generation, names.
+
+Upstream's ``rest.BeforeCreate`` / ``BeforeUpdate`` / ``FillObjectMetaSystemFields``:
+what a client may not set (or change), and what the server fills in. Pure
+functions on dicts, so the generic object store stays readable.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from k8py.api import names
+from k8py.api.errors import BadRequest, Cause, Invalid
+from k8py.apiserver.registry import ResourceDefinition
+
+__all__ = [
+    "rfc3339",
+    "prepare_meta_for_create",
+    "carry_meta_for_update",
+    "validate_meta",
+    "NAME_VALIDATORS",
+]
+
+Object = dict[str, Any]
+
+NAME_VALIDATORS: dict[str, Callable[..., list[str]]] = {
+    "subdomain": names.name_is_dns_subdomain,
+    "label": names.name_is_dns_label,
+    "dns1035": names.name_is_dns1035_label,
+    "path": names.name_is_path_segment,
+}
+
+#: kinds whose names are DNS labels rather than subdomains (upstream validation)
+_NAME_RULES = {("", "Namespace"): "label", ("", "Service"): "dns1035"}
+
+
+def rfc3339(ts: float | None = None) -> str:
+    """``2026-11-30T07:50:00Z``: seconds precision, as metav1.Time marshals."""
+    t = time.time() if ts is None else ts
+    return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _meta(obj: Object) -> Object:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = obj["metadata"] = {}
+    return meta
+
+
+def prepare_meta_for_create(
+    definition: ResourceDefinition, obj: Object, namespace: str, *, now: float
+) -> None:
+    """System fields of a new object; checks the namespace against the URL."""
+    meta = _meta(obj)
+    if definition.namespaced:
+        body_ns = meta.get("namespace") or ""
+        if body_ns and namespace and body_ns != namespace:
+            raise BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        meta["namespace"] = body_ns or namespace
+    else:
+        meta.pop("namespace", None)
+    if meta.get("resourceVersion"):
+        raise BadRequest("resourceVersion should not be set on objects to be created")
+    meta.pop("resourceVersion", None)
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = names.generate_name(meta["generateName"])
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = rfc3339(now)
+    meta.pop("deletionTimestamp", None)
+    meta.pop("deletionGracePeriodSeconds", None)
+    meta.pop("selfLink", None)
+    if definition.strategy.tracks_generation:
+        meta["generation"] = 1
+    else:
+        meta.pop("generation", None)
+
+
+def carry_meta_for_update(definition: ResourceDefinition, obj: Object, old: Object) -> None:
+    """Fields a client cannot change on update are copied from the stored object."""
+    meta = _meta(obj)
+    old_meta = old.get("metadata") or {}
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        else:
+            meta.pop(key, None)
+    if definition.namespaced:
+        meta["namespace"] = old_meta.get("namespace", "")
+    meta.pop("selfLink", None)
+    if "generateName" not in meta and "generateName" in old_meta:
+        meta["generateName"] = old_meta["generateName"]
+
+
+def validate_meta(definition: ResourceDefinition, obj: Object) -> list[Cause]:
+    rule = _NAME_RULES.get((definition.group, definition.kind), "subdomain")
+    return names.validate_object_meta(
+        obj.get("metadata"), namespaced=definition.namespaced, name_validator=NAME_VALIDATORS[rule]
+    )
+
+
+def raise_if_invalid(definition: ResourceDefinition, obj: Object, causes: list[Cause]) -> None:
+    if causes:
+        name = (obj.get("metadata") or {}).get("name", "")
+        raise Invalid.for_object(definition.kind, name, causes, definition.group)

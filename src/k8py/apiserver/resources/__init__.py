@@ -1,0 +1,23 @@
+"""The built-in resources k8py serves, registered at start-up.
+
+Each module declares one API group's kinds as
+:class:`k8py.apiserver.registry.ResourceDefinition` values; names, short names,
+categories, subresources and selectable fields follow upstream's discovery
+documents for v1.32.
+"""
+
+from __future__ import annotations
+
+from k8py.apiserver.registry import Registry, ResourceDefinition
+from k8py.apiserver.resources import apps, batch, core, misc
+
+__all__ = ["builtin_definitions", "register_builtins"]
+
+
+def builtin_definitions() -> list[ResourceDefinition]:
+    return [*core.DEFINITIONS, *apps.DEFINITIONS, *batch.DEFINITIONS, *misc.DEFINITIONS]
+
+
+def register_builtins(registry: Registry) -> None:
+    for definition in builtin_definitions():
+        registry.add(definition)

@@ -1,0 +1,115 @@
+"""Strategies shared by the built-in kinds.
+
+:class:`StandardStrategy` wires the generic hooks of
+:class:`k8py.apiserver.registry.Strategy` to the upstream defaults and the
+semantic validation of each kind (``k8py.apiserver.defaults`` and
+``k8py.apiserver.validation``), and to object-meta validation
+(``k8py.api.names``). Kind-specific strategies subclass it only to add what the
+kind does differently (a Pod's initial status, a Namespace's phase).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from k8py.api.errors import Cause
+from k8py.apiserver.registry import Strategy
+
+Object = dict[str, Any]
+
+
+def path_getter(*path: str) -> Callable[[Object], str | None]:
+    """A fieldSelector getter reading a string at ``path`` ('' when absent)."""
+
+    def get(obj: Object) -> str | None:
+        cur: Any = obj
+        for part in path:
+            if not isinstance(cur, dict):
+                return ""
+            cur = cur.get(part)
+            if cur is None:
+                return ""
+        if isinstance(cur, bool):
+            return "true" if cur else "false"
+        return str(cur)
+
+    return get
+
+
+class StandardStrategy(Strategy):
+    """Upstream defaults + semantic validation for a built-in (group, kind)."""
+
+    def __init__(
+        self,
+        group: str,
+        version: str,
+        kind: str,
+        *,
+        has_status: bool = False,
+        tracks_generation: bool = False,
+        return_deleted_object: bool = False,
+        allow_create_on_update: bool = False,
+    ) -> None:
+        self.group = group
+        self.version = version
+        self.kind = kind
+        self.has_status = has_status
+        self.tracks_generation = tracks_generation
+        self.return_deleted_object = return_deleted_object
+        self.allow_create_on_update = allow_create_on_update
+
+    def default(self, obj: Object) -> None:
+        try:
+            from k8py.apiserver.defaults import apply_defaults
+        except ImportError:  # pragma: no cover - during bootstrap of the tree
+            return
+        apply_defaults(self.group, self.version, self.kind, obj)
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return self._semantic(obj, None)
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return self._semantic(obj, old)
+
+    def _semantic(self, obj: Object, old: Object | None) -> list[Cause]:
+        try:
+            from k8py.apiserver.validation import validate
+        except ImportError:  # pragma: no cover - during bootstrap of the tree
+            return []
+        return validate(self.group, self.kind, obj, old)
+
+
+class PodStrategy(StandardStrategy):
+    """Pods start Pending; a bound pod is deleted gracefully (see object_store)."""
+
+    def initial_status(self, obj: Object) -> Object | None:
+        return {"phase": "Pending", "qosClass": _qos_class(obj)}
+
+
+def _qos_class(pod: Object) -> str:
+    """Upstream's QoS classification from requests and limits."""
+    containers = list((pod.get("spec") or {}).get("containers") or []) + list(
+        (pod.get("spec") or {}).get("initContainers") or []
+    )
+    requests_seen = limits_seen = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req = res.get("requests") or {}
+        lim = res.get("limits") or {}
+        if req or lim:
+            requests_seen = requests_seen or bool(req)
+            limits_seen = limits_seen or bool(lim)
+        for name in ("cpu", "memory"):
+            if name not in lim or (name in req and req[name] != lim[name]):
+                guaranteed = False
+    if not requests_seen and not limits_seen:
+        return "BestEffort"
+    if guaranteed and containers:
+        return "Guaranteed"
+    return "Burstable"
+
+
+class NamespaceStrategy(StandardStrategy):
+    def initial_status(self, obj: Object) -> Object | None:
+        return {"phase": "Active"}

@@ -1,0 +1,154 @@
+"""The API server process: storage, registry, watch cache, HTTP, bootstrap.
+
+:class:`APIServer` wires the pieces and owns their lifecycle::
+
+    storage.start() → registry (built-ins) → cacher.start() (list + watch)
+    → bootstrap objects → HTTP listening
+
+``start()`` returns when the server is ready (``/readyz`` is 200): the watch
+cache has loaded and the system namespaces and the ``kubernetes`` Service
+exist. ``stop()`` closes watches, the listener and the store, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from k8py.api.errors import AlreadyExists
+from k8py.apiserver.app import build_app
+from k8py.apiserver.cacher import Cacher
+from k8py.apiserver.discovery import Discovery
+from k8py.apiserver.handlers import ResourceHandlers
+from k8py.apiserver.metrics import APIMetrics
+from k8py.apiserver.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
+from k8py.apiserver.object_store import ObjectStore
+from k8py.apiserver.openapi import OpenAPIService
+from k8py.apiserver.registry import Registry
+from k8py.apiserver.resources import register_builtins
+from k8py.storage import Storage
+
+__all__ = ["APIServer", "APIServerConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class APIServerConfig:
+    bind: str = "127.0.0.1"
+    port: int = 0  # 0 = pick a free port
+    bookmark_interval: float = 30.0
+    watch_cache_capacity: int = 10_000
+    #: the ClusterIP of the ``kubernetes`` Service
+    kubernetes_service_ip: str = "10.96.0.1"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class APIServer:
+    def __init__(self, storage: Storage, config: APIServerConfig | None = None) -> None:
+        self.storage = storage
+        self.config = config or APIServerConfig()
+        self.registry = Registry()
+        register_builtins(self.registry)
+        self.metrics = APIMetrics()
+        self.cacher = Cacher(
+            storage,
+            self.registry,
+            capacity=self.config.watch_cache_capacity,
+            on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
+        )
+        self.store = ObjectStore(storage)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
+        self.store.namespace_check = self.namespaces.admit_create
+        self.handlers = ResourceHandlers(
+            registry=self.registry,
+            storage=storage,
+            store=self.store,
+            cacher=self.cacher,
+            bookmark_interval=self.config.bookmark_interval,
+            on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
+            namespaces=self.namespaces,
+        )
+        self.app = build_app(
+            handlers=self.handlers,
+            discovery=Discovery(self.registry),
+            openapi=OpenAPIService(self.registry),
+            metrics=self.metrics,
+            is_ready=lambda: self._ready,
+        )
+        self._ready = False
+        self._runner: web.AppRunner | None = None
+        self._sockets: list[socket.socket] = []
+        self.port = self.config.port
+
+    @property
+    def url(self) -> str:
+        host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        await self.storage.start()
+        await self.cacher.start()
+        await self._bootstrap()
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.bind, self.config.port, reuse_address=True, backlog=1024)
+        await site.start()
+        server = site._server  # the bound socket tells the port when 0 was asked
+        if server is not None and getattr(server, "sockets", None):
+            self.port = server.sockets[0].getsockname()[1]
+        self._ready = True
+        self.metrics.revision.set_function(lambda: self.cacher.revision)
+
+    async def stop(self) -> None:
+        self._ready = False
+        await self.cacher.close()
+        await self.namespaces.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.storage.close()
+
+    async def _bootstrap(self) -> None:
+        """The objects every cluster has (upstream's bootstrap controllers)."""
+        ns_def = self.registry.get("", "v1", "namespaces")
+        assert ns_def is not None
+        for name in SYSTEM_NAMESPACES:
+            await self._ensure(ns_def, "", {"metadata": {"name": name}})
+        svc_def = self.registry.get("", "v1", "services")
+        assert svc_def is not None
+        await self._ensure(
+            svc_def,
+            "default",
+            {
+                "metadata": {
+                    "name": "kubernetes",
+                    "labels": {"component": "apiserver", "provider": "kubernetes"},
+                },
+                "spec": {
+                    "type": "ClusterIP",
+                    "clusterIP": self.config.kubernetes_service_ip,
+                    "clusterIPs": [self.config.kubernetes_service_ip],
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                    "sessionAffinity": "None",
+                },
+            },
+        )
+
+    async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
+        try:
+            await self.store.create(definition, namespace, obj)
+        except AlreadyExists:
+            pass
+
+    async def serve_forever(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+

@@ -1,0 +1,222 @@
+"""Serving a watch: the chunked stream of JSON-line events.
+
+Wire format (what every client depends on, see
+shared/reference/client-behaviours.md): HTTP 200, chunked, one JSON object per
+line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. Everything
+queued for the watcher goes out in one write (the object bytes are the
+cache's, encoded once for all watchers; only the short type prefix is added).
+
+Start semantics (upstream):
+
+- no resourceVersion, or ``"0"``: synthetic ADDED events for the current
+  matching objects (a consistent snapshot when unset), then live;
+- ``sendInitialEvents=true`` (requires ``resourceVersionMatch=NotOlderThan``
+  and ``allowWatchBookmarks=true``): the same, then a BOOKMARK annotated
+  ``k8s.io/initial-events-end: "true"``;
+- ``N``: every change after N from the cache's ring, then live; N older than
+  the ring → 200 and one ERROR event carrying a 410 Expired Status.
+
+``allowWatchBookmarks=true`` adds a BOOKMARK with the cache's revision every
+``bookmark_interval`` seconds. ``timeoutSeconds`` ends the stream cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Callable, Mapping
+
+import orjson
+from aiohttp import web
+
+from k8py.api.errors import Cause, Expired, Invalid, StatusError, Timeout
+from k8py.apiserver.cacher import Cacher
+from k8py.apiserver.codec import ResponseFormat
+from k8py.apiserver.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
+from k8py.apiserver.query import Query
+from k8py.apiserver.watch_cache import ADDED, TooOldResourceVersion, WatchCache
+from k8py.apiserver.watcher import Watcher
+
+__all__ = ["serve_watch"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
+_SUFFIX = b"}\n"
+_INITIAL_CHUNK = 512  # initial ADDED events per write
+
+
+def _invalid_watch(field: str, message: str) -> Invalid:
+    return Invalid.for_object("ListOptions", "", [Cause("FieldValueForbidden", message, field)], "meta.k8s.io")
+
+
+class _Encoder:
+    """Turns queued (type, object bytes) into wire bytes for one watcher."""
+
+    def __init__(self, cache: WatchCache, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
+        self.definition = cache.definition
+        self.fmt = fmt
+        self.table = table
+        self.first_table = True
+
+    def lines(self, events: list[tuple[str, bytes]]) -> bytes:
+        if self.fmt.kind != "table" or self.table is None:
+            parts: list[bytes] = []
+            for type_, data in events:
+                parts.append(_PREFIX[type_])
+                parts.append(data)
+                parts.append(_SUFFIX)
+            return b"".join(parts)
+        out = []
+        for type_, data in events:
+            table = self.table(
+                self.definition.group,
+                self.definition.kind,
+                [orjson.loads(data)],
+                list_meta=None,
+                include_object=self.fmt.include_object,
+            )
+            if not self.first_table:
+                table["columnDefinitions"] = None
+            self.first_table = False
+            out.append(orjson.dumps({"type": type_, "object": table}) + b"\n")
+        return b"".join(out)
+
+    def bookmark(self, rv: int, *, initial_events_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": self.definition.kind, "apiVersion": self.definition.api_version, "metadata": meta}
+        return _PREFIX["BOOKMARK"] + orjson.dumps(obj) + _SUFFIX
+
+
+def _error_line(err: StatusError) -> bytes:
+    return _PREFIX["ERROR"] + orjson.dumps(err.to_dict()) + _SUFFIX
+
+
+async def serve_watch(
+    request: web.Request,
+    *,
+    cacher: Cacher,
+    cache: WatchCache,
+    query: Query,
+    params: Mapping[str, str],
+    fmt: ResponseFormat,
+    bookmark_interval: float,
+    table: Callable[..., dict] | None = None,
+    on_open: Callable[[int], None] | None = None,
+) -> web.StreamResponse:
+    rv_param = params.get("resourceVersion", "")
+    match = params.get("resourceVersionMatch", "")
+    send_initial = params.get("sendInitialEvents", "") == "true"
+    bookmarks = params.get("allowWatchBookmarks", "") == "true"
+    timeout_param = params.get("timeoutSeconds", "")
+    if timeout_param:
+        try:
+            timeout = max(float(int(timeout_param)), 0.0)
+        except ValueError:
+            raise Invalid.for_object("ListOptions", "", [Cause("FieldValueInvalid", f"Invalid value: {timeout_param!r}", "timeoutSeconds")], "meta.k8s.io") from None
+    else:
+        timeout = 1800.0 * (1 + random.random())  # upstream's minRequestTimeout spread
+    if send_initial:
+        if match != "NotOlderThan":
+            raise _invalid_watch("resourceVersionMatch", 'Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan')
+        if not bookmarks:
+            raise _invalid_watch("allowWatchBookmarks", "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
+    elif match:
+        raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+
+    watcher = Watcher(query)
+    initial: list[tuple[str, bytes]] = []
+    error: StatusError | None = None
+    if send_initial or rv_param in ("", "0"):
+        if rv_param == "":
+            if not await cacher.wait_consistent(timeout=CONSISTENT_READ_TIMEOUT):
+                raise Timeout("Timeout: the watch cache did not catch up with the store in time; try again")
+        elif rv_param != "0":
+            rv = parse_rv(rv_param)
+            if not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
+                raise too_large_rv(rv, cacher.revision)
+        # snapshot and registration happen with no await between them: no event is lost or doubled
+        start_rv = cache.revision
+        initial = [(ADDED, o.data) for o in cache.candidates(query.namespace, query.index_value) if query.matches(o)]
+        cache.add_watcher(watcher)
+    else:
+        rv = parse_rv(rv_param)
+        if rv > cacher.revision and not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
+            raise too_large_rv(rv, cacher.revision)
+        start_rv = rv
+        try:
+            for event in cache.events_after(rv):
+                watcher.offer(event)
+            cache.add_watcher(watcher)
+        except TooOldResourceVersion as err:
+            error = Expired.too_old(err.requested, err.oldest)
+
+    encoder = _Encoder(cache, fmt, table)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)
+        if error is not None:
+            await response.write(_error_line(error))
+            return response
+        if on_open is not None:
+            on_open(1)
+        for i in range(0, len(initial), _INITIAL_CHUNK):
+            await response.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
+        initial = []
+        if send_initial:
+            await response.write(encoder.bookmark(start_rv, initial_events_end=True))
+        await _pump(request, response, watcher, cache, encoder, bookmarks, bookmark_interval, timeout)
+    except (ConnectionResetError, asyncio.CancelledError) as err:
+        if isinstance(err, asyncio.CancelledError) and not _client_gone(request):
+            raise
+    finally:
+        cache.remove_watcher(watcher)
+        if on_open is not None and error is None:
+            on_open(-1)
+    return response
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _pump(
+    request: web.Request,
+    response: web.StreamResponse,
+    watcher: Watcher,
+    cache: WatchCache,
+    encoder: _Encoder,
+    bookmarks: bool,
+    bookmark_interval: float,
+    timeout: float,
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    next_bookmark = loop.time() + bookmark_interval
+    while True:
+        now = loop.time()
+        if now >= deadline:
+            break
+        wait_for = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0) - now
+        if not watcher.pending and not watcher.terminated:
+            try:
+                await asyncio.wait_for(watcher.wake.wait(), timeout=max(wait_for, 0.0))
+            except asyncio.TimeoutError:
+                pass
+        events = watcher.take()
+        if events:
+            await response.write(encoder.lines(events))
+        if watcher.terminated:
+            break
+        if _client_gone(request):
+            break
+        if bookmarks and loop.time() >= next_bookmark:
+            # everything up to the cache's revision has been queued or filtered out
+            await response.write(encoder.bookmark(cache.revision))
+            next_bookmark = loop.time() + bookmark_interval

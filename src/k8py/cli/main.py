@@ -1,0 +1,113 @@
+"""``k8py``: the command line. Entry points only wire components together.
+
+Commands:
+
+- ``k8py up``: the whole cluster in one command (for now: the API server on
+  the embedded store), writing a kubeconfig for kubectl;
+- ``k8py apiserver``: the API server alone, on the embedded store
+  (``--data-dir``) or on etcd (``--etcd-servers``);
+- ``k8py etcd``: run a local etcd for k8py;
+- ``k8py migrate``: copy a cluster's objects between stores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+
+from k8py import __version__
+from k8py.cli import etcd as etcd_command
+from k8py.cli import migrate as migrate_command
+from k8py.cli.kubeconfig import write_kubeconfig
+
+__all__ = ["main", "build_parser"]
+
+DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".k8py")
+
+
+def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the embedded store and kubeconfig live (default: %(default)s)")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=default_port, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--etcd-servers", default="", help="comma-separated etcd client URLs; the embedded store is used when empty")
+    p.add_argument("--etcd-prefix", default="/registry", help="etcd key prefix (default: %(default)s)")
+    p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
+    p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
+    p.add_argument("--log-level", default="WARNING")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="k8py", description="A Kubernetes-compatible cluster written in Python.")
+    parser.add_argument("--version", action="version", version=f"k8py {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a cluster and write a kubeconfig for kubectl")
+    _add_server_options(up, default_port=6443)
+    api = sub.add_parser("apiserver", help="run the API server")
+    _add_server_options(api, default_port=6443)
+    etcd_command.add_parser(sub)
+    migrate_command.add_parser(sub)
+    return parser
+
+
+def _make_storage(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    if args.etcd_servers:
+        from k8py.storage.etcd import EtcdStorage
+
+        return EtcdStorage([u.strip() for u in args.etcd_servers.split(",") if u.strip()], prefix=args.etcd_prefix)
+    from k8py.storage.sqlite import SqliteStorage
+
+    os.makedirs(args.data_dir, exist_ok=True)
+    return SqliteStorage(os.path.join(args.data_dir, "k8py.db"))
+
+
+async def _run_apiserver(args: argparse.Namespace) -> int:
+    from k8py.apiserver.server import APIServer, APIServerConfig
+
+    started = time.perf_counter()
+    server = APIServer(
+        _make_storage(args),
+        APIServerConfig(bind=args.bind, port=args.port, bookmark_interval=args.watch_bookmark_interval),
+    )
+    try:
+        await server.start()
+    except OSError as err:
+        print(f"k8py: cannot listen on {args.bind}:{args.port}: {err.strerror or err}. "
+              f"Pick another port with --port (0 picks a free one).", file=sys.stderr)
+        await server.storage.close()
+        return 1
+    kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
+    write_kubeconfig(kubeconfig, server.url)
+    store = f"etcd {args.etcd_servers}" if args.etcd_servers else f"embedded store in {args.data_dir}"
+    print(f"k8py {__version__}: API server listening on {server.url} ({store}); ready in {time.perf_counter() - started:.2f}s", flush=True)
+    print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
+    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
+    print("  kubectl get namespaces", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("k8py: shutting down", flush=True)
+    await server.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command in ("apiserver", "up"):
+        return asyncio.run(_run_apiserver(args))
+    if args.command == "etcd":
+        return etcd_command.run(args)
+    if args.command == "migrate":
+        return migrate_command.run(args)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
