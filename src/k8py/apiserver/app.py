@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 #: upstream's limit on request bodies (3 MiB)
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
+#: what a request was, for metrics (set once the path is resolved)
+VERB_KEY = web.RequestKey("k8py.verb", str)
+RESOURCE_KEY = web.RequestKey("k8py.resource", str)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -113,8 +117,8 @@ def build_app(
             if resource_path is None:
                 raise not_found()
             ctx = handlers.resolve(request, resource_path)
-            request["k8py.verb"] = handlers.verb(ctx).upper()
-            request["k8py.resource"] = ctx.definition.plural
+            request[VERB_KEY] = handlers.verb(ctx).upper()
+            request[RESOURCE_KEY] = ctx.definition.plural
             return await handlers.handle(ctx)
         if body is None:
             raise not_found()
@@ -143,9 +147,9 @@ def build_app(
             code = 500
             return _status_response(InternalError(f"an error on the server ({type(err).__name__}) has prevented the request from succeeding"))
         finally:
-            verb = request.get("k8py.verb")
+            verb = request.get(VERB_KEY)
             if verb is not None:
-                metrics.observe(verb, request.get("k8py.resource", ""), code, time.perf_counter() - start)
+                metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
     app = web.Application(middlewares=[status_errors], client_max_size=MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", route)

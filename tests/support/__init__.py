@@ -1,0 +1,1 @@
+"""Shared test kit: real API servers (in a thread or as a process), kubeconfigs, kubectl."""

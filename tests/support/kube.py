@@ -1,0 +1,45 @@
+"""The official ``kubernetes`` client and the real ``kubectl``, pointed at a test server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import kubernetes
+
+from k8py.cli.kubeconfig import write_kubeconfig
+
+__all__ = ["official_client", "Kubectl", "KUBECTL"]
+
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+
+
+def official_client(url: str) -> kubernetes.client.ApiClient:
+    config = kubernetes.client.Configuration()
+    config.host = url
+    return kubernetes.client.ApiClient(config)
+
+
+@dataclass
+class Kubectl:
+    """Runs the real kubectl with its own HOME (a cold discovery cache) and kubeconfig."""
+
+    url: str
+    home: str
+
+    def __post_init__(self) -> None:
+        os.makedirs(self.home, exist_ok=True)
+        self.kubeconfig = write_kubeconfig(os.path.join(self.home, "kubeconfig"), self.url)
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}
+        result = subprocess.run([KUBECTL, *args], capture_output=True, text=True, input=input, timeout=timeout, env=env)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        env = {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}
+        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
