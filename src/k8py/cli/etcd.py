@@ -118,7 +118,7 @@ class EtcdCluster:
             with urllib.request.urlopen(
                 f"{self.members[index].client_url}/health", timeout=timeout
             ) as resp:
-                return json.loads(resp.read()).get("health") == "true"
+                return bool(json.loads(resp.read()).get("health") == "true")
         except (OSError, ValueError):
             return False
 

@@ -40,7 +40,7 @@ content) it does not arise in practice.
 
 A watch that breaks is resumed, on the next member, from the last revision it
 delivered + 1; events at or below that revision are dropped, so the consumer
-sees each event exactly once and in order.
+sees each event exactly once and in order (``etcd_watch``).
 
 Caveat (etcd 3.4): progress notifications are only as good as etcd's; 3.4
 releases before 3.4.25 may rarely send one ahead of pending events (etcd
@@ -50,13 +50,18 @@ issue #15220). Revisions delivered downstream are still kept monotonic.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from k8py.storage.etcd_client import EtcdError, EtcdHttpClient, b64, unb64
+from k8py.storage.etcd_client import EtcdError, EtcdHttpClient, b64
 from k8py.storage.etcd_keys import EtcdKeySpace
+from k8py.storage.etcd_watch import (
+    decode_kv,
+    find_compacted_revision,
+    first_change_after,
+    resuming_watch,
+)
 from k8py.storage.interface import (
     CompactedError,
     EventType,
@@ -70,7 +75,6 @@ from k8py.storage.interface import (
     StorageUnavailableError,
     ValueTooLargeError,
     WatchBatch,
-    WatchEvent,
 )
 
 __all__ = ["EtcdStorage"]
@@ -148,7 +152,7 @@ class EtcdStorage:
     async def get(self, key: str, *, revision: int = 0) -> KeyValue | None:
         data = await self._range(self._keys.to_etcd(key), revision=revision)
         kvs = data.get("kvs")
-        return self._kv(kvs[0]) if kvs else None
+        return decode_kv(self._keys, kvs[0]) if kvs else None
 
     async def list(
         self,
@@ -170,7 +174,7 @@ class EtcdStorage:
             want = self._page_size if not limit else min(self._page_size, limit - len(kvs))
             data = await self._range(start, end, revision=read_at, limit=want)
             read_at = read_at or int(data["header"]["revision"])
-            page = [self._kv(kv) for kv in data.get("kvs", ())]
+            page = [decode_kv(self._keys, kv) for kv in data.get("kvs", ())]
             kvs.extend(page)
             more = bool(data.get("more"))
             remaining = int(data.get("count", 0)) - len(page)
@@ -267,34 +271,17 @@ class EtcdStorage:
         )
         data = result.data
         if data.get("succeeded"):
-            prev = self._kv(data["responses"][0]["response_delete_range"]["prev_kvs"][0])
+            prev = decode_kv(self._keys, data["responses"][0]["response_delete_range"]["prev_kvs"][0])
             revision = int(data["header"]["revision"])
             return KeyValue(key, prev.value, prev.create_revision, revision)
         current = self._failure_kv(data)
         if result.maybe_applied_before and (current is None or current.create_revision > expected):
-            deleted = await self._first_change_after(key, expected)
+            deleted = await first_change_after(self._client, self._keys, key, expected)
             if deleted is not None and deleted.type is EventType.DELETE:
                 return deleted.kv  # our earlier attempt committed
         if current is None:
             raise KeyNotFoundError(key)
         raise RevisionConflictError(key, expected, current)
-
-    async def _first_change_after(self, key: str, revision: int) -> WatchEvent | None:
-        """The first event on ``key`` after ``revision`` (a one-shot watch), or
-        None if it cannot be known (compacted, nothing within a second)."""
-        ekey = self._keys.to_etcd(key)
-        body = {"key": b64(ekey), "start_revision": str(revision + 1), "prev_kv": True}
-        try:
-            async with asyncio.timeout(1.0):
-                async with contextlib.aclosing(self._client.watch_stream(body)) as stream:
-                    async for resp in stream:
-                        if resp.get("canceled"):
-                            return None
-                        if resp.get("events"):
-                            return self._event(resp["events"][0])
-        except (TimeoutError, StorageUnavailableError):
-            return None
-        return None
 
     async def compact(self, revision: int) -> None:
         if revision <= 0:
@@ -314,60 +301,7 @@ class EtcdStorage:
         rng = self._keys.prefix_range(prefix)
         if rng is None:
             raise ValueError(f"watch prefix outside the /registry key space: {prefix!r}")
-        return self._watch(rng[0], rng[1], after)
-
-    async def _watch(self, start: bytes, end: bytes, after: int) -> AsyncIterator[WatchBatch]:
-        delivered = after
-        retry_deadline: float | None = None
-        delay = 0.05
-        loop = asyncio.get_running_loop()
-        while not self._client.closed:
-            endpoint = self._client.current_endpoint
-            body = {
-                "key": b64(start),
-                "range_end": b64(end),
-                "start_revision": str(delivered + 1),
-                "prev_kv": True,
-                "progress_notify": True,
-            }
-            try:
-                async with contextlib.aclosing(self._client.watch_stream(body)) as stream:
-                    async for resp in stream:
-                        if resp.get("canceled"):
-                            compacted = int(resp.get("compact_revision", 0))
-                            if compacted:
-                                raise CompactedError(delivered + 1, compacted)
-                            raise StorageUnavailableError(
-                                f"etcd canceled the watch: {resp.get('cancel_reason', '')}"
-                            )
-                        if resp.get("created"):
-                            retry_deadline, delay = None, 0.05
-                            continue
-                        raw_events = resp.get("events")
-                        if raw_events:
-                            events = tuple(
-                                e for e in map(self._event, raw_events) if e.revision > delivered
-                            )
-                            if events:
-                                delivered = events[-1].revision
-                                yield WatchBatch(delivered, events)
-                        else:
-                            revision = int(resp.get("header", {}).get("revision", 0))
-                            if revision >= delivered:  # repeats are liveness signals
-                                delivered = revision
-                                yield WatchBatch(revision)
-            except StorageUnavailableError as e:
-                if self._client.closed:
-                    return
-                now = loop.time()
-                if retry_deadline is None:
-                    retry_deadline = now + self._client.retry_timeout
-                elif now > retry_deadline:
-                    raise
-                log.info("etcd watch broke, resuming", extra={"after": delivered, "reason": str(e)})
-                self._client.rotate(endpoint)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return resuming_watch(self._client, self._keys, rng[0], rng[1], after=after)
 
     # -- helpers -----------------------------------------------------------
 
@@ -393,21 +327,10 @@ class EtcdStorage:
             return (await self._client.post("/kv/range", body)).data
         except EtcdError as e:
             if _COMPACTED in e.message:
-                raise CompactedError(revision, await self._find_compacted_revision()) from None
+                raise CompactedError(revision, await find_compacted_revision(self._client, self._keys)) from None
             if _FUTURE in e.message:
                 raise FutureRevisionError(revision, await self.current_revision()) from None
             raise StorageError(e.message) from e
-
-    async def _find_compacted_revision(self) -> int:
-        # etcd exposes the compacted revision only in a watch cancel: a watch
-        # from revision 1 on a compacted store is canceled with it at once.
-        body = {"key": b64(self._keys.to_etcd("/registry")), "start_revision": "1"}
-        async with asyncio.timeout(self._client.request_timeout):
-            async with contextlib.aclosing(self._client.watch_stream(body)) as stream:
-                async for resp in stream:
-                    if resp.get("canceled"):
-                        return int(resp.get("compact_revision", 0))
-        return 0  # unreachable: watch_stream raises when the stream ends
 
     async def _txn(
         self, compare: dict[str, Any], success: dict[str, Any], ekey: str, *, size: int = 0
@@ -430,29 +353,7 @@ class EtcdStorage:
 
     def _failure_kv(self, data: dict[str, Any]) -> KeyValue | None:
         kvs = data["responses"][0]["response_range"].get("kvs")
-        return self._kv(kvs[0]) if kvs else None
-
-    def _kv(self, kv: dict[str, Any]) -> KeyValue:
-        return KeyValue(
-            self._keys.from_etcd(unb64(kv["key"])),
-            unb64(kv.get("value")),
-            int(kv.get("create_revision", 0)),
-            int(kv.get("mod_revision", 0)),
-        )
-
-    def _event(self, event: dict[str, Any]) -> WatchEvent:
-        raw_prev = event.get("prev_kv")
-        prev = self._kv(raw_prev) if raw_prev else None
-        kv = event["kv"]
-        revision = int(kv["mod_revision"])
-        if event.get("type") == "DELETE":
-            key = self._keys.from_etcd(unb64(kv["key"]))
-            if prev is None:
-                return WatchEvent(EventType.DELETE, KeyValue(key, b"", 0, revision))
-            return WatchEvent(
-                EventType.DELETE, KeyValue(key, prev.value, prev.create_revision, revision), prev
-            )
-        return WatchEvent(EventType.PUT, self._kv(kv), prev)
+        return decode_kv(self._keys, kvs[0]) if kvs else None
 
     async def _compact_periodically(self, interval: float) -> None:
         """kube-apiserver's policy: compact to the revision seen one interval ago,

@@ -36,7 +36,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,7 +209,7 @@ class EtcdHttpClient:
         result: dict[str, Any] = data
         return result
 
-    async def watch_stream(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def watch_stream(self, body: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         """Open one watch on the current member and yield each WatchResponse.
 
         Raises StorageUnavailableError when the stream cannot be opened or
