@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from k8py.api.errors import BadRequest, UnsupportedMediaType
 from k8py.api.patch.apply import record_update, server_side_apply
@@ -140,7 +140,7 @@ def apply_patch(
     return result
 
 
-class _ApplyLoader(yaml.SafeLoader):
+class _ApplyLoader(yaml.SafeLoader):  # type: ignore[misc]
     """Safe YAML without the timestamp type: dates stay strings, as in JSON."""
 
 

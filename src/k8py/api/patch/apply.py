@@ -172,7 +172,7 @@ def _lookup(value: Any, path: fs.Path, root: sw.Schema | None) -> Any:
 
 
 def _conflict_error(conflicts: dict[ManagerId, set[fs.Path]], managers: Managers) -> Conflict:
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for ident, paths in conflicts.items():
         label = manager_label(ident, managers[ident].api_version)
         pairs.extend((label, fs.path_string(p)) for p in fs.sorted_paths(paths))

@@ -45,7 +45,8 @@ Schema = dict[str, Any]
 def root_schema(schema_name: str | None) -> Schema | None:
     if not schema_name:
         return None
-    return api_schema.definition(schema_name)
+    found = api_schema.definition(schema_name)
+    return found if isinstance(found, dict) else None
 
 
 def resolved(field: Schema | None) -> Schema | None:

@@ -115,16 +115,16 @@ def _diff_merge_list(
             patch[f"{SET_ELEMENT_ORDER}/{key}"] = [{merge_key: item[merge_key]} for item in new]
         return
     additions = [deep_copy(v) for v in new if not _contains_scalar(old, v)]
-    deletions: list[Any] = []
+    removed: list[Any] = []
     for value in old:
-        if not _contains_scalar(new, value) and not _contains_scalar(deletions, value):
-            deletions.append(value)
+        if not _contains_scalar(new, value) and not _contains_scalar(removed, value):
+            removed.append(value)
     additions = sort_by(additions, new, "")
     if additions:
         patch[key] = additions
-    if deletions:
-        patch[f"{DELETE_FROM_PRIMITIVE_LIST}/{key}"] = sorted(deletions, key=go_format)
-    if deletions or not json_equal(old, new):
+    if removed:
+        patch[f"{DELETE_FROM_PRIMITIVE_LIST}/{key}"] = sorted(removed, key=go_format)
+    if removed or not json_equal(old, new):
         patch[f"{SET_ELEMENT_ORDER}/{key}"] = deep_copy(new)
 
 

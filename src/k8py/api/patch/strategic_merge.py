@@ -225,7 +225,7 @@ def _apply_set_element_order(
         if not found_original and not found_patch:
             continue
         merged = _merge_list_field(
-            live if found_original else [], incoming if found_patch else [],
+            live if isinstance(live, list) else [], incoming if isinstance(incoming, list) else [],
             field, strategy, merge_key, False,
         )
         if merged:
