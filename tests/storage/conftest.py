@@ -62,7 +62,13 @@ BACKEND_FACTORIES: dict[str, BackendFactory] = {
 }
 
 
-@pytest.fixture(params=sorted(BACKEND_FACTORIES))
+# The etcd variants carry the ``etcd`` mark, so ``-m "not etcd"`` runs without etcd.
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=[pytest.mark.etcd] if name == "etcd" else [])
+        for name in sorted(BACKEND_FACTORIES)
+    ]
+)
 async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Storage]:
     store = await BACKEND_FACTORIES[request.param](tmp_path)
     try:
