@@ -69,8 +69,9 @@ def field_schema(parent: Schema | None, key: str) -> Schema | None:
     if target is None:
         return None
     props = target.get("properties")
-    if props and key in props:
-        return props[key]
+    if props and isinstance(props.get(key), dict):
+        found: Schema = props[key]
+        return found
     extra = target.get("additionalProperties")
     if isinstance(extra, dict):
         return extra
