@@ -112,6 +112,7 @@ class _Pairs(dict):  # type: ignore[type-arg]
     """A decoded JSON object that remembers which of its keys repeated."""
 
     __slots__ = ("duplicates",)
+    duplicates: list[str]
 
 
 def _hook(pairs: list[tuple[str, Any]]) -> _Pairs:
@@ -174,13 +175,13 @@ def strict_decoding_message(kind: str, version: str, problems: list[str]) -> str
 
 
 def _kind_version(schema_name: str | None, obj: dict[str, Any]) -> tuple[str, str]:
-    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
-    api_version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
+    kind = str(obj.get("kind") or "")
+    api_version = str(obj.get("apiVersion") or "")
     version = api_version.rsplit("/", 1)[-1] if api_version else ""
     if (not kind or not version) and schema_name:
         definition = upstream.definition(schema_name) or {}
         for gvk in definition.get("x-kubernetes-group-version-kind") or ():
-            kind, version = kind or gvk["kind"], version or gvk["version"]
+            kind, version = kind or str(gvk["kind"]), version or str(gvk["version"])
             break
     return kind, version
 

@@ -184,7 +184,7 @@ def resource_paths(
     paths[f"{prefix}{ns}/{d.plural}/{{name}}"] = item
 
     if d.namespaced and "list" in verbs:
-        all_ns = {"parameters": [_PRETTY], "get": _op(d, action="list", op_id=f"list{mid}{d.kind}ForAllNamespaces", description=f"list or watch objects of kind {d.kind}", ref=list_ref, gvk=gvk, params=list(_LIST_PARAMS))}
+        all_ns: dict[str, Any] = {"parameters": [_PRETTY], "get": _op(d, action="list", op_id=f"list{mid}{d.kind}ForAllNamespaces", description=f"list or watch objects of kind {d.kind}", ref=list_ref, gvk=gvk, params=list(_LIST_PARAMS))}
         all_ns["get"]["responses"]["200"]["content"].update(_content(list_ref, _WATCH_TYPES))
         paths[f"{prefix}/{d.plural}"] = all_ns
 

@@ -16,7 +16,7 @@ from k8py.api.errors import Cause
 from k8py.api.selectors import label_selector_from_dict
 
 from k8py.apiserver.validation.field import (
-    IntOrString, Raw, forbidden, go_label_selector, go_map, immutable, invalid, is_int,
+    IntOrString, Raw, as_dict, forbidden, go_label_selector, go_map, immutable, invalid, is_int,
     label_selector, nonnegative, not_supported, required,
 )
 from k8py.apiserver.validation.podspec import validate_pod_template
@@ -63,7 +63,7 @@ def _selector_and_template(spec: Object, what: str, *, required_selector: bool =
         causes.append(invalid("spec.template.metadata.labels", Raw(go_map(labels)),
                               "`selector` does not match template `labels`"))
     causes.extend(validate_pod_template(template, "spec.template"))
-    tspec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    tspec = as_dict(template.get("spec"))
     restart = tspec.get("restartPolicy")
     if restart not in (None, "Always"):
         causes.append(not_supported("spec.template.spec.restartPolicy", restart, ("Always",)))
@@ -109,7 +109,7 @@ def _common(spec: Object) -> list[Cause]:
 def _selector_immutable(spec: Object, old: Object | None) -> list[Cause]:
     if old is None:
         return []
-    old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+    old_spec = as_dict(old.get("spec"))
     if spec.get("selector") != old_spec.get("selector"):
         return [immutable("spec.selector", _selector_value(spec.get("selector")))]
     return []
@@ -121,7 +121,7 @@ def _deployment(obj: Object, old: Object | None) -> list[Cause]:
         return [required("spec")]
     causes = _common(spec)
     causes += _selector_and_template(spec, "deployment")
-    strategy = spec.get("strategy") if isinstance(spec.get("strategy"), dict) else {}
+    strategy = as_dict(spec.get("strategy"))
     kind = strategy.get("type")
     rolling = strategy.get("rollingUpdate")
     if kind == "Recreate":
@@ -163,7 +163,7 @@ def _daemon_set(obj: Object, old: Object | None) -> list[Cause]:
     if not isinstance(spec, dict):
         return [required("spec")]
     causes = _common(spec) + _selector_and_template(spec, "daemonset")
-    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+    strategy = as_dict(spec.get("updateStrategy"))
     kind = strategy.get("type")
     if kind == "RollingUpdate":
         rolling = strategy.get("rollingUpdate")
@@ -200,7 +200,7 @@ def _stateful_set(obj: Object, old: Object | None) -> list[Cause]:
         causes.append(required("spec.podManagementPolicy"))
     elif policy not in ("OrderedReady", "Parallel"):
         causes.append(invalid("spec.podManagementPolicy", policy, "must be 'OrderedReady' or 'Parallel'"))
-    strategy = spec.get("updateStrategy") if isinstance(spec.get("updateStrategy"), dict) else {}
+    strategy = as_dict(spec.get("updateStrategy"))
     kind = strategy.get("type")
     if not kind:
         causes.append(required("spec.updateStrategy"))
@@ -216,7 +216,7 @@ def _stateful_set(obj: Object, old: Object | None) -> list[Cause]:
         causes.append(invalid("spec.updateStrategy", strategy, "must be 'RollingUpdate' or 'OnDelete'"))
     causes += _selector_and_template(spec, "statefulset")
     if old is not None:
-        old_spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
+        old_spec = as_dict(old.get("spec"))
         rest = {k: v for k, v in spec.items() if k not in _STS_MUTABLE}
         old_rest = {k: v for k, v in old_spec.items() if k not in _STS_MUTABLE}
         if rest != old_rest:

@@ -111,7 +111,7 @@ def _job(obj: Object, old: Object | None) -> list[Cause]:
 # --- cron schedules (robfig/cron standard parser: 5 fields or a descriptor) ---
 
 _DESCRIPTORS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_FIELDS = ((0, 59, {}), (0, 23, {}), (1, 31, {}),
+_FIELDS: tuple[tuple[int, int, dict[str, int]], ...] = ((0, 59, {}), (0, 23, {}), (1, 31, {}),
            (1, 12, {m: i + 1 for i, m in enumerate(
                ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"))}),
            (0, 6, {d: i for i, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}))

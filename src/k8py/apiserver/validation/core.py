@@ -89,10 +89,10 @@ def _service(obj: Object, old: Object | None) -> list[Cause]:
     for i, port in enumerate(ports):
         p = f"spec.ports[{i}]"
         causes.extend(_service_port(port, p, len(ports) > 1, names))
-        key = (port.get("protocol"), port.get("port"))
-        if key in seen_ports:
-            causes.append(duplicate(p, {"port": key[1], "protocol": key[0]}))
-        seen_ports.add(key)
+        proto_port = (port.get("protocol"), port.get("port"))
+        if proto_port in seen_ports:
+            causes.append(duplicate(p, {"port": proto_port[1], "protocol": proto_port[0]}))
+        seen_ports.add(proto_port)
         if kind == "ClusterIP" and port.get("nodePort") not in (None, 0):
             causes.append(forbidden(f"{p}.nodePort", "may not be used when `type` is 'ClusterIP'"))
     if spec.get("selector") is not None:

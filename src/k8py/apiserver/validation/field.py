@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeGuard
 
 from k8py.api.errors import Cause
 from k8py.api.names import go_quote, is_qualified_name, validate_labels
@@ -22,7 +22,7 @@ __all__ = [
     "Raw", "IntOrString", "render", "go_map", "go_label_selector",
     "required", "invalid", "not_supported", "duplicate", "forbidden", "not_found", "immutable",
     "nonnegative", "port_number", "port_name", "port_num_or_name", "label_selector",
-    "is_int", "int_value",
+    "is_int", "int_value", "as_dict",
 ]
 
 
@@ -34,8 +34,13 @@ class IntOrString(str):
     """An IntOrString value: rendered unquoted, as its Go ``String()`` is."""
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is an object, else an empty one (malformed input)."""
+    return value if isinstance(value, dict) else {}
 
 
 def int_value(value: Any, default: int = 0) -> int:
