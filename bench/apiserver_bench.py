@@ -1,0 +1,238 @@
+"""API server benchmarks (issue 2), each beside its baseline in the same run.
+
+The API server runs as its own process (``python -m k8py apiserver``), as in
+production; the load comes from this process over loopback with a raw asyncio
+HTTP/1.1 client (cheap, so the server is what is measured). Figures:
+
+1. start-up: command to "listening" (ready) in seconds;
+2. creates/s from 16 concurrent clients, against the raw store's put rate with
+   16 concurrent writers measured in this process (API overhead as a ratio);
+3. create latency p50/p99 at a fixed 100 creates/s (open loop);
+4. list of N pods (default 10,000) from the cache: latency; server memory per
+   stored pod (RSS growth / pods);
+5. watch fan-out: 100 watchers on one namespace, events/s delivered in total
+   (writers as fast as they go) and p99 delivery latency at 500 events/s,
+   against a bare aiohttp fan-out of pre-encoded lines of the same size to the
+   same client (the floor).
+
+    python bench/apiserver_bench.py [--pods 10000] [--creates 5000] [--watchers 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from http_load import HttpConnection, WatchReader, pod_body  # noqa: E402
+from watch_floor import run_floor  # noqa: E402
+from store_put import measure_put_throughput  # noqa: E402
+
+
+def start_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, float]:
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "k8py", "apiserver", "--data-dir", data_dir, "--port", "0", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+        if m:
+            return proc, f"{m.group(1)}:{m.group(2)}", time.perf_counter() - started
+    raise RuntimeError("server did not start")
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+async def create_throughput(addr: str, n: int, concurrency: int, namespace: str) -> float:
+    conns = [await HttpConnection.open(addr) for _ in range(concurrency)]
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def worker(c: HttpConnection, idx: range) -> None:
+        for i in idx:
+            status, _ = await c.request("POST", path, pod_body(f"tp-{i}", namespace))
+            assert status == 201, status
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(c, range(w, n, concurrency)) for w, c in enumerate(conns)))
+    elapsed = time.perf_counter() - start
+    for c in conns:
+        c.close()
+    return n / elapsed
+
+
+async def create_latency_at_rate(addr: str, rate: float, seconds: float, namespace: str) -> list[float]:
+    """Open loop: a request starts every 1/rate s on its own connection from a pool."""
+    pool = [await HttpConnection.open(addr) for _ in range(32)]
+    free: asyncio.Queue[HttpConnection] = asyncio.Queue()
+    for c in pool:
+        free.put_nowait(c)
+    latencies: list[float] = []
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def one(i: int) -> None:
+        c = await free.get()
+        t0 = time.perf_counter()
+        status, _ = await c.request("POST", path, pod_body(f"lat-{i}", namespace))
+        latencies.append(time.perf_counter() - t0)
+        assert status == 201, status
+        free.put_nowait(c)
+
+    tasks = []
+    start = time.perf_counter()
+    total = int(rate * seconds)
+    for i in range(total):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i)))
+    await asyncio.gather(*tasks)
+    for c in pool:
+        c.close()
+    return latencies
+
+
+async def list_latency(addr: str, namespace: str, rounds: int = 5) -> tuple[float, int, int]:
+    c = await HttpConnection.open(addr)
+    times = []
+    count = size = 0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        status, body = await c.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+        times.append(time.perf_counter() - t0)
+        assert status == 200
+        size = len(body)
+        count = len(orjson.loads(body)["items"])
+    c.close()
+    return statistics.median(times), count, size
+
+
+async def fill(addr: str, n: int, namespace: str) -> None:
+    conns = [await HttpConnection.open(addr) for _ in range(16)]
+
+    async def worker(c: HttpConnection, idx: range) -> None:
+        for i in idx:
+            status, _ = await c.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod_body(f"p-{i}", namespace))
+            assert status == 201, status
+
+    await asyncio.gather(*(worker(c, range(w, n, 16)) for w, c in enumerate(conns)))
+    for c in conns:
+        c.close()
+
+
+async def watch_fanout(addr: str, watchers: int, events: int, rate: float | None, namespace: str) -> tuple[float, list[float]]:
+    """Returns (events/s delivered in total, latencies sampled on watcher 0)."""
+    c = await HttpConnection.open(addr)
+    status, body = await c.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
+    rv = orjson.loads(body)["metadata"]["resourceVersion"]
+    readers = [WatchReader(sample=(i == 0)) for i in range(watchers)]
+    path = f"/api/v1/namespaces/{namespace}/pods?watch=true&resourceVersion={rv}"
+    for r in readers:
+        await r.start(addr, path)
+    await asyncio.sleep(0.5)
+    writers = [await HttpConnection.open(addr) for _ in range(16)]
+    start = time.perf_counter()
+
+    async def writer(w: HttpConnection, idx: range) -> None:
+        for i in idx:
+            if rate:
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            status, _ = await w.request(
+                "POST", f"/api/v1/namespaces/{namespace}/pods", pod_body(f"w-{i}", namespace, stamp=True)
+            )
+            assert status == 201, status
+
+    await asyncio.gather(*(writer(w, range(k, events, 16)) for k, w in enumerate(writers)))
+    deadline = time.perf_counter() + 120
+    while sum(r.count for r in readers) < watchers * events and time.perf_counter() < deadline:
+        await asyncio.sleep(0.02)
+    elapsed = max(r.last_at for r in readers) - start
+    delivered = sum(r.count for r in readers)
+    for r in readers:
+        r.close()
+    for w in writers:
+        w.close()
+    c.close()
+    assert delivered == watchers * events, f"delivered {delivered} of {watchers * events}"
+    return delivered / elapsed, readers[0].latencies
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pods", type=int, default=10_000)
+    ap.add_argument("--creates", type=int, default=5_000)
+    ap.add_argument("--watchers", type=int, default=100)
+    ap.add_argument("--watch-events", type=int, default=2_000)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="k8py-bench-")
+
+    # baseline: the raw store's put rate, 16 concurrent writers, same value size
+    from k8py.storage.sqlite import SqliteStorage
+
+    raw_store = SqliteStorage(os.path.join(tmp, "raw.db"))
+    await raw_store.start()
+    raw = await measure_put_throughput(raw_store, args.creates, 16, value_size=len(pod_body("x", "ns")) + 300)
+    await raw_store.close()
+
+    proc, addr, ready = start_server(os.path.join(tmp, "api"))
+    try:
+        c = await HttpConnection.open(addr)
+        for ns in ("bench", "lat", "big", "watch", "watch2"):
+            await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
+        c.close()
+        print(f"start-up (command to ready):            {ready:.2f} s   (target < 1 s)")
+
+        creates = await create_throughput(addr, args.creates, 16, "bench")
+        print(f"creates/s, 16 concurrent clients:        {creates:,.0f}   (target >= 1,500)")
+        print(f"raw store puts/s, 16 concurrent writers: {raw:,.0f}   API/raw = {creates / raw:.2f}")
+
+        lat = await create_latency_at_rate(addr, 100, 10, "lat")
+        print(f"create latency at 100/s:                 p50 {pct(lat, .5) * 1e3:.1f} ms, p99 {pct(lat, .99) * 1e3:.1f} ms   (target p99 <= 50 ms)")
+
+        before = rss_bytes(proc.pid)
+        await fill(addr, args.pods, "big")
+        await asyncio.sleep(1.0)
+        after = rss_bytes(proc.pid)
+        median, count, size = await list_latency(addr, "big")
+        print(f"list of {count:,} pods ({size / 1e6:.1f} MB):          {median * 1e3:.0f} ms median   (target <= 200 ms)")
+        print(f"server memory per stored pod:            {(after - before) / args.pods / 1024:.2f} KiB (RSS growth {(after - before) / 1e6:.0f} MB)   (target <= 5 KB)")
+
+        tput, _ = await watch_fanout(addr, args.watchers, args.watch_events, None, "watch")
+        _, lat500 = await watch_fanout(addr, args.watchers, 1500, 500.0, "watch2")
+        floor = await run_floor(args.watchers, args.watch_events, len(pod_body("w-0", "watch", stamp=True)) + 400)
+        print(f"watch fan-out, {args.watchers} watchers:               {tput:,.0f} events/s delivered   (target >= 20,000)")
+        print(f"bare aiohttp fan-out floor (same client): {floor:,.0f} events/s   API/floor = {tput / floor:.2f}")
+        print(f"watch delivery latency at 500 events/s:  p50 {pct(lat500, .5) * 1e3:.1f} ms, p99 {pct(lat500, .99) * 1e3:.1f} ms   (target p99 <= 50 ms)")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
