@@ -206,7 +206,8 @@ class WatchCache:
     def events_after(self, rv: int) -> list[CacheEvent]:
         """Every event with rv > ``rv``. Raises TooOldResourceVersion."""
         if rv < self.oldest_rv:
-            raise TooOldResourceVersion(rv, self.oldest_rv + 1)
+            # upstream reports the oldest RV a watch can still start from
+            raise TooOldResourceVersion(rv, self.oldest_rv)
         if not self.ring or self.ring[-1].rv <= rv:
             return []
         # the ring is sorted by rv: scan from the end (resumes are usually recent)
