@@ -213,7 +213,11 @@ class ObjectStore:
                 strategy.prepare_for_update(new, old)
                 if strategy.tracks_generation and strategy.spec_changed(new, old):
                     new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
-            causes = validate_meta(definition, new) + strategy.validate_update(new, old)
+            causes = validate_meta(definition, new)
+            if subresource in ("", "status"):
+                # internal writers (pods/binding) change what the update rules
+                # forbid (spec.nodeName), as upstream's binding REST does
+                causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
             value = encode_for_store(new)
             if value == kv.value:
