@@ -1,0 +1,402 @@
+"""Watch semantics through the official client, checked on the wire.
+
+Each test opens watches with ``_preload_content=False`` (so the raw chunked
+bytes are visible) or through ``kubernetes.watch.Watch`` (what client code
+does), against a real server in a background thread
+(``bookmark_interval=1.0``). Expected behaviours come from
+shared/reference/client-behaviours.md and upstream's watch cache.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import kubernetes
+import orjson
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.kube import official_client
+from tests.support.servers import ServerThread, sqlite_storage
+
+NS = "default"
+
+
+class RawWatch:
+    """A watch opened through the official client; a thread collects the raw bytes."""
+
+    def __init__(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("timeout_seconds", 20)
+        self.response = call(*args, watch=True, _preload_content=False, **kwargs)
+        self.status = self.response.status
+        self._data = bytearray()
+        self._cond = threading.Condition()
+        self.ended = False
+        self._thread = threading.Thread(target=self._read, name="raw-watch", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for chunk in self.response.stream(None):
+                with self._cond:
+                    self._data += chunk
+                    self._cond.notify_all()
+        except Exception:  # the connection was shut down by close()
+            pass
+        finally:
+            with self._cond:
+                self.ended = True
+                self._cond.notify_all()
+
+    @property
+    def raw(self) -> bytes:
+        with self._cond:
+            return bytes(self._data)
+
+    def lines(self) -> list[bytes]:
+        raw = self.raw
+        return raw[: raw.rfind(b"\n") + 1].splitlines(keepends=True)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in self.lines()]
+
+    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 5.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                events = self.events()
+                if predicate(events):
+                    return events
+                left = deadline - time.monotonic()
+                if left <= 0 or self.ended:
+                    raise AssertionError(f"watch condition not met within {timeout}s; got {events}")
+                self._cond.wait(left)
+
+    def wait_events(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        return self.wait_for(lambda evs: len(evs) >= n, timeout)
+
+    def wait_end(self, timeout: float = 5.0) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def close(self) -> None:
+        try:
+            self.response.shutdown()
+        except Exception:
+            pass
+        self.response.release_conn()
+        self._thread.join(5)
+
+    def __enter__(self) -> "RawWatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def cm(name: str, labels: dict[str, str] | None = None, data: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    return {"metadata": meta, "data": data or {"k": "v"}}
+
+
+def pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["type"], e["object"]["metadata"].get("name", "")) for e in events]
+
+
+@pytest.fixture
+def core(k8s) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(k8s)
+
+
+def bind(core: kubernetes.client.CoreV1Api, name: str, node: str) -> None:
+    core.create_namespaced_pod_binding(
+        name,
+        NS,
+        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}},
+        _preload_content=False,
+    )
+
+
+# -- start -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rv", [None, "0"], ids=["no-rv", "rv-0"])
+def test_watch_without_rv_starts_with_synthetic_added_then_goes_live(core, rv):
+    for name in ("a", "b", "c"):
+        core.create_namespaced_config_map(NS, cm(name))
+    kwargs = {"resource_version": rv} if rv else {}
+    with RawWatch(core.list_namespaced_config_map, NS, **kwargs) as w:
+        initial = w.wait_events(3)
+        assert sorted(summary(initial)) == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+        core.patch_namespaced_config_map("b", NS, {"data": {"k": "changed"}})
+        core.delete_namespaced_config_map("c", NS)
+        core.create_namespaced_config_map(NS, cm("d"))
+        events = w.wait_events(6)
+    assert summary(events[3:]) == [("MODIFIED", "b"), ("DELETED", "c"), ("ADDED", "d")]
+    assert events[3]["object"]["data"] == {"k": "changed"}
+
+
+def test_watch_from_an_rv_replays_exactly_the_later_changes(core):
+    core.create_namespaced_config_map(NS, cm("before"))
+    start = core.create_namespaced_config_map(NS, cm("a")).metadata.resource_version
+    core.create_namespaced_config_map(NS, cm("b"))
+    core.patch_namespaced_config_map("a", NS, {"data": {"k": "2"}})
+    core.delete_namespaced_config_map("b", NS)
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=start) as w:
+        events = w.wait_events(3)
+        time.sleep(0.2)  # nothing else may follow
+        assert len(w.events()) == 3
+    assert summary(events) == [("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert rvs == sorted(rvs) and rvs[0] > int(start)
+
+
+def test_official_watch_resumes_from_a_list_rv_and_sees_only_later_changes(core):
+    core.create_namespaced_config_map(NS, cm("old"))
+    list_rv = core.list_namespaced_config_map(NS).metadata.resource_version
+    core.create_namespaced_config_map(NS, cm("new"))
+    core.delete_namespaced_config_map("old", NS)
+    w = kubernetes.watch.Watch()
+    seen = []
+    for event in w.stream(core.list_namespaced_config_map, NS, resource_version=list_rv, timeout_seconds=5):
+        seen.append((event["type"], event["object"].metadata.name))
+        if len(seen) == 2:
+            w.stop()
+    assert seen == [("ADDED", "new"), ("DELETED", "old")]
+
+
+# -- 410 ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_ring_server(tmp_path):
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), bookmark_interval=1.0, watch_cache_capacity=4) as server:
+        client = official_client(server.url)
+        yield kubernetes.client.CoreV1Api(client)
+        client.close()
+
+
+def test_watch_from_an_rv_older_than_the_ring_gets_http_200_and_one_410_error_event(small_ring_server):
+    core = small_ring_server
+    first = int(core.create_namespaced_config_map(NS, cm("x0")).metadata.resource_version)
+    for i in range(1, 10):
+        core.create_namespaced_config_map(NS, cm(f"x{i}"))
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=str(first)) as w:
+        assert w.status == 200
+        assert w.wait_end(5), "the stream must close after the error"
+        raw = w.raw
+    line = raw.decode()
+    assert line.count("\n") == 1 and line.endswith("\n")
+    event = orjson.loads(raw)
+    oldest = int(event["object"]["message"].rsplit("(", 1)[1].rstrip(")"))
+    assert raw == (
+        b'{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"too old resource version: %d (%d)","reason":"Expired","code":410}}\n' % (first, oldest)
+    )
+    # the RV in parentheses is the oldest one a watch can still start from
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=str(oldest)) as w:
+        events = w.wait_events(1)
+        assert events[0]["type"] != "ERROR"
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=str(oldest - 1)) as w:
+        assert w.wait_end(5)
+        assert w.events()[0]["type"] == "ERROR"
+
+
+def test_official_watch_raises_410_after_its_one_retry_on_an_expired_rv(small_ring_server):
+    core = small_ring_server
+    first = core.create_namespaced_config_map(NS, cm("y0")).metadata.resource_version
+    for i in range(1, 8):
+        core.create_namespaced_config_map(NS, cm(f"y{i}"))
+    w = kubernetes.watch.Watch()
+    with pytest.raises(ApiException) as err:
+        for _ in w.stream(core.list_namespaced_config_map, NS, resource_version=first, timeout_seconds=5):
+            pass
+    assert err.value.status == 410
+
+
+# -- bookmarks and initial events ---------------------------------------------
+
+
+def test_bookmarks_come_every_interval_only_when_allowed(core):
+    rv = core.create_namespaced_config_map(NS, cm("a")).metadata.resource_version
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=rv, allow_watch_bookmarks=True) as with_bm, RawWatch(
+        core.list_namespaced_config_map, NS, resource_version=rv
+    ) as without_bm:
+        started = time.monotonic()
+        events = with_bm.wait_for(lambda evs: sum(e["type"] == "BOOKMARK" for e in evs) >= 2, timeout=4)
+        elapsed = time.monotonic() - started
+        assert without_bm.events() == []
+    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
+    assert 1.5 <= elapsed <= 3.5  # bookmark_interval is 1 s
+    for bm in bookmarks:
+        assert bm["object"] == {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": bm["object"]["metadata"]["resourceVersion"]}}
+        assert int(bm["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
+def test_bookmark_rv_reaches_the_latest_change_of_other_resources(core):
+    rv = core.create_namespaced_config_map(NS, cm("a")).metadata.resource_version
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=rv, allow_watch_bookmarks=True) as w:
+        later = core.create_namespaced_secret(NS, {"metadata": {"name": "s"}}).metadata.resource_version
+        events = w.wait_for(
+            lambda evs: any(e["type"] == "BOOKMARK" and int(e["object"]["metadata"]["resourceVersion"]) >= int(later) for e in evs),
+            timeout=4,
+        )
+    assert all(e["type"] == "BOOKMARK" for e in events)
+
+
+def test_send_initial_events_ends_with_an_annotated_bookmark(core):
+    for name in ("a", "b"):
+        core.create_namespaced_config_map(NS, cm(name))
+    with RawWatch(
+        core.list_namespaced_config_map,
+        NS,
+        send_initial_events=True,
+        resource_version_match="NotOlderThan",
+        allow_watch_bookmarks=True,
+    ) as w:
+        events = w.wait_events(3)
+        list_rv = core.list_namespaced_config_map(NS).metadata.resource_version
+        core.create_namespaced_config_map(NS, cm("c"))
+        live = w.wait_for(lambda evs: ("ADDED", "c") in summary(evs))
+    assert sorted(summary(events[:2])) == [("ADDED", "a"), ("ADDED", "b")]
+    end = events[2]
+    assert end["type"] == "BOOKMARK"
+    assert end["object"]["kind"] == "ConfigMap" and end["object"]["apiVersion"] == "v1"
+    assert end["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert end["object"]["metadata"]["resourceVersion"] == list_rv
+    assert [e for e in live[3:] if e["type"] != "BOOKMARK"][0]["object"]["metadata"]["name"] == "c"
+
+
+def test_send_initial_events_requires_not_older_than_and_bookmarks(core):
+    with pytest.raises(ApiException) as err:
+        core.list_namespaced_config_map(NS, watch=True, send_initial_events=True, allow_watch_bookmarks=True, _preload_content=False)
+    assert err.value.status == 422
+    with pytest.raises(ApiException) as err:
+        core.list_namespaced_config_map(
+            NS, watch=True, send_initial_events=True, resource_version_match="NotOlderThan", _preload_content=False
+        )
+    assert err.value.status == 422
+
+
+def test_timeout_seconds_closes_the_stream_on_time_without_an_error(core):
+    started = time.monotonic()
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version="0", timeout_seconds=1) as w:
+        assert w.wait_end(5)
+        elapsed = time.monotonic() - started
+        events = w.events()
+    assert 0.9 <= elapsed <= 2.5
+    assert all(e["type"] == "ADDED" for e in events)
+
+
+# -- selectors ----------------------------------------------------------------
+
+
+def test_label_selector_watch_turns_transitions_into_added_and_deleted(core):
+    with RawWatch(core.list_namespaced_config_map, NS, label_selector="app=web") as w:
+        core.create_namespaced_config_map(NS, cm("a", {"app": "web"}))
+        core.create_namespaced_config_map(NS, cm("other", {"app": "db"}))
+        moved = core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"app": "db"}}})
+        core.patch_namespaced_config_map("a", NS, {"data": {"k": "while-unmatched"}})
+        core.patch_namespaced_config_map("a", NS, {"metadata": {"labels": {"app": "web"}}})
+        core.patch_namespaced_config_map("a", NS, {"data": {"k": "matched-again"}})
+        core.delete_namespaced_config_map("a", NS)
+        core.delete_namespaced_config_map("other", NS)
+        events = w.wait_events(5)
+        time.sleep(0.2)
+        assert len(w.events()) == 5
+    assert summary(events) == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
+    gone = events[1]["object"]
+    assert gone["metadata"]["labels"] == {"app": "web"}  # the previous state ...
+    assert gone["metadata"]["resourceVersion"] == moved.metadata.resource_version  # ... at the change's RV
+    assert events[2]["object"]["data"] == {"k": "while-unmatched"}
+
+
+def test_set_based_label_selector_filters_watch_events(core):
+    with RawWatch(core.list_namespaced_config_map, NS, label_selector="tier in (fe,be),!canary") as w:
+        core.create_namespaced_config_map(NS, cm("fe", {"tier": "fe"}))
+        core.create_namespaced_config_map(NS, cm("canary", {"tier": "fe", "canary": "1"}))
+        core.create_namespaced_config_map(NS, cm("db", {"tier": "db"}))
+        core.create_namespaced_config_map(NS, cm("be", {"tier": "be"}))
+        events = w.wait_events(2)
+        time.sleep(0.2)
+        assert len(w.events()) == 2
+    assert summary(events) == [("ADDED", "fe"), ("ADDED", "be")]
+
+
+def test_node_name_field_selector_watch_sees_pods_as_they_are_bound_to_the_node(core):
+    core.create_namespaced_pod(NS, pod("early"))
+    bind(core, "early", "n1")
+    with RawWatch(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=n1") as w:
+        assert summary(w.wait_events(1)) == [("ADDED", "early")]
+        core.create_namespaced_pod(NS, pod("p1"))
+        core.create_namespaced_pod(NS, pod("p2"))
+        bind(core, "p2", "n2")
+        bind(core, "p1", "n1")
+        core.patch_namespaced_pod("p2", NS, {"metadata": {"labels": {"x": "y"}}})
+        core.delete_namespaced_pod("p1", NS, grace_period_seconds=0)
+        events = w.wait_events(3)
+        time.sleep(0.2)
+        assert len(w.events()) == 3
+    assert summary(events) == [("ADDED", "early"), ("ADDED", "p1"), ("DELETED", "p1")]
+    assert events[1]["object"]["spec"]["nodeName"] == "n1"
+
+
+def test_metadata_name_field_selector_watch_follows_one_object(core):
+    with RawWatch(core.list_namespaced_config_map, NS, field_selector="metadata.name=target") as w:
+        core.create_namespaced_config_map(NS, cm("decoy"))
+        core.create_namespaced_config_map(NS, cm("target"))
+        core.delete_namespaced_config_map("decoy", NS)
+        core.delete_namespaced_config_map("target", NS)
+        events = w.wait_events(2)
+    assert summary(events) == [("ADDED", "target"), ("DELETED", "target")]
+
+
+def test_deletecollection_emits_one_deleted_per_object_with_its_last_state(core):
+    for i in range(5):
+        core.create_namespaced_config_map(NS, cm(f"gc{i}", {"batch": "1"}, {"i": str(i)}))
+    core.create_namespaced_config_map(NS, cm("keep", {"batch": "2"}))
+    rv = core.list_namespaced_config_map(NS).metadata.resource_version
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version=rv) as w:
+        core.delete_collection_namespaced_config_map(NS, label_selector="batch=1")
+        events = w.wait_events(5)
+        time.sleep(0.2)
+        assert len(w.events()) == 5
+    assert sorted(summary(events)) == [("DELETED", f"gc{i}") for i in range(5)]
+    for e in events:
+        assert e["object"]["data"]["i"] == e["object"]["metadata"]["name"][2:]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(NS).items] == ["keep"]
+
+
+# -- wire format ---------------------------------------------------------------
+
+
+def test_watch_wire_format_is_one_newline_terminated_json_object_per_line(core):
+    rv = core.create_namespaced_config_map(NS, cm("w0")).metadata.resource_version
+    with RawWatch(core.list_namespaced_config_map, NS, resource_version="0", allow_watch_bookmarks=True) as w:
+        for i in range(1, 6):
+            core.create_namespaced_config_map(NS, cm(f"w{i}"))
+            core.patch_namespaced_config_map(f"w{i}", NS, {"data": {"k": str(i)}})
+        w.wait_for(lambda evs: len([e for e in evs if e["type"] != "BOOKMARK"]) >= 11 and evs[-1]["type"] == "BOOKMARK", timeout=4)
+        raw = w.raw
+    assert w.response.headers["Content-Type"] == "application/json"
+    assert w.response.headers["Transfer-Encoding"] == "chunked"
+    assert raw.endswith(b"\n")
+    lines = raw.split(b"\n")[:-1]
+    assert all(line.strip() for line in lines), "no blank keep-alive lines"
+    events = [orjson.loads(line) for line in lines]
+    assert all(list(e) == ["type", "object"] for e in events)
+    rvs = [e["object"]["metadata"]["resourceVersion"] for e in events if e["type"] in ("ADDED", "MODIFIED")]
+    assert all(isinstance(v, str) and v.isdigit() for v in rvs)
+    live = [int(v) for v in rvs[1:]]
+    assert live == sorted(set(live)) and live[0] > int(rv)
