@@ -36,6 +36,7 @@ __all__ = ["ListPage", "list_objects", "parse_rv", "too_large_rv", "CONSISTENT_R
 
 CONSISTENT_READ_TIMEOUT = 3.0
 
+_TOO_OLD_LIST = "The resourceVersion for the provided list is too old."  # upstream's etcd3 wording
 _TOO_OLD_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. "
     "You can start a new list without the continue parameter."
@@ -176,7 +177,7 @@ async def _page_at(
         try:
             result = await storage.list(prefix, revision=rv, limit=max(limit, 100) if limit else 0, start_after=after)
         except CompactedError:
-            raise Expired(_TOO_OLD_CONTINUE if start else f"too old resource version: {rv}") from None
+            raise Expired(_TOO_OLD_CONTINUE if start else _TOO_OLD_LIST) from None
         except FutureRevisionError:
             raise too_large_rv(rv, cacher.revision) from None
         for kv in result.kvs:
