@@ -111,6 +111,9 @@ class ResourceHandlers:
         d = ctx.definition
         if ctx.path.subresource:
             return await subresources.handle(self, ctx, verb)
+        if verb == "create" and ctx.path.name:
+            # POST is served on collections only (and on subresources such as binding)
+            raise MethodNotAllowed("the server does not allow this method on the requested resource")
         if verb not in d.verbs:
             raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.qualified}" if ctx.path.name else f"the server does not allow this method on the requested resource")
         if d.namespaced and not ctx.namespace and verb in ("create", "get", "update", "patch", "delete", "deletecollection"):
