@@ -56,6 +56,16 @@ def version_info() -> dict[str, str]:
     }
 
 
+#: kube-apiserver labels requests by HTTP method, except LIST / WATCH / APPLY
+_METRIC_VERBS = {"create": "POST", "update": "PUT", "deletecollection": "DELETE"}
+
+
+def _metric_verb(verb: str, request: web.Request) -> str:
+    if verb == "patch" and request.content_type == "application/apply-patch+yaml":
+        return "APPLY"
+    return _METRIC_VERBS.get(verb, verb.upper())
+
+
 def _status_response(err: StatusError) -> web.Response:
     response = web.Response(body=err.to_bytes(), status=err.code, headers={"Content-Type": "application/json"})
     if err.retry_after_seconds:
@@ -117,7 +127,7 @@ def build_app(
             if resource_path is None:
                 raise not_found()
             ctx = handlers.resolve(request, resource_path)
-            request[VERB_KEY] = handlers.verb(ctx).upper()
+            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request)
             request[RESOURCE_KEY] = ctx.definition.plural
             return await handlers.handle(ctx)
         if body is None:
