@@ -52,52 +52,110 @@ def _resolved(name: str) -> Schema | None:
     return upstream.resolve({"$ref": f"#/$defs/{name}"})
 
 
-def _resolve(node: Schema) -> Schema | None:
-    ref = upstream.ref_name(node)
-    if ref is not None:
-        return _resolved(ref)
-    return upstream.resolve(node)
+class _Node:
+    """A schema compiled for walking: what a value at this place may hold.
+
+    Compiled lazily and memoized per definition, so a walk is dict lookups
+    (the raw schemas need ``$ref``/``allOf`` resolution at every step).
+    ``props`` maps a field to a thunk of its node; ``any`` accepts anything.
+    """
+
+    __slots__ = ("props", "additional", "items", "any")
+
+    def __init__(self) -> None:
+        self.props: dict[str, Any] | None = None
+        self.additional: Any = None
+        self.items: Any = None
+        self.any = False
 
 
-def _walk(node: Schema | None, value: Any, path: str, out: list[str]) -> None:
+_ANY = _Node()
+_ANY.any = True
+_compiled: dict[int, _Node] = {}
+
+
+def _compile(node: Schema | None) -> _Node:
     if node is None:
-        return
-    node = _resolve(node)
-    if node is None or node.get("x-kubernetes-preserve-unknown-fields"):
-        return
+        return _ANY
+    ref = upstream.ref_name(node)
+    resolved = _resolved(ref) if ref is not None else upstream.resolve(node)
+    if resolved is None or resolved.get("x-kubernetes-preserve-unknown-fields"):
+        return _ANY
+    cached = _compiled.get(id(resolved))
+    if cached is not None:
+        return cached
+    out = _Node()
+    _compiled[id(resolved)] = out  # before recursing: schemas are recursive
+    props = resolved.get("properties")
+    extra = resolved.get("additionalProperties")
+    items = resolved.get("items")
+    if props is not None and extra is None:
+        out.props = {key: functools.partial(_compile, prop) for key, prop in props.items()}
+    elif isinstance(extra, dict):
+        out.additional = functools.partial(_compile, extra)
+    elif props is None and not isinstance(items, dict):
+        out.any = True
+    if isinstance(items, dict):
+        out.items = functools.partial(_compile, items)
+    return out
+
+
+def _child(thunk: Any) -> _Node:
+    """Resolve a thunk once and remember the node in place of it."""
+    return thunk() if not isinstance(thunk, _Node) else thunk
+
+
+def _walk(node: _Node, value: Any, path: str, out: list[str]) -> int:
+    """Appends unknown-field paths; returns how many keys ``value`` holds."""
     if isinstance(value, dict):
-        props = node.get("properties")
-        if props is not None and node.get("additionalProperties") is None:
+        count = len(value)
+        props = node.props
+        if props is not None:
             for key, item in value.items():
-                child = f"{path}.{key}" if path else key
-                prop = props.get(key)
-                if prop is None:
-                    out.append(child)
-                else:
-                    _walk(prop, item, child, out)
-            return
-        extra = node.get("additionalProperties")
-        if isinstance(extra, dict):
+                thunk = props.get(key)
+                if thunk is None:
+                    out.append(f"{path}.{key}" if path else key)
+                    count += _count_keys(item)
+                    continue
+                child = thunk if isinstance(thunk, _Node) else thunk()
+                if child is not thunk:
+                    props[key] = child
+                if isinstance(item, (dict, list)):
+                    count += _walk(child, item, f"{path}.{key}" if path else key, out)
+            return count
+        if node.additional is not None:
+            child = _child(node.additional)
+            node.additional = child
             for key, item in value.items():
-                _walk(extra, item, f"{path}.{key}" if path else key, out)
-    elif isinstance(value, list):
-        items = node.get("items")
-        if isinstance(items, dict):
+                if isinstance(item, (dict, list)):
+                    count += _walk(child, item, f"{path}.{key}" if path else key, out)
+            return count
+        return count + sum(_count_keys(v) for v in value.values())
+    if isinstance(value, list):
+        count = 0
+        if node.items is not None:
+            child = _child(node.items)
+            node.items = child
             for i, item in enumerate(value):
-                _walk(items, item, f"{path}[{i}]", out)
+                if isinstance(item, (dict, list)):
+                    count += _walk(child, item, f"{path}[{i}]", out)
+            return count
+        return sum(_count_keys(v) for v in value)
+    return 0
+
+
+def _unknown_and_count(schema_name: str | None, obj: dict[str, Any]) -> tuple[list[str], int | None]:
+    if not schema_name or _resolved(schema_name) is None:
+        return [], None
+    out: list[str] = []
+    count = _walk(_compile(_resolved(schema_name)), obj, "", out)
+    return out, count
 
 
 def unknown_fields(schema_name: str | None, obj: dict[str, Any]) -> list[str]:
     """Paths of fields ``obj`` has that the upstream schema does not declare,
     in document order. A kind without an upstream schema accepts anything."""
-    if not schema_name:
-        return []
-    root = _resolved(schema_name)
-    if root is None:
-        return []
-    out: list[str] = []
-    _walk(root, obj, "", out)
-    return out
+    return _unknown_and_count(schema_name, obj)[0]
 
 
 def _count_keys(value: Any) -> int:
@@ -135,7 +193,7 @@ def _collect_duplicates(value: Any, path: str, out: list[str]) -> None:
             _collect_duplicates(item, f"{path}[{i}]", out)
 
 
-def duplicate_fields(raw: bytes, parsed: Any = None) -> list[str]:
+def duplicate_fields(raw: bytes, parsed: Any = None, *, key_count: int | None = None) -> list[str]:
     """Paths of keys that appear more than once in one JSON object of ``raw``.
 
     ``parsed`` is the already-decoded body (saves a decode on the fast path).
@@ -148,7 +206,13 @@ def duplicate_fields(raw: bytes, parsed: Any = None) -> list[str]:
             parsed = json.loads(raw)
         except ValueError:
             return []
-    if len(_KEY_RE.findall(raw)) <= _count_keys(parsed):
+    if key_count is None:
+        key_count = _count_keys(parsed)
+    # a C-speed upper bound on the keys in the text (a string containing '":'
+    # over-counts, which only costs the slow path); pretty-printed JSON may put
+    # spaces before the colon
+    tokens = raw.count(b'":') + raw.count(b'" :')
+    if tokens <= key_count or len(_KEY_RE.findall(raw)) <= key_count:
         return []
     try:
         slow = json.loads(raw, object_pairs_hook=_hook)
@@ -160,9 +224,10 @@ def duplicate_fields(raw: bytes, parsed: Any = None) -> list[str]:
 
 
 def _problems(schema_name: str | None, obj: dict[str, Any], raw: bytes | None) -> list[str]:
-    problems = [f"unknown field {go_quote(p)}" for p in unknown_fields(schema_name, obj)]
+    unknown, key_count = _unknown_and_count(schema_name, obj)
+    problems = [f"unknown field {go_quote(p)}" for p in unknown]
     if raw:
-        problems.extend(f"duplicate field {go_quote(p)}" for p in duplicate_fields(raw, obj))
+        problems.extend(f"duplicate field {go_quote(p)}" for p in duplicate_fields(raw, obj, key_count=key_count))
     return problems
 
 

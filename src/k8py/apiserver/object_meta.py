@@ -7,6 +7,7 @@ functions on dicts, so the generic object store stays readable.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from datetime import datetime, timezone
@@ -37,10 +38,36 @@ NAME_VALIDATORS: dict[str, Callable[..., list[str]]] = {
 _NAME_RULES = {("", "Namespace"): "label", ("", "Service"): "dns1035"}
 
 
+_last_second: list[Any] = [None, ""]
+
+
 def rfc3339(ts: float | None = None) -> str:
     """``2026-11-30T07:50:00Z``: seconds precision, as metav1.Time marshals."""
-    t = time.time() if ts is None else ts
-    return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time() if ts is None else ts)
+    if _last_second[0] != second:  # formatting costs more than the cache
+        _last_second[0] = second
+        _last_second[1] = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _last_second[1]
+
+
+class _UidSource:
+    """Random (version 4) UIDs from the OS's CSPRNG, 256 at a time: one
+    getrandom() per UID was a measurable part of a create."""
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._offset = 0
+
+    def new(self) -> str:
+        if self._offset >= len(self._pool):
+            self._pool = os.urandom(16 * 256)
+            self._offset = 0
+        raw = self._pool[self._offset : self._offset + 16]
+        self._offset += 16
+        return str(uuid.UUID(bytes=raw, version=4))
+
+
+new_uid = _UidSource().new
 
 
 def _meta(obj: Object) -> Object:
@@ -69,7 +96,7 @@ def prepare_meta_for_create(
     meta.pop("resourceVersion", None)
     if not meta.get("name") and meta.get("generateName"):
         meta["name"] = names.generate_name(meta["generateName"])
-    meta["uid"] = str(uuid.uuid4())
+    meta["uid"] = new_uid()
     meta["creationTimestamp"] = rfc3339(now)
     meta.pop("deletionTimestamp", None)
     meta.pop("deletionGracePeriodSeconds", None)

@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import collections
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -83,6 +84,13 @@ class CacheEvent:
         return self._prev_at_rv
 
 
+_NO_LABELS: dict[str, str] = {}
+
+
+def _intern(value: object) -> str:
+    return sys.intern(value) if isinstance(value, str) else str(value)
+
+
 def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, rv: int) -> CachedObject:
     """Decode a stored value once, stamp its RV, and keep what selectors need."""
     obj = orjson.loads(value)
@@ -90,18 +98,22 @@ def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, 
     if meta is None:
         meta = obj["metadata"] = {}
     meta["resourceVersion"] = str(rv)
+    # selector values repeat across objects (phases, node names, label
+    # values): interning them keeps one copy, a large share of the per-object
+    # memory besides the JSON itself
     fields: dict[str, str] = {}
     for path, getter in definition.field_getters.items():
         v = getter(obj)
         if v:
-            fields[path] = v
+            fields[path] = _intern(v)
+    labels = meta.get("labels")
     return CachedObject(
         key=key,
-        namespace=meta.get("namespace", "") if definition.namespaced else "",
+        namespace=_intern(meta.get("namespace", "")) if definition.namespaced else "",
         name=meta.get("name", ""),
         rv=rv,
         data=orjson.dumps(obj),
-        labels=meta.get("labels") or {},
+        labels={_intern(k): _intern(v) for k, v in labels.items()} if labels else _NO_LABELS,
         fields=fields,
     )
 
