@@ -1,20 +1,39 @@
-"""Fixtures shared by every test: real API servers on free loopback ports."""
+"""Fixtures shared by every test: real API servers on free loopback ports.
+
+``apiserver`` runs every test that uses it twice: on the embedded SQLite
+store and on a real etcd (the ``etcd`` variants carry the ``etcd`` mark, so
+``-m "not etcd"`` leaves them out on a machine without etcd).
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
 import pytest
 
+from tests.support.etcd import fresh_prefix, session_etcd
 from tests.support.kube import Kubectl, official_client
 from tests.support.servers import ServerThread, sqlite_storage
 
 
+def _etcd_storage():  # type: ignore[no-untyped-def]
+    from k8py.storage.etcd import EtcdStorage
+
+    urls = session_etcd().client_urls
+    prefix = fresh_prefix()
+    return lambda: EtcdStorage(urls, prefix=prefix, compaction_interval=None)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("etcd", marks=pytest.mark.etcd)])
+def backend(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def apiserver(tmp_path) -> Iterator[ServerThread]:
-    """A real API server on the embedded store, in a background thread."""
-    with ServerThread(sqlite_storage(str(tmp_path / "data")), bookmark_interval=1.0) as server:
+def apiserver(backend, tmp_path) -> Iterator[ServerThread]:
+    """A real API server in a background thread, on the parametrized backend."""
+    factory = sqlite_storage(str(tmp_path / "data")) if backend == "sqlite" else _etcd_storage()
+    with ServerThread(factory, bookmark_interval=1.0) as server:
         yield server
 
 

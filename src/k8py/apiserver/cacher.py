@@ -214,9 +214,4 @@ class Cacher:
         """Wait until the caches have caught up with the store's current
         revision (a consistent read). False if that took longer than ``timeout``."""
         current = await self.storage.current_revision()
-        request_progress = getattr(self.storage, "request_progress", None)
-        if current > self.revision and request_progress is not None:
-            # etcd: the newest revision may belong to a key outside our
-            # prefix; ask the watch to report progress so we see we are there
-            await request_progress()
         return await self.wait_for_revision(current, timeout=timeout)

@@ -4,7 +4,8 @@ Lists are served from the watch cache (pre-encoded objects spliced into the
 response), with upstream's resourceVersion semantics:
 
 - unset: a consistent read — wait until the cache has caught up with the
-  store's current revision, then serve the cache;
+  store's current revision, then serve the cache (or, if that takes longer
+  than ``CACHE_CATCH_UP_TIMEOUT``, read the store at that revision);
 - ``"0"``: any state — serve the cache as it is (``limit`` is ignored, as
   upstream's cache does);
 - ``N`` with NotOlderThan (the default): wait (≤ 3 s) until the cache is at
@@ -35,6 +36,8 @@ from k8py.storage import CompactedError, FutureRevisionError, Storage
 __all__ = ["ListPage", "list_objects", "parse_rv", "too_large_rv", "CONSISTENT_READ_TIMEOUT"]
 
 CONSISTENT_READ_TIMEOUT = 3.0
+#: how long a consistent list waits for the cache before reading the store
+CACHE_CATCH_UP_TIMEOUT = 0.25
 
 _TOO_OLD_LIST = "The resourceVersion for the provided list is too old."  # upstream's etcd3 wording
 _TOO_OLD_CONTINUE = (
@@ -117,9 +120,15 @@ async def list_objects(
     if rv_param == "0" and match != "Exact":
         return _page_from_cache(cache, query, "", 0)  # any state; limit ignored
     if not rv_param:
-        if not await cacher.wait_consistent(timeout=CONSISTENT_READ_TIMEOUT):
-            raise Timeout("Timeout: the watch cache did not catch up with the store in time; try again")
-        return _page_from_cache(cache, query, "", limit)
+        # a consistent read: the cache, once it has reached the store's current
+        # revision; if it does not get there quickly (etcd: the newest revision
+        # may belong to keys outside our prefix, and progress notifications
+        # come at intervals), read the store itself at that revision, as
+        # upstream did before consistent reads from cache
+        current = await storage.current_revision()
+        if await cacher.wait_for_revision(current, timeout=CACHE_CATCH_UP_TIMEOUT):
+            return _page_from_cache(cache, query, "", limit)
+        return await _page_at(cacher, cache, storage, query, current, "", limit, wait=False)
     rv = parse_rv(rv_param)
     if match == "Exact":
         if rv == 0:
@@ -161,12 +170,20 @@ def _page_from_cache(cache: WatchCache, query: Query, start: str, limit: int) ->
 
 
 async def _page_at(
-    cacher: Cacher, cache: WatchCache, storage: Storage, query: Query, rv: int, start: str, limit: int
+    cacher: Cacher,
+    cache: WatchCache,
+    storage: Storage,
+    query: Query,
+    rv: int,
+    start: str,
+    limit: int,
+    *,
+    wait: bool = True,
 ) -> ListPage:
     """A page of the state at exactly ``rv``."""
     if cache.revision == rv:
         return _page_from_cache(cache, query, start, limit)
-    if rv > cacher.revision and not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
+    if wait and rv > cacher.revision and not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
         raise too_large_rv(rv, cacher.revision)
     definition = cache.definition
     prefix = definition.namespace_prefix(query.namespace)

@@ -25,13 +25,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from typing import Any, Callable, Mapping
 
 import orjson
 from aiohttp import web
 
-from k8py.api.errors import Cause, Expired, Invalid, StatusError, Timeout
+from k8py.api.errors import Cause, Expired, Invalid, StatusError
 from k8py.apiserver.cacher import Cacher
 from k8py.apiserver.codec import ResponseFormat
 from k8py.apiserver.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
@@ -133,8 +132,10 @@ async def serve_watch(
     error: StatusError | None = None
     if send_initial or rv_param in ("", "0"):
         if rv_param == "":
-            if not await cacher.wait_consistent(timeout=CONSISTENT_READ_TIMEOUT):
-                raise Timeout("Timeout: the watch cache did not catch up with the store in time; try again")
+            # most recent state; if the cache cannot confirm it has caught up
+            # in time (etcd without frequent progress notifications), start
+            # from what it has: every later change still follows
+            await cacher.wait_consistent(timeout=CONSISTENT_READ_TIMEOUT)
         elif rv_param != "0":
             rv = parse_rv(rv_param)
             if not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
