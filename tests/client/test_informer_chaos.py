@@ -1,0 +1,154 @@
+"""Chaos: an informer through a connection-cutting proxy, a tiny server history, thousands of writes.
+
+The informer watches a live k8py API server through :class:`FaultProxy`,
+which cuts its connections at random and now and then refuses connections
+long enough for the server's small watch history (``watch_cache_capacity``)
+to roll past the informer's resourceVersion, forcing 410 Expired and
+relists. Meanwhile writers create, update and delete 2,000 ConfigMaps
+directly. At the end:
+
+- the informer's cache equals the server's state exactly (names, resource
+  versions and data);
+- every handler saw each object's changes in resourceVersion order, and
+  replaying what a handler saw gives the server's state too, including the
+  handler with a tiny buffer that had to coalesce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+
+import pytest
+
+from k8py.client.backoff import Backoff
+from k8py.client.config import ClientConfig
+from k8py.client.keys import DeletedFinalStateUnknown, object_key
+from k8py.client.resources import CONFIGMAPS
+from k8py.client.rest import RestClient, RetryPolicy
+from k8py.client.shared_informer import SharedIndexInformer
+from tests.client.fault_proxy import FaultProxy
+from tests.support.servers import ServerThread, sqlite_storage
+
+OBJECTS = 2000
+WRITERS = 8
+NAMESPACE = "default"
+
+
+class OrderedRecorder:
+    """A handler that checks per-key resourceVersion order and replays into a view."""
+
+    def __init__(self, *, slow: bool = False) -> None:
+        self.view: dict[str, tuple[int, dict]] = {}
+        self.last_rv: dict[str, int] = {}
+        self.violations: list[str] = []
+        self.events = 0
+        self.slow = slow
+
+    def _see(self, key: str, rv: int, *, strictly: bool) -> None:
+        last = self.last_rv.get(key, 0)
+        if rv < last or (strictly and rv == last):
+            self.violations.append(f"{key}: rv {rv} after {last}")
+        self.last_rv[key] = max(last, rv)
+        self.events += 1
+
+    async def on_add(self, obj) -> None:
+        self._see(object_key(obj), int(obj["metadata"]["resourceVersion"]), strictly=True)
+        self.view[object_key(obj)] = (int(obj["metadata"]["resourceVersion"]), obj.get("data") or {})
+        if self.slow and self.events % 50 == 0:
+            await asyncio.sleep(0.005)
+
+    def on_update(self, old, new) -> None:
+        if int(old["metadata"]["resourceVersion"]) > int(new["metadata"]["resourceVersion"]):
+            self.violations.append(f"{object_key(new)}: update goes backwards")
+        self._see(object_key(new), int(new["metadata"]["resourceVersion"]), strictly=True)
+        self.view[object_key(new)] = (int(new["metadata"]["resourceVersion"]), new.get("data") or {})
+
+    def on_delete(self, obj) -> None:
+        last = obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj
+        key = object_key(obj)
+        if last is not None:
+            self._see(key, int(last["metadata"]["resourceVersion"]), strictly=False)
+        if key not in self.view:
+            self.violations.append(f"{key}: delete of an object never added")
+        self.view.pop(key, None)
+
+
+async def _writer(client: RestClient, index: int, rng: random.Random, stop_at: float) -> int:
+    writes = 0
+    for i in range(index, OBJECTS, WRITERS):
+        if time.monotonic() > stop_at:
+            break
+        name = f"cm-{i:05d}"
+        await client.create(CONFIGMAPS, {"metadata": {"name": name, "namespace": NAMESPACE}, "data": {"v": "0"}})
+        writes += 1
+        for v in range(rng.randint(0, 2)):
+            await client.patch(CONFIGMAPS, NAMESPACE, name, {"data": {"v": str(v + 1)}})
+            writes += 1
+        if rng.random() < 0.3:
+            await client.delete(CONFIGMAPS, NAMESPACE, name)
+            writes += 1
+    return writes
+
+
+async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
+    """Every so often refuse connections long enough for the history to roll over."""
+    while True:
+        await asyncio.sleep(rng.uniform(0.8, 1.6))
+        proxy.block()
+        await asyncio.sleep(rng.uniform(0.3, 0.6))
+        proxy.unblock()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp_path):
+    rng = random.Random(4)
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), watch_cache_capacity=100, bookmark_interval=0.5) as server:
+        async with RestClient(ClientConfig(server=server.url)) as writer_client, FaultProxy(server.url, seed=7) as proxy:
+            informer_client = RestClient(ClientConfig(server=proxy.url), retry=RetryPolicy(max_attempts=3, initial=0.02, cap=0.1))
+            informer = SharedIndexInformer(informer_client, CONFIGMAPS, namespace=NAMESPACE, backoff=Backoff(initial=0.05, cap=0.5))
+            fast, slow = OrderedRecorder(), OrderedRecorder(slow=True)
+            informer.add_event_handler(handler=fast)
+            informer.add_event_handler(handler=slow, buffer_size=64)
+            tasks = [asyncio.create_task(informer.run(), name="chaos-informer")]
+            try:
+                assert await informer.wait_for_cache_sync(timeout=10)
+                tasks.append(asyncio.create_task(proxy.chaos(mean_interval=0.25), name="chaos-cuts"))
+                tasks.append(asyncio.create_task(_partitions(proxy, rng), name="chaos-partitions"))
+                stop_at = time.monotonic() + 40
+                writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w), stop_at) for w in range(WRITERS))))
+                for task in tasks[1:]:
+                    task.cancel()
+                proxy.unblock()
+
+                listed = await writer_client.list(CONFIGMAPS, NAMESPACE)
+                server_state = {object_key(o): (int(o["metadata"]["resourceVersion"]), o.get("data") or {}) for o in listed["items"]}
+                list_rv = int(listed["metadata"]["resourceVersion"])
+
+                def cache_state() -> dict:
+                    return {object_key(o): (int(o["metadata"]["resourceVersion"]), o.get("data") or {}) for o in informer.indexer.list()}
+
+                deadline = time.monotonic() + 30
+                while (cache_state() != server_state or int(informer.last_sync_resource_version or 0) < list_rv) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+                await asyncio.wait_for(informer.wait_idle(), 30)
+                reflector = informer.reflector
+                print(f"\nchaos: {writes} writes, {len(server_state)} objects left, relists={reflector.relist_count} "
+                      f"expired={reflector.expired_count} watches={reflector.watch_count} cuts={proxy.cuts} "
+                      f"coalesced(slow)={informer._listeners[1].coalesced}")
+                assert writes >= OBJECTS
+                assert cache_state() == server_state
+                for recorder in (fast, slow):
+                    assert recorder.violations == []
+                    assert recorder.view == server_state
+                assert reflector.relist_count >= 1 and proxy.cuts >= 10
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                await informer_client.close()
