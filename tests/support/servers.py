@@ -6,6 +6,8 @@
   talk to it over real HTTP without blocking it.
 - :class:`ServerProcess` runs ``python -m k8py apiserver`` as a child process
   (for crash and start-up tests): the real entry point, killable with SIGKILL.
+  ``ServerProcess.on_etcd`` starts one on an etcd cluster; the last lines the
+  process printed are kept in ``output`` for failure messages.
 
 Both listen on a free loopback port picked at start.
 """
@@ -13,6 +15,7 @@ Both listen on a free loopback port picked at start.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import re
 import signal
@@ -108,6 +111,17 @@ class ServerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.ready_seconds = 0.0
+        self.output: collections.deque[str] = collections.deque(maxlen=200)
+
+    @classmethod
+    def on_etcd(cls, data_dir: str, etcd_servers: str, prefix: str, *extra_args: str) -> "ServerProcess":
+        """An API server on etcd (``--etcd-servers``, ``--etcd-prefix``); not started."""
+        return cls(data_dir, "--etcd-servers", etcd_servers, "--etcd-prefix", prefix, *extra_args)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def start(self, timeout: float = 30) -> "ServerProcess":
         started = time.perf_counter()
@@ -126,6 +140,7 @@ class ServerProcess:
             if not line:
                 break
             lines.append(line)
+            self.output.append(line)
             m = re.search(r"listening on (http://\S+)", line)
             if m:
                 self.url = m.group(1)
@@ -136,8 +151,8 @@ class ServerProcess:
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        for _ in self.proc.stdout:
-            pass
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:

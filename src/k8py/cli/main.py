@@ -38,6 +38,7 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--etcd-prefix", default="/registry", help="etcd key prefix (default: %(default)s)")
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
+    p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -71,7 +72,12 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     server = APIServer(
         _make_storage(args),
-        APIServerConfig(bind=args.bind, port=args.port, bookmark_interval=args.watch_bookmark_interval),
+        APIServerConfig(
+            bind=args.bind,
+            port=args.port,
+            bookmark_interval=args.watch_bookmark_interval,
+            watch_cache_capacity=args.watch_cache_size,
+        ),
     )
     try:
         await server.start()
