@@ -20,6 +20,7 @@ from k8py.apiserver import subresources
 from k8py.apiserver.cacher import Cacher
 from k8py.apiserver.codec import APPLY_PATCH, PATCH_TYPES, ResponseFormat, decode_body, media_type_of, negotiate
 from k8py.apiserver.deletion import delete_object, parse_delete_options
+from k8py.apiserver.field_managers import FieldManager, field_manager_for
 from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.listing import list_objects
 from k8py.apiserver.object_store import ObjectStore
@@ -56,6 +57,10 @@ class RequestContext:
     @property
     def namespace(self) -> str:
         return self.path.namespace
+
+    @property
+    def manager(self) -> FieldManager:
+        return field_manager_for(self.params, self.request.headers.get("User-Agent"))
 
     @property
     def dry_run(self) -> bool:
@@ -115,7 +120,7 @@ class ResourceHandlers:
             # POST is served on collections only (and on subresources such as binding)
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         if verb not in d.verbs:
-            raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.qualified}" if ctx.path.name else f"the server does not allow this method on the requested resource")
+            raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.qualified}" if ctx.path.name else "the server does not allow this method on the requested resource")
         if d.namespaced and not ctx.namespace and verb in ("create", "get", "update", "patch", "delete", "deletecollection"):
             raise not_found()
         if verb == "list":
@@ -184,13 +189,19 @@ class ResourceHandlers:
 
     async def create(self, ctx: RequestContext) -> web.StreamResponse:
         obj, warnings = await self.read_object(ctx, "create")
-        created = await self.store.create(ctx.definition, ctx.namespace, obj, dry_run=ctx.dry_run)
+        created = await self.store.create(ctx.definition, ctx.namespace, obj, dry_run=ctx.dry_run, manager=ctx.manager)
         return object_response(ctx.definition, created, ctx.fmt, status=201, warnings=warnings)
 
     async def update(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         obj, warnings = await self.read_object(ctx, "update")
         result, created = await self.store.update(
-            ctx.definition, ctx.namespace, ctx.path.name, obj, subresource=subresource, dry_run=ctx.dry_run
+            ctx.definition,
+            ctx.namespace,
+            ctx.path.name,
+            obj,
+            subresource=subresource,
+            dry_run=ctx.dry_run,
+            manager=ctx.manager,
         )
         return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200, warnings=warnings)
 
@@ -214,6 +225,7 @@ class ResourceHandlers:
             params=ctx.params,
             subresource=subresource,
             dry_run=ctx.dry_run,
+            manager=ctx.manager,
         )
         return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200, warnings=warnings)
 

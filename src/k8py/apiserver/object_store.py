@@ -24,6 +24,7 @@ import orjson
 
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
 from k8py.api.names import generate_name
+from k8py.apiserver.field_managers import FieldManager
 from k8py.apiserver.object_meta import (
     carry_meta_for_update,
     prepare_meta_for_create,
@@ -76,13 +77,21 @@ class ObjectStore:
     # -- create -------------------------------------------------------------
 
     async def create(
-        self, definition: ResourceDefinition, namespace: str, obj: Object, *, dry_run: bool = False
+        self,
+        definition: ResourceDefinition,
+        namespace: str,
+        obj: Object,
+        *,
+        dry_run: bool = False,
+        manager: FieldManager | None = None,
     ) -> Object:
         self._check_type(definition, obj)
         prepare_meta_for_create(definition, obj, namespace, now=self.clock())
         strategy = definition.strategy
         strategy.default(obj)
         strategy.prepare_for_create(obj)
+        if manager is not None:
+            obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
         meta = obj["metadata"]
         if definition.namespaced and self.namespace_check is not None:
@@ -124,6 +133,7 @@ class ObjectStore:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: FieldManager | None = None,
     ) -> tuple[Object, bool]:
         """PUT. Returns (object, created)."""
         self._check_type(definition, obj)
@@ -150,6 +160,7 @@ class ObjectStore:
                 subresource=subresource,
                 precondition_rv=precondition,
                 dry_run=dry_run,
+                manager=manager,
             )
             return result, False
         except NotFound:
@@ -158,7 +169,7 @@ class ObjectStore:
             if precondition:
                 raise
             obj.setdefault("metadata", {})["name"] = name
-            return await self.create(definition, namespace, obj, dry_run=dry_run), True
+            return await self.create(definition, namespace, obj, dry_run=dry_run, manager=manager), True
 
     async def guaranteed_update(
         self,
@@ -171,6 +182,7 @@ class ObjectStore:
         precondition_rv: str = "",
         dry_run: bool = False,
         apply_defaults: bool = True,
+        manager: FieldManager | None = None,
     ) -> Object:
         """Read, mutate, validate, write guarded on the revision read; retry on
         conflict unless the client pinned a resourceVersion."""
@@ -213,6 +225,8 @@ class ObjectStore:
                 strategy.prepare_for_update(new, old)
                 if strategy.tracks_generation and strategy.spec_changed(new, old):
                     new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+            if manager is not None:
+                new = manager.record(definition, old, new, subresource)
             causes = validate_meta(definition, new)
             if subresource in ("", "status"):
                 # internal writers (pods/binding) change what the update rules

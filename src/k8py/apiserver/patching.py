@@ -17,6 +17,7 @@ from k8py.api.schema import definition as upstream_definition
 from k8py.api.patch import apply_patch, decode_apply_body, server_side_apply
 from k8py.apiserver.codec import APPLY_PATCH
 from k8py.apiserver.object_meta import rfc3339
+from k8py.apiserver.field_managers import FieldManager
 from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.object_store import ObjectStore
 from k8py.apiserver.openapi import schema_name_for
@@ -43,6 +44,7 @@ async def patch_object(
     params: Mapping[str, str],
     subresource: str = "",
     dry_run: bool = False,
+    manager: FieldManager | None = None,
 ) -> tuple[Object, bool, list[str]]:
     """Returns (object, created, warnings)."""
     schema = _schema(definition)
@@ -86,7 +88,9 @@ async def patch_object(
         warnings[:] = check_field_validation(validation, schema, patched, None, verb="patch")
         return patched
 
-    obj = await store.guaranteed_update(definition, namespace, name, mutate, subresource=subresource, dry_run=dry_run)
+    obj = await store.guaranteed_update(
+        definition, namespace, name, mutate, subresource=subresource, dry_run=dry_run, manager=manager
+    )
     return obj, False, warnings
 
 

@@ -121,7 +121,9 @@ async def _scale(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str,
         _set_path(current, spec.replicas_path, replicas)
         return current
 
-    obj = await store.guaranteed_update(d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run)
+    obj = await store.guaranteed_update(
+        d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=ctx.manager
+    )
     return json_response(orjson.dumps(scale_of(obj, spec)))
 
 

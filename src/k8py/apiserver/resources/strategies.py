@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from k8py.api.errors import Cause
+from k8py.apiserver.defaults import apply_defaults
 from k8py.apiserver.registry import Strategy
+from k8py.apiserver.validation import validate
 
 Object = dict[str, Any]
 
@@ -59,10 +61,6 @@ class StandardStrategy(Strategy):
         self.allow_create_on_update = allow_create_on_update
 
     def default(self, obj: Object) -> None:
-        try:
-            from k8py.apiserver.defaults import apply_defaults
-        except ImportError:  # pragma: no cover - during bootstrap of the tree
-            return
         apply_defaults(self.group, self.version, self.kind, obj)
 
     def validate(self, obj: Object) -> list[Cause]:
@@ -72,10 +70,6 @@ class StandardStrategy(Strategy):
         return self._semantic(obj, old)
 
     def _semantic(self, obj: Object, old: Object | None) -> list[Cause]:
-        try:
-            from k8py.apiserver.validation import validate
-        except ImportError:  # pragma: no cover - during bootstrap of the tree
-            return []
         return validate(self.group, self.kind, obj, old)
 
 
