@@ -400,3 +400,32 @@ def test_watch_wire_format_is_one_newline_terminated_json_object_per_line(core):
     assert all(isinstance(v, str) and v.isdigit() for v in rvs)
     live = [int(v) for v in rvs[1:]]
     assert live == sorted(set(live)) and live[0] > int(rv)
+
+
+def test_field_selector_transitions_turn_a_phase_change_into_deleted_for_the_old_phase(core):
+    core.create_namespaced_pod(NS, pod("ph"))
+    with RawWatch(core.list_namespaced_pod, NS, field_selector="status.phase=Pending") as pending, RawWatch(
+        core.list_namespaced_pod, NS, field_selector="status.phase=Running"
+    ) as running:
+        assert summary(pending.wait_events(1)) == [("ADDED", "ph")]
+        core.patch_namespaced_pod_status("ph", NS, {"status": {"phase": "Running"}})
+        left = pending.wait_events(2)
+        joined = running.wait_events(1)
+    assert summary(left) == [("ADDED", "ph"), ("DELETED", "ph")]
+    assert left[1]["object"]["status"]["phase"] == "Pending"
+    assert summary(joined) == [("ADDED", "ph")] and joined[0]["object"]["status"]["phase"] == "Running"
+
+
+def test_a_namespace_watch_sees_only_its_namespace_and_a_cluster_watch_sees_all(core):
+    core.create_namespace({"metadata": {"name": "other"}})
+    with RawWatch(core.list_namespaced_config_map, "other", resource_version="0") as scoped, RawWatch(
+        core.list_config_map_for_all_namespaces, resource_version="0"
+    ) as everywhere:
+        core.create_namespaced_config_map(NS, cm("here"))
+        core.create_namespaced_config_map("other", cm("there"))
+        all_events = everywhere.wait_events(2)
+        scoped_events = scoped.wait_events(1)
+        time.sleep(0.2)
+        assert len(scoped.events()) == 1
+    assert [(e["object"]["metadata"]["namespace"], e["object"]["metadata"]["name"]) for e in all_events] == [(NS, "here"), ("other", "there")]
+    assert summary(scoped_events) == [("ADDED", "there")]
