@@ -96,11 +96,13 @@ class Cacher:
         name = definition.storage_key_resource
         cache = self.caches.get(name)
         if cache is None:
+            # a view (converter set) shares its stored kind's cache; the
+            # stored kind re-sets the definition when it registers
             cache = WatchCache(definition, capacity=self.capacity)
             cache.revision = cache.oldest_rv = self.revision
             self.caches[name] = cache
-        else:
-            cache.set_definition(definition)
+        elif definition.converter is None:
+            cache.set_definition(definition)  # the cache holds the stored form
         return cache
 
     def cache_for(self, definition: ResourceDefinition) -> WatchCache:

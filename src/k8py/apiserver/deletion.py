@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, NotFound, success_status
 from k8py.apiserver.object_meta import rfc3339
-from k8py.apiserver.object_store import ObjectStore, decode_stored, encode_for_store
+from k8py.apiserver.object_store import ObjectStore, dump_object, load_object
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.storage import KeyNotFoundError, RevisionConflictError
 
@@ -113,7 +113,7 @@ async def delete_object(
         kv = await storage.get(key)
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        obj = decode_stored(kv)
+        obj = load_object(definition, kv)
         meta = obj["metadata"]
         if opts.precondition_uid and opts.precondition_uid != meta.get("uid"):
             raise Conflict.for_object(
@@ -146,7 +146,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, encode_for_store(new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             except KeyNotFoundError:

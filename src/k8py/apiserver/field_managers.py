@@ -37,6 +37,9 @@ class FieldManager:
     name: str
     #: the request named it (``fieldManager=``) rather than it being derived
     explicit: bool = False
+    #: the subresource the request went through when the write itself goes
+    #: through the main object (``scale``): recorded on the entry, as upstream
+    subresource: str = ""
 
     def record(self, definition: ResourceDefinition, old: Object | None, new: Object, subresource: str = "") -> Object:
         """``new`` with this manager's Update ownership recorded (or as is, see the module doc)."""
@@ -51,7 +54,7 @@ class FieldManager:
             manager=self.name,
             schema_name=definition.openapi_name or None,
             now=rfc3339(),
-            subresource=subresource if subresource == "status" else "",
+            subresource=self.subresource or (subresource if subresource == "status" else ""),
             ignored=ignored,
         )
 

@@ -32,6 +32,7 @@ from k8py.apiserver.query import parse_query
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.request_info import ResourcePath
 from k8py.apiserver.responses import json_response, list_response, object_response
+from k8py.apiserver.time_fields import needs_normalizing, normalize_times
 from k8py.apiserver.watch_stream import serve_watch
 from k8py.storage import Storage
 
@@ -148,6 +149,9 @@ class ResourceHandlers:
         query = parse_query(ctx.definition, ctx.namespace, ctx.params)
         cache = self.cacher.cache_for(ctx.definition)
         page = await list_objects(self.cacher, cache, self.storage, query, ctx.params)
+        converter = ctx.definition.converter
+        if converter is not None:
+            page.items = [orjson.dumps(converter.from_storage(orjson.loads(item))) for item in page.items]
         return list_response(ctx.definition, page, ctx.fmt)
 
     async def watch(self, ctx: RequestContext) -> web.StreamResponse:
@@ -159,6 +163,7 @@ class ResourceHandlers:
             on_open = lambda delta: self.on_watch(plural, delta)  # noqa: E731
         return await serve_watch(
             ctx.request,
+            definition=ctx.definition,
             cacher=self.cacher,
             cache=cache,
             query=query,
@@ -176,6 +181,8 @@ class ResourceHandlers:
         obj = decode_body(raw, ctx.request.headers.get("Content-Type"))
         if not isinstance(obj, dict):
             raise BadRequest("the body of the request must be a JSON or YAML object")
+        if needs_normalizing(raw):
+            normalize_times(_schema_name(ctx.definition), obj)
         warnings = check_field_validation(
             ctx.params.get("fieldValidation", ""),
             _schema_name(ctx.definition),
@@ -265,6 +272,8 @@ class ResourceHandlers:
                 continue
             if reply.get("kind") == ctx.definition.kind:
                 items.append(reply)
+            elif ctx.definition.converter is not None:
+                items.append(ctx.definition.converter.from_storage(target.decode()))
             else:
                 items.append(target.decode())
         body_out = {

@@ -41,7 +41,7 @@ from k8py.storage import (
     ValueTooLargeError,
 )
 
-__all__ = ["ObjectStore", "decode_stored", "encode_for_store"]
+__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object"]
 
 Object = dict[str, Any]
 #: computes the new object from the current one (patch, status update, ...)
@@ -64,6 +64,21 @@ def encode_for_store(obj: Object) -> bytes:
     finally:
         if rv is not None:
             meta["resourceVersion"] = rv
+
+
+def load_object(definition: ResourceDefinition, kv: KeyValue) -> Object:
+    """The stored object as ``definition`` serves it (converted for a view)."""
+    obj = decode_stored(kv)
+    if definition.converter is not None:
+        obj = definition.converter.from_storage(obj)
+    return obj
+
+
+def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
+    """The bytes to store for ``obj`` (converted to the stored form for a view)."""
+    if definition.converter is not None:
+        return encode_for_store(definition.converter.to_storage(obj))
+    return encode_for_store(obj)
 
 
 class ObjectStore:
@@ -102,7 +117,7 @@ class ObjectStore:
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
-                kv = await self.storage.create(key, encode_for_store(obj))
+                kv = await self.storage.create(key, dump_object(definition, obj))
             except KeyExistsError:
                 if generated and meta.get("generateName") and meta["name"].startswith(meta["generateName"]):
                     meta["name"] = generate_name(meta["generateName"])
@@ -120,7 +135,7 @@ class ObjectStore:
         kv = await self.storage.get(definition.key(namespace, name))
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        return decode_stored(kv)
+        return load_object(definition, kv)
 
     # -- update -------------------------------------------------------------
 
@@ -192,7 +207,7 @@ class ObjectStore:
             kv = await self.storage.get(key)
             if kv is None:
                 raise NotFound.for_object(definition.plural, name, definition.group)
-            old = decode_stored(kv)
+            old = load_object(definition, kv)
             new = mutate(orjson.loads(orjson.dumps(old)))
             if not isinstance(new, dict):
                 new = await new
@@ -233,7 +248,7 @@ class ObjectStore:
                 # forbid (spec.nodeName), as upstream's binding REST does
                 causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
-            value = encode_for_store(new)
+            value = dump_object(definition, new)
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion
             meta = new["metadata"]

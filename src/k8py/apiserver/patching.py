@@ -22,6 +22,7 @@ from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.object_store import ObjectStore
 from k8py.apiserver.openapi import schema_name_for
 from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.time_fields import needs_normalizing, normalize_times
 
 __all__ = ["patch_object"]
 
@@ -53,6 +54,8 @@ async def patch_object(
 
     if content_type == APPLY_PATCH:
         applied = decode_apply_body(raw)
+        if needs_normalizing(raw):
+            normalize_times(schema, applied)
         _check_apply_identity(definition, namespace, name, applied)
         warnings = check_field_validation(validation, schema, applied, None, verb="patch")
         manager = params.get("fieldManager", "")
@@ -85,6 +88,8 @@ async def patch_object(
         patched = apply_patch(content_type, current, raw, schema_name=schema)
         if not isinstance(patched, dict):
             raise BadRequest("the patched object is not a JSON object")
+        if needs_normalizing(raw):
+            normalize_times(schema, patched)
         warnings[:] = check_field_validation(validation, schema, patched, None, verb="patch")
         return patched
 

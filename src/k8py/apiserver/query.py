@@ -8,7 +8,7 @@ upstream's 400 (``field label not supported: <f>``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest
@@ -30,6 +30,9 @@ class Query:
     #: the value the query pins the resource's indexed field to (pods:
     #: spec.nodeName=X), so lists and watches use the index
     index_value: str | None
+    #: a view's field names -> the stored form's (events.k8s.io regarding.name
+    #: -> involvedObject.name): cached objects carry the stored form's fields
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def selects_everything(self) -> bool:
@@ -47,7 +50,7 @@ class Query:
                     return obj.name
                 if path == "metadata.namespace":
                     return obj.namespace
-                return obj.field(path)
+                return obj.field(self.aliases.get(path, path))
 
             return self.fields.matches(getter)
         return True
@@ -76,4 +79,5 @@ def parse_query(definition: ResourceDefinition, namespace: str, params: Mapping[
     index_value = None
     if definition.indexed_field:
         index_value = fields.equality_value(definition.indexed_field)
-    return Query(definition, namespace if definition.namespaced else "", labels, fields, index_value)
+    aliases = dict(definition.converter.field_aliases) if definition.converter is not None else {}
+    return Query(definition, namespace if definition.namespaced else "", labels, fields, index_value, aliases)

@@ -22,11 +22,12 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from k8py.api.errors import Cause
 
 __all__ = [
+    "Converter",
     "FieldGetter",
     "ScaleSpec",
     "Strategy",
@@ -39,6 +40,17 @@ REGISTRY_PREFIX = "/registry/"
 
 Object = dict[str, Any]
 FieldGetter = Callable[[Object], str | None]
+
+
+class Converter(Protocol):
+    """Converts a view's objects to and from the stored form (see ``converter``)."""
+
+    #: view field selector -> stored form's field
+    field_aliases: Mapping[str, str]
+
+    def to_storage(self, obj: Object) -> Object: ...
+
+    def from_storage(self, obj: Object) -> Object: ...
 
 
 class Strategy:
@@ -153,6 +165,9 @@ class ResourceDefinition:
     storage_resource: str = ""
     #: the OpenAPI definition name, e.g. io.k8s.api.core.v1.Pod
     openapi_name: str = ""
+    #: set when this definition is a view of another kind's stored form
+    #: (events.k8s.io/v1 Events over core/v1): converts on the way in and out
+    converter: Converter | None = None
 
     @property
     def api_version(self) -> str:

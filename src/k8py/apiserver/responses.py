@@ -26,8 +26,16 @@ Object = dict[str, Any]
 def json_response(body: bytes, *, status: int = 200, content_type: str = JSON, warnings: list[str] | None = None) -> web.Response:
     response = web.Response(body=body, status=status, headers={"Content-Type": content_type})
     for warning in warnings or ():
-        response.headers.add("Warning", f'299 - "{warning}"')
+        response.headers.add("Warning", warning_header(warning))
     return response
+
+
+def warning_header(text: str) -> str:
+    """RFC 7234 ``Warning`` value, its text a quoted-string (``"`` and ``\\``
+    escaped): clients drop a warning that does not parse, and kubectl's
+    ``unknown field "x"`` warnings contain quotes."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
 
 
 def partial_metadata(obj: Object, api_version: str = "meta.k8s.io/v1") -> Object:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -121,9 +122,8 @@ async def _scale(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str,
         _set_path(current, spec.replicas_path, replicas)
         return current
 
-    obj = await store.guaranteed_update(
-        d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=ctx.manager
-    )
+    manager = dataclasses.replace(ctx.manager, subresource="scale")
+    obj = await store.guaranteed_update(d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=manager)
     return json_response(orjson.dumps(scale_of(obj, spec)))
 
 

@@ -35,6 +35,7 @@ from k8py.apiserver.cacher import Cacher
 from k8py.apiserver.codec import ResponseFormat
 from k8py.apiserver.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
 from k8py.apiserver.query import Query
+from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch_cache import ADDED, TooOldResourceVersion, WatchCache
 from k8py.apiserver.watcher import Watcher
 
@@ -54,13 +55,16 @@ def _invalid_watch(field: str, message: str) -> Invalid:
 class _Encoder:
     """Turns queued (type, object bytes) into wire bytes for one watcher."""
 
-    def __init__(self, cache: WatchCache, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
-        self.definition = cache.definition
+    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
+        self.definition = definition
         self.fmt = fmt
         self.table = table
         self.first_table = True
 
     def lines(self, events: list[tuple[str, bytes]]) -> bytes:
+        converter = self.definition.converter
+        if converter is not None:  # a view of another kind's stored form
+            events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
         if self.fmt.kind != "table" or self.table is None:
             parts: list[bytes] = []
             for type_, data in events:
@@ -98,6 +102,7 @@ def _error_line(err: StatusError) -> bytes:
 async def serve_watch(
     request: web.Request,
     *,
+    definition: ResourceDefinition,
     cacher: Cacher,
     cache: WatchCache,
     query: Query,
@@ -156,7 +161,7 @@ async def serve_watch(
         except TooOldResourceVersion as err:
             error = Expired.too_old(err.requested, err.oldest)
 
-    encoder = _Encoder(cache, fmt, table)
+    encoder = _Encoder(definition, fmt, table)
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:

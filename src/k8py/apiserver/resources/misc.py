@@ -4,6 +4,7 @@ events.k8s.io/v1 events."""
 from __future__ import annotations
 
 from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.resources.event_conversion import EventsV1Converter
 from k8py.apiserver.resources.strategies import StandardStrategy, path_getter
 
 DEFINITIONS = [
@@ -36,9 +37,9 @@ DEFINITIONS = [
         namespaced=True,
         short_names=("ev",),
         strategy=StandardStrategy("events.k8s.io", "v1", "Event"),
-        # upstream stores both Event versions together; k8py keeps the
-        # events.k8s.io view in its own key space until version conversion lands
-        storage_resource="events.k8s.io/events",
+        # one stored Event, two API versions (see event_conversion)
+        storage_resource="events",
+        converter=EventsV1Converter(),
         field_getters={
             "regarding.kind": path_getter("regarding", "kind"),
             "regarding.name": path_getter("regarding", "name"),
