@@ -124,6 +124,8 @@ class ResourceHandlers:
             raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.qualified}" if ctx.path.name else "the server does not allow this method on the requested resource")
         if d.namespaced and not ctx.namespace and verb in ("create", "get", "update", "patch", "delete", "deletecollection"):
             raise not_found()
+        if d.group == "" and d.plural == "bindings":
+            return await subresources.bind_collection(self, ctx)
         if verb == "list":
             return await self.list(ctx)
         if verb == "watch":

@@ -127,17 +127,26 @@ async def _scale(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str,
     return json_response(orjson.dumps(scale_of(obj, spec)))
 
 
-async def _bind(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.StreamResponse:
-    d = ctx.definition
+async def bind_collection(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.StreamResponse:
+    """POST /api/v1/namespaces/NS/bindings: the pod is named by the Binding."""
+    pods = handlers.registry.get("", "v1", "pods")
+    assert pods is not None
+    return await _bind(handlers, ctx, pods)
+
+
+async def _bind(handlers: "ResourceHandlers", ctx: "RequestContext", d: Any = None) -> web.StreamResponse:
+    d = d or ctx.definition
     raw = await ctx.request.read()
     binding = decode_body(raw, ctx.request.headers.get("Content-Type"))
     if not isinstance(binding, dict):
         raise BadRequest("the body of the request must be a Binding object")
+    name = ctx.path.name or (binding.get("metadata") or {}).get("name") or ""
     target = binding.get("target") or {}
     node = target.get("name")
+    if not name:
+        raise Invalid.for_object("Binding", "", [Cause("FieldValueRequired", "Required value: name or generateName is required", "metadata.name")])
     if not node:
-        raise Invalid.for_object("Binding", ctx.path.name, [Cause("FieldValueRequired", "Required value", "target.name")])
-    name = ctx.path.name
+        raise Invalid.for_object("Binding", name, [Cause("FieldValueRequired", "Required value", "target.name")])
 
     def mutate(pod: Object) -> Object:
         spec = pod.setdefault("spec", {})

@@ -113,6 +113,8 @@ DEFINITIONS = [
         short_names=("sa",),
         strategy=_std("ServiceAccount"),
     ),
+    # POST-only: binds the pod the Binding names (pods/binding does the same)
+    _core("Binding", "bindings", namespaced=True, verbs=("create",), strategy=_std("Binding")),
     _core(
         "Event",
         "events",
