@@ -88,6 +88,9 @@ class ObjectStore:
         #: set by the server: (definition, namespace, name) -> awaitable raising
         #: if the namespace cannot take new objects (namespace lifecycle admission)
         self.namespace_check: Callable[[ResourceDefinition, str, str], Awaitable[None]] | None = None
+        #: set by the server: mutating admission for new objects, after
+        #: defaulting and before validation (e.g. ClusterIP allocation)
+        self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
 
     # -- create -------------------------------------------------------------
 
@@ -105,6 +108,8 @@ class ObjectStore:
         strategy = definition.strategy
         strategy.default(obj)
         strategy.prepare_for_create(obj)
+        for admit in self.admit_new:
+            admit(definition, obj)
         if manager is not None:
             obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))

@@ -31,6 +31,7 @@ from k8py.apiserver.object_store import ObjectStore
 from k8py.apiserver.openapi import OpenAPIService
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -44,7 +45,9 @@ class APIServerConfig:
     port: int = 0  # 0 = pick a free port
     bookmark_interval: float = 30.0
     watch_cache_capacity: int = 10_000
-    #: the ClusterIP of the ``kubernetes`` Service
+    #: the range Service ClusterIPs are allocated from
+    service_cidr: str = "10.96.0.0/12"
+    #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
     kubernetes_service_ip: str = "10.96.0.1"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -65,6 +68,7 @@ class APIServer:
         self.store = ObjectStore(storage)
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
         self.store.namespace_check = self.namespaces.admit_create
+        self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
