@@ -93,7 +93,7 @@ class Discovery:
         return self._cached(("group", group), lambda: {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)})  # type: ignore[dict-item]
 
     def resource_list(self, group: str, version: str) -> bytes | None:
-        definitions = self.registry.in_group_version(group, version)
+        definitions = _by_name(self.registry.in_group_version(group, version))
         if not definitions:
             return None
 
@@ -129,7 +129,7 @@ class Discovery:
                             {
                                 "version": v,
                                 "resources": [
-                                    _aggregated_resource(d) for d in self.registry.in_group_version(group, v)
+                                    _aggregated_resource(d) for d in _by_name(self.registry.in_group_version(group, v))
                                 ],
                                 "freshness": "Current",
                             }
@@ -140,6 +140,12 @@ class Discovery:
             return {"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items}
 
         return self._cached(("aggregated", core, api_version), build)
+
+
+def _by_name(definitions: Any) -> list[ResourceDefinition]:
+    """Upstream lists a group-version's resources sorted by name (its
+    installer sorts the storage paths); kubectl's ``get all`` follows it."""
+    return sorted(definitions, key=lambda d: d.plural)
 
 
 def _legacy_resource(d: ResourceDefinition) -> dict[str, Any]:
