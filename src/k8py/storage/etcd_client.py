@@ -42,6 +42,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from yarl import URL
 
 from k8py.storage.interface import StorageUnavailableError
 
@@ -58,6 +59,9 @@ _RETRY_CODES = {
 }
 # Unavailable answers that prove the request was never proposed to raft.
 _NOT_APPLIED = ("no leader", "not capable", "too many requests", "stopped")
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 def b64(data: bytes | str) -> str:
@@ -116,6 +120,11 @@ class EtcdHttpClient:
         self.connect_timeout = connect_timeout
         self._current = 0
         self._session: aiohttp.ClientSession | None = None
+        # Per-request costs of aiohttp's client paid once: parsed URLs, the
+        # timeout object, headers (profiled: ~30% of an API create's CPU was
+        # the etcd call before).
+        self._urls: dict[tuple[str, str], URL] = {}
+        self._unary_timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout)
         # Open watch responses, closed by close() so that their readers wake up.
         self._streams: set[aiohttp.ClientResponse] = set()
 
@@ -128,6 +137,9 @@ class EtcdHttpClient:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=256),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                skip_auto_headers=("User-Agent", "Accept-Encoding"),
             )
 
     async def close(self) -> None:
@@ -176,17 +188,20 @@ class EtcdHttpClient:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
+    def _url(self, endpoint: str, path: str) -> URL:
+        url = self._urls.get((endpoint, path))
+        if url is None:
+            url = self._urls[(endpoint, path)] = URL(f"{endpoint}/v3{path}")
+        return url
+
     async def _post_once(self, endpoint: str, path: str, payload: bytes) -> dict[str, Any]:
         session = self._require_session()
-        timeout = aiohttp.ClientTimeout(
-            total=self.request_timeout, sock_connect=self.connect_timeout
-        )
         try:
             async with session.post(
-                f"{endpoint}/v3{path}",
+                self._url(endpoint, path),
                 data=payload,
-                headers={"Content-Type": "application/json"},
-                timeout=timeout,
+                headers=_JSON_HEADERS,
+                timeout=self._unary_timeout,
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
