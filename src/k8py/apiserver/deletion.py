@@ -11,6 +11,8 @@ Upstream's ``rest.BeforeDelete`` plus ``Store.Delete``:
   Foreground, which add the ``orphan`` / ``foregroundDeletion`` finalizers)
   gets ``deletionTimestamp`` and stays until its finalizers are removed
   (``ObjectStore.guaranteed_update`` deletes it when the last one goes);
+- a namespace with ``spec.finalizers`` goes ``Terminating`` (see
+  ``namespace_lifecycle``); deleting it again meanwhile is a 409;
 - otherwise it is removed from the store; the reply is the deleted object for
   kinds that return it (pods, services, namespaces) and a ``Status`` otherwise.
 
@@ -131,6 +133,27 @@ async def delete_object(
                 f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
                 definition.group,
             )
+        if _is_namespace(definition) and (obj.get("spec") or {}).get("finalizers"):
+            # a namespace goes Terminating; its content is removed and its
+            # spec.finalizers cleared before it is deleted for good
+            if meta.get("deletionTimestamp"):
+                raise Conflict.for_object(
+                    "namespaces",
+                    name,
+                    "The system is ensuring all content is removed from this namespace.  Upon completion, "
+                    "this namespace will automatically be purged by the system.",
+                )
+            new = _mark_deleting(obj, list(meta.get("finalizers") or []), 0, store.clock())
+            assert new is not None
+            new.setdefault("status", {})["phase"] = "Terminating"
+            if opts.dry_run:
+                return new, False
+            try:
+                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
+            except RevisionConflictError:
+                continue
+            new["metadata"]["resourceVersion"] = str(written.mod_revision)
+            return new, False
         grace = _grace_period(definition, obj, opts)
         finalizers = list(meta.get("finalizers") or [])
         if opts.propagation_policy == "Orphan" and "orphan" not in finalizers:
@@ -164,6 +187,10 @@ async def delete_object(
         meta["resourceVersion"] = str(deleted.mod_revision)
         return _reply(definition, obj), True
     raise Conflict.for_object(definition.plural, name, "too many concurrent updates; try again", definition.group)
+
+
+def _is_namespace(definition: ResourceDefinition) -> bool:
+    return definition.group == "" and definition.kind == "Namespace"
 
 
 def _mark_deleting(obj: Object, finalizers: list[str], grace: int, now: float) -> Object | None:

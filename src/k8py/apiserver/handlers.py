@@ -247,7 +247,7 @@ class ResourceHandlers:
         if is_namespace:
             self.namespaces.admit_delete(ctx.path.name)
         reply, deleted = await delete_object(self.store, ctx.definition, ctx.namespace, ctx.path.name, opts)
-        if is_namespace and deleted and not opts.dry_run:
+        if is_namespace and not opts.dry_run:
             self.namespaces.namespace_deleted(ctx.path.name)
         status = 200 if deleted else 202
         if reply.get("kind") == "Status":

@@ -257,8 +257,11 @@ class ObjectStore:
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion
             meta = new["metadata"]
-            if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get(
-                "deletionGracePeriodSeconds"
+            if (
+                meta.get("deletionTimestamp")
+                and old["metadata"].get("finalizers")
+                and not meta.get("finalizers")
+                and not meta.get("deletionGracePeriodSeconds")
             ):
                 # the last finalizer of an object being deleted is gone: delete it now
                 if dry_run:

@@ -99,6 +99,7 @@ class APIServer:
         await self.storage.start()
         await self.cacher.start()
         await self._bootstrap()
+        self.namespaces.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.bind, self.config.port, reuse_address=True, backlog=1024)

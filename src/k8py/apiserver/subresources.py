@@ -179,5 +179,7 @@ async def _finalize(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.
         ns.setdefault("spec", {})["finalizers"] = finalizers
         return ns
 
-    obj = await handlers.store.guaranteed_update(d, "", ctx.path.name, mutate, dry_run=ctx.dry_run)
+    obj = await handlers.store.guaranteed_update(
+        d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
+    )
     return object_response(d, obj, ctx.fmt)

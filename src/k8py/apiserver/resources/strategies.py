@@ -105,5 +105,24 @@ def _qos_class(pod: Object) -> str:
 
 
 class NamespaceStrategy(StandardStrategy):
+    """A namespace starts Active with the ``kubernetes`` finalizer in
+    ``spec.finalizers``; only ``/finalize`` changes that list (see
+    ``namespace_lifecycle`` for what deletion does)."""
+
     def initial_status(self, obj: Object) -> Object | None:
         return {"phase": "Active"}
+
+    def prepare_for_create(self, obj: Object) -> None:
+        super().prepare_for_create(obj)
+        obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+
+    def prepare_for_update(self, obj: Object, old: Object) -> None:
+        super().prepare_for_update(obj, old)
+        finalizers = (old.get("spec") or {}).get("finalizers")
+        spec = obj.setdefault("spec", {})
+        if finalizers is None:
+            spec.pop("finalizers", None)
+        else:
+            spec["finalizers"] = finalizers
+        if not spec:
+            obj.pop("spec")
