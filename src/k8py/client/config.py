@@ -109,6 +109,7 @@ class ClientConfig:
             ctx = ssl.create_default_context()
         if self.cert_file or self.cert_data:
             with _pem_file(self.cert_file, self.cert_data) as cert, _pem_file(self.key_file, self.key_data) as key:
+                assert cert is not None
                 ctx.load_cert_chain(cert, key or None)
         return ctx
 

@@ -70,6 +70,13 @@ def object_key(obj: Any) -> str:
     A plain ``str`` is taken to be a key already (client-go's ``ExplicitKey``).
     Raises :class:`KeyFuncError` for anything without ``metadata.name``.
     """
+    if type(obj) is dict:  # the hot path: a decoded JSON object (avoids ABC isinstance checks)
+        meta = obj.get("metadata")
+        if type(meta) is dict:
+            name = meta.get("name")
+            if name:
+                namespace = meta.get("namespace")
+                return f"{namespace}/{name}" if namespace else name
     if isinstance(obj, DeletedFinalStateUnknown):
         return obj.key
     if isinstance(obj, str):

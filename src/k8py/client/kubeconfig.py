@@ -21,7 +21,7 @@ import base64
 import os
 from typing import Any, Mapping
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from k8py.client.config import ClientConfig, ConfigError
 

@@ -47,6 +47,7 @@ __all__ = ["ResourceEventHandler", "Notification", "ProcessorListener", "ADD", "
 logger = logging.getLogger(__name__)
 
 ADD, UPDATE, DELETE = "add", "update", "delete"
+_YIELD_EVERY = 32  # notifications handled in a row by a synchronous handler before yielding to the loop
 
 HandlerResult = Awaitable[None] | None
 
@@ -188,4 +189,5 @@ class ProcessorListener:
             except Exception:
                 logger.exception("event handler failed", extra={"listener": self.name, "kind": note.kind})
             self.delivered += 1
-            await asyncio.sleep(0)  # let the distribution loop and other listeners run
+            if self.delivered % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # let the distribution loop and other listeners run

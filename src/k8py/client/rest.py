@@ -29,6 +29,7 @@ one connection pool.
 
 from __future__ import annotations
 
+import builtins
 import enum
 import logging
 import random
@@ -150,7 +151,7 @@ class RestClient:
         method: str,
         path: str,
         *,
-        params: list[tuple[str, str]] | None = None,
+        params: builtins.list[tuple[str, str]] | None = None,
         body: Any = None,
         content_type: str = _JSON,
         stream: bool = False,
@@ -246,7 +247,7 @@ class RestClient:
         If a continue token expires mid-way (410), the list is fetched again in
         one unpaginated request, as client-go's pager does.
         """
-        items: list[Any] = []
+        items: builtins.list[Any] = []
         first: dict[str, Any] | None = None
         try:
             async for page in self.list_pages(resource, namespace, limit=limit, **kw):
@@ -266,7 +267,7 @@ class RestClient:
     # -- writes ------------------------------------------------------------------------
 
     @staticmethod
-    def _write_params(dry_run: bool, field_manager: str | None, field_validation: str | None = None) -> list[tuple[str, str]]:
+    def _write_params(dry_run: bool, field_manager: str | None, field_validation: str | None = None) -> builtins.list[tuple[str, str]]:
         params = []
         if dry_run:
             params.append(("dryRun", "All"))

@@ -26,6 +26,7 @@ __all__ = ["WatchEvent", "WatchStream", "ADDED", "MODIFIED", "DELETED", "BOOKMAR
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_OBJECT_TYPES = frozenset((ADDED, MODIFIED, DELETED, BOOKMARK))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +73,12 @@ def decode_event(line: bytes) -> WatchEvent:
         raw = orjson.loads(line)
     except orjson.JSONDecodeError as err:
         raise StatusError(f"malformed watch event: {line[:200]!r}", code=500, reason="InternalError") from err
-    type_ = raw.get("type") if isinstance(raw, dict) else None
-    obj = raw.get("object") if isinstance(raw, dict) else None
+    if type(raw) is dict:
+        type_, obj = raw.get("type"), raw.get("object")
+        if type(obj) is dict and type_ in _OBJECT_TYPES:
+            return WatchEvent(type_, obj)
+    else:
+        type_ = obj = None
     if not isinstance(type_, str) or not isinstance(obj, dict):
         if isinstance(raw, dict) and raw.get("kind") == "Status":
             raise _as_error(raw)
