@@ -146,6 +146,8 @@ class APIServer:
         )
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
+        if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:
+            return  # a restart: it is there already
         try:
             await self.store.create(definition, namespace, obj)
         except AlreadyExists:
