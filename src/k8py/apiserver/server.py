@@ -99,6 +99,8 @@ class APIServer:
         await self.storage.start()
         await self.cacher.start()
         await self._bootstrap()
+        # ready means the cache already shows the bootstrap objects
+        await self.cacher.wait_consistent(timeout=5.0)
         self.namespaces.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
