@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+import asyncio
+from typing import AsyncIterator, Callable
 
 import pytest
 
@@ -18,3 +19,12 @@ async def client(apiserver) -> AsyncIterator[RestClient]:
 
 def configmap(name: str, namespace: str = "default", **data: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": dict(data)}
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``check`` every 20 ms until true; fail after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)

@@ -104,12 +104,14 @@ async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp_path):
+@pytest.mark.parametrize("use_watch_list", [True, False], ids=["streaming-list", "list-then-watch"])
+async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp_path, use_watch_list):
     rng = random.Random(4)
     with ServerThread(sqlite_storage(str(tmp_path / "data")), watch_cache_capacity=100, bookmark_interval=0.5) as server:
         async with RestClient(ClientConfig(server=server.url)) as writer_client, FaultProxy(server.url, seed=7) as proxy:
             informer_client = RestClient(ClientConfig(server=proxy.url), retry=RetryPolicy(max_attempts=3, initial=0.02, cap=0.1))
-            informer = SharedIndexInformer(informer_client, CONFIGMAPS, namespace=NAMESPACE, backoff=Backoff(initial=0.05, cap=0.5))
+            informer = SharedIndexInformer(informer_client, CONFIGMAPS, namespace=NAMESPACE, use_watch_list=use_watch_list,
+                                           backoff=Backoff(initial=0.05, cap=0.5), page_size=100)
             fast, slow = OrderedRecorder(), OrderedRecorder(slow=True)
             informer.add_event_handler(handler=fast)
             informer.add_event_handler(handler=slow, buffer_size=64)
@@ -136,7 +138,7 @@ async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp
                     await asyncio.sleep(0.1)
                 await asyncio.wait_for(informer.wait_idle(), 30)
                 reflector = informer.reflector
-                print(f"\nchaos: {writes} writes, {len(server_state)} objects left, relists={reflector.relist_count} "
+                print(f"\nchaos ({'streaming list' if use_watch_list else 'list+watch'}): {writes} writes, {len(server_state)} objects left, relists={reflector.relist_count} "
                       f"expired={reflector.expired_count} watches={reflector.watch_count} cuts={proxy.cuts} "
                       f"coalesced(slow)={informer._listeners[1].coalesced}")
                 assert writes >= OBJECTS

@@ -15,7 +15,7 @@ from k8py.client.indexer import Indexer
 from k8py.client.reflector import Reflector
 from k8py.client.resources import CONFIGMAPS
 from k8py.client.rest import RestClient, RetryPolicy
-from tests.client.conftest import configmap
+from tests.client.conftest import configmap, eventually
 from tests.client.fault_proxy import FaultProxy
 from tests.support.servers import ServerThread, sqlite_storage
 
@@ -33,14 +33,6 @@ async def running(reflector: Reflector) -> AsyncIterator[Reflector]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def eventually(check, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
 
 def _names(store: Indexer) -> set[str]:
@@ -166,3 +158,63 @@ async def test_periodic_full_relist_reconciles_the_store(client):
         store.delete(store.get_by_key("default/x"))  # the cache diverges
         await eventually(lambda: r.relist_count >= 1, timeout=5)
         await eventually(lambda: "x" in _names(store))
+
+
+async def test_http_410_on_watch_start_relists():
+    lists: list[str] = []
+    watches: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        q = request.query
+        if q.get("watch") == "true":
+            watches.append(q.get("resourceVersion", ""))
+            if q.get("resourceVersion") == "5":
+                return web.json_response({"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410,
+                                          "message": "too old resource version: 5 (6)"}, status=410)
+            response = web.StreamResponse()
+            await response.prepare(request)
+            await asyncio.sleep(5)
+            return response
+        lists.append(q.get("resourceVersion", ""))
+        rv, name = ("5", "old") if len(lists) == 1 else ("7", "new")
+        return web.json_response({"kind": "ConfigMapList", "metadata": {"resourceVersion": rv},
+                                  "items": [{"metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}]})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        async with RestClient(ClientConfig(server=f"http://127.0.0.1:{runner.addresses[0][1]}")) as c:
+            store = Indexer()
+            async with running(Reflector(c, CONFIGMAPS, store, namespace="default", use_watch_list=False, backoff=_fast_backoff())) as r:
+                await eventually(lambda: watches[-1:] == ["7"])
+                assert lists == ["0", "5"]  # first from any cached state, then not older than the last seen
+                assert r.relist_count == 1 and r.expired_count == 1
+                assert _names(store) == {"new"} and r.last_sync_resource_version == "7"
+    finally:
+        await runner.cleanup()
+
+
+async def test_failures_back_off_exponentially_on_the_injected_clock():
+    import socket
+
+    from k8py.client.clock import FakeClock
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    clock = FakeClock()
+    async with RestClient(ClientConfig(server=f"http://127.0.0.1:{port}"), retry=RetryPolicy(max_attempts=1), clock=clock) as c:
+        reflector = Reflector(c, CONFIGMAPS, Indexer(), use_watch_list=False, clock=clock,
+                              backoff=Backoff(initial=1, cap=4, jitter=0, clock=clock))
+        async with running(reflector):
+            delays = []
+            for _ in range(4):
+                await eventually(lambda: clock.sleepers() == 1, timeout=5)
+                delays.append(clock.next_deadline() - clock.monotonic())
+                clock.advance(delays[-1])
+            assert delays == [1, 2, 4, 4]
+            assert reflector.last_sync_resource_version == ""

@@ -12,8 +12,7 @@ from k8py.client.keys import DeletedFinalStateUnknown
 from k8py.client.processor_listener import ADD, DELETE, UPDATE, Notification, ProcessorListener
 from k8py.client.resources import CONFIGMAPS, SECRETS
 from k8py.client.shared_informer import SharedIndexInformer, drop_managed_fields
-from tests.client.conftest import configmap
-from tests.client.test_reflector import eventually
+from tests.client.conftest import configmap, eventually
 
 
 @contextlib.asynccontextmanager

@@ -18,7 +18,7 @@ import kubernetes
 from k8py.client.keys import DeletedFinalStateUnknown
 from k8py.client.resources import CONFIGMAPS, NAMESPACES
 from k8py.client.shared_informer import SharedIndexInformer
-from tests.client.test_reflector import eventually
+from tests.client.conftest import eventually
 
 NS = "side"
 KIND = {"ADDED": "add", "MODIFIED": "update", "DELETED": "delete"}

@@ -89,15 +89,11 @@ class InformerFactory:
 
     async def shutdown(self) -> None:
         tasks = list(self._tasks.values())
+        self._tasks.clear()
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
-        self._tasks.clear()
+        # raises CancelledError only if *this* task is cancelled meanwhile
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def run(self) -> None:
         """Start the informers and wait until cancelled, then shut them down."""

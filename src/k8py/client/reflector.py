@@ -68,6 +68,8 @@ __all__ = ["Reflector"]
 logger = logging.getLogger(__name__)
 
 _MIN_WATCH_TIMEOUT = 300.0
+#: a watch silent for longer than its own timeoutSeconds plus this is a dead connection
+_DEAD_STREAM_MARGIN = 30.0
 
 
 class _Relist(Exception):
@@ -207,9 +209,11 @@ class Reflector:
         support it; ``True`` once the stream, after syncing, has ended.
         """
         rv = "" if self._last_sync_rv_unavailable else self._last_sync_rv
+        timeout = self._watch_timeout()
         stream = self.client.watch(
             self.resource, self.namespace, resource_version=rv, label_selector=self.label_selector,
-            field_selector=self.field_selector, send_initial_events=True, timeout_seconds=self._watch_timeout(),
+            field_selector=self.field_selector, send_initial_events=True, timeout_seconds=timeout,
+            read_timeout=timeout + _DEAD_STREAM_MARGIN,
         )
         self.watch_count += 1
         initial: dict[str, Any] = {}
@@ -263,9 +267,11 @@ class Reflector:
         while True:
             if self._next_full_relist is not None and self._clock.monotonic() >= self._next_full_relist:
                 raise _Relist()
+            timeout = self._watch_timeout()
             stream = self.client.watch(
                 self.resource, self.namespace, resource_version=self._last_sync_rv, label_selector=self.label_selector,
-                field_selector=self.field_selector, allow_bookmarks=True, timeout_seconds=self._watch_timeout(),
+                field_selector=self.field_selector, allow_bookmarks=True, timeout_seconds=timeout,
+                read_timeout=timeout + _DEAD_STREAM_MARGIN,
             )
             self.watch_count += 1
             try:
