@@ -100,18 +100,22 @@ async def patch_object(
 
 
 def _check_apply_identity(definition: ResourceDefinition, namespace: str, name: str, applied: Object) -> None:
-    """An apply body must name the same object as the URL."""
+    """An apply body must name the same object as the URL (upstream's
+    versionCheckManager, then checkName)."""
     meta = applied.get("metadata") or {}
-    kind = applied.get("kind")
-    api_version = applied.get("apiVersion")
-    if not kind or not api_version:
-        raise BadRequest("an apply patch must specify kind and apiVersion")
+    kind = str(applied.get("kind") or "")
+    api_version = str(applied.get("apiVersion") or "")
     if kind != definition.kind or api_version != definition.api_version:
-        raise BadRequest(
-            f"the kind or apiVersion of the apply patch ({api_version}, Kind={kind}) does not match the URL "
-            f"({definition.api_version}, Kind={definition.kind})"
-        )
+        raise BadRequest(f"invalid object type: {_go_gvk(api_version, kind)}")
     if meta.get("name") and meta["name"] != name:
         raise BadRequest(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
     if definition.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
         raise BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+
+
+def _go_gvk(api_version: str, kind: str) -> str:
+    """Go's ``schema.GroupVersionKind.String()`` of an object's apiVersion and kind
+    (an unparsable apiVersion, with more than one ``/``, counts as empty)."""
+    parts = api_version.split("/") if api_version else []
+    group, version = ("", parts[0]) if len(parts) == 1 else (parts[0], parts[1]) if len(parts) == 2 else ("", "")
+    return f"{group}/{version}, Kind={kind}"
