@@ -209,12 +209,16 @@ async def _pump(
         now = loop.time()
         if now >= deadline:
             break
-        wait_for = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0) - now
         if not watcher.pending and not watcher.terminated:
+            # sleep until an event, the next bookmark, the deadline, or a
+            # 5 s check that the client is still there; a timer that sets the
+            # wake flag is much cheaper per event than wait_for's task
+            wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
+            timer = loop.call_at(wake_at, watcher.wake.set)
             try:
-                await asyncio.wait_for(watcher.wake.wait(), timeout=max(wait_for, 0.0))
-            except asyncio.TimeoutError:
-                pass
+                await watcher.wake.wait()
+            finally:
+                timer.cancel()
         events = watcher.take()
         if events:
             await response.write(encoder.lines(events))
