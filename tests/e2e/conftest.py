@@ -1,10 +1,11 @@
 """Fixtures for the kubectl / official-client end-to-end suite.
 
 The shared ``apiserver``/``k8s``/``kubectl`` fixtures (tests/conftest.py) run
-each test on SQLite and on etcd. The kubectl-heavy tests here run many kubectl
-processes (0.1–0.3 s each) and exercise kubectl's side of the protocol, not
-the store; they use ``sqlite_kubectl`` (and ``sqlite_k8s`` on the same server)
-so the etcd variant does not double the suite's time.
+each test on SQLite and on etcd. test_kubectl_patch.py runs many kubectl
+processes (0.1–0.3 s each) that exercise kubectl's side of the protocol, not
+the store (patch engines are storage-independent); it uses ``sqlite_kubectl``
+(and ``sqlite_k8s`` on the same server) so an etcd variant does not add to the
+suite's time. Watches and deletion depend on the store and run on both.
 """
 
 from __future__ import annotations

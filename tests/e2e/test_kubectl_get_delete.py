@@ -19,13 +19,13 @@ from tests.e2e.conftest import NS, LineReader, deployment, pod, rows
 
 
 @pytest.fixture
-def core(sqlite_k8s) -> kubernetes.client.CoreV1Api:
-    return kubernetes.client.CoreV1Api(sqlite_k8s)
+def core(k8s) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(k8s)
 
 
 @pytest.fixture
-def apps(sqlite_k8s) -> kubernetes.client.AppsV1Api:
-    return kubernetes.client.AppsV1Api(sqlite_k8s)
+def apps(k8s) -> kubernetes.client.AppsV1Api:
+    return kubernetes.client.AppsV1Api(k8s)
 
 
 def bind(core: kubernetes.client.CoreV1Api, name: str, node: str = "node-a") -> None:
@@ -44,9 +44,9 @@ def stop(proc: subprocess.Popen[str]) -> None:
 # -- get ------------------------------------------------------------------------------
 
 
-def test_get_watch_prints_each_event_with_output_watch_events(sqlite_kubectl, core):
+def test_get_watch_prints_each_event_with_output_watch_events(kubectl, core):
     core.create_namespaced_pod(NS, pod("w1"))
-    proc = sqlite_kubectl.popen("get", "pods", "-w", "--output-watch-events")
+    proc = kubectl.popen("get", "pods", "-w", "--output-watch-events")
     try:
         reader = LineReader(proc)
         assert reader.next().split() == ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
@@ -61,9 +61,9 @@ def test_get_watch_prints_each_event_with_output_watch_events(sqlite_kubectl, co
         stop(proc)
 
 
-def test_get_watch_on_deployments_shows_a_scale(sqlite_kubectl, apps):
+def test_get_watch_on_deployments_shows_a_scale(kubectl, apps):
     apps.create_namespaced_deployment(NS, deployment("web"))
-    proc = sqlite_kubectl.popen("get", "deployments", "-w")
+    proc = kubectl.popen("get", "deployments", "-w")
     try:
         reader = LineReader(proc)
         assert reader.next().split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
@@ -74,16 +74,16 @@ def test_get_watch_on_deployments_shows_a_scale(sqlite_kubectl, apps):
         stop(proc)
 
 
-def test_get_jsonpath_range_and_custom_columns(sqlite_kubectl, core):
+def test_get_jsonpath_range_and_custom_columns(kubectl, core):
     core.create_namespaced_pod(NS, pod("a", {"app": "web"}, node="node-a"))
     core.create_namespaced_pod(NS, pod("b", {"app": "db"}))
-    ranged = sqlite_kubectl.run(
+    ranged = kubectl.run(
         "get", "pods", "-o", 'jsonpath={range .items[*]}{.metadata.name}{"\\t"}{.metadata.labels.app}{"\\n"}{end}'
     )
     assert ranged.stdout == "a\tweb\nb\tdb\n"
-    filtered = sqlite_kubectl.run("get", "pods", "-o", 'jsonpath={.items[?(@.metadata.labels.app=="db")].metadata.name}')
+    filtered = kubectl.run("get", "pods", "-o", 'jsonpath={.items[?(@.metadata.labels.app=="db")].metadata.name}')
     assert filtered.stdout == "b"
-    columns = sqlite_kubectl.run(
+    columns = kubectl.run(
         "get", "pods", "-o", "custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image,NODE:.spec.nodeName"
     )
     assert columns.stdout.splitlines() == [
@@ -93,8 +93,8 @@ def test_get_jsonpath_range_and_custom_columns(sqlite_kubectl, core):
     ]
 
 
-def test_get_all_lists_every_kind_in_the_all_category(sqlite_kubectl, sqlite_k8s, core, apps):
-    batch = kubernetes.client.BatchV1Api(sqlite_k8s)
+def test_get_all_lists_every_kind_in_the_all_category(kubectl, k8s, core, apps):
+    batch = kubernetes.client.BatchV1Api(k8s)
     core.create_namespaced_pod(NS, pod("solo"))
     apps.create_namespaced_deployment(NS, deployment("web", replicas=2))
     rs = deployment("rs")
@@ -113,7 +113,7 @@ def test_get_all_lists_every_kind_in_the_all_category(sqlite_kubectl, sqlite_k8s
     batch.create_namespaced_cron_job(
         NS, {"metadata": {"name": "tick"}, "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": template}}}}
     )
-    out = sqlite_kubectl.run("get", "all").stdout
+    out = kubectl.run("get", "all").stdout
     sections = [block.splitlines() for block in out.strip().split("\n\n")]
     headers = [rows(block[0])[0] for block in sections]
     assert headers == [
@@ -144,18 +144,18 @@ def test_get_all_lists_every_kind_in_the_all_category(sqlite_kubectl, sqlite_k8s
 # -- delete -----------------------------------------------------------------------------
 
 
-def test_delete_by_file_and_by_label(sqlite_kubectl, core, apps, tmp_path):
+def test_delete_by_file_and_by_label(kubectl, core, apps, tmp_path):
     manifest = tmp_path / "objs.yaml"
     manifest.write_text(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1}\ndata: {a: b}\n---\n"
         "apiVersion: v1\nkind: Pod\nmetadata: {name: from-file}\nspec:\n  containers: [{name: main, image: busybox}]\n"
     )
-    created = sqlite_kubectl.run("create", "-f", str(manifest))
+    created = kubectl.run("create", "-f", str(manifest))
     assert created.stdout == "configmap/c1 created\npod/from-file created\n"
-    deleted = sqlite_kubectl.run("delete", "-f", str(manifest))
+    deleted = kubectl.run("delete", "-f", str(manifest))
     assert deleted.stdout == 'configmap "c1" deleted\npod "from-file" deleted\n'
     assert core.list_namespaced_config_map(NS, field_selector="metadata.name=c1").items == []
-    again = sqlite_kubectl.run("delete", "-f", str(manifest), check=False)
+    again = kubectl.run("delete", "-f", str(manifest), check=False)
     assert again.returncode == 1
     assert again.stderr.splitlines() == [
         'Error from server (NotFound): error when deleting "%s": configmaps "c1" not found' % manifest,
@@ -164,23 +164,23 @@ def test_delete_by_file_and_by_label(sqlite_kubectl, core, apps, tmp_path):
 
     for name, app in (("a", "web"), ("b", "web"), ("c", "db")):
         core.create_namespaced_pod(NS, pod(name, {"app": app}))
-    assert sqlite_kubectl.run("delete", "pods", "-l", "app=web").stdout == 'pod "a" deleted\npod "b" deleted\n'
+    assert kubectl.run("delete", "pods", "-l", "app=web").stdout == 'pod "a" deleted\npod "b" deleted\n'
     assert [p.metadata.name for p in core.list_namespaced_pod(NS).items] == ["c"]
-    none = sqlite_kubectl.run("delete", "pods", "-l", "app=nothing")
+    none = kubectl.run("delete", "pods", "-l", "app=nothing")
     assert (none.stdout, none.stderr) == ("No resources found\n", "")
 
 
-def test_a_bound_pod_stays_terminating_until_deleted_with_grace_zero(sqlite_kubectl, core):
+def test_a_bound_pod_stays_terminating_until_deleted_with_grace_zero(kubectl, core):
     core.create_namespaced_pod(NS, pod("bound"))
     bind(core, "bound")
-    assert sqlite_kubectl.run("delete", "pod", "bound", "--wait=false").stdout == 'pod "bound" deleted\n'
+    assert kubectl.run("delete", "pod", "bound", "--wait=false").stdout == 'pod "bound" deleted\n'
     stored = core.read_namespaced_pod("bound", NS)
     assert stored.metadata.deletion_timestamp is not None
     assert stored.metadata.deletion_grace_period_seconds == 30
-    table = rows(sqlite_kubectl.run("get", "pods").stdout)
+    table = rows(kubectl.run("get", "pods").stdout)
     assert table[1][:3] == ["bound", "0/1", "Terminating"]
 
-    forced = sqlite_kubectl.run("delete", "pod", "bound", "--grace-period=0", "--force")
+    forced = kubectl.run("delete", "pod", "bound", "--grace-period=0", "--force")
     assert forced.stdout == 'pod "bound" force deleted\n'
     assert forced.stderr == (
         "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. "
@@ -189,10 +189,10 @@ def test_a_bound_pod_stays_terminating_until_deleted_with_grace_zero(sqlite_kube
     assert core.list_namespaced_pod(NS).items == []
 
 
-def test_delete_waits_for_the_deleted_event_of_a_terminating_pod(sqlite_kubectl, core):
+def test_delete_waits_for_the_deleted_event_of_a_terminating_pod(kubectl, core):
     core.create_namespaced_pod(NS, pod("slow"))
     bind(core, "slow")
-    proc = sqlite_kubectl.popen("delete", "pod", "slow")
+    proc = kubectl.popen("delete", "pod", "slow")
     try:
         deadline = time.monotonic() + 10
         while core.read_namespaced_pod("slow", NS).metadata.deletion_timestamp is None:
@@ -208,17 +208,17 @@ def test_delete_waits_for_the_deleted_event_of_a_terminating_pod(sqlite_kubectl,
     assert (proc.returncode, out, err) == (0, 'pod "slow" deleted\n', "")
 
 
-def test_a_pod_not_bound_to_a_node_is_deleted_at_once(sqlite_kubectl, core):
+def test_a_pod_not_bound_to_a_node_is_deleted_at_once(kubectl, core):
     core.create_namespaced_pod(NS, pod("pending"))
-    assert sqlite_kubectl.run("delete", "pod", "pending", "--wait=false").stdout == 'pod "pending" deleted\n'
+    assert kubectl.run("delete", "pod", "pending", "--wait=false").stdout == 'pod "pending" deleted\n'
     assert core.list_namespaced_pod(NS).items == []
 
 
 # -- cluster-level commands ------------------------------------------------------------------
 
 
-def test_explain_walks_into_pod_spec_containers(sqlite_kubectl):
-    out = sqlite_kubectl.run("explain", "pods.spec.containers").stdout
+def test_explain_walks_into_pod_spec_containers(kubectl):
+    out = kubectl.run("explain", "pods.spec.containers").stdout
     lines = out.splitlines()
     assert lines[:4] == ["KIND:       Pod", "VERSION:    v1", "", "FIELD: containers <[]Container>"]
     assert "    List of containers belonging to the pod. Containers cannot currently be" in lines
@@ -228,10 +228,10 @@ def test_explain_walks_into_pod_spec_containers(sqlite_kubectl):
     assert "ports\t<[]ContainerPort>" in fields
     assert "resources\t<ResourceRequirements>" in fields
     assert [f.split("\t")[0] for f in fields] == sorted(f.split("\t")[0] for f in fields)
-    deployment_replicas = sqlite_kubectl.run("explain", "deployment.spec.replicas").stdout.splitlines()
+    deployment_replicas = kubectl.run("explain", "deployment.spec.replicas").stdout.splitlines()
     assert deployment_replicas[:4] == ["GROUP:      apps", "KIND:       Deployment", "VERSION:    v1", ""]
     assert deployment_replicas[4] == "FIELD: replicas <integer>"
-    bogus = sqlite_kubectl.run("explain", "pods.spec.bogus", check=False)
+    bogus = kubectl.run("explain", "pods.spec.bogus", check=False)
     assert (bogus.returncode, bogus.stderr) == (1, 'error: field "bogus" does not exist\n')
 
 
@@ -259,25 +259,25 @@ events            ev           events.k8s.io/v1         true         Event
 """
 
 
-def test_api_resources_and_api_versions_are_the_exact_lists(sqlite_kubectl):
-    assert sqlite_kubectl.run("api-resources").stdout == API_RESOURCES
-    wide = rows(sqlite_kubectl.run("api-resources", "-o", "wide").stdout)
+def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
+    assert kubectl.run("api-resources").stdout == API_RESOURCES
+    wide = rows(kubectl.run("api-resources", "-o", "wide").stdout)
     assert wide[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND", "VERBS", "CATEGORIES"]
     by_name = {r[0]: r for r in wide[1:]}
     assert by_name["pods"][5:] == ["create,delete,deletecollection,get,list,patch,update,watch", "all"]
     assert by_name["bindings"][1:] == ["v1", "true", "Binding", "create"]
     assert by_name["namespaces"][5:] == ["create,delete,get,list,patch,update,watch"]
-    only_apps = sqlite_kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
+    only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "daemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
-    assert sqlite_kubectl.run("api-versions").stdout == (
+    assert kubectl.run("api-versions").stdout == (
         "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nv1\n"
     )
 
 
-def test_version_reports_v1_32_and_cluster_info_lists_cluster_services(sqlite_kubectl, sqlite_apiserver, core):
+def test_version_reports_v1_32_and_cluster_info_lists_cluster_services(kubectl, apiserver, core):
     from k8py import __version__
 
-    version = sqlite_kubectl.run("version")
+    version = kubectl.run("version")
     assert version.stdout == (
         "Client Version: v1.32.4-dispatcher\n"
         "Kustomize Version: v5.5.0\n"
@@ -291,8 +291,8 @@ def test_version_reports_v1_32_and_cluster_info_lists_cluster_services(sqlite_ku
             "spec": {"selector": {"k8s-app": "kube-dns"}, "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]},
         },
     )
-    url = sqlite_apiserver.url
-    info = sqlite_kubectl.run("cluster-info").stdout
+    url = apiserver.url
+    info = kubectl.run("cluster-info").stdout
     assert info == (
         f"Kubernetes control plane is running at {url}\n"
         f"kube-dns is running at {url}/api/v1/namespaces/kube-system/services/kube-dns:dns/proxy\n"
