@@ -290,3 +290,45 @@ def test_the_spam_filter_is_per_source_and_object_not_per_reason():
     assert not correlator.correlate(raw_event("m", name="other")).skip
     clock.advance(1)
     assert not correlator.correlate(raw_event("m", reason="R9")).skip
+
+
+# -- events.k8s.io/v1 with series -----------------------------------------------------------------------
+
+
+async def test_events_v1_repeats_become_a_series_written_at_first_repeat_then_on_refresh_and_finish(client, cm):
+    from k8py.client.event_series import SeriesEventBroadcaster
+    from k8py.client.resources import EVENTS
+
+    clock = FakeClock()
+    broadcaster = SeriesEventBroadcaster(client, clock=clock)
+    recorder = broadcaster.new_recorder("mirror-controller", reporting_instance="mirror-1")
+    task = asyncio.create_task(broadcaster.run(), name="series-broadcaster")
+
+    async def the_event() -> dict:
+        [event] = (await client.list(EVENTS, "default", field_selector="regarding.name=app-config"))["items"]
+        return event
+
+    try:
+        recorder.eventf(cm, None, "Warning", "SyncFailed", "Sync", "attempt %d", 1, resource=CONFIGMAPS)
+        await broadcaster.flush()
+        first = await the_event()
+        assert "series" not in first or first["series"] is None
+        assert (first["reportingController"], first["reportingInstance"], first["action"]) == ("mirror-controller", "mirror-1", "Sync")
+        assert first["regarding"]["uid"] == cm["metadata"]["uid"]
+        for _ in range(4):
+            clock.advance(1)
+            recorder.eventf(cm, None, "Warning", "SyncFailed", "Sync", "attempt again", resource=CONFIGMAPS)
+        await broadcaster.flush()
+        assert broadcaster.writes == 2  # the event, then the first repeat; later repeats stay local
+        assert (await the_event())["series"]["count"] == 2
+        await clock.step(2 * 6 * 60)  # the second finish pass finds it quiet for > 6 min: written one last time
+        for _ in range(200):  # the write itself is real I/O
+            final = await the_event()
+            if final["series"]["count"] != 2:
+                break
+            await asyncio.sleep(0.01)
+        assert final["series"]["count"] == 5
+        assert final["series"]["lastObservedTime"] == "2025-01-01T00:00:04.000000Z"
+        assert final["metadata"]["name"] == first["metadata"]["name"]
+    finally:
+        await stop(task)

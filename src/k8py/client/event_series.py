@@ -1,0 +1,193 @@
+"""events.k8s.io/v1 Events with ``series`` (client-go ``tools/events``).
+
+The newer events library replaces the correlator's per-event PATCHes with
+*series*: a repeat of an isomorphic event (same ``action``, ``reason``,
+``reportingController``, ``regarding`` and ``related``) is counted locally,
+and the server sees it at most this often:
+
+- the **first repeat** is written at once: the Event gets
+  ``series: {count: 2, lastObservedTime}`` (a JSON merge PATCH; a create if
+  the Event is gone);
+- further repeats only bump the local ``series.count`` and
+  ``lastObservedTime``; every ``refresh_time`` (30 min) all ongoing series
+  are written;
+- every ``finish_time`` (6 min) series not observed for ``finish_time`` are
+  written one last time and forgotten; single events older than that are
+  forgotten.
+
+So a hot loop emitting the same event costs two writes and then one per 30
+minutes, instead of one per event (or per token of the spam filter).
+Queueing is as :class:`~k8py.client.event_recorder.EventBroadcaster`: bounded,
+non-blocking, dropped with a warning when full; ``run`` is the only writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import Any, Mapping
+
+from k8py.api.errors import NotFound, StatusError
+from k8py.client.clock import Clock, RealClock
+from k8py.client.event_correlator import event_name
+from k8py.client.event_recorder import MAX_QUEUED_EVENTS, NORMAL, WARNING, object_reference
+from k8py.client.leader_election import micro_time, parse_micro_time
+from k8py.client.resource import Resource
+from k8py.client.resources import EVENTS
+from k8py.client.rest import PatchType, RestClient
+
+__all__ = ["SeriesEventBroadcaster", "SeriesEventRecorder"]
+
+logger = logging.getLogger(__name__)
+
+FINISH_TIME = 6 * 60.0
+REFRESH_TIME = 30 * 60.0
+MAX_NOTE_LENGTH = 1024
+
+Event = dict[str, Any]
+
+
+def _ref_key(ref: Mapping[str, Any] | None) -> tuple[str, ...]:
+    ref = ref or {}
+    return tuple(ref.get(f) or "" for f in ("kind", "apiVersion", "namespace", "name", "uid", "fieldPath"))
+
+
+def isomorphic_key(event: Event) -> tuple[Any, ...]:
+    return (event.get("action"), event.get("reason"), event.get("reportingController"),
+            _ref_key(event.get("regarding")), _ref_key(event.get("related")))
+
+
+class SeriesEventRecorder:
+    def __init__(self, broadcaster: SeriesEventBroadcaster, *, reporting_controller: str, reporting_instance: str) -> None:
+        self._broadcaster = broadcaster
+        self.reporting_controller = reporting_controller
+        self.reporting_instance = reporting_instance
+
+    def eventf(
+        self, regarding: Mapping[str, Any], related: Mapping[str, Any] | None, event_type: str, reason: str, action: str,
+        note: str, *args: Any, resource: Resource | None = None,
+    ) -> None:
+        if event_type not in (NORMAL, WARNING):
+            logger.error("unsupported event type", extra={"type": event_type, "reason": reason})
+            return
+        try:
+            ref = object_reference(regarding, resource=resource)
+            related_ref = object_reference(related) if related is not None else None
+        except ValueError as err:
+            logger.error("could not construct reference, will not report event", extra={"reason": reason, "error": str(err)})
+            return
+        now = self._broadcaster.clock.now()
+        event: Event = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": event_name(ref["name"], now), "namespace": ref.get("namespace") or "default"},
+            "eventTime": micro_time(now),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.reporting_instance,
+            "action": action,
+            "reason": reason,
+            "note": (note % args if args else note)[:MAX_NOTE_LENGTH],
+            "type": event_type,
+            "regarding": ref,
+        }
+        if related_ref:
+            event["related"] = related_ref
+        self._broadcaster.enqueue(event)
+
+
+class SeriesEventBroadcaster:
+    """See the module docstring."""
+
+    def __init__(
+        self, client: RestClient, *, clock: Clock | None = None, queue_size: int = MAX_QUEUED_EVENTS,
+        finish_time: float = FINISH_TIME, refresh_time: float = REFRESH_TIME,
+    ) -> None:
+        self.client = client
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.finish_time = finish_time
+        self.refresh_time = refresh_time
+        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=queue_size)
+        self._cache: dict[tuple[Any, ...], Event] = {}
+        self.dropped = 0
+        self.writes = 0
+
+    def new_recorder(self, reporting_controller: str, *, reporting_instance: str) -> SeriesEventRecorder:
+        return SeriesEventRecorder(self, reporting_controller=reporting_controller, reporting_instance=reporting_instance)
+
+    def enqueue(self, event: Event) -> bool:
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            logger.warning("dropping event: too many queued events", extra={"reason": event.get("reason")})
+            return False
+        return True
+
+    async def flush(self) -> None:
+        await self._queue.join()
+
+    async def run(self) -> None:
+        """Write events, refresh and finish series, until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._every(self.refresh_time, self.refresh_series), name="event-series-refresh")
+            group.create_task(self._every(self.finish_time, self.finish_series), name="event-series-finish")
+            while True:
+                event = await self._queue.get()
+                try:
+                    to_write = self._observe(event)
+                    if to_write is not None:
+                        await self._write(to_write)
+                finally:
+                    self._queue.task_done()
+
+    def _observe(self, event: Event) -> Event | None:
+        key = isomorphic_key(event)
+        cached = self._cache.get(key)
+        if cached is None:
+            self._cache[key] = event
+            return copy.deepcopy(event)
+        observed = micro_time(self.clock.now())
+        if "series" in cached:
+            cached["series"]["count"] += 1
+            cached["series"]["lastObservedTime"] = observed
+            return None
+        cached["series"] = {"count": 2, "lastObservedTime": observed}
+        return copy.deepcopy(cached)
+
+    async def refresh_series(self) -> None:
+        for event in [e for e in self._cache.values() if "series" in e]:
+            await self._write(copy.deepcopy(event))
+
+    async def finish_series(self) -> None:
+        now = self.clock.now()
+        for key, event in list(self._cache.items()):
+            series = event.get("series")
+            seen = parse_micro_time(series["lastObservedTime"] if series else event["eventTime"])
+            if seen is not None and (now - seen).total_seconds() > self.finish_time:
+                del self._cache[key]
+                if series:
+                    await self._write(copy.deepcopy(event))
+
+    async def _every(self, period: float, action: Any) -> None:
+        while True:
+            await self.clock.sleep(period)
+            await action()
+
+    async def _write(self, event: Event) -> None:
+        meta = event["metadata"]
+        try:
+            if "series" in event:
+                try:
+                    await self.client.patch(EVENTS, meta["namespace"], meta["name"], {"series": event["series"]},
+                                            patch_type=PatchType.MERGE)
+                    self.writes += 1
+                    return
+                except NotFound:
+                    pass
+            await self.client.create(EVENTS, event, namespace=meta["namespace"])
+            self.writes += 1
+        except StatusError as err:
+            logger.error("server rejected event (will not retry)", extra={"reason": event.get("reason"), "error": str(err)})
+        except Exception as err:  # noqa: BLE001 - best effort; the next refresh writes the series again
+            logger.error("unable to write event", extra={"reason": event.get("reason"), "error": repr(err)})
