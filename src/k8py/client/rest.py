@@ -33,7 +33,7 @@ import builtins
 import enum
 import logging
 import random
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 import orjson
 
@@ -44,6 +44,9 @@ from k8py.client.config import ClientConfig
 from k8py.client.resource import Resource
 from k8py.client.transport import AiohttpTransport, HTTPRequest, HTTPResponse, Transport, TransportError
 from k8py.client.watch_stream import WatchStream
+
+if TYPE_CHECKING:
+    from k8py.client.discovery import Discovery
 
 __all__ = ["RestClient", "PatchType", "RetryPolicy"]
 
@@ -124,7 +127,7 @@ class RestClient:
         self.retry = retry if retry is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else RealClock()
         self._rng = rng
-        self._discovery: Any = None
+        self._discovery: Discovery | None = None
 
     async def close(self) -> None:
         await self.transport.close()
@@ -136,7 +139,7 @@ class RestClient:
         await self.close()
 
     @property
-    def discovery(self) -> Any:
+    def discovery(self) -> Discovery:
         """The client's :class:`~k8py.client.discovery.Discovery` (cached)."""
         if self._discovery is None:
             from k8py.client.discovery import Discovery

@@ -27,6 +27,10 @@ Guarantees:
 A handler added while the informer runs first gets ``on_add`` for every
 cached object, then the live changes.
 
+Other keyword arguments of the constructor go to the
+:class:`~k8py.client.reflector.Reflector` (``use_watch_list``, ``page_size``,
+``full_relist_period``, ``backoff``, ...).
+
 Lifecycle: ``await informer.run()`` until cancelled; its tasks are named
 ``<resource>-reflector``, ``<resource>-processor`` and one per listener.
 """
