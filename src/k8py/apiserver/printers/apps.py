@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .cells import container_cells, dig, format_label_selector, format_labels, selector_string
+from .cells import object_age, container_cells, dig, format_label_selector, format_labels, selector_string
 from .columns import (
     Column,
     Object,
@@ -21,7 +21,6 @@ from .columns import (
     images_column,
     name_column,
 )
-from .durations import since
 
 __all__ = ["PRINTERS"]
 
@@ -42,9 +41,6 @@ def _template_containers(spec: dict[str, Any]) -> tuple[str, str]:
     return container_cells(dig(spec, "template", "spec", "containers", default=[]))
 
 
-def _age(obj: Object, now: datetime) -> str:
-    return since(dig(obj, "metadata", "creationTimestamp"), now)
-
 
 def _deployment(obj: Object, now: datetime) -> list[Any]:
     name, spec, status = _base(obj)
@@ -54,7 +50,7 @@ def _deployment(obj: Object, now: datetime) -> list[Any]:
         f"{_count(status, 'readyReplicas')}/{_count(spec, 'replicas')}",
         _count(status, "updatedReplicas"),
         _count(status, "availableReplicas"),
-        _age(obj, now),
+        object_age(obj, now),
         names,
         images,
         selector_string(spec.get("selector")),
@@ -84,7 +80,7 @@ def _replica_set(obj: Object, now: datetime) -> list[Any]:
         _count(spec, "replicas"),
         _count(status, "replicas"),
         _count(status, "readyReplicas"),
-        _age(obj, now),
+        object_age(obj, now),
         names,
         images,
         format_label_selector(spec.get("selector")),
@@ -117,7 +113,7 @@ def _daemon_set(obj: Object, now: datetime) -> list[Any]:
         _count(status, "updatedNumberScheduled"),
         _count(status, "numberAvailable"),
         format_labels(dig(spec, "template", "spec", "nodeSelector")),
-        _age(obj, now),
+        object_age(obj, now),
         names,
         images,
         format_label_selector(spec.get("selector")),
@@ -149,7 +145,7 @@ def _stateful_set(obj: Object, now: datetime) -> list[Any]:
     return [
         name,
         f"{_count(status, 'readyReplicas')}/{_count(spec, 'replicas')}",
-        _age(obj, now),
+        object_age(obj, now),
         names,
         images,
     ]

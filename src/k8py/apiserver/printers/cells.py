@@ -16,7 +16,13 @@ All take plain JSON-shaped dicts and never raise on missing fields.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from datetime import datetime
+from typing import Any, Mapping
+
+from k8py.api.errors import BadRequest
+from k8py.api.selectors import label_selector_from_dict
+
+from .durations import since
 
 __all__ = [
     "format_labels",
@@ -48,31 +54,14 @@ def format_labels(labels: Mapping[str, str] | None) -> str:
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
-def _requirement(key: str, operator: str, values: Iterable[str]) -> str:
-    """``labels.Requirement.String``: values sorted, parentheses even for one value."""
-    if operator == "Exists":
-        return key
-    if operator == "DoesNotExist":
-        return f"!{key}"
-    word = {"In": "in", "NotIn": "notin"}.get(operator, operator.lower())
-    return f"{key} {word} ({','.join(sorted(values))})"
-
-
 def selector_string(selector: Mapping[str, Any] | None) -> str:
-    """A ``LabelSelector`` as ``labels.Selector.String()``; empty or nil gives ``""``.
-
-    Requirements are sorted by key, as ``internalSelector.Add`` keeps them.
-    """
+    """A ``LabelSelector`` as ``labels.Selector.String()``; empty or nil gives ``""``."""
     if not selector:
         return ""
-    reqs: list[tuple[str, str]] = []
-    for key, value in (selector.get("matchLabels") or {}).items():
-        reqs.append((key, f"{key}={value}"))
-    for expr in selector.get("matchExpressions") or []:
-        key = expr.get("key", "")
-        reqs.append((key, _requirement(key, expr.get("operator", ""), expr.get("values") or [])))
-    reqs.sort(key=lambda r: r[0])
-    return ",".join(text for _, text in reqs)
+    try:
+        return label_selector_from_dict(selector).to_string()
+    except BadRequest:
+        return "<invalid>"  # a stored object is printed, never rejected
 
 
 def format_label_selector(selector: Mapping[str, Any] | None) -> str:
@@ -108,3 +97,8 @@ def join_host_port(host: str, port: int | str) -> str:
     if ":" in host:
         return f"[{host}]:{port}"
     return f"{host}:{port}"
+
+
+def object_age(obj: Mapping[str, Any], now: datetime) -> str:
+    """The AGE cell: time since ``metadata.creationTimestamp``."""
+    return since(dig(obj, "metadata", "creationTimestamp"), now)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .cells import dig, format_labels, join_host_port
+from .cells import object_age, dig, format_labels, join_host_port
 from .columns import Column, Object, Printer, age_column, name_column
-from .durations import since
 
 __all__ = ["PRINTERS", "port_string", "format_endpoints", "node_status", "node_roles"]
 
@@ -28,9 +27,6 @@ _ROLE_LABEL = "kubernetes.io/role"
 def _name(obj: Object) -> str:
     return dig(obj, "metadata", "name", default="")
 
-
-def _age(obj: Object, now: datetime) -> str:
-    return since(dig(obj, "metadata", "creationTimestamp"), now)
 
 
 # -- Service ----------------------------------------------------------------
@@ -84,7 +80,7 @@ def _service(svc: Object, now: datetime) -> list[Any]:
         cluster_ips[0] if cluster_ips else "<none>",
         _external_ip(svc),
         port_string(spec.get("ports")) or "<none>",
-        _age(svc, now),
+        object_age(svc, now),
         format_labels(spec.get("selector")),
     ]
 
@@ -137,7 +133,7 @@ ENDPOINTS = Printer(
         Column("Endpoints", doc=(_CORE + "Endpoints", "subsets")),
         age_column(),
     ),
-    lambda obj, now: [_name(obj), format_endpoints(obj), _age(obj, now)],
+    lambda obj, now: [_name(obj), format_endpoints(obj), object_age(obj, now)],
 )
 
 # -- Node -------------------------------------------------------------------
@@ -180,7 +176,7 @@ def _node(node: Object, now: datetime) -> list[Any]:
         _name(node),
         node_status(node),
         node_roles(node),
-        _age(node, now),
+        object_age(node, now),
         info.get("kubeletVersion", ""),
         _node_address(node, "InternalIP"),
         _node_address(node, "ExternalIP"),
@@ -210,7 +206,7 @@ NODE = Printer(
 
 NAMESPACE = Printer(
     (name_column(), Column("Status", doc="The status of the namespace"), age_column()),
-    lambda obj, now: [_name(obj), dig(obj, "status", "phase", default=""), _age(obj, now)],
+    lambda obj, now: [_name(obj), dig(obj, "status", "phase", default=""), object_age(obj, now)],
 )
 
 CONFIG_MAP = Printer(
@@ -218,7 +214,7 @@ CONFIG_MAP = Printer(
     lambda obj, now: [
         _name(obj),
         len(obj.get("data") or {}) + len(obj.get("binaryData") or {}),
-        _age(obj, now),
+        object_age(obj, now),
     ],
 )
 
@@ -229,12 +225,12 @@ SECRET = Printer(
         Column("Data", doc=(_CORE + "Secret", "data")),
         age_column(),
     ),
-    lambda obj, now: [_name(obj), obj.get("type", ""), len(obj.get("data") or {}), _age(obj, now)],
+    lambda obj, now: [_name(obj), obj.get("type", ""), len(obj.get("data") or {}), object_age(obj, now)],
 )
 
 SERVICE_ACCOUNT = Printer(
     (name_column(), Column("Secrets", doc=(_CORE + "ServiceAccount", "secrets")), age_column()),
-    lambda obj, now: [_name(obj), len(obj.get("secrets") or []), _age(obj, now)],
+    lambda obj, now: [_name(obj), len(obj.get("secrets") or []), object_age(obj, now)],
 )
 
 PRINTERS: dict[str, Printer] = {
