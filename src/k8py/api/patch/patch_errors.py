@@ -8,8 +8,8 @@ Upstream maps patch-engine errors in three ways, and so do we:
   that fails, a missing path, ``lists of lists``) are ``422 Invalid`` built by
   ``NewGenericServerResponse``, whose message is the fixed
   ``the server rejected our request due to an error in our request`` — that is
-  what clients print. Upstream drops the engine's message there; we keep it as
-  the single ``details.causes`` entry so a user can still find out what failed;
+  what clients print, with the engine's message as the one
+  ``UnexpectedServerResponse`` cause (as ``NewGenericServerResponse`` does);
 * anything else the engine reports (a list item without its merge key, an
   unknown ``$patch`` value) reaches the handler as a plain Go error and is
   rendered as ``500 InternalError`` ``Internal error occurred: <message>``.
@@ -41,7 +41,7 @@ def bad_request(message: str) -> BadRequest:
 
 def unprocessable(detail: str) -> Invalid:
     """422 with upstream's generic message; the precise reason is the cause."""
-    return Invalid(GENERIC_UNPROCESSABLE, causes=[Cause("FieldValueInvalid", detail)])
+    return Invalid(GENERIC_UNPROCESSABLE, causes=[Cause("UnexpectedServerResponse", detail)])
 
 
 def internal(detail: str) -> InternalError:
