@@ -162,6 +162,7 @@ async def serve_watch(
             error = Expired.too_old(err.requested, err.oldest)
 
     encoder = _Encoder(definition, fmt, table)
+    opened = False
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:
@@ -171,6 +172,7 @@ async def serve_watch(
             return response
         if on_open is not None:
             on_open(1)
+            opened = True
         for i in range(0, len(initial), _INITIAL_CHUNK):
             await response.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
         initial = []
@@ -182,7 +184,7 @@ async def serve_watch(
             raise
     finally:
         cache.remove_watcher(watcher)
-        if on_open is not None and error is None:
+        if on_open is not None and opened:
             on_open(-1)
     return response
 

@@ -32,7 +32,7 @@ __all__ = ["Watcher"]
 
 
 class Watcher:
-    __slots__ = ("query", "namespace", "index_value", "pending", "wake", "terminated", "overflowed", "max_pending", "last_rv")
+    __slots__ = ("query", "namespace", "index_value", "pending", "wake", "terminated", "overflowed", "max_pending")
 
     def __init__(self, query: Query, *, max_pending: int = 20_000) -> None:
         self.query = query
@@ -43,7 +43,6 @@ class Watcher:
         self.terminated = False
         self.overflowed = False
         self.max_pending = max_pending
-        self.last_rv = 0
 
     def offer(self, event: CacheEvent) -> None:
         if self.terminated:
@@ -64,7 +63,6 @@ class Watcher:
         elif event.type == DELETED:
             if q.matches(event.obj):
                 self._push(DELETED, event.obj.data)
-        self.last_rv = event.rv
 
     def _push(self, type_: str, data: bytes) -> None:
         self.pending.append((type_, data))
