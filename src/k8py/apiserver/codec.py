@@ -1,13 +1,17 @@
 """Request bodies in, response bodies out: media types and encodings.
 
-Requests: JSON (the default) or YAML bodies; the four PATCH media types are
-read raw and handed to the patch engines. Protobuf is not served: it is
-refused with 415, and every protobuf-first ``Accept`` that clients send also
-lists JSON, which is what they get.
+Requests: JSON (the default), YAML, or Kubernetes protobuf bodies (kubectl's
+generator commands send ``application/vnd.kubernetes.protobuf`` and do not
+fall back); protobuf is decoded by :mod:`k8py.api.protobuf` into the same
+JSON-shaped dict a JSON body would give, ``apiVersion``/``kind`` taken from
+its envelope (the store then checks them against the URL, as for JSON). The
+four PATCH media types are read raw and handed to the patch engines.
 
 Responses: JSON by default; a ``meta.k8s.io`` Table when ``Accept`` asks for
 ``as=Table`` (kubectl get); ``PartialObjectMetadata(List)`` for
-``as=PartialObjectMetadata[List]``; YAML when asked for it alone.
+``as=PartialObjectMetadata[List]``; YAML when asked for it alone. Never
+protobuf: every protobuf-first ``Accept`` that clients send also lists JSON,
+which is what they get.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Any
 import orjson
 import yaml
 
+from k8py.api import protobuf
 from k8py.api.errors import BadRequest, NotAcceptable, UnsupportedMediaType
 
 __all__ = [
     "JSON",
     "YAML",
+    "PROTOBUF",
     "PATCH_TYPES",
     "APPLY_PATCH",
     "ResponseFormat",
@@ -33,6 +39,7 @@ __all__ = [
 
 JSON = "application/json"
 YAML = "application/yaml"
+PROTOBUF = protobuf.MEDIA_TYPE
 APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = (
     "application/json-patch+json",
@@ -59,7 +66,7 @@ def media_type_of(content_type: str | None) -> str:
 
 
 def decode_body(raw: bytes, content_type: str | None) -> Any:
-    """A JSON or YAML request body as a Python value. 400 / 415 otherwise."""
+    """A JSON, YAML or protobuf request body as a Python value. 400 / 415 otherwise."""
     media = media_type_of(content_type) or JSON
     if media in (JSON, "*/*", "application/*+json") or media.endswith("+json"):
         try:
@@ -71,9 +78,14 @@ def decode_body(raw: bytes, content_type: str | None) -> Any:
             return yaml.load(raw, Loader=_YamlLoader) if raw.strip() else None
         except yaml.YAMLError as err:
             raise BadRequest(f"the request body is not valid YAML: {err}") from None
+    if media == PROTOBUF:
+        try:
+            return protobuf.decode_object(raw) if raw else None
+        except protobuf.ProtobufError as err:
+            raise BadRequest(f"the request body is not a valid Kubernetes protobuf object: {err}") from None
     raise UnsupportedMediaType(
         f'the body of the request was in an unknown format - accepted media types include: '
-        f"{JSON}, {YAML}"
+        f"{JSON}, {YAML}, {PROTOBUF}"
     )
 
 
