@@ -139,7 +139,7 @@ BAD_INPUTS = [
     ),
     pytest.param("POST", "configmaps", b'{"metadata":{"name":"t"}}', "text/plain", 415, "UnsupportedMediaType", id="unknown-content-type"),
     pytest.param(
-        "POST", "configmaps", b'{"metadata":{"name":"p"}}', "application/vnd.kubernetes.protobuf", 415, "UnsupportedMediaType", id="protobuf"
+        "POST", "configmaps", b'{"metadata":{"name":"p"}}', "application/vnd.kubernetes.protobuf", 400, "BadRequest", id="json-labelled-protobuf"
     ),
     pytest.param("PATCH", "configmaps/existing", b'{"data":{}}', "text/plain", 415, "UnsupportedMediaType", id="unknown-patch-type"),
     pytest.param("POST", "configmaps/existing", b'{"metadata":{"name":"existing"}}', "application/json", 405, "MethodNotAllowed", id="post-on-item"),
