@@ -236,3 +236,14 @@ def test_protobuf_bodies_are_checked(sqlite_apiserver, path, body, content_type,
     else:
         assert reply["kind"] == "Status"
         assert message in reply["message"]
+
+
+def test_a_job_from_a_cronjob_carries_its_owner_reference(sqlite_kubectl):
+    k = sqlite_kubectl
+    k.run("create", "cronjob", "nightly", "--image=busybox", "--schedule=0 3 * * *", "--", "date")
+    assert k.run("create", "job", "manual", "--from=cronjob/nightly").stdout == "job.batch/manual created\n"
+    job = get(k, "job", "manual")
+    (owner,) = job["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("CronJob", "nightly", True)
+    assert owner["uid"] == get(k, "cronjob", "nightly")["metadata"]["uid"]
+    assert job["metadata"]["annotations"] == {"cronjob.kubernetes.io/instantiate": "manual"}
