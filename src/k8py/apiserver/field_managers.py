@@ -52,7 +52,7 @@ class FieldManager:
             old,
             new,
             manager=self.name,
-            schema_name=definition.openapi_name or None,
+            schema_name=definition.schema_name,
             now=rfc3339(),
             subresource=self.subresource or (subresource if subresource == "status" else ""),
             ignored=ignored,

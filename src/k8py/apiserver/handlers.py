@@ -24,8 +24,6 @@ from k8py.apiserver.field_managers import FieldManager, field_manager_for
 from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.listing import list_objects
 from k8py.apiserver.object_store import ObjectStore
-from k8py.apiserver.openapi import schema_name_for
-from k8py.api.schema import definition as upstream_definition
 from k8py.apiserver.patching import patch_object
 from k8py.apiserver.printers import build_table
 from k8py.apiserver.query import parse_query
@@ -184,10 +182,10 @@ class ResourceHandlers:
         if not isinstance(obj, dict):
             raise BadRequest("the body of the request must be a JSON or YAML object")
         if needs_normalizing(raw):
-            normalize_times(_schema_name(ctx.definition), obj)
+            normalize_times(ctx.definition.schema_name, obj)
         warnings = check_field_validation(
             ctx.params.get("fieldValidation", ""),
-            _schema_name(ctx.definition),
+            ctx.definition.schema_name,
             obj,
             raw if media_type_of(ctx.request.headers.get("Content-Type")) in ("", "application/json") else None,
             verb=verb,
@@ -285,11 +283,6 @@ class ResourceHandlers:
             "items": items,
         }
         return json_response(_dumps(body_out))
-
-
-def _schema_name(definition: ResourceDefinition) -> str | None:
-    name = schema_name_for(definition)
-    return name if name and upstream_definition(name) is not None else None
 
 
 def _dumps(value: Any) -> bytes:

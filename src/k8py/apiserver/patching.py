@@ -13,25 +13,18 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest, NotFound
-from k8py.api.schema import definition as upstream_definition
 from k8py.api.patch import apply_patch, decode_apply_body, server_side_apply
 from k8py.apiserver.codec import APPLY_PATCH
 from k8py.apiserver.object_meta import rfc3339
 from k8py.apiserver.field_managers import FieldManager
 from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.object_store import ObjectStore
-from k8py.apiserver.openapi import schema_name_for
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.time_fields import needs_normalizing, normalize_times
 
 __all__ = ["patch_object"]
 
 Object = dict[str, Any]
-
-
-def _schema(definition: ResourceDefinition) -> str | None:
-    name = schema_name_for(definition)
-    return name if name and upstream_definition(name) is not None else None
 
 
 async def patch_object(
@@ -48,7 +41,7 @@ async def patch_object(
     manager: FieldManager | None = None,
 ) -> tuple[Object, bool, list[str]]:
     """Returns (object, created, warnings)."""
-    schema = _schema(definition)
+    schema = definition.schema_name
     validation = params.get("fieldValidation", "")
     warnings: list[str] = []
 

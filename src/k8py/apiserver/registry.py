@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol
 
+from k8py.api import schema as upstream_schema
 from k8py.api.errors import Cause
 
 __all__ = [
@@ -206,6 +207,14 @@ class ResourceDefinition:
             return meta.get("namespace", "") if self.namespaced else ""
         getter = self.field_getters.get(path)
         return getter(obj) if getter else None
+
+    @property
+    def schema_name(self) -> str | None:
+        """The upstream OpenAPI definition of this kind (``io.k8s.api.core.v1.Pod``),
+        or None when upstream has none (custom resources): what patching,
+        field validation and managed fields walk."""
+        name = self.openapi_name or upstream_schema.gvk_definition_name(self.group, self.version, self.kind)
+        return name if name and upstream_schema.definition(name) is not None else None
 
     @property
     def qualified(self) -> str:
