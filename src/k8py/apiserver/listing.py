@@ -4,8 +4,10 @@ Lists are served from the watch cache (pre-encoded objects spliced into the
 response), with upstream's resourceVersion semantics:
 
 - unset: a consistent read — wait until the cache has caught up with the
-  store's current revision, then serve the cache (or, if that takes longer
-  than ``CACHE_CATCH_UP_TIMEOUT``, read the store at that revision);
+  store's current revision (asking the store for a progress notification,
+  ``Cacher.wait_for_store_revision``), then serve the cache (or, if that
+  takes longer than ``CACHE_CATCH_UP_TIMEOUT``, read the store at that
+  revision);
 - ``"0"``: any state — serve the cache as it is (``limit`` is ignored, as
   upstream's cache does);
 - ``N`` with NotOlderThan (the default): wait (≤ 3 s) until the cache is at
@@ -121,12 +123,12 @@ async def list_objects(
         return _page_from_cache(cache, query, "", 0)  # any state; limit ignored
     if not rv_param:
         # a consistent read: the cache, once it has reached the store's current
-        # revision; if it does not get there quickly (etcd: the newest revision
-        # may belong to keys outside our prefix, and progress notifications
-        # come at intervals), read the store itself at that revision, as
-        # upstream did before consistent reads from cache
+        # revision (on etcd the newest revision may belong to keys outside our
+        # prefix: the cacher asks the store for a progress notification); if
+        # it does not get there quickly, read the store itself at that
+        # revision, as upstream does when etcd cannot answer progress requests
         current = await storage.current_revision()
-        if await cacher.wait_for_revision(current, timeout=CACHE_CATCH_UP_TIMEOUT):
+        if await cacher.wait_for_store_revision(current, timeout=CACHE_CATCH_UP_TIMEOUT):
             return _page_from_cache(cache, query, "", limit)
         return await _page_at(cacher, cache, storage, query, current, "", limit, wait=False)
     rv = parse_rv(rv_param)

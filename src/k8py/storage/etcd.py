@@ -45,6 +45,15 @@ sees each event exactly once and in order (``etcd_watch``).
 Caveat (etcd 3.4): progress notifications are only as good as etcd's; 3.4
 releases before 3.4.25 may rarely send one ahead of pending events (etcd
 issue #15220). Revisions delivered downstream are still kept monotonic.
+
+Optional capability ``request_progress()`` (not part of the Storage
+contract; the cacher looks for it): every live watch of the whole
+``/registry/`` space soon delivers a progress batch at a revision >= the
+store's revision at the call, so a consistent read can be served from a
+watch cache although etcd's newest revisions belong to other prefixes. It is
+a *fence write*, not etcd's progress request: see ``etcd_progress`` for why
+(the gateway cannot stream requests on a POST watch, and etcd < 3.4.31
+answers progress requests ahead of queued events).
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from typing import Any
 
 from k8py.storage.etcd_client import EtcdError, EtcdHttpClient, b64
 from k8py.storage.etcd_keys import EtcdKeySpace
+from k8py.storage.etcd_progress import ProgressFence
 from k8py.storage.etcd_watch import (
     decode_kv,
     find_compacted_revision,
@@ -102,9 +112,11 @@ class EtcdStorage:
         max_value_bytes: int = 1_572_864,
     ) -> None:
         self._keys = EtcdKeySpace(prefix)
+        self._fence_key = self._keys.from_etcd(self._keys.fence)
         self._client = EtcdHttpClient(
             endpoints, request_timeout=request_timeout, retry_timeout=retry_timeout
         )
+        self._fence = ProgressFence(self._client, self._keys)
         self._compaction_interval = compaction_interval
         self._page_size = page_size
         self._max_value_bytes = max_value_bytes
@@ -133,6 +145,7 @@ class EtcdStorage:
             task, self._compactor = self._compactor, None
             task.cancel()
             await asyncio.wait([task])
+        await self._fence.close()
         self._started = False
         await self._client.close()
 
@@ -175,7 +188,7 @@ class EtcdStorage:
             data = await self._range(start, end, revision=read_at, limit=want)
             read_at = read_at or int(data["header"]["revision"])
             page = [decode_kv(self._keys, kv) for kv in data.get("kvs", ())]
-            kvs.extend(page)
+            kvs.extend(kv for kv in page if kv.key != self._fence_key)
             more = bool(data.get("more"))
             remaining = int(data.get("count", 0)) - len(page)
             if not more or (limit and len(kvs) >= limit):
@@ -298,10 +311,23 @@ class EtcdStorage:
     # -- watch -------------------------------------------------------------
 
     def watch(self, prefix: str, *, after: int) -> AsyncIterator[WatchBatch]:
-        rng = self._keys.prefix_range(prefix)
+        rng = self._keys.watch_range(prefix)
         if rng is None:
             raise ValueError(f"watch prefix outside the /registry key space: {prefix!r}")
-        return resuming_watch(self._client, self._keys, rng[0], rng[1], after=after)
+        start, end = rng
+        if not self._keys.covers_fence(start, end):
+            return resuming_watch(self._client, self._keys, start, end, after=after)
+        return self._fence.counted(
+            resuming_watch(self._client, self._keys, start, end, after=after, fence=self._keys.fence)
+        )
+
+    async def request_progress(self) -> None:
+        """Make every live watch of the whole key space deliver a progress
+        batch at a revision >= the store's revision at this call (a fence
+        write, ``etcd_progress``). Returns once the fence is written, before
+        the watches deliver it; a no-op when no such watch is live. Raises
+        StorageError when the write fails."""
+        await self._fence.request()
 
     # -- helpers -----------------------------------------------------------
 

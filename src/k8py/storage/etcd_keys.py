@@ -21,6 +21,15 @@ that start with ``P``. Consequences:
   other (``/a`` and ``/ab``): listing all of ``/a`` would see ``/ab``'s keys.
   Use ``/<cluster>/registry``.
 
+One etcd key outside that mapping belongs to the store: the **progress
+fence** ``P0`` (``/registry0`` for the default prefix). ``P0`` is the first
+key after every key under ``P/``, so a watch of the whole ``/registry/``
+space widens its range end by one key to take it in (``watch_range``), and
+no contract list of ``/registry/...`` ever sees it. ``EtcdStorage`` writes it
+to learn that a watch has delivered everything up to a revision (see
+``EtcdStorage.request_progress``); the prefix rule above keeps it private
+(another cluster's ``P0...`` prefix would have ``P`` as a string prefix).
+
 Everything here is pure (no I/O) and works on ``bytes`` etcd keys.
 """
 
@@ -54,6 +63,24 @@ class EtcdKeySpace:
 
     def from_etcd(self, key: bytes) -> str:
         return ROOT + key[len(self._prefix_bytes) :].decode()
+
+    @property
+    def fence(self) -> bytes:
+        """The progress fence key ``P0`` (see the module docstring)."""
+        return self._prefix_bytes + b"0"
+
+    def watch_range(self, prefix: str) -> tuple[bytes, bytes] | None:
+        """``prefix_range``, widened to end just after the fence key when the
+        range would end right before it (a watch of all of ``/registry/``),
+        so that the watch sees the fence. Ranges that already hold the fence
+        (prefix ``""`` or ``"/"``) or cannot hold it are returned as they are."""
+        rng = self.prefix_range(prefix)
+        if rng is not None and rng[1] == self.fence:
+            return rng[0], self.fence + b"\0"
+        return rng
+
+    def covers_fence(self, start: bytes, end: bytes) -> bool:
+        return start <= self.fence and (end == b"\0" or self.fence < end)
 
     def prefix_range(self, prefix: str) -> tuple[bytes, bytes] | None:
         """``(key, range_end)`` covering contract keys under ``prefix``, or

@@ -18,6 +18,12 @@ keeps one logical watch alive across broken streams and members:
   member after failover); repeats at the same revision pass as liveness
   signals. The ``created`` response is not progress (the watcher may still be
   catching up);
+- events on the progress ``fence`` key (``EtcdKeySpace.fence``) are never
+  passed on: they only carry the batch's revision, so a response holding
+  nothing else becomes a progress batch at the fence's revision. That one is
+  ordered like any event (etcd delivers a watcher's events in revision order),
+  which is what makes it a safe "caught up" signal, unlike etcd 3.4's answer to
+  a ``progress_request`` (see ``EtcdStorage.request_progress``);
 - a cancel with ``compact_revision`` is CompactedError; it can happen on the
   first iteration or on a resumption that fell behind a compaction;
 - after ``retry_timeout`` without a successfully created stream it gives up
@@ -78,9 +84,17 @@ def decode_event(keys: EtcdKeySpace, event: dict[str, Any]) -> WatchEvent:
 
 
 async def resuming_watch(
-    client: EtcdHttpClient, keys: EtcdKeySpace, start: bytes, end: bytes, *, after: int
+    client: EtcdHttpClient,
+    keys: EtcdKeySpace,
+    start: bytes,
+    end: bytes,
+    *,
+    after: int,
+    fence: bytes | None = None,
 ) -> AsyncGenerator[WatchBatch, None]:
-    """Every change in ``[start, end)`` after revision ``after``, across failures."""
+    """Every change in ``[start, end)`` after revision ``after``, across
+    failures; events on ``fence`` become progress."""
+    fence_key = b64(fence) if fence is not None else None
     delivered = after
     retry_deadline: float | None = None
     delay = 0.05
@@ -109,14 +123,19 @@ async def resuming_watch(
                         continue
                     raw_events = resp.get("events")
                     if raw_events:
-                        events = tuple(
-                            e
-                            for e in (decode_event(keys, raw) for raw in raw_events)
-                            if e.revision > delivered
-                        )
-                        if events:
-                            delivered = events[-1].revision
-                            yield WatchBatch(delivered, events)
+                        revision = int(raw_events[-1]["kv"]["mod_revision"])
+                        if revision > delivered:
+                            events = tuple(
+                                e
+                                for e in (
+                                    decode_event(keys, raw)
+                                    for raw in raw_events
+                                    if raw["kv"]["key"] != fence_key
+                                )
+                                if e.revision > delivered
+                            )
+                            delivered = revision
+                            yield WatchBatch(revision, events)
                     else:
                         revision = int(resp.get("header", {}).get("revision", 0))
                         if revision >= delivered:

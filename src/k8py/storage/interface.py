@@ -23,6 +23,12 @@ Model (etcd's):
   stays readable). Afterwards ``get``/``list`` at a revision < C, and
   ``watch(after=R)`` with R + 1 < C, raise :class:`CompactedError`.
 
+Optional capabilities are not part of the contract; callers look them up
+with ``getattr`` and do without. ``async def request_progress()``: every
+live watch of the whole key space soon delivers a progress notification at a
+revision >= the store's revision when the call was made (etcd offers it, for
+consistent reads from the watch cache; see ``EtcdStorage``).
+
 Values are opaque bytes (the API server stores JSON). Keys are ``str`` paths
 such as ``/registry/pods/default/web-0``.
 
