@@ -126,10 +126,18 @@ def test_kind_comes_from_the_schema_when_the_body_has_none() -> None:
 
 
 def test_warn_mode_returns_one_warning_per_problem_and_is_the_default() -> None:
-    pod = _pod(bogusField=1)
     warnings = ['unknown field "spec.containers[0].bogusField"']
+    pod = _pod(bogusField=1)
     assert check_field_validation("Warn", POD, pod, orjson.dumps(pod)) == warnings
+    pod = _pod(bogusField=1)
     assert check_field_validation("", POD, pod, orjson.dumps(pod)) == warnings
+
+
+def test_warn_and_ignore_drop_unknown_fields_as_typed_decoding_does() -> None:
+    for mode in ("Warn", "Ignore", ""):
+        pod = _pod(bogusField=1)
+        check_field_validation(mode, POD, pod, orjson.dumps(pod))
+        assert pod == _pod(), mode
 
 
 def test_ignore_mode_and_clean_bodies_return_nothing() -> None:

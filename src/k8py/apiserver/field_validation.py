@@ -105,30 +105,36 @@ def _child(thunk: Any) -> _Node:
     return thunk() if not isinstance(thunk, _Node) else thunk
 
 
-def _walk(node: _Node, value: Any, path: str, out: list[str]) -> int:
-    """Appends unknown-field paths; returns how many keys ``value`` holds."""
+def _walk(node: _Node, value: Any, path: str, out: list[str], prune: bool) -> int:
+    """Appends unknown-field paths (and removes those fields when ``prune``);
+    returns how many keys ``value`` held."""
     if isinstance(value, dict):
         count = len(value)
         props = node.props
         if props is not None:
+            unknown: list[str] = []
             for key, item in value.items():
                 thunk = props.get(key)
                 if thunk is None:
                     out.append(f"{path}.{key}" if path else key)
+                    unknown.append(key)
                     count += _count_keys(item)
                     continue
                 child = thunk if isinstance(thunk, _Node) else thunk()
                 if child is not thunk:
                     props[key] = child
                 if isinstance(item, (dict, list)):
-                    count += _walk(child, item, f"{path}.{key}" if path else key, out)
+                    count += _walk(child, item, f"{path}.{key}" if path else key, out, prune)
+            if prune:
+                for key in unknown:
+                    del value[key]
             return count
         if node.additional is not None:
             child = _child(node.additional)
             node.additional = child
             for key, item in value.items():
                 if isinstance(item, (dict, list)):
-                    count += _walk(child, item, f"{path}.{key}" if path else key, out)
+                    count += _walk(child, item, f"{path}.{key}" if path else key, out, prune)
             return count
         return count + sum(_count_keys(v) for v in value.values())
     if isinstance(value, list):
@@ -138,17 +144,19 @@ def _walk(node: _Node, value: Any, path: str, out: list[str]) -> int:
             node.items = child
             for i, item in enumerate(value):
                 if isinstance(item, (dict, list)):
-                    count += _walk(child, item, f"{path}[{i}]", out)
+                    count += _walk(child, item, f"{path}[{i}]", out, prune)
             return count
         return sum(_count_keys(v) for v in value)
     return 0
 
 
-def _unknown_and_count(schema_name: str | None, obj: dict[str, Any]) -> tuple[list[str], int | None]:
+def _unknown_and_count(
+    schema_name: str | None, obj: dict[str, Any], *, prune: bool = False
+) -> tuple[list[str], int | None]:
     if not schema_name or _resolved(schema_name) is None:
         return [], None
     out: list[str] = []
-    count = _walk(_compile(_resolved(schema_name)), obj, "", out)
+    count = _walk(_compile(_resolved(schema_name)), obj, "", out, prune)
     return out, count
 
 
@@ -223,8 +231,8 @@ def duplicate_fields(raw: bytes, parsed: Any = None, *, key_count: int | None = 
     return out
 
 
-def _problems(schema_name: str | None, obj: dict[str, Any], raw: bytes | None) -> list[str]:
-    unknown, key_count = _unknown_and_count(schema_name, obj)
+def _problems(schema_name: str | None, obj: dict[str, Any], raw: bytes | None, *, prune: bool) -> list[str]:
+    unknown, key_count = _unknown_and_count(schema_name, obj, prune=prune)
     problems = [f"unknown field {go_quote(p)}" for p in unknown]
     if raw:
         problems.extend(f"duplicate field {go_quote(p)}" for p in duplicate_fields(raw, obj, key_count=key_count))
@@ -263,6 +271,8 @@ def check_field_validation(
 ) -> list[str]:
     """Apply a ``fieldValidation`` directive to a decoded body.
 
+    Unknown fields are removed from ``obj`` (``Warn``, ``Ignore``), as
+    upstream's typed decoding drops them before anything is stored.
     Returns the warnings to send (``Warn``; also the default when ``mode`` is
     empty, as upstream), nothing for ``Ignore``; raises :class:`BadRequest`
     with upstream's strict-decoding message for ``Strict`` when there is any
@@ -281,8 +291,9 @@ def check_field_validation(
         )
         raise Invalid.for_object(options, "", [cause], group="meta.k8s.io")
     if mode == "Ignore":
+        _unknown_and_count(schema_name, obj, prune=True)
         return []
-    problems = _problems(schema_name, obj, raw)
+    problems = _problems(schema_name, obj, raw, prune=mode == "Warn")
     if not problems or mode == "Warn":
         return problems
     body_kind, body_version = _kind_version(schema_name, obj)
