@@ -47,12 +47,21 @@ class APIMetrics:
             ("resource",),
             registry=self.registry,
         )
+        self._children: dict[tuple[str, str, int], tuple] = {}
         self.revision = Gauge("k8py_storage_revision", "The store revision the watch cache has reached.", registry=self.registry)
 
     def observe(self, verb: str, resource: str, code: int, seconds: float) -> None:
-        self.requests.labels(verb, resource, str(code)).inc()
-        if verb != "WATCH":
-            self.latency.labels(verb, resource).observe(seconds)
+        # labels() costs several microseconds; the children are few, keep them
+        key = (verb, resource, code)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.requests.labels(verb, resource, str(code)),
+                self.latency.labels(verb, resource) if verb != "WATCH" else None,
+            )
+        children[0].inc()
+        if children[1] is not None:
+            children[1].observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
