@@ -48,3 +48,14 @@ def k8s(apiserver):
 @pytest.fixture
 def kubectl(apiserver, tmp_path) -> Kubectl:
     return Kubectl(apiserver.url, str(tmp_path / "home"))
+
+
+def pytest_sessionstart(session) -> None:  # type: ignore[no-untyped-def]
+    """In CI every test must run: a missing etcd or kubectl is an error, not a skip."""
+    import os
+    import shutil
+
+    from tests.support.etcd import etcd_installed
+
+    if os.environ.get("CI") and (not etcd_installed() or shutil.which("kubectl") is None):
+        raise pytest.UsageError("CI needs etcd and kubectl installed (scripts/test installs etcd)")
