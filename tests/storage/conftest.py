@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
@@ -75,3 +75,14 @@ async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """A private one-member etcd for one test module (tests that need their
+    own process, e.g. to read it with a raw client or to stop it)."""
+    cluster = start_etcd_cluster(str(tmp_path_factory.mktemp("etcd")))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -13,13 +13,12 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
+from k8py.cli.etcd import ETCD_BINARY, EtcdCluster
 from k8py.storage.etcd import EtcdStorage
 from k8py.storage.etcd_client import EtcdHttpClient, b64, unb64
 from k8py.storage.interface import CompactedError, EventType, KeyExistsError, WatchBatch
@@ -28,15 +27,6 @@ pytestmark = [
     pytest.mark.etcd,
     pytest.mark.skipif(not os.path.exists(ETCD_BINARY), reason="etcd not installed"),
 ]
-
-
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    cluster = start_etcd_cluster(str(tmp_path_factory.mktemp("etcd")))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def unique_prefix() -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
 import pytest
 
 from k8py.cli import migrate as migrate_cli
-from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
+from k8py.cli.etcd import ETCD_BINARY, EtcdCluster
 from k8py.cli.migrate import TargetNotEmptyError, migrate, open_store
 from k8py.storage.etcd import EtcdStorage
 from k8py.storage.interface import Storage
@@ -21,15 +21,6 @@ pytestmark = [
     pytest.mark.etcd,
     pytest.mark.skipif(not os.path.exists(ETCD_BINARY), reason="etcd not installed"),
 ]
-
-
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    cluster = start_etcd_cluster(str(tmp_path_factory.mktemp("etcd")))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def pod(i: int) -> bytes:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from k8py.api.errors import RequestEntityTooLarge
-from k8py.api.patch.json_values import deep_copy, json_equal
+from k8py.api.patch.json_values import json_kind, deep_copy, json_equal
 from k8py.api.patch.patch_errors import bad_request, unprocessable
 
 __all__ = ["MAX_OPERATIONS", "JsonPatchFailure", "decode_json_patch", "apply_json_patch"]
@@ -70,18 +70,13 @@ def apply_json_patch(document: Any, patch: Any) -> Any:
     return doc
 
 
+_GO_JSON_NAMES = {"list": "array", "map": "object"}
+
+
 def _json_type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
+    """The JSON type name Go's decoder uses in its errors (array, object, ...)."""
+    kind = json_kind(value)
+    return _GO_JSON_NAMES.get(kind, kind)
 
 
 def _decode_key(token: str) -> str:
