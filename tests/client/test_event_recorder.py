@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 

@@ -93,7 +93,7 @@ def test_server_side_apply_twice_then_conflict_after_scale_and_force(kubectl, ap
     assert conflict.returncode == 1
     assert conflict.stdout == ""
     assert conflict.stderr.startswith(
-        f'error: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas\n'
+        'error: Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas\n'
     ), conflict.stderr
     assert "--force-conflicts" in conflict.stderr
     assert apps.read_namespaced_deployment("ssa", NS).spec.replicas == 5

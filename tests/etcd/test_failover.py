@@ -23,7 +23,6 @@ and a watch through B runs across the etcd failures. Then, in order:
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 import urllib.request
