@@ -14,7 +14,8 @@ Start semantics (upstream):
   and ``allowWatchBookmarks=true``): the same, then a BOOKMARK annotated
   ``k8s.io/initial-events-end: "true"``;
 - ``N``: every change after N from the cache's ring, then live; N older than
-  the ring → 200 and one ERROR event carrying a 410 Expired Status.
+  the ring → 200 and one ERROR event carrying a 410 Expired Status; N newer
+  than the cache → the changes after N as they come.
 
 ``allowWatchBookmarks=true`` adds a BOOKMARK with the cache's revision every
 ``bookmark_interval`` seconds. ``timeoutSeconds`` ends the stream cleanly.
@@ -151,15 +152,20 @@ async def serve_watch(
         cache.add_watcher(watcher)
     else:
         rv = parse_rv(rv_param)
-        if rv > cacher.revision and not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
-            raise too_large_rv(rv, cacher.revision)
         start_rv = rv
-        try:
-            for event in cache.events_after(rv):
-                watcher.offer(event)
+        if rv > cache.revision:
+            # a resourceVersion the cache has not reached (another API server
+            # on the same etcd may be ahead): stream what comes after it, as
+            # upstream's cache watcher does
+            watcher.min_rv = rv
             cache.add_watcher(watcher)
-        except TooOldResourceVersion as err:
-            error = Expired.too_old(err.requested, err.oldest)
+        else:
+            try:
+                for event in cache.events_after(rv):
+                    watcher.offer(event)
+                cache.add_watcher(watcher)
+            except TooOldResourceVersion as err:
+                error = Expired.too_old(err.requested, err.oldest)
 
     encoder = _Encoder(definition, fmt, table)
     opened = False

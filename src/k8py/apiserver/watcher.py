@@ -32,7 +32,7 @@ __all__ = ["Watcher"]
 
 
 class Watcher:
-    __slots__ = ("query", "namespace", "index_value", "pending", "wake", "terminated", "overflowed", "max_pending")
+    __slots__ = ("query", "namespace", "index_value", "pending", "wake", "terminated", "overflowed", "max_pending", "min_rv")
 
     def __init__(self, query: Query, *, max_pending: int = 20_000) -> None:
         self.query = query
@@ -43,9 +43,12 @@ class Watcher:
         self.terminated = False
         self.overflowed = False
         self.max_pending = max_pending
+        #: events at or below this revision are not for this watcher (a watch
+        #: that started from a resourceVersion the cache had not reached)
+        self.min_rv = 0
 
     def offer(self, event: CacheEvent) -> None:
-        if self.terminated:
+        if self.terminated or event.rv <= self.min_rv:
             return
         q = self.query
         if event.type == ADDED:
