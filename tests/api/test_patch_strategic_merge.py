@@ -152,11 +152,12 @@ def test_without_schema_lists_are_replaced_and_maps_merged():
     assert out == {"spec": {"items": [{"name": "b"}], "m": {"x": 1, "y": 2}}}
 
 
-def test_without_schema_list_directives_are_an_error():
+def test_without_a_merge_strategy_a_list_with_directives_is_replaced_as_is():
+    # upstream mergeSliceHandler returns the patch list untouched unless the
+    # field merges; typed decoding later drops "$patch" as an unknown field
     live = {"spec": {"items": [{"name": "a"}]}}
-    with pytest.raises(InternalError) as info:
-        smp(live, {"spec": {"items": [{"name": "a", "$patch": "delete"}]}}, None)
-    assert "cannot merge lists without merge key" in info.value.message
+    out = smp(live, {"spec": {"items": [{"name": "a", "$patch": "delete"}]}}, None)
+    assert out == {"spec": {"items": [{"name": "a", "$patch": "delete"}]}}
 
 
 def test_malformed_directives_are_bad_requests():

@@ -180,11 +180,11 @@ def _merge_list_field(
     merge_key: str,
     is_delete_list: bool,
 ) -> list[Any]:
-    if strategy == "merge":
+    # delete lists are merged whatever the field's strategy; any other list
+    # that is not merged is replaced by the patch's list as it is (directives
+    # in its items included: typed decoding then drops them as unknown fields)
+    if strategy == "merge" or is_delete_list:
         return _merge_list(original, patch, sw.items_schema(field), merge_key, is_delete_list)
-    for item in patch:
-        if isinstance(item, dict) and DIRECTIVE in item:
-            raise internal("cannot merge lists without merge key for type map")
     return patch
 
 
