@@ -29,6 +29,7 @@ from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, NotFound, succ
 from k8py.apiserver.object_meta import rfc3339
 from k8py.apiserver.object_store import ObjectStore, dump_object, load_object
 from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.request_info import query_bool
 from k8py.storage import KeyNotFoundError, RevisionConflictError
 
 __all__ = ["DeleteOptions", "parse_delete_options", "delete_object"]
@@ -59,7 +60,7 @@ def parse_delete_options(body: Mapping[str, Any] | None, params: Mapping[str, st
     policy = body.get("propagationPolicy") or params.get("propagationPolicy")
     orphan = body.get("orphanDependents", params.get("orphanDependents"))
     if orphan is not None and orphan != "":
-        orphan_bool = orphan if isinstance(orphan, bool) else str(orphan).lower() == "true"
+        orphan_bool = query_bool(orphan)
         if policy:
             raise Invalid.for_object(
                 "DeleteOptions",

@@ -28,7 +28,7 @@ from k8py.apiserver.patching import patch_object
 from k8py.apiserver.printers import build_table
 from k8py.apiserver.query import parse_query
 from k8py.apiserver.registry import Registry, ResourceDefinition
-from k8py.apiserver.request_info import ResourcePath
+from k8py.apiserver.request_info import ResourcePath, query_bool
 from k8py.apiserver.responses import json_response, list_response, object_response
 from k8py.apiserver.time_fields import needs_normalizing, normalize_times
 from k8py.apiserver.watch_stream import serve_watch
@@ -104,7 +104,7 @@ class ResourceHandlers:
         method = ctx.request.method
         if not ctx.path.name:
             if method == "GET":
-                return "watch" if ctx.path.legacy_watch or ctx.params.get("watch") in ("true", "1") else "list"
+                return "watch" if ctx.path.legacy_watch or query_bool(ctx.params.get("watch", "")) else "list"
             return {"POST": "create", "DELETE": "deletecollection"}.get(method, method.lower())
         return {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}.get(
             method, method.lower()

@@ -21,6 +21,7 @@ from k8py.apiserver.field_validation import check_field_validation
 from k8py.apiserver.object_store import ObjectStore
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.time_fields import needs_normalizing, normalize_times
+from k8py.apiserver.request_info import query_bool
 
 __all__ = ["patch_object"]
 
@@ -52,7 +53,7 @@ async def patch_object(
         _check_apply_identity(definition, namespace, name, applied)
         warnings = check_field_validation(validation, schema, applied, None, verb="patch")
         manager = params.get("fieldManager", "")
-        force = params.get("force", "") == "true"
+        force = query_bool(params.get("force", ""))
 
         ignored = (("f:status",),) if definition.strategy.has_status and not subresource else ()
 

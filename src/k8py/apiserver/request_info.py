@@ -15,7 +15,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ResourcePath", "parse_resource_path"]
+__all__ = ["ResourcePath", "parse_resource_path", "query_bool"]
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def query_bool(value: object) -> bool:
+    """A boolean query parameter as Go's ``strconv.ParseBool`` reads it
+    (clients send ``true``, ``True`` or ``1``)."""
+    if isinstance(value, bool):
+        return value
+    return value in _TRUE
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from k8py.apiserver.query import Query
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch_cache import ADDED, TooOldResourceVersion, WatchCache
 from k8py.apiserver.watcher import Watcher
+from k8py.apiserver.request_info import query_bool
 
 __all__ = ["serve_watch"]
 
@@ -115,8 +116,8 @@ async def serve_watch(
 ) -> web.StreamResponse:
     rv_param = params.get("resourceVersion", "")
     match = params.get("resourceVersionMatch", "")
-    send_initial = params.get("sendInitialEvents", "") == "true"
-    bookmarks = params.get("allowWatchBookmarks", "") == "true"
+    send_initial = query_bool(params.get("sendInitialEvents", ""))
+    bookmarks = query_bool(params.get("allowWatchBookmarks", ""))
     timeout_param = params.get("timeoutSeconds", "")
     if timeout_param:
         try:
