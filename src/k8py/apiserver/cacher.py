@@ -80,6 +80,8 @@ class Cacher:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._on_event = on_event
+        #: watchers with events queued by the batch being applied (flushed after it)
+        self.dirty_watchers: set = set()
         self._request_progress: Callable[[], Awaitable[None]] | None = getattr(storage, "request_progress", None)
         # consistent reads: confirmed from the cache in time / not
         self.caught_up = 0
@@ -204,6 +206,11 @@ class Cacher:
             self.revision = batch.revision
             for cache in self.caches.values():
                 cache.advance(batch.revision)
+        if self.dirty_watchers:
+            # one write per watcher per batch, everything it got in the batch
+            for watcher in self.dirty_watchers:
+                watcher.flush()
+            self.dirty_watchers.clear()
         self._wake_waiters()
 
     # -- consistent reads ---------------------------------------------------

@@ -2,9 +2,11 @@
 
 Wire format (what every client depends on, see
 shared/reference/client-behaviours.md): HTTP 200, chunked, one JSON object per
-line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. Everything
-queued for the watcher goes out in one write (the object bytes are the
-cache's, encoded once for all watchers; only the short type prefix is added).
+line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. The object
+bytes are the cache's, encoded once for all watchers; only the short type
+prefix is added. Live events are written by the cacher itself, straight to
+the connection, once per store batch (see ``watcher``): what a batch brings a
+watcher goes out in one write, flushed at once.
 
 Start semantics (upstream):
 
@@ -48,6 +50,10 @@ log = logging.getLogger(__name__)
 _PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
 _SUFFIX = b"}\n"
 _INITIAL_CHUNK = 512  # initial ADDED events per write
+#: a client with more than this unread stops getting direct writes from the
+#: cacher; its task waits until it is under the low mark
+_HIGH_WATER = 4 * 1024 * 1024
+_LOW_WATER = 256 * 1024
 
 
 def _invalid_watch(field: str, message: str) -> Invalid:
@@ -134,7 +140,7 @@ async def serve_watch(
     elif match:
         raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
 
-    watcher = Watcher(query)
+    watcher = Watcher(query, dirty=cacher.dirty_watchers)
     initial: list[tuple[str, bytes]] = []
     error: StatusError | None = None
     if send_initial or rv_param in ("", "0"):
@@ -173,27 +179,78 @@ async def serve_watch(
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:
-        await response.prepare(request)
+        await response.prepare(request)  # a StreamResponse sends its headers here
+        stream = _ChunkedStream(request.transport)
         if error is not None:
-            await response.write(_error_line(error))
+            stream.write(_error_line(error))
             return response
         if on_open is not None:
             on_open(1)
             opened = True
         for i in range(0, len(initial), _INITIAL_CHUNK):
-            await response.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
+            stream.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
+            await stream.drained()
         initial = []
         if send_initial:
-            await response.write(encoder.bookmark(start_rv, initial_events_end=True))
-        await _pump(request, response, watcher, cache, encoder, bookmarks, bookmark_interval, timeout)
+            stream.write(encoder.bookmark(start_rv, initial_events_end=True))
+
+        def sink(events: list[tuple[str, bytes]]) -> bool:
+            if stream.gone:
+                watcher.terminate()
+                return True
+            if stream.backed_up:
+                return False  # the task below writes them once the client catches up
+            stream.write(encoder.lines(events))
+            return True
+
+        watcher.sink = sink  # from here on the cacher writes live events directly
+        await _pump(stream, watcher, cache, encoder, bookmarks, bookmark_interval, timeout)
     except (ConnectionResetError, asyncio.CancelledError) as err:
         if isinstance(err, asyncio.CancelledError) and not _client_gone(request):
             raise
     finally:
+        watcher.sink = None
         cache.remove_watcher(watcher)
         if on_open is not None and opened:
             on_open(-1)
     return response
+
+
+class _ChunkedStream:
+    """Chunked-encoding frames written straight to the connection.
+
+    aiohttp has sent the response headers when ``prepare`` returns; from then
+    on every frame of the watch goes through here (initial events, live
+    events flushed by the cacher, bookmarks), so they reach the socket in the
+    order they are written, and the final zero-length chunk that aiohttp
+    writes when the handler returns ends the stream properly.
+    """
+
+    def __init__(self, transport: asyncio.BaseTransport | None) -> None:
+        self.transport = transport
+
+    @property
+    def gone(self) -> bool:
+        return self.transport is None or self.transport.is_closing()
+
+    @property
+    def backed_up(self) -> bool:
+        assert self.transport is not None
+        return self.transport.get_write_buffer_size() > _HIGH_WATER  # type: ignore[attr-defined]
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return  # an empty frame would end the stream
+        if self.gone:
+            raise ConnectionResetError("the watch client went away")
+        self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
+
+    async def drained(self) -> None:
+        """Wait until the client has taken most of what was written."""
+        while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
+            await asyncio.sleep(0.005)
+        if self.gone:
+            raise ConnectionResetError("the watch client went away")
 
 
 def _client_gone(request: web.Request) -> bool:
@@ -202,8 +259,7 @@ def _client_gone(request: web.Request) -> bool:
 
 
 async def _pump(
-    request: web.Request,
-    response: web.StreamResponse,
+    stream: _ChunkedStream,
     watcher: Watcher,
     cache: WatchCache,
     encoder: _Encoder,
@@ -211,6 +267,8 @@ async def _pump(
     bookmark_interval: float,
     timeout: float,
 ) -> None:
+    """The stream's own task: writes what the cacher could not (a backed-up
+    client), bookmarks, and ends the stream on time or when told to."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     next_bookmark = loop.time() + bookmark_interval
@@ -219,9 +277,8 @@ async def _pump(
         if now >= deadline:
             break
         if not watcher.pending and not watcher.terminated:
-            # sleep until an event, the next bookmark, the deadline, or a
-            # 5 s check that the client is still there; a timer that sets the
-            # wake flag is much cheaper per event than wait_for's task
+            # sleep until woken, the next bookmark, the deadline, or a 5 s
+            # check that the client is still there
             wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
             timer = loop.call_at(wake_at, watcher.wake.set)
             try:
@@ -230,12 +287,11 @@ async def _pump(
                 timer.cancel()
         events = watcher.take()
         if events:
-            await response.write(encoder.lines(events))
-        if watcher.terminated:
-            break
-        if _client_gone(request):
+            stream.write(encoder.lines(events))
+            await stream.drained()
+        if watcher.terminated or stream.gone:
             break
         if bookmarks and loop.time() >= next_bookmark:
-            # everything up to the cache's revision has been queued or filtered out
-            await response.write(encoder.bookmark(cache.revision))
+            # everything up to the cache's revision has been written or filtered out
+            stream.write(encoder.bookmark(cache.revision))
             next_bookmark = loop.time() + bookmark_interval
