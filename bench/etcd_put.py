@@ -26,14 +26,17 @@ from k8py.storage.interface import Storage
 VALUE = b"x" * 1012
 
 
-async def measure_etcd_put_throughput(storage: Storage, n: int, concurrency: int) -> float:
+async def measure_etcd_put_throughput(
+    storage: Storage, n: int, concurrency: int, *, value_size: int = len(VALUE)
+) -> float:
     """Create ``n`` fresh keys with at most ``concurrency`` in flight; puts/s."""
     run = uuid.uuid4().hex[:8]
     queue = iter(range(n))
+    value = (VALUE * (value_size // len(VALUE) + 1))[:value_size]
 
     async def worker() -> None:
         for i in queue:
-            await storage.create(f"/registry/bench/{run}/{i:08d}", VALUE)
+            await storage.create(f"/registry/bench/{run}/{i:08d}", value)
 
     started = time.perf_counter()
     async with asyncio.TaskGroup() as tg:

@@ -77,7 +77,8 @@ async def raw_etcd_puts(endpoints: list[str], n: int) -> float:
     await store.start()
     try:
         await measure_etcd_put_throughput(store, 200, CONCURRENCY)  # warm the connection pool
-        return await measure_etcd_put_throughput(store, n, CONCURRENCY)
+        # the same value size as the SQLite baseline and the API's pods
+        return await measure_etcd_put_throughput(store, n, CONCURRENCY, value_size=len(pod_body("x", "ns")) + 300)
     finally:
         await store.close()
 
