@@ -28,169 +28,33 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from k8py.apiserver.pod_defaults import (
+    child_object,
+    default_container,
+    default_pod_spec,
+    dict_items,
+    image_pull_policy,
+    requests_from_limits,
+    set_absent,
+)
+
 __all__ = ["apply_defaults", "default_pod_spec", "default_container", "image_pull_policy"]
 
 Object = dict[str, Any]
 
 
-def _obj(parent: Object, key: str) -> Object | None:
-    """``parent[key]`` as a dict, created when absent; None if it is not one."""
-    value = parent.get(key)
-    if value is None:
-        value = parent[key] = {}
-    return value if isinstance(value, dict) else None
-
-
-def _set(obj: Object, key: str, value: Any) -> None:
-    if obj.get(key) is None:
-        obj[key] = value
-
-
-def _dicts(value: Any) -> list[Object]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-# --- core/v1: containers, probes, volumes, pod spec ---------------------------
-
-
-def image_pull_policy(image: str) -> str:
-    """``Always`` for ``:latest`` or no tag, else ``IfNotPresent`` (a digest
-    pins the image). The tag is after the last ``:`` past the last ``/``."""
-    if "@" in image:
-        return "IfNotPresent"
-    last = image.rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else ""
-    return "Always" if tag in ("", "latest") else "IfNotPresent"
-
-
-def _default_probe(probe: Any) -> None:
-    if not isinstance(probe, dict):
-        return
-    _set(probe, "timeoutSeconds", 1)
-    _set(probe, "periodSeconds", 10)
-    _set(probe, "successThreshold", 1)
-    _set(probe, "failureThreshold", 3)
-    http = probe.get("httpGet")
-    if isinstance(http, dict):
-        _set(http, "path", "/")
-        _set(http, "scheme", "HTTP")
-    grpc = probe.get("grpc")
-    if isinstance(grpc, dict):
-        _set(grpc, "service", "")
-
-
-def _default_field_ref(holder: Any) -> None:
-    if isinstance(holder, dict) and isinstance(holder.get("fieldRef"), dict):
-        _set(holder["fieldRef"], "apiVersion", "v1")
-
-
-def default_container(container: Object, *, host_network: bool = False) -> None:
-    """``SetDefaults_Container`` plus its ports, probes, lifecycle and env."""
-    image = container.get("image")
-    if container.get("imagePullPolicy") is None and isinstance(image, str):
-        container["imagePullPolicy"] = image_pull_policy(image)
-    _set(container, "terminationMessagePath", "/dev/termination-log")
-    _set(container, "terminationMessagePolicy", "File")
-    # ResourceRequirements is a non-pointer struct: always serialized
-    _set(container, "resources", {})
-    for port in _dicts(container.get("ports")):
-        _set(port, "protocol", "TCP")
-        if host_network and port.get("hostPort") is None and port.get("containerPort") is not None:
-            port["hostPort"] = port["containerPort"]
-    for name in ("livenessProbe", "readinessProbe", "startupProbe"):
-        _default_probe(container.get(name))
-    lifecycle = container.get("lifecycle")
-    if isinstance(lifecycle, dict):
-        for hook in ("postStart", "preStop"):
-            handler = lifecycle.get(hook)
-            if isinstance(handler, dict) and isinstance(handler.get("httpGet"), dict):
-                _set(handler["httpGet"], "path", "/")
-                _set(handler["httpGet"], "scheme", "HTTP")
-    for env in _dicts(container.get("env")):
-        _default_field_ref(env.get("valueFrom"))
-
-
-_VOLUME_SOURCES = (
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret",
-    "nfs", "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder",
-    "cephfs", "flocker", "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume",
-    "quobyte", "azureDisk", "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
-    "storageos", "csi", "ephemeral", "image",
-)
-
-
-def _default_volume(volume: Object) -> None:
-    if not any(volume.get(k) is not None for k in _VOLUME_SOURCES):
-        volume["emptyDir"] = {}
-    for key in ("secret", "configMap", "downwardAPI"):
-        source = volume.get(key)
-        if isinstance(source, dict):
-            _set(source, "defaultMode", 420)
-    downward = volume.get("downwardAPI")
-    if isinstance(downward, dict):
-        for item in _dicts(downward.get("items")):
-            _default_field_ref(item)
-    host_path = volume.get("hostPath")
-    if isinstance(host_path, dict):
-        _set(host_path, "type", "")
-    iscsi = volume.get("iscsi")
-    if isinstance(iscsi, dict):
-        _set(iscsi, "iscsiInterface", "default")
-    projected = volume.get("projected")
-    if isinstance(projected, dict):
-        _set(projected, "defaultMode", 420)
-        for source in _dicts(projected.get("sources")):
-            token = source.get("serviceAccountToken")
-            if isinstance(token, dict):
-                _set(token, "expirationSeconds", 3600)
-            downward_source = source.get("downwardAPI")
-            if isinstance(downward_source, dict):
-                for item in _dicts(downward_source.get("items")):
-                    _default_field_ref(item)
-
-
-def default_pod_spec(spec: Object) -> None:
-    """``SetDefaults_PodSpec`` and everything nested in a pod spec."""
-    _set(spec, "dnsPolicy", "ClusterFirst")
-    _set(spec, "restartPolicy", "Always")
-    _set(spec, "securityContext", {})
-    _set(spec, "terminationGracePeriodSeconds", 30)
-    _set(spec, "schedulerName", "default-scheduler")
-    host_network = spec.get("hostNetwork") is True
-    for key in ("containers", "initContainers", "ephemeralContainers"):
-        for container in _dicts(spec.get(key)):
-            default_container(container, host_network=host_network and key != "ephemeralContainers")
-    for volume in _dicts(spec.get("volumes")):
-        _default_volume(volume)
-
-
-def _requests_from_limits(spec: Object) -> None:
-    """``SetDefaults_Pod``: a resource with a limit and no request requests the limit."""
-    for key in ("containers", "initContainers"):
-        for container in _dicts(spec.get(key)):
-            resources = container.get("resources")
-            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
-                continue
-            requests = resources.get("requests")
-            if requests is None:
-                requests = resources["requests"] = {}
-            if isinstance(requests, dict):
-                for name, value in resources["limits"].items():
-                    requests.setdefault(name, value)
-
-
 def _pod(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
     default_pod_spec(spec)
-    _requests_from_limits(spec)
-    _set(spec, "enableServiceLinks", True)
+    requests_from_limits(spec)
+    set_absent(spec, "enableServiceLinks", True)
     # From the Priority admission plugin (no priorityClassName → global default 0):
     # every pod a real cluster stores carries them.
     if spec.get("priorityClassName") in (None, ""):
-        _set(spec, "priority", 0)
-    _set(spec, "preemptionPolicy", "PreemptLowerPriority")
+        set_absent(spec, "priority", 0)
+    set_absent(spec, "preemptionPolicy", "PreemptLowerPriority")
 
 
 def _template(spec: Any, *path: str) -> None:
@@ -209,25 +73,25 @@ def _pod_template(obj: Object) -> None:
 
 
 def _replication_controller(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
     template = spec.get("template")
     labels = template.get("metadata", {}).get("labels") if isinstance(template, dict) else None
     if labels and not spec.get("selector"):
         spec["selector"] = dict(labels)
-    meta = _obj(obj, "metadata")
+    meta = child_object(obj, "metadata")
     if labels and meta is not None and not meta.get("labels"):
         meta["labels"] = dict(labels)
-    _set(spec, "replicas", 1)
+    set_absent(spec, "replicas", 1)
     _template(spec, "template")
 
 
 def _service(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    _set(spec, "sessionAffinity", "None")
+    set_absent(spec, "sessionAffinity", "None")
     if spec["sessionAffinity"] == "None":
         spec.pop("sessionAffinityConfig", None)
     elif spec["sessionAffinity"] == "ClientIP":
@@ -235,43 +99,43 @@ def _service(obj: Object) -> None:
         client_ip = config.get("clientIP") if isinstance(config, dict) else None
         if not isinstance(client_ip, dict) or client_ip.get("timeoutSeconds") is None:
             spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}
-    _set(spec, "type", "ClusterIP")
-    for port in _dicts(spec.get("ports")):
-        _set(port, "protocol", "TCP")
+    set_absent(spec, "type", "ClusterIP")
+    for port in dict_items(spec.get("ports")):
+        set_absent(port, "protocol", "TCP")
         if port.get("targetPort") in (None, 0, ""):
             port["targetPort"] = port.get("port")
     kind = spec["type"]
     if kind in ("NodePort", "LoadBalancer"):
-        _set(spec, "externalTrafficPolicy", "Cluster")
+        set_absent(spec, "externalTrafficPolicy", "Cluster")
     if kind in ("ClusterIP", "NodePort", "LoadBalancer"):
-        _set(spec, "internalTrafficPolicy", "Cluster")
+        set_absent(spec, "internalTrafficPolicy", "Cluster")
     if kind == "LoadBalancer":
-        _set(spec, "allocateLoadBalancerNodePorts", True)
+        set_absent(spec, "allocateLoadBalancerNodePorts", True)
     if kind != "ExternalName":
         # Set by the Service REST storage (IP family allocation) on a
         # single-stack IPv4 cluster, which is what k8py is.
         families = spec.get("ipFamilies")
         if not families:
             spec["ipFamilies"] = ["IPv4"]
-        _set(spec, "ipFamilyPolicy", "SingleStack" if len(spec["ipFamilies"]) < 2 else "PreferDualStack")
+        set_absent(spec, "ipFamilyPolicy", "SingleStack" if len(spec["ipFamilies"]) < 2 else "PreferDualStack")
 
 
 def _endpoints(obj: Object) -> None:
-    for subset in _dicts(obj.get("subsets")):
-        for port in _dicts(subset.get("ports")):
-            _set(port, "protocol", "TCP")
+    for subset in dict_items(obj.get("subsets")):
+        for port in dict_items(subset.get("ports")):
+            set_absent(port, "protocol", "TCP")
 
 
 def _namespace(obj: Object) -> None:
-    meta = _obj(obj, "metadata")
+    meta = child_object(obj, "metadata")
     name = meta.get("name") if meta is not None else None
     if meta is not None and isinstance(name, str) and name:
-        labels = _obj(meta, "labels")
+        labels = child_object(meta, "labels")
         if labels is not None:
             labels["kubernetes.io/metadata.name"] = name
-    status = _obj(obj, "status")
+    status = child_object(obj, "status")
     if status is not None:
-        _set(status, "phase", "Active")
+        set_absent(status, "phase", "Active")
 
 
 def _secret(obj: Object) -> None:
@@ -286,88 +150,88 @@ def _node(obj: Object) -> None:
 
 
 def _persistent_volume(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is not None:
-        _set(spec, "persistentVolumeReclaimPolicy", "Retain")
-        _set(spec, "volumeMode", "Filesystem")
-    status = _obj(obj, "status")
+        set_absent(spec, "persistentVolumeReclaimPolicy", "Retain")
+        set_absent(spec, "volumeMode", "Filesystem")
+    status = child_object(obj, "status")
     if status is not None:
-        _set(status, "phase", "Pending")
+        set_absent(status, "phase", "Pending")
 
 
 def _persistent_volume_claim(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is not None:
-        _set(spec, "volumeMode", "Filesystem")
-    status = _obj(obj, "status")
+        set_absent(spec, "volumeMode", "Filesystem")
+    status = child_object(obj, "status")
     if status is not None:
-        _set(status, "phase", "Pending")
+        set_absent(status, "phase", "Pending")
 
 
 # --- apps/v1 ------------------------------------------------------------------
 
 
 def _deployment(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    _set(spec, "replicas", 1)
-    strategy = _obj(spec, "strategy")
+    set_absent(spec, "replicas", 1)
+    strategy = child_object(spec, "strategy")
     if strategy is not None:
-        _set(strategy, "type", "RollingUpdate")
+        set_absent(strategy, "type", "RollingUpdate")
         if strategy["type"] == "RollingUpdate":
-            rolling = _obj(strategy, "rollingUpdate")
+            rolling = child_object(strategy, "rollingUpdate")
             if rolling is not None:
-                _set(rolling, "maxUnavailable", "25%")
-                _set(rolling, "maxSurge", "25%")
-    _set(spec, "revisionHistoryLimit", 10)
-    _set(spec, "progressDeadlineSeconds", 600)
+                set_absent(rolling, "maxUnavailable", "25%")
+                set_absent(rolling, "maxSurge", "25%")
+    set_absent(spec, "revisionHistoryLimit", 10)
+    set_absent(spec, "progressDeadlineSeconds", 600)
     _template(spec, "template")
 
 
 def _replica_set(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    _set(spec, "replicas", 1)
+    set_absent(spec, "replicas", 1)
     _template(spec, "template")
 
 
 def _daemon_set(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    strategy = _obj(spec, "updateStrategy")
+    strategy = child_object(spec, "updateStrategy")
     if strategy is not None:
-        _set(strategy, "type", "RollingUpdate")
+        set_absent(strategy, "type", "RollingUpdate")
         if strategy["type"] == "RollingUpdate":
-            rolling = _obj(strategy, "rollingUpdate")
+            rolling = child_object(strategy, "rollingUpdate")
             if rolling is not None:
-                _set(rolling, "maxUnavailable", 1)
-                _set(rolling, "maxSurge", 0)
-    _set(spec, "revisionHistoryLimit", 10)
+                set_absent(rolling, "maxUnavailable", 1)
+                set_absent(rolling, "maxSurge", 0)
+    set_absent(spec, "revisionHistoryLimit", 10)
     _template(spec, "template")
 
 
 def _stateful_set(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    _set(spec, "podManagementPolicy", "OrderedReady")
-    strategy = _obj(spec, "updateStrategy")
+    set_absent(spec, "podManagementPolicy", "OrderedReady")
+    strategy = child_object(spec, "updateStrategy")
     if strategy is not None:
         if strategy.get("type") is None:
             strategy["type"] = "RollingUpdate"
-            _obj(strategy, "rollingUpdate")
+            child_object(strategy, "rollingUpdate")
         rolling = strategy.get("rollingUpdate")
         if strategy["type"] == "RollingUpdate" and isinstance(rolling, dict):
-            _set(rolling, "partition", 0)
-    retention = _obj(spec, "persistentVolumeClaimRetentionPolicy")
+            set_absent(rolling, "partition", 0)
+    retention = child_object(spec, "persistentVolumeClaimRetentionPolicy")
     if retention is not None:
-        _set(retention, "whenDeleted", "Retain")
-        _set(retention, "whenScaled", "Retain")
-    _set(spec, "replicas", 1)
-    _set(spec, "revisionHistoryLimit", 10)
+        set_absent(retention, "whenDeleted", "Retain")
+        set_absent(retention, "whenScaled", "Retain")
+    set_absent(spec, "replicas", 1)
+    set_absent(spec, "revisionHistoryLimit", 10)
     _template(spec, "template")
 
 
@@ -375,40 +239,40 @@ def _stateful_set(obj: Object) -> None:
 
 
 def _job(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
         spec["parallelism"] = 1
-    _set(spec, "parallelism", 1)
+    set_absent(spec, "parallelism", 1)
     if spec.get("backoffLimit") is None:
         spec["backoffLimit"] = 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6
     template = spec.get("template")
     labels = template.get("metadata", {}).get("labels") if isinstance(template, dict) else None
-    meta = _obj(obj, "metadata")
+    meta = child_object(obj, "metadata")
     if labels and meta is not None and not meta.get("labels"):
         meta["labels"] = dict(labels)
-    _set(spec, "completionMode", "NonIndexed")
-    _set(spec, "suspend", False)
+    set_absent(spec, "completionMode", "NonIndexed")
+    set_absent(spec, "suspend", False)
     failure_policy = spec.get("podFailurePolicy")
     if isinstance(failure_policy, dict):
-        for rule in _dicts(failure_policy.get("rules")):
-            for pattern in _dicts(rule.get("onPodConditions")):
+        for rule in dict_items(failure_policy.get("rules")):
+            for pattern in dict_items(rule.get("onPodConditions")):
                 if pattern.get("status") in (None, ""):
                     pattern["status"] = "True"
-    _set(spec, "podReplacementPolicy", "Failed" if isinstance(failure_policy, dict) else "TerminatingOrFailed")
+    set_absent(spec, "podReplacementPolicy", "Failed" if isinstance(failure_policy, dict) else "TerminatingOrFailed")
     _template(spec, "template")
 
 
 def _cron_job(obj: Object) -> None:
-    spec = _obj(obj, "spec")
+    spec = child_object(obj, "spec")
     if spec is None:
         return
-    _set(spec, "concurrencyPolicy", "Allow")
-    _set(spec, "suspend", False)
-    _set(spec, "successfulJobsHistoryLimit", 3)
-    _set(spec, "failedJobsHistoryLimit", 1)
+    set_absent(spec, "concurrencyPolicy", "Allow")
+    set_absent(spec, "suspend", False)
+    set_absent(spec, "successfulJobsHistoryLimit", 3)
+    set_absent(spec, "failedJobsHistoryLimit", 1)
     # jobTemplate is a JobTemplateSpec, not a Job: only its pod template is defaulted
     _template(spec, "jobTemplate", "spec", "template")
 
@@ -417,9 +281,9 @@ def _cron_job(obj: Object) -> None:
 
 
 def _endpoint_slice(obj: Object) -> None:
-    for port in _dicts(obj.get("ports")):
-        _set(port, "name", "")
-        _set(port, "protocol", "TCP")
+    for port in dict_items(obj.get("ports")):
+        set_absent(port, "name", "")
+        set_absent(port, "protocol", "TCP")
 
 
 _DEFAULTERS: dict[tuple[str, str], Callable[[Object], None]] = {
