@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .cells import bool_ptr, container_cells, dig, format_label_selector
+from .cells import object_age, bool_ptr, container_cells, dig, format_label_selector
 from .columns import (
     Column,
     Object,
@@ -78,7 +78,7 @@ def _job(job: Object, now: datetime) -> list[Any]:
         job_status(job),
         job_completions(job),
         job_duration(job, now),
-        since(dig(job, "metadata", "creationTimestamp"), now),
+        object_age(job, now),
         names,
         images,
         format_label_selector(spec.get("selector")),
@@ -112,7 +112,7 @@ def _cron_job(cron: Object, now: datetime) -> list[Any]:
         bool_ptr(spec.get("suspend")),
         len(dig(cron, "status", "active", default=[])),
         since(last, now) if last else "<none>",
-        since(dig(cron, "metadata", "creationTimestamp"), now),
+        object_age(cron, now),
         names,
         images,
         format_label_selector(job_spec.get("selector")),

@@ -6,9 +6,8 @@ the lease, as upstream prints it.
 
 from __future__ import annotations
 
-from .cells import dig
+from .cells import object_age, dig
 from .columns import Column, Printer, age_column, name_column
-from .durations import since
 
 __all__ = ["PRINTERS"]
 
@@ -21,7 +20,7 @@ LEASE = Printer(
     lambda obj, now: [
         dig(obj, "metadata", "name", default=""),
         dig(obj, "spec", "holderIdentity", default=""),
-        since(dig(obj, "metadata", "creationTimestamp"), now),
+        object_age(obj, now),
     ],
 )
 

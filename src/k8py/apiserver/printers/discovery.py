@@ -11,9 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .cells import dig, list_with_more
+from .cells import object_age, dig, list_with_more
 from .columns import Column, Object, Printer, age_column, name_column
-from .durations import since
 
 __all__ = ["PRINTERS", "slice_ports", "slice_endpoints"]
 
@@ -43,7 +42,7 @@ def _slice(obj: Object, now: datetime) -> list[Any]:
         obj.get("addressType", ""),
         slice_ports(obj.get("ports")),
         slice_endpoints(obj.get("endpoints")),
-        since(dig(obj, "metadata", "creationTimestamp"), now),
+        object_age(obj, now),
     ]
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .cells import dig
+from .cells import object_age, dig
 from .columns import Column, Object, Printer, age_column, name_column
 from .durations import parse_time, since
 
@@ -199,7 +199,7 @@ def pod_cells(pod: Object, now: datetime) -> list[Any]:
         f"{summary.ready}/{summary.total}",
         summary.status,
         restarts_cell,
-        since(dig(pod, "metadata", "creationTimestamp"), now),
+        object_age(pod, now),
         pod_ip,
         dig(pod, "spec", "nodeName") or "<none>",
         status.get("nominatedNodeName") or "<none>",
