@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from k8py.apiserver.pod_defaults import (
+from k8py.apiserver.defaults.podspec import (
     child_object,
     default_container,
     default_pod_spec,

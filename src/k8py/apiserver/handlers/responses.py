@@ -13,8 +13,8 @@ import orjson
 import yaml
 from aiohttp import web
 
-from k8py.apiserver.codec import JSON, ResponseFormat
-from k8py.apiserver.listing import ListPage
+from k8py.apiserver.handlers.codec import JSON, ResponseFormat
+from k8py.apiserver.handlers.listing import ListPage
 from k8py.apiserver.printers import build_table
 from k8py.apiserver.registry import ResourceDefinition
 

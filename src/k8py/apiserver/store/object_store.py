@@ -24,8 +24,8 @@ import orjson
 
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
 from k8py.api.names import generate_name
-from k8py.apiserver.field_managers import FieldManager
-from k8py.apiserver.object_meta import (
+from k8py.apiserver.store.field_managers import FieldManager
+from k8py.apiserver.store.object_meta import (
     carry_meta_for_update,
     prepare_meta_for_create,
     raise_if_invalid,

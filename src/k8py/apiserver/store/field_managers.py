@@ -4,7 +4,7 @@ Every write names a field manager: the ``fieldManager`` query parameter, or,
 as upstream, the client's User-Agent up to its first ``/`` (``kubectl``,
 ``OpenAPI-Generator``). Non-apply writes record an ``operation: Update``
 entry in ``metadata.managedFields`` (server-side apply records its own in
-:mod:`k8py.apiserver.patching`).
+:mod:`k8py.apiserver.handlers.patching`).
 
 Recording ownership costs a structural diff of the object (~0.8 ms for a
 Pod), which would halve write throughput. k8py therefore records it when it
@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from k8py.api.errors import Cause, Invalid
 from k8py.api.patch import record_update
-from k8py.apiserver.object_meta import rfc3339
+from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.registry import ResourceDefinition
 
 __all__ = ["FieldManager", "field_manager_for"]

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from k8py.api.errors import BadRequest
 from k8py.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from k8py.apiserver.registry import ResourceDefinition
-from k8py.apiserver.watch_cache import CachedObject
+from k8py.apiserver.watch.watch_cache import CachedObject
 
 __all__ = ["Query", "parse_query"]
 

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from k8py.api import schema as upstream
-from k8py.apiserver.openapi_paths import PATCH_CONTENT_TYPES, resource_paths
+from k8py.apiserver.openapi.paths import PATCH_CONTENT_TYPES, resource_paths
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
 __all__ = ["OpenAPIService", "convert_schema", "schema_name_for", "gv_path"]

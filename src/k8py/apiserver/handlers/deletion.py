@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, NotFound, success_status
-from k8py.apiserver.object_meta import rfc3339
-from k8py.apiserver.object_store import ObjectStore, dump_object, load_object
+from k8py.apiserver.store.object_meta import rfc3339
+from k8py.apiserver.store.object_store import ObjectStore, dump_object, load_object
 from k8py.apiserver.registry import ResourceDefinition
-from k8py.apiserver.request_info import query_bool
+from k8py.apiserver.handlers.request_info import query_bool
 from k8py.storage import KeyNotFoundError, RevisionConflictError
 
 __all__ = ["DeleteOptions", "parse_delete_options", "delete_object"]

@@ -1,6 +1,6 @@
 """The ``paths`` of an OpenAPI v3 group-version document, per resource.
 
-Split from :mod:`k8py.apiserver.openapi` (which assembles documents and
+Split from :mod:`k8py.apiserver.openapi.v3` (which assembles documents and
 converts schemas) because the operation table is long and self-contained.
 
 What clients rely on, and so what every operation here carries:

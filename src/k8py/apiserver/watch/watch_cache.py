@@ -1,6 +1,6 @@
 """The watch cache of one resource: current state plus a ring of recent events.
 
-Fed by :class:`k8py.apiserver.cacher.Cacher` (one store watch for all
+Fed by :class:`k8py.apiserver.watch.cacher.Cacher` (one store watch for all
 resources), it serves every list and watch of its resource without touching
 the store.
 

@@ -2,7 +2,7 @@
 
 Upstream runs one cacher per resource, each with its own etcd watch. k8py runs
 a single watch over the whole ``/registry/`` prefix and routes each event to
-its resource's :class:`~k8py.apiserver.watch_cache.WatchCache` by key. One
+its resource's :class:`~k8py.apiserver.watch.watch_cache.WatchCache` by key. One
 watch means one ordered stream: every cache advances through the same
 revisions, so a list of any resource can wait for "the cache has caught up with
 the store's current revision" (a consistent read) with one number.
@@ -41,7 +41,7 @@ import logging
 from typing import Awaitable, Callable
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
-from k8py.apiserver.watch_cache import WatchCache, build_cached_object
+from k8py.apiserver.watch.watch_cache import WatchCache, build_cached_object
 from k8py.storage import CompactedError, Storage, StorageError, WatchBatch
 
 __all__ = ["Cacher", "resource_of_key"]

@@ -30,8 +30,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from k8py.apiserver.query import Query
-from k8py.apiserver.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent
+from k8py.apiserver.handlers.query import Query
+from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent
 
 __all__ = ["Watcher"]
 

@@ -30,9 +30,9 @@ from typing import Mapping
 import orjson
 
 from k8py.api.errors import BadRequest, Cause, Expired, Invalid, Timeout
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.query import Query
-from k8py.apiserver.watch_cache import WatchCache, build_cached_object
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.handlers.query import Query
+from k8py.apiserver.watch.watch_cache import WatchCache, build_cached_object
 from k8py.storage import CompactedError, FutureRevisionError, Storage
 
 __all__ = ["ListPage", "list_objects", "parse_rv", "too_large_rv", "CONSISTENT_READ_TIMEOUT"]

@@ -34,14 +34,14 @@ import orjson
 from aiohttp import web
 
 from k8py.api.errors import Cause, Expired, Invalid, StatusError
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.codec import ResponseFormat
-from k8py.apiserver.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
-from k8py.apiserver.query import Query
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.handlers.codec import ResponseFormat
+from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
+from k8py.apiserver.handlers.query import Query
 from k8py.apiserver.registry import ResourceDefinition
-from k8py.apiserver.watch_cache import ADDED, TooOldResourceVersion, WatchCache
-from k8py.apiserver.watcher import Watcher
-from k8py.apiserver.request_info import query_bool
+from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
+from k8py.apiserver.watch.watcher import Watcher
+from k8py.apiserver.handlers.request_info import query_bool
 
 __all__ = ["serve_watch"]
 

@@ -21,13 +21,13 @@ from aiohttp import web
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, MethodNotAllowed, NotFound, success_status
 from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
-from k8py.apiserver.codec import PATCH_TYPES, decode_body, media_type_of
-from k8py.apiserver.object_meta import rfc3339
+from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
+from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.registry import ScaleSpec
-from k8py.apiserver.responses import json_response, object_response
+from k8py.apiserver.handlers.responses import json_response, object_response
 
 if TYPE_CHECKING:
-    from k8py.apiserver.handlers import RequestContext, ResourceHandlers
+    from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
 
 __all__ = ["handle"]
 

@@ -14,14 +14,14 @@ from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest, NotFound
 from k8py.api.patch import apply_patch, decode_apply_body, server_side_apply
-from k8py.apiserver.codec import APPLY_PATCH
-from k8py.apiserver.object_meta import rfc3339
-from k8py.apiserver.field_managers import FieldManager
-from k8py.apiserver.field_validation import check_field_validation
-from k8py.apiserver.object_store import ObjectStore
+from k8py.apiserver.handlers.codec import APPLY_PATCH
+from k8py.apiserver.store.object_meta import rfc3339
+from k8py.apiserver.store.field_managers import FieldManager
+from k8py.apiserver.admission.field_validation import check_field_validation
+from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import ResourceDefinition
-from k8py.apiserver.time_fields import needs_normalizing, normalize_times
-from k8py.apiserver.request_info import query_bool
+from k8py.apiserver.admission.time_fields import needs_normalizing, normalize_times
+from k8py.apiserver.handlers.request_info import query_bool
 
 __all__ = ["patch_object"]
 

@@ -16,22 +16,22 @@ import orjson
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
-from k8py.apiserver import subresources
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.codec import APPLY_PATCH, PATCH_TYPES, ResponseFormat, decode_body, media_type_of, negotiate
-from k8py.apiserver.deletion import delete_object, parse_delete_options
-from k8py.apiserver.field_managers import FieldManager, field_manager_for
-from k8py.apiserver.field_validation import check_field_validation
-from k8py.apiserver.listing import list_objects
-from k8py.apiserver.object_store import ObjectStore
-from k8py.apiserver.patching import patch_object
+from k8py.apiserver.handlers import subresources
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.handlers.codec import APPLY_PATCH, PATCH_TYPES, ResponseFormat, decode_body, media_type_of, negotiate
+from k8py.apiserver.handlers.deletion import delete_object, parse_delete_options
+from k8py.apiserver.store.field_managers import FieldManager, field_manager_for
+from k8py.apiserver.admission.field_validation import check_field_validation
+from k8py.apiserver.handlers.listing import list_objects
+from k8py.apiserver.store.object_store import ObjectStore
+from k8py.apiserver.handlers.patching import patch_object
 from k8py.apiserver.printers import build_table
-from k8py.apiserver.query import parse_query
+from k8py.apiserver.handlers.query import parse_query
 from k8py.apiserver.registry import Registry, ResourceDefinition
-from k8py.apiserver.request_info import ResourcePath, query_bool
-from k8py.apiserver.responses import json_response, list_response, object_response
-from k8py.apiserver.time_fields import needs_normalizing, normalize_times
-from k8py.apiserver.watch_stream import serve_watch
+from k8py.apiserver.handlers.request_info import ResourcePath, query_bool
+from k8py.apiserver.handlers.responses import json_response, list_response, object_response
+from k8py.apiserver.admission.time_fields import needs_normalizing, normalize_times
+from k8py.apiserver.handlers.watch_stream import serve_watch
 from k8py.storage import Storage
 
 __all__ = ["ResourceHandlers", "RequestContext", "not_found"]

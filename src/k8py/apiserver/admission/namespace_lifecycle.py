@@ -26,9 +26,9 @@ import logging
 import orjson
 
 from k8py.api.errors import Forbidden, NotFound
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.deletion import DeleteOptions, delete_object
-from k8py.apiserver.object_store import ObjectStore
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
+from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
 __all__ = ["NamespaceLifecycle", "SYSTEM_NAMESPACES"]

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from k8py.api.errors import Cause, Invalid
-from k8py.apiserver.cacher import Cacher
+from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
 __all__ = ["ServiceIPAllocator"]
