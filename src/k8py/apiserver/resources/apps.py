@@ -1,4 +1,4 @@
-"""apps/v1: deployments, replicasets, daemonsets, statefulsets."""
+"""apps/v1: deployments, replicasets, daemonsets, statefulsets, controllerrevisions."""
 
 from __future__ import annotations
 
@@ -35,4 +35,16 @@ DEFINITIONS = [
     ),
     _apps("DaemonSet", "daemonsets", "ds", scalable=False),
     _apps("StatefulSet", "statefulsets", "sts", scalable=True),
+    # the template history of StatefulSets and DaemonSets (``kubectl rollout
+    # history|undo`` read it); written only by those controllers
+    ResourceDefinition(
+        group="apps",
+        version="v1",
+        kind="ControllerRevision",
+        plural="controllerrevisions",
+        singular="controllerrevision",
+        namespaced=True,
+        strategy=StandardStrategy("apps", "v1", "ControllerRevision"),
+        openapi_name="io.k8s.api.apps.v1.ControllerRevision",
+    ),
 ]

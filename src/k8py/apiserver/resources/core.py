@@ -6,6 +6,7 @@ from __future__ import annotations
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
 from k8py.apiserver.resources.strategies import (
     NamespaceStrategy,
+    NodeStrategy,
     PodStrategy,
     StandardStrategy,
     path_getter,
@@ -79,7 +80,7 @@ DEFINITIONS = [
         namespaced=False,
         short_names=("no",),
         subresources=frozenset({"status"}),
-        strategy=_std("Node", has_status=True),
+        strategy=NodeStrategy("", "v1", "Node", has_status=True),
         field_getters={"spec.unschedulable": path_getter("spec", "unschedulable")},
     ),
     _core(
