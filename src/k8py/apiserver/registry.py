@@ -136,6 +136,8 @@ class ScaleSpec:
     replicas_path: tuple[str, ...] = ("spec", "replicas")
     status_replicas_path: tuple[str, ...] = ("status", "replicas")
     selector_path: tuple[str, ...] = ("spec", "selector")
+    #: the selector is a plain label map (ReplicationController), not a LabelSelector
+    selector_is_map: bool = False
 
 
 @dataclass(frozen=True, slots=True)

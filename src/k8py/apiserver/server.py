@@ -13,6 +13,7 @@ exist. ``stop()`` closes watches, the listener and the store, in that order.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.admission.priority import PriorityAdmission
+from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
@@ -70,6 +73,7 @@ class APIServer:
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
+        self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -154,6 +158,10 @@ class APIServer:
                 },
             },
         )
+        pc_def = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        assert pc_def is not None
+        for pc in BUILTIN_PRIORITY_CLASSES:
+            await self._ensure(pc_def, "", copy.deepcopy(pc))
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

@@ -96,7 +96,9 @@ def scale_of(obj: Object, spec: ScaleSpec) -> Object:
     meta = obj.get("metadata") or {}
     selector = _get_path(obj, spec.selector_path)
     status: Object = {"replicas": int(_get_path(obj, spec.status_replicas_path) or 0)}
-    if isinstance(selector, dict):
+    if isinstance(selector, dict) and spec.selector_is_map:
+        status["selector"] = label_selector_from_dict({"matchLabels": selector}).to_string()
+    elif isinstance(selector, dict):
         status["selector"] = label_selector_from_dict(selector).to_string()
     return {
         "kind": "Scale",

@@ -140,6 +140,18 @@ class JobStrategy(StandardStrategy):
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
+class NodeStrategy(StandardStrategy):
+    """Nodes are the one built-in kind whose create keeps ``status`` (upstream's
+    node strategy: a kubelet registers its node with capacity and conditions
+    in one request); updates of the main resource still ignore status."""
+
+    def prepare_for_create(self, obj: Object) -> None:
+        status = obj.get("status")
+        super().prepare_for_create(obj)
+        if status is not None:
+            obj["status"] = status
+
+
 class NamespaceStrategy(StandardStrategy):
     """A namespace starts Active with the ``kubernetes`` finalizer in
     ``spec.finalizers``; only ``/finalize`` changes that list (see
