@@ -104,6 +104,13 @@ def _qos_class(pod: Object) -> str:
     return "Burstable"
 
 
+class BindingStrategy(StandardStrategy):
+    """core/v1 ``bindings``: a POST binds the pod the Binding names, exactly
+    as ``pods/<name>/binding`` does (upstream serves both with one REST)."""
+
+    create_through = ("pods", "binding")
+
+
 class JobStrategy(StandardStrategy):
     """A Job's selector is generated from its uid unless ``manualSelector: true``
     (upstream ``generateSelector``): the pod template gets the
@@ -131,6 +138,18 @@ class JobStrategy(StandardStrategy):
             template_meta["labels"] = labels
         if spec.get("selector") is None:
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+
+
+class NodeStrategy(StandardStrategy):
+    """Nodes are the one built-in kind whose create keeps ``status`` (upstream's
+    node strategy: a kubelet registers its node with capacity and conditions
+    in one request); updates of the main resource still ignore status."""
+
+    def prepare_for_create(self, obj: Object) -> None:
+        status = obj.get("status")
+        super().prepare_for_create(obj)
+        if status is not None:
+            obj["status"] = status
 
 
 class NamespaceStrategy(StandardStrategy):
