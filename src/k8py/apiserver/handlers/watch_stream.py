@@ -140,7 +140,7 @@ async def serve_watch(
     elif match:
         raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
 
-    watcher = Watcher(query, dirty=cacher.dirty_watchers)
+    watcher = Watcher(query)
     initial: list[tuple[str, bytes]] = []
     error: StatusError | None = None
     if send_initial or rv_param in ("", "0"):
