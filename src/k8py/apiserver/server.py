@@ -22,16 +22,16 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.discovery import Discovery
-from k8py.apiserver.handlers import ResourceHandlers
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.openapi.discovery import Discovery
+from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
-from k8py.apiserver.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
-from k8py.apiserver.object_store import ObjectStore
-from k8py.apiserver.openapi import OpenAPIService
+from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
+from k8py.apiserver.store.object_store import ObjectStore
+from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import register_builtins
-from k8py.apiserver.service_ips import ServiceIPAllocator
+from k8py.apiserver.admission.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
