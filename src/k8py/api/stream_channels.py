@@ -47,6 +47,7 @@ __all__ = [
     "parse_resize",
     "port_prefix",
     "parse_port_prefix",
+    "query_flag",
 ]
 
 V5 = "v5.channel.k8s.io"
@@ -150,3 +151,11 @@ def parse_port_prefix(data: bytes) -> int | None:
     if len(data) < 2:
         return None
     return int(struct.unpack_from("<H", data, 0)[0])
+
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def query_flag(value: str | None) -> bool:
+    """A stream option flag (``stdin=true``, ``input=1``) as Go's ParseBool reads it."""
+    return value in _TRUE

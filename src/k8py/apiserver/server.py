@@ -31,6 +31,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.streaming import KubeletClient
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
@@ -69,6 +70,7 @@ class APIServer:
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
+        self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -77,6 +79,7 @@ class APIServer:
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             namespaces=self.namespaces,
+            kubelets=self.kubelets,
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -116,10 +119,17 @@ class APIServer:
         self._ready = False
         await self.cacher.close()
         await self.namespaces.close()
+        await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
+
+    async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """A core/v1 object, read through the store (the streaming handlers' view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return await self.store.get(definition, namespace, name)
 
     async def _bootstrap(self) -> None:
         """The objects every cluster has (upstream's bootstrap controllers)."""

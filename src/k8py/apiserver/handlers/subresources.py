@@ -8,6 +8,8 @@
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
   the pod ``PodScheduled``; a pod already bound is a 409.
 - ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``.
+- ``pods/log|exec|attach|portforward`` and ``nodes/proxy`` are the kubelet's:
+  :mod:`k8py.apiserver.streaming` checks and relays them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
 from k8py.apiserver.store.object_meta import rfc3339
+from k8py.apiserver import streaming
 from k8py.apiserver.registry import ScaleSpec
 from k8py.apiserver.handlers.responses import json_response, object_response
 
@@ -37,6 +40,17 @@ Object = dict[str, Any]
 async def handle(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str) -> web.StreamResponse:
     d = ctx.definition
     sub = ctx.path.subresource
+    if ctx.path.name and handlers.kubelets is not None and streaming.is_streaming(d.plural, d.group, sub):
+        # served by the pod's (or node's) kubelet: logs, exec, attach, port-forward, proxy
+        return await streaming.serve_subresource(
+            ctx.request,
+            handlers.kubelets,
+            plural=d.plural,
+            namespace=ctx.namespace,
+            name=ctx.path.name,
+            subresource=sub,
+            params=ctx.params,
+        )
     if sub not in d.subresources or not ctx.path.name:
         raise NotFound("the server could not find the requested resource")
     if sub == "status":

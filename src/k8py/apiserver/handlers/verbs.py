@@ -81,6 +81,7 @@ class ResourceHandlers:
         bookmark_interval: float,
         on_watch: Any = None,
         namespaces: Any = None,
+        kubelets: Any = None,
     ) -> None:
         self.registry = registry
         self.storage = storage
@@ -90,6 +91,8 @@ class ResourceHandlers:
         self.on_watch = on_watch
         #: NamespaceLifecycle: guards deleting system namespaces, cleans up after a delete
         self.namespaces = namespaces
+        #: reaches the kubelets for the streaming subresources (k8py.apiserver.streaming)
+        self.kubelets = kubelets
 
     def resolve(self, request: web.Request, path: ResourcePath) -> RequestContext:
         definition = self.registry.get(path.group, path.version, path.plural)

@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp import web
 
 from k8py.api.errors import Cause, Invalid, ServiceUnavailable
-from k8py.apiserver.request_info import query_bool
+from k8py.api.stream_channels import query_flag
 from k8py.apiserver.streaming.kubelet_client import KubeletClient, pod_container, status_error_from_response
 
 __all__ = ["serve_pod_log", "log_options"]
@@ -38,7 +38,7 @@ def log_options(name: str, params: Mapping[str, str]) -> dict[str, str]:
     causes: list[Cause] = []
     out: dict[str, str] = {}
     for key in _BOOL_OPTIONS:
-        if key in params and query_bool(params[key]):
+        if key in params and query_flag(params[key]):
             out[key] = "true"
     for key in _INT_OPTIONS:
         if key not in params:

@@ -18,8 +18,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, Cause, Invalid
-from k8py.api.stream_channels import PORTFORWARD_PROTOCOLS, REMOTECOMMAND_PROTOCOLS, TUNNEL_PORTFORWARD
-from k8py.apiserver.request_info import query_bool
+from k8py.api.stream_channels import PORTFORWARD_PROTOCOLS, REMOTECOMMAND_PROTOCOLS, TUNNEL_PORTFORWARD, query_flag
 from k8py.apiserver.streaming.kubelet_client import KubeletClient, pod_container
 from k8py.apiserver.streaming.websocket_relay import relay_websocket
 
@@ -31,7 +30,7 @@ _STREAM_PARAMS = (("stdin", "input"), ("stdout", "output"), ("stderr", "error"),
 def _stream_params(request: web.Request) -> list[tuple[str, str]]:
     out = []
     for ours, kubelets in _STREAM_PARAMS:
-        if query_bool(request.query.get(ours, "")):
+        if query_flag(request.query.get(ours, "")):
             out.append((kubelets, "1"))
     if not any(k in ("input", "output", "error") for k, _ in out):
         raise BadRequest("you must specify at least 1 of stdin, stdout, stderr")
