@@ -54,6 +54,10 @@ async def relay_websocket(
 ) -> web.StreamResponse:
     supported = tuple(supported)
     if not _is_websocket(request):
+        # kubectl retries a failed WebSocket upgrade as SPDY: give it the
+        # kubelet's refusal (container not running …), which its checks answer
+        # without an upgrade, rather than a protocol complaint that hides it
+        await _kubelet_refusal(kubelets, url, params)
         upgrade = request.headers.get("Upgrade", "")
         hint = f" (this request asked for {upgrade!r})" if upgrade else ""
         raise BadRequest(
@@ -72,9 +76,7 @@ async def relay_websocket(
     except aiohttp.WSServerHandshakeError as err:
         # the handshake's body is gone: ask again without upgrading, and the
         # kubelet's checks answer with the Status they refused with
-        async with kubelets.session.get(url, params=params) as plain:
-            if plain.status >= 400:
-                raise await status_error_from_response(plain) from None
+        await _kubelet_refusal(kubelets, url, params)
         raise ServiceUnavailable(f"the kubelet refused the {what} stream (HTTP {err.status} {err.message})") from None
     except (aiohttp.ClientError, OSError) as err:
         raise ServiceUnavailable(f"cannot reach the kubelet at {url} ({err}): is it running?") from None
@@ -101,6 +103,20 @@ async def relay_websocket(
         if not client.closed:
             await client.close()
     return client
+
+
+async def _kubelet_refusal(kubelets: KubeletClient, url: str, params: list[tuple[str, str]]) -> None:
+    """Raise the Status the kubelet refuses this stream with, if it does
+    (its checks run before it looks for an upgrade)."""
+    try:
+        async with kubelets.session.get(url, params=params) as plain:
+            if plain.status >= 400:
+                err = await status_error_from_response(plain)
+                # "served over WebSocket" is the kubelet's answer to the plain GET itself
+                if "served over WebSocket" not in err.message:
+                    raise err
+    except (aiohttp.ClientError, OSError) as err:
+        raise ServiceUnavailable(f"cannot reach the kubelet at {url} ({err}): is it running?") from None
 
 
 async def _copy(

@@ -120,11 +120,12 @@ async def _channels(ws: web.WebSocketResponse, ports: list[int], connect: Connec
 
     async def from_client() -> None:
         async for msg in ws:
-            if msg.type != WSMsgType.BINARY or not msg.data:
+            data = msg.data.encode() if msg.type == WSMsgType.TEXT else msg.data if msg.type == WSMsgType.BINARY else b""
+            if not data:
                 continue
-            writer = writers.get(msg.data[0])
+            writer = writers.get(data[0])
             if writer is not None:
-                writer.write(msg.data[1:])
+                writer.write(data[1:])
                 await writer.drain()
 
     async with asyncio.TaskGroup() as tg:

@@ -87,9 +87,11 @@ async def _read_client(
 ) -> None:
     """Client messages until the socket closes (returns then)."""
     async for msg in ws:
-        if msg.type != WSMsgType.BINARY or not msg.data:
+        # the official Python client sends str stdin as TEXT messages (channel as a character)
+        data = msg.data.encode() if msg.type == WSMsgType.TEXT else msg.data if msg.type == WSMsgType.BINARY else b""
+        if not data:
             continue
-        channel, payload = msg.data[0], msg.data[1:]
+        channel, payload = data[0], data[1:]
         if channel == ch.STDIN:
             await on_stdin(payload)
         elif channel == ch.RESIZE:
@@ -116,14 +118,17 @@ def exec_handler(ctx: ServerContext) -> Handler:
             except RuntimeErrorStatus as err:
                 raise KubeletError(400, f'container "{container}" in pod "{pod}": {err.message}') from None
             protocol = _protocol(request)
-            try:
-                proc = await ExecProcess.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
-            except OSError as err:
-                # upstream: the runtime's "executable file not found" surfaces as an internal error
-                raise KubeletError(500, f"error executing command in container: failed to exec: {command[0]}: {err.strerror}") from None
         except KubeletError as err:
             return _error(err)
         ws = await _open(request, protocol, ch.STDOUT if stdout else ch.STDERR if stderr else ch.ERROR)
+        try:
+            proc = await ExecProcess.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+        except OSError as err:
+            # as runc and a shell report it: the reason on stderr, 127 (not found) or 126 (not executable)
+            await ws.send_bytes(ch.frame(ch.STDOUT if tty else ch.STDERR, f'exec: "{command[0]}": {err.strerror}\n'.encode()))
+            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command)))
+            await ws.close()
+            return ws
         try:
             await _run_exec(ws, proc, protocol=protocol, command=command)
         finally:
