@@ -27,7 +27,8 @@ async def test_resource_fit_places_each_pod_where_it_fits(client):
         sched_status = await eventually(lambda: _pod_scheduled_condition(client, "huge"), message="no PodScheduled=False")
         assert sched_status["status"] == "False"
         assert sched_status["reason"] == "Unschedulable"
-        assert sched_status["message"] == "0/2 nodes are available: 2 Insufficient cpu."
+        assert sched_status["message"] == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are "
+                                           "available: 2 No preemption victims found for incoming pod.")
         assert await node_of(client, "huge") == ""
 
 

@@ -25,12 +25,13 @@ from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.openapi.discovery import Discovery
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.registry import Registry
+from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
@@ -69,7 +70,7 @@ class APIServer:
             on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
@@ -80,7 +81,7 @@ class APIServer:
             cacher=self.cacher,
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
-            namespaces=self.namespaces,
+            delete_hooks={"namespaces": self.namespaces},
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -93,6 +94,13 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    async def _delete(
+        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
+    ) -> object:
+        """What namespace cleanup deletes with: the handlers' DELETE path."""
+        opts = DeleteOptions(propagation_policy=propagation_policy)
+        return await delete_object(self.store, definition, namespace, name, opts)
 
     @property
     def url(self) -> str:

@@ -24,7 +24,7 @@ import random
 from typing import Any, Callable, Sequence
 
 from k8py.client.clock import Clock, RealClock
-from k8py.client.resources import NODES, PODS
+from k8py.client.resources import NAMESPACES, NODES, PODS
 from k8py.client.rest import PatchType, RestClient
 from k8py.client.shared_informer import SharedIndexInformer, drop_managed_fields
 from k8py.scheduler.cache import SchedulerCache
@@ -78,6 +78,7 @@ class Scheduler:
         self.handlers = EventHandlers(self)
         self.pod_informer = SharedIndexInformer(client, PODS, transform=drop_managed_fields, clock=self.clock)
         self.node_informer = SharedIndexInformer(client, NODES, transform=drop_managed_fields, clock=self.clock)
+        self.namespace_informer = SharedIndexInformer(client, NAMESPACES, transform=drop_managed_fields, clock=self.clock)
         h = self.handlers
         self.pod_informer.add_event_handler(h.on_pod_add, h.on_pod_update, h.on_pod_delete)
         self.node_informer.add_event_handler(h.on_node_add, h.on_node_update, h.on_node_delete)
@@ -112,6 +113,24 @@ class Scheduler:
 
     def get_waiting_pod(self, uid: str) -> Any:
         return self.waiting_pods.get(uid)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        ns = self.namespace_informer.indexer.get_by_key(namespace)
+        return ((ns.get("metadata") or {}).get("labels") or {}) if ns is not None else None
+
+    async def clear_lower_nominations(self, node_name: str, preemptor: PodInfo) -> None:
+        """Pods of lower priority nominated to ``node_name`` lose the nomination
+        (the preemptor takes the room) and are tried again."""
+        for other in self.queue.nominated_pods_for_node(node_name):
+            if other.priority >= preemptor.priority or other.key == preemptor.key:
+                continue
+            self.queue.delete_nominated(other.key)
+            current = self.pod_informer.indexer.get_by_key(other.key)
+            if current is not None:
+                patch = status_patch(current, None, "")
+                if patch is not None:
+                    await self._patch_status(other.namespace, other.name, patch)
+                self.queue.update(current)
 
     def pod_lister(self) -> list[Object]:
         return self.pod_informer.indexer.list()
@@ -160,10 +179,12 @@ class Scheduler:
         async with asyncio.TaskGroup() as group:
             group.create_task(self.node_informer.run(), name="scheduler-node-informer")
             group.create_task(self.pod_informer.run(), name="scheduler-pod-informer")
+            group.create_task(self.namespace_informer.run(), name="scheduler-namespace-informer")
 
     async def wait_for_sync(self) -> None:
         await self.node_informer.wait_for_cache_sync()
         await self.pod_informer.wait_for_cache_sync()
+        await self.namespace_informer.wait_for_cache_sync()
         self.synced = True
         logger.info("scheduler caches synced", extra={"nodes": len(self.cache.nodes), "pods": self.cache.pod_count()})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
 from k8py.apiserver.resources.strategies import (
+    BindingStrategy,
     NamespaceStrategy,
     NodeStrategy,
     PodStrategy,
@@ -126,7 +127,7 @@ DEFINITIONS = [
         strategy=_std("ServiceAccount"),
     ),
     # POST-only: binds the pod the Binding names (pods/binding does the same)
-    _core("Binding", "bindings", namespaced=True, verbs=("create",), strategy=_std("Binding")),
+    _core("Binding", "bindings", namespaced=True, verbs=("create",), strategy=BindingStrategy("", "v1", "Binding")),
     _core(
         "Event",
         "events",

@@ -104,6 +104,13 @@ def _qos_class(pod: Object) -> str:
     return "Burstable"
 
 
+class BindingStrategy(StandardStrategy):
+    """core/v1 ``bindings``: a POST binds the pod the Binding names, exactly
+    as ``pods/<name>/binding`` does (upstream serves both with one REST)."""
+
+    create_through = ("pods", "binding")
+
+
 class JobStrategy(StandardStrategy):
     """A Job's selector is generated from its uid unless ``manualSelector: true``
     (upstream ``generateSelector``): the pod template gets the

@@ -51,6 +51,10 @@ class SchedulerCache:
         self.nodes: list[NodeInfo] = []
         self._pods: dict[str, _PodState] = {}
         self._image_nodes: dict[str, int] = {}
+        #: node name -> how many of its pods have (required anti-)affinity; lets the
+        #: affinity plugins skip nodes (and whole cycles) with nothing to check
+        self.affinity_nodes: dict[str, int] = {}
+        self.anti_affinity_nodes: dict[str, int] = {}
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -122,7 +126,7 @@ class SchedulerCache:
         """``info`` carries the chosen node in ``node_name``."""
         if info.key in self._pods:
             raise ValueError(f"pod {info.key} is in the cache, so can't be assumed")
-        self._info(info.node_name).add_pod(info)
+        self._place(info)
         self._pods[info.key] = _PodState(info, assumed=True)
 
     def finish_binding(self, key: str, now: float) -> None:
@@ -137,10 +141,25 @@ class SchedulerCache:
         self._remove(state.info)
         del self._pods[key]
 
+    def _place(self, info: PodInfo) -> None:
+        self._info(info.node_name).add_pod(info)
+        self._count_affinity(info, +1)
+
+    def _count_affinity(self, info: PodInfo, sign: int) -> None:
+        for flag, counts in ((info.has_pod_affinity, self.affinity_nodes),
+                             (info.has_required_anti_affinity, self.anti_affinity_nodes)):
+            if flag:
+                n = counts.get(info.node_name, 0) + sign
+                if n > 0:
+                    counts[info.node_name] = n
+                else:
+                    counts.pop(info.node_name, None)
+
     def _remove(self, info: PodInfo) -> None:
         node = self._infos.get(info.node_name)
         if node is not None:
-            node.remove_pod(info.key)
+            if node.remove_pod(info.key) is not None:
+                self._count_affinity(info, -1)
             self._drop_ghost(node)
 
     def add_pod(self, pod: Object) -> PodInfo:
@@ -149,7 +168,7 @@ class SchedulerCache:
         state = self._pods.get(info.key)
         if state is not None:
             self._remove(state.info)
-        self._info(info.node_name).add_pod(info)
+        self._place(info)
         self._pods[info.key] = _PodState(info, assumed=False)
         return info
 

@@ -55,7 +55,9 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
         if reasons:
             msg += f" {', '.join(reasons)}."
     if diagnosis.post_filter_msg:
-        msg += f" {diagnosis.post_filter_msg}."
+        # the PostFilter message is a sentence of its own (preemption's ends in its
+        # own FitError message): one final period, as the example shows
+        msg += f" {diagnosis.post_filter_msg.rstrip('.')}."
     return msg
 
 

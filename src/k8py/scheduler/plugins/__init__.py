@@ -13,12 +13,15 @@ from typing import Any, Callable
 from k8py.scheduler.plugins import names
 from k8py.scheduler.plugins.balanced_allocation import BalancedAllocation
 from k8py.scheduler.plugins.default_binder import DefaultBinder
+from k8py.scheduler.plugins.default_preemption import DefaultPreemption
 from k8py.scheduler.plugins.image_locality import ImageLocality
+from k8py.scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from k8py.scheduler.plugins.node_affinity import NodeAffinity
 from k8py.scheduler.plugins.node_name import NodeName
 from k8py.scheduler.plugins.node_ports import NodePorts
 from k8py.scheduler.plugins.node_resources_fit import NodeResourcesFit
 from k8py.scheduler.plugins.node_unschedulable import NodeUnschedulable
+from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
 from k8py.scheduler.plugins.priority_sort import PrioritySort
 from k8py.scheduler.plugins.scheduling_gates import SchedulingGates
 from k8py.scheduler.plugins.taint_toleration import TaintToleration
@@ -38,6 +41,9 @@ REGISTRY: dict[str, Factory] = {
     names.NODE_AFFINITY: NodeAffinity,
     names.NODE_PORTS: NodePorts,
     names.IMAGE_LOCALITY: ImageLocality,
+    names.POD_TOPOLOGY_SPREAD: PodTopologySpread,
+    names.INTER_POD_AFFINITY: InterPodAffinity,
+    names.DEFAULT_PREEMPTION: DefaultPreemption,
     names.DEFAULT_BINDER: DefaultBinder,
 }
 
@@ -58,25 +64,3 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
     (names.IMAGE_LOCALITY, 1),
     (names.DEFAULT_BINDER, 0),
 ]
-
-
-def _register_optional() -> None:
-    """Plugins whose modules may import the registry's neighbours register here."""
-    try:
-        from k8py.scheduler.plugins.inter_pod_affinity import InterPodAffinity
-        REGISTRY[names.INTER_POD_AFFINITY] = InterPodAffinity
-    except ImportError:  # pragma: no cover - present in a full install
-        pass
-    try:
-        from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
-        REGISTRY[names.POD_TOPOLOGY_SPREAD] = PodTopologySpread
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from k8py.scheduler.plugins.default_preemption import DefaultPreemption
-        REGISTRY[names.DEFAULT_PREEMPTION] = DefaultPreemption
-    except ImportError:  # pragma: no cover
-        pass
-
-
-_register_optional()
