@@ -22,7 +22,8 @@ from k8py import __version__
 from k8py.api.errors import InternalError, RequestEntityTooLarge, StatusError
 from k8py.api.schema import KUBERNETES_VERSION
 from k8py.apiserver.openapi.discovery import Discovery, aggregated_media_type
-from k8py.apiserver.handlers.verbs import ResourceHandlers, not_found
+from k8py.apiserver.handlers.context import not_found
+from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.handlers.request_info import parse_resource_path

@@ -28,7 +28,10 @@ from k8py.apiserver.streaming.node_proxy import serve_node_proxy
 from k8py.apiserver.streaming.pod_log import serve_pod_log
 from k8py.apiserver.streaming.pod_streams import serve_attach, serve_exec, serve_portforward
 
-__all__ = ["KubeletClient", "serve_subresource", "POD_SUBRESOURCES", "NODE_SUBRESOURCES", "is_streaming"]
+__all__ = ["KUBELETS", "KubeletClient", "serve_subresource", "POD_SUBRESOURCES", "NODE_SUBRESOURCES", "is_streaming"]
+
+#: where the API server's application keeps its KubeletClient
+KUBELETS = web.AppKey("k8py.kubelets", KubeletClient)
 
 POD_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward"})
 NODE_SUBRESOURCES = frozenset({"proxy"})

@@ -19,6 +19,11 @@ Invariants:
   of the live objects with that namespace / indexed field value.
 - the cache never awaits: ``apply`` runs to completion on the event loop, so
   readers see either the state before an event or after it.
+
+Fan-out is one-directional: ``apply`` offers the event to the watchers
+indexed under it (any :class:`CacheWatcher`) and returns the ones that want
+a flush; the caller (the cacher) flushes them once per store batch. A
+watcher never reaches back into the cache or the cacher.
 """
 
 from __future__ import annotations
@@ -26,14 +31,16 @@ from __future__ import annotations
 import collections
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Protocol
 
 import orjson
 
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.storage import EventType, WatchEvent
 
-__all__ = ["CachedObject", "CacheEvent", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED"]
+__all__ = [
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED",
+]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -84,6 +91,28 @@ class CacheEvent:
         return self._prev_at_rv
 
 
+class CacheWatcher(Protocol):
+    """What the cache needs of a watcher (:class:`k8py.apiserver.watch.watcher.Watcher`)."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace it is indexed under ("" = every namespace)."""
+
+    @property
+    def index_value(self) -> str | None:
+        """The indexed field's value it is indexed under (None = not pinned)."""
+
+    def offer(self, event: CacheEvent) -> bool:
+        """Take the event if it concerns the watcher; never awaits. True when
+        the watcher queued something to be flushed after the batch."""
+
+    def flush(self) -> None:
+        """Write what was queued by the batch just applied."""
+
+    def terminate(self) -> None:
+        """End the watch (its client re-watches)."""
+
+
 _NO_LABELS: dict[str, str] = {}
 
 
@@ -132,9 +161,9 @@ class WatchCache:
         self.revision = 0
         # watchers, indexed the same way as objects so an event only visits
         # the watchers that could care about it
-        self.watchers_all: set[Any] = set()
-        self.watchers_by_ns: dict[str, set[Any]] = {}
-        self.watchers_by_index: dict[str, set[Any]] = {}
+        self.watchers_all: set[CacheWatcher] = set()
+        self.watchers_by_ns: dict[str, set[CacheWatcher]] = {}
+        self.watchers_by_index: dict[str, set[CacheWatcher]] = {}
 
     # -- state ------------------------------------------------------------
 
@@ -177,8 +206,9 @@ class WatchCache:
                 if not idx:
                     del self.by_index[value]
 
-    def apply(self, event: WatchEvent) -> CacheEvent:
-        """Apply one store event; returns the cache event (already dispatched)."""
+    def apply(self, event: WatchEvent) -> list[CacheWatcher]:
+        """Apply one store event and offer it to the watchers it may concern;
+        returns those that queued something to flush."""
         kv = event.kv
         cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
         if event.type is EventType.DELETE:
@@ -193,8 +223,7 @@ class WatchCache:
             self.oldest_rv = self.ring[0].rv
         self.ring.append(cache_event)
         self.revision = max(self.revision, kv.mod_revision)
-        self._dispatch(cache_event)
-        return cache_event
+        return self._dispatch(cache_event)
 
     def advance(self, revision: int) -> None:
         """The store has delivered everything up to ``revision``."""
@@ -233,7 +262,7 @@ class WatchCache:
 
     # -- watchers ---------------------------------------------------------
 
-    def add_watcher(self, watcher: Any) -> None:
+    def add_watcher(self, watcher: CacheWatcher) -> None:
         if watcher.index_value is not None and self.index_field:
             self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
         elif watcher.namespace:
@@ -241,7 +270,7 @@ class WatchCache:
         else:
             self.watchers_all.add(watcher)
 
-    def remove_watcher(self, watcher: Any) -> None:
+    def remove_watcher(self, watcher: CacheWatcher) -> None:
         self.watchers_all.discard(watcher)
         for table, key in (
             (self.watchers_by_index, watcher.index_value),
@@ -263,8 +292,8 @@ class WatchCache:
             + sum(len(s) for s in self.watchers_by_index.values())
         )
 
-    def _dispatch(self, event: CacheEvent) -> None:
-        targets: list[set[Any]] = []
+    def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
+        targets: list[set[CacheWatcher]] = []
         if self.watchers_all:
             targets.append(self.watchers_all)
         ns = event.obj.namespace
@@ -281,11 +310,14 @@ class WatchCache:
                     group = self.watchers_by_index.get(old_value)
                     if group:
                         targets.append(group)
+        touched: list[CacheWatcher] = []
         for group in targets:
             for watcher in list(group):
-                watcher.offer(event)
+                if watcher.offer(event):
+                    touched.append(watcher)
+        return touched
 
-    def all_watchers(self) -> list[Any]:
+    def all_watchers(self) -> list[CacheWatcher]:
         out = list(self.watchers_all)
         for group in self.watchers_by_ns.values():
             out.extend(group)
