@@ -7,7 +7,8 @@ Commands:
 - ``k8py apiserver``: the API server alone, on the embedded store
   (``--data-dir``) or on etcd (``--etcd-servers``);
 - ``k8py etcd``: run a local etcd for k8py;
-- ``k8py migrate``: copy a cluster's objects between stores.
+- ``k8py migrate``: copy a cluster's objects between stores;
+- ``k8py kubelet``: the node agent (process or simulated runtime).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 
 from k8py import __version__
 from k8py.cli import etcd as etcd_command
+from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
 from k8py.cli.kubeconfig import write_kubeconfig
 
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_server_options(api, default_port=6443)
     etcd_command.add_parser(sub)
     migrate_command.add_parser(sub)
+    kubelet_command.add_parser(sub)
     return parser
 
 
@@ -125,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         return etcd_command.run(args)
     if args.command == "migrate":
         return migrate_command.run(args)
+    if args.command == "kubelet":
+        return kubelet_command.run(args)
     return 2
 
 

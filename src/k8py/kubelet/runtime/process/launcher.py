@@ -56,12 +56,13 @@ def bwrap_path(disabled: bool = False) -> str | None:
 
 def _missing_ancestor_chain(path: str) -> list[str]:
     """The existing directory that must become writable for ``path`` to be
-    mounted: for ``/usr/share/nginx/html`` when ``/usr/share/nginx`` is
-    missing, ``["/usr/share"]``. Empty when the parent exists."""
-    parent = os.path.dirname(os.path.normpath(path))
-    if os.path.isdir(parent):
+    mounted: bwrap creates a missing mount point, so its deepest existing
+    ancestor must be writable. For ``/usr/share/nginx/html`` when
+    ``/usr/share/nginx`` is missing, ``["/usr/share"]``; for ``/scratch``,
+    ``["/"]``. Empty when ``path`` exists."""
+    p = os.path.normpath(path)
+    if os.path.lexists(p):
         return []
-    p = parent
     while not os.path.isdir(p):
         p = os.path.dirname(p)
     # p is the deepest existing ancestor: it becomes a tmpfs with its host entries bound back

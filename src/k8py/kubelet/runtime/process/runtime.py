@@ -303,8 +303,13 @@ class ProcessRuntime:
 
     async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
         rc = await proc.wait()
-        # the main process is gone: so is everything else in the container
-        launcher.signal_container(rec["pid"], self._ns_init(rec), rec["bwrap"], signal.SIGKILL)
+        # the main process is gone: so is everything else in the container (its
+        # pid is reaped now, so only the namespace's init or the group is signalled)
+        ns_init = self._ns_init(rec)
+        if rec["bwrap"] and ns_init:
+            launcher.signal_container(0, ns_init, True, signal.SIGKILL)
+        elif not rec["bwrap"]:
+            launcher.signal_container(rec["pid"], 0, False, signal.SIGKILL)
         log = self._logs.get(rec["id"])
         if log is not None:
             try:
