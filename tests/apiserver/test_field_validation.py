@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from k8py.api.errors import BadRequest, Invalid
-from k8py.apiserver.field_validation import (
+from k8py.apiserver.admission.field_validation import (
     check_field_validation,
     duplicate_fields,
     unknown_fields,

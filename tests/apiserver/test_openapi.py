@@ -13,8 +13,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from k8py.apiserver.openapi import OpenAPIService, convert_schema
-from k8py.apiserver.openapi_paths import PATCH_CONTENT_TYPES, operation_group_name
+from k8py.apiserver.openapi.v3 import OpenAPIService, convert_schema
+from k8py.apiserver.openapi.paths import PATCH_CONTENT_TYPES, operation_group_name
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
 

@@ -2,7 +2,7 @@
 
 Non-resource paths (``/version``, health, ``/metrics``, discovery,
 ``/openapi/v3``) are answered here; every resource path goes to
-:class:`~k8py.apiserver.handlers.ResourceHandlers`. A middleware turns
+:class:`~k8py.apiserver.handlers.verbs.ResourceHandlers`. A middleware turns
 :class:`~k8py.api.errors.StatusError` (and anything unexpected) into a
 ``Status`` body and records request metrics. What is served is kept apart
 from how it is served: :mod:`k8py.apiserver.server` owns the sockets.
@@ -21,11 +21,12 @@ from aiohttp import web
 from k8py import __version__
 from k8py.api.errors import InternalError, RequestEntityTooLarge, StatusError
 from k8py.api.schema import KUBERNETES_VERSION
-from k8py.apiserver.discovery import Discovery, aggregated_media_type
-from k8py.apiserver.handlers import ResourceHandlers, not_found
+from k8py.apiserver.openapi.discovery import Discovery, aggregated_media_type
+from k8py.apiserver.handlers.context import not_found
+from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
-from k8py.apiserver.openapi import OpenAPIService
-from k8py.apiserver.request_info import parse_resource_path
+from k8py.apiserver.openapi.v3 import OpenAPIService
+from k8py.apiserver.handlers.request_info import parse_resource_path
 
 __all__ = ["build_app", "version_info", "MAX_BODY_BYTES"]
 

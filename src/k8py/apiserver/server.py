@@ -13,6 +13,7 @@ exist. ``stop()`` closes watches, the listener and the store, in that order.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -22,16 +23,19 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
-from k8py.apiserver.cacher import Cacher
-from k8py.apiserver.discovery import Discovery
-from k8py.apiserver.handlers import ResourceHandlers
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.openapi.discovery import Discovery
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
+from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
-from k8py.apiserver.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
-from k8py.apiserver.object_store import ObjectStore
-from k8py.apiserver.openapi import OpenAPIService
-from k8py.apiserver.registry import Registry
+from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
+from k8py.apiserver.store.object_store import ObjectStore
+from k8py.apiserver.openapi.v3 import OpenAPIService
+from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
-from k8py.apiserver.service_ips import ServiceIPAllocator
+from k8py.apiserver.admission.priority import PriorityAdmission
+from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
+from k8py.apiserver.admission.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -66,9 +70,10 @@ class APIServer:
             on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
+        self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -76,7 +81,7 @@ class APIServer:
             cacher=self.cacher,
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
-            namespaces=self.namespaces,
+            delete_hooks={"namespaces": self.namespaces},
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -89,6 +94,13 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    async def _delete(
+        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
+    ) -> object:
+        """What namespace cleanup deletes with: the handlers' DELETE path."""
+        opts = DeleteOptions(propagation_policy=propagation_policy)
+        return await delete_object(self.store, definition, namespace, name, opts)
 
     @property
     def url(self) -> str:
@@ -146,6 +158,10 @@ class APIServer:
                 },
             },
         )
+        pc_def = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        assert pc_def is not None
+        for pc in BUILTIN_PRIORITY_CLASSES:
+            await self._ensure(pc_def, "", copy.deepcopy(pc))
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

@@ -16,6 +16,10 @@ A reflector (the producer) turns list and watch results into ``add``,
   ``Deleted`` tombstone for every key that is queued or known to
   ``known_objects`` but absent from the list: deletions missed while the
   watch was down;
+- an object whose key or transform fails is refused: ``add``/``update``/
+  ``delete`` raise and queue nothing; ``replace`` queues every other object,
+  leaves a refused object's key alone (no false deletion for it), then
+  raises :class:`~k8py.client.keys.ObjectsRejected`;
 - ``resync()`` queues ``Sync`` for every known object that has nothing queued;
 - ``has_synced()`` turns true once the items of the first ``replace`` have all
   been popped (or at once if an add/update/delete came first).
@@ -43,7 +47,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, TypeAlias, runtime_checkable
 
-from k8py.client.keys import DeletedFinalStateUnknown, KeyFunc, object_key
+from k8py.client.keys import DeletedFinalStateUnknown, KeyFunc, ObjectsRejected, object_key
 
 __all__ = [
     "DeltaType",
@@ -208,9 +212,21 @@ class DeltaFIFO:
         del resource_version
         action = DeltaType.REPLACED if self._emit_replaced else DeltaType.SYNC
         listed: set[str] = set()
+        queued_listed: set[str] = set()
+        rejected: list[tuple[Any, Exception]] = []
         for obj in objects:
-            listed.add(self.key_of(obj))
-            self._queue_action(action, obj)
+            try:
+                key = self.key_of(obj)
+            except Exception as err:
+                rejected.append((obj, err))
+                continue
+            listed.add(key)  # even if refused below: it exists, so it must not become a tombstone
+            try:
+                self._queue_action(action, obj)
+            except Exception as err:
+                rejected.append((obj, err))
+                continue
+            queued_listed.add(key)
 
         queued_deletions = 0
         for key in [k for k in self._queue if k not in listed]:
@@ -232,7 +248,9 @@ class DeltaFIFO:
 
         if not self._populated:
             self._populated = True
-            self._initial_population_count = len(listed) + queued_deletions
+            self._initial_population_count = len(queued_listed) + queued_deletions
+        if rejected:
+            raise ObjectsRejected(rejected)
 
     def resync(self) -> None:
         """Queue ``Sync`` for every known object that has nothing queued."""

@@ -16,6 +16,11 @@ Contract:
   every index the store keeps ``value -> set of keys``, and a key is under a
   value iff the index function returns that value for the key's current object
   (so entries move when a field changes, and vanish when the object goes);
+- a write applies whole or not at all: every index value of the new object
+  is computed before anything changes, so an index function that raises
+  leaves the store as it was (and the error reaches the caller);
+  :meth:`Indexer.replace` keeps the objects it can and then raises
+  :class:`~k8py.client.keys.ObjectsRejected` for the others;
 - every method takes one lock (``threading.Lock``), so the store is safe to
   use from many tasks and from threads (``run_in_executor`` workers); index
   functions run under the lock and must be quick and pure;
@@ -39,7 +44,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeAlias
 
 import orjson
 
-from k8py.client.keys import KeyFunc, object_key
+from k8py.client.keys import KeyFunc, ObjectsRejected, object_key
 
 __all__ = [
     "IndexFunc",
@@ -183,14 +188,32 @@ class Indexer:
                 self._update_indices_locked(old, None, key)
 
     def replace(self, objects: Iterable[Any], resource_version: str = "") -> None:
-        """Atomically swap the whole content for ``objects`` and rebuild the indexes."""
-        keyed = {self._key_func(obj): obj for obj in objects}
+        """Atomically swap the whole content for ``objects`` and rebuild the indexes.
+
+        Objects without a key, or that an index function fails on, are left
+        out and reported afterwards in one :class:`ObjectsRejected`.
+        """
+        rejected: list[tuple[Any, Exception]] = []
         with self._lock:
+            keyed: dict[str, Any] = {}
+            filed: dict[str, list[list[str]]] = {}
+            for obj in objects:
+                try:
+                    key = self._key_func(obj)
+                    filed[key] = self._index_values_locked(obj)
+                except Exception as err:
+                    rejected.append((obj, err))
+                    continue
+                keyed[key] = obj
             self._items = keyed
             self._indices = {name: {} for name in self._indexers}
-            for key, obj in keyed.items():
-                self._update_indices_locked(None, obj, key)
+            for key, values in filed.items():
+                for index, index_values in zip(self._indices.values(), values):
+                    for value in index_values:
+                        index.setdefault(value, set()).add(key)
             self._resource_version = resource_version
+        if rejected:
+            raise ObjectsRejected(rejected)
 
     def resync(self) -> None:
         """Part of the reflector interface; a plain store has nothing to resync."""
@@ -278,15 +301,23 @@ class Indexer:
         except KeyError:
             raise IndexNotFoundError(f"index with name {index_name!r} does not exist") from None
 
+    def _index_values_locked(self, obj: Any) -> list[list[str]]:
+        """The object's values in every index, in ``_indexers`` order (may raise)."""
+        return [func(obj) for func in self._indexers.values()]
+
     def _put_locked(self, key: str, obj: Any) -> None:
+        new_values = self._index_values_locked(obj)  # raises before anything changes
         old = self._items.get(key)
         self._items[key] = obj
-        self._update_indices_locked(old, obj, key)
+        self._update_indices_locked(old, obj, key, new_values)
 
-    def _update_indices_locked(self, old: Any | None, new: Any | None, key: str) -> None:
-        for name, func in self._indexers.items():
+    def _update_indices_locked(self, old: Any | None, new: Any | None, key: str, new_values_by_index: list[list[str]] | None = None) -> None:
+        for position, (name, func) in enumerate(self._indexers.items()):
             old_values = func(old) if old is not None else []
-            new_values = func(new) if new is not None else []
+            if new_values_by_index is not None:
+                new_values = new_values_by_index[position]
+            else:
+                new_values = func(new) if new is not None else []
             if old_values == new_values:
                 continue  # the common case: the indexed field did not change
             index = self._indices[name]

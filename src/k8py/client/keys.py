@@ -22,6 +22,7 @@ __all__ = [
     "Obj",
     "KeyFunc",
     "KeyFuncError",
+    "ObjectsRejected",
     "DeletedFinalStateUnknown",
     "object_key",
     "split_key",
@@ -38,6 +39,20 @@ KeyFunc: TypeAlias = Callable[[Any], str]
 
 class KeyFuncError(ValueError):
     """An object has no key: it is not a mapping or has no ``metadata.name``."""
+
+
+class ObjectsRejected(Exception):
+    """A store's ``replace`` applied every object it could and refused these.
+
+    Raised *after* the rest of the list is in place, so one object without a
+    key, or one that a user transform or index function fails on, does not
+    keep a whole list out of the cache (or an informer from ever syncing).
+    ``errors`` pairs each refused object with what it raised.
+    """
+
+    def __init__(self, errors: list[tuple[Any, Exception]]) -> None:
+        super().__init__(f"{len(errors)} object(s) refused: {errors[0][1]!r}" if errors else "no object refused")
+        self.errors = errors
 
 
 @dataclass(frozen=True, slots=True)

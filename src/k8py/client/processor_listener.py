@@ -27,8 +27,9 @@ stall all the others. k8py does neither and never drops a change silently:
   notification is counted in :attr:`ProcessorListener.coalesced`.
 
 Handlers may be plain functions or coroutine functions. An exception from a
-handler is logged and the listener carries on with the next notification
-(client-go would crash the process); ``CancelledError`` is never swallowed.
+handler is logged, counted in :attr:`ProcessorListener.handler_errors`, and
+the listener carries on with the next notification (client-go logs it with
+``HandleError`` the same way); ``CancelledError`` is never swallowed.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class ProcessorListener:
         self.coalesced = 0
         #: notifications handed to the handler
         self.delivered = 0
+        #: handler calls that raised (logged, then the next notification is delivered)
+        self.handler_errors = 0
 
     @property
     def pending(self) -> int:
@@ -187,6 +190,7 @@ class ProcessorListener:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                self.handler_errors += 1
                 logger.exception("event handler failed", extra={"listener": self.name, "kind": note.kind})
             self.delivered += 1
             if self.delivered % _YIELD_EVERY == 0:

@@ -43,6 +43,15 @@ repairs any divergence. Off by default, as in client-go.
 a resync is due and call ``store.resync()`` (client-go's reflector does this
 for the informer).
 
+A bad object never stops a reflector (client-go's ``HandleError`` and carry
+on): a watch event the store refuses (no key; a user transform or index
+function raising) is logged, counted in :attr:`Reflector.store_errors`, and
+the watch goes on past it; a list the store takes only in part
+(:class:`~k8py.client.keys.ObjectsRejected`) counts each refused object and
+still syncs; any other unexpected error in a cycle is logged, counted in
+:attr:`Reflector.unexpected_errors`, and the cycle starts again after a
+backoff. Only cancellation ends :meth:`Reflector.run`.
+
 Concurrency: a reflector is one task (``run``); the store is only called
 from it, synchronously.
 """
@@ -58,6 +67,7 @@ from k8py.api.errors import Expired, StatusError
 from k8py.client.backoff import Backoff
 from k8py.client.clock import Clock, RealClock
 from k8py.client.delta_fifo import ReflectorStore
+from k8py.client.keys import ObjectsRejected
 from k8py.client.resource import Resource
 from k8py.client.rest import RestClient
 from k8py.client.transport import TransportError
@@ -128,6 +138,10 @@ class Reflector:
         self.expired_count = 0
         #: watch requests opened
         self.watch_count = 0
+        #: objects the store refused (logged and skipped; see the module docstring)
+        self.store_errors = 0
+        #: list/watch cycles that failed with an unexpected exception (retried after a backoff)
+        self.unexpected_errors = 0
 
     @property
     def last_sync_resource_version(self) -> str:
@@ -158,6 +172,9 @@ class Reflector:
                     logger.warning("list/watch failed", extra={"reflector": self.name, "code": err.code, "error": err.message})
                 except TransportError as err:
                     logger.info("list/watch connection failed", extra={"reflector": self.name, "error": str(err)})
+                except Exception:
+                    self.unexpected_errors += 1
+                    logger.exception("list/watch failed unexpectedly; retrying after a backoff", extra={"reflector": self.name})
                 await self._backoff.wait()
 
     async def _resync_loop(self) -> None:
@@ -192,7 +209,7 @@ class Reflector:
             page = await self._list_at("")
         items = [self._with_type(o) for o in page.get("items") or ()]
         list_rv = (page.get("metadata") or {}).get("resourceVersion") or ""
-        self.store.replace(items, list_rv)
+        self._replace(items, list_rv)
         self._set_rv(list_rv)
         self._last_sync_rv_unavailable = False
 
@@ -226,7 +243,7 @@ class Reflector:
                     self._apply(event)
                     continue
                 if event.is_initial_events_end:
-                    self.store.replace(list(initial.values()), event.resource_version)
+                    self._replace(list(initial.values()), event.resource_version)
                     self._set_rv(event.resource_version)
                     self._last_sync_rv_unavailable = False
                     synced = True
@@ -290,16 +307,29 @@ class Reflector:
             finally:
                 await stream.aclose()
 
+    def _replace(self, items: list[dict[str, Any]], rv: str) -> None:
+        try:
+            self.store.replace(items, rv)
+        except ObjectsRejected as rejected:
+            self.store_errors += len(rejected.errors)
+            for obj, err in rejected.errors:
+                logger.error("list item refused by the store; skipped", extra={"reflector": self.name, "key": _key(obj) if isinstance(obj, dict) else None, "error": repr(err)})
+
     def _apply(self, event: WatchEvent) -> None:
-        if event.type == ADDED:
-            self.store.add(self._with_type(event.object))
-        elif event.type == MODIFIED:
-            self.store.update(self._with_type(event.object))
-        elif event.type == DELETED:
-            self.store.delete(self._with_type(event.object))
-        elif event.type != BOOKMARK:
-            logger.warning("unexpected watch event type", extra={"reflector": self.name, "type": event.type})
-            return
+        try:
+            if event.type == ADDED:
+                self.store.add(self._with_type(event.object))
+            elif event.type == MODIFIED:
+                self.store.update(self._with_type(event.object))
+            elif event.type == DELETED:
+                self.store.delete(self._with_type(event.object))
+            elif event.type != BOOKMARK:
+                logger.warning("unexpected watch event type", extra={"reflector": self.name, "type": event.type})
+                return
+        except Exception as err:
+            # client-go: "unable to add watch event object to store"; the watch goes on
+            self.store_errors += 1
+            logger.error("watch event refused by the store; skipped", extra={"reflector": self.name, "type": event.type, "error": repr(err)})
         self._set_rv(event.resource_version)
 
     def _set_rv(self, rv: str) -> None:

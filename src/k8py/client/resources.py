@@ -21,6 +21,7 @@ __all__ = [
     "EVENTS",
     "CORE_EVENTS",
     "LEASES",
+    "REPLICATION_CONTROLLERS",
     "DEPLOYMENTS",
     "REPLICASETS",
     "STATEFULSETS",
@@ -41,6 +42,7 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True, "ServiceAccount")
 CORE_EVENTS = Resource("", "v1", "events", True, "Event")
 EVENTS = Resource("events.k8s.io", "v1", "events", True, "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
+REPLICATION_CONTROLLERS = Resource("", "v1", "replicationcontrollers", True, "ReplicationController")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True, "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", True, "StatefulSet")

@@ -24,6 +24,13 @@ Guarantees:
 - :meth:`has_synced` turns true once the first full list has been popped
   into the cache; :meth:`wait_for_cache_sync` waits for that.
 
+Faults stay local: a handler that raises is logged and counted by its
+listener (:attr:`ProcessorListener.handler_errors`); an object the cache
+refuses (an index function raising) is logged, counted in
+:attr:`SharedIndexInformer.process_errors`, and neither cached nor announced,
+and the next delta is processed; bad objects from the server are the
+reflector's (:attr:`Reflector.store_errors`). None of them ends ``run``.
+
 A handler added while the informer runs first gets ``on_add`` for every
 cached object, then the live changes.
 
@@ -43,7 +50,7 @@ from typing import Any, Callable
 
 from k8py.client.clock import Clock, RealClock
 from k8py.client.controller_loop import wait_for_cache_sync
-from k8py.client.delta_fifo import DeltaFIFO, Deltas, DeltaType, FIFOClosedError
+from k8py.client.delta_fifo import Delta, DeltaFIFO, Deltas, DeltaType, FIFOClosedError
 from k8py.client.indexer import Indexer, Indexers
 from k8py.client.keys import DeletedFinalStateUnknown
 from k8py.client.listers import Lister
@@ -109,6 +116,8 @@ class SharedIndexInformer:
         self._group: asyncio.TaskGroup | None = None
         self._tasks: dict[ProcessorListener, asyncio.Task[None]] = {}
         self._started = False
+        #: deltas that could not be applied to the cache (logged, then skipped)
+        self.process_errors = 0
 
     # -- configuration -------------------------------------------------------------------
 
@@ -211,6 +220,9 @@ class SharedIndexInformer:
                 await self.fifo.pop(self._process_deltas)
             except FIFOClosedError:
                 return
+            except Exception:  # _process_deltas isolates each delta; this is a last guard
+                self.process_errors += 1
+                logger.exception("processing deltas failed", extra={"informer": self.resource.qualified})
 
     def _should_resync(self) -> bool:
         now = self._clock.monotonic()
@@ -223,21 +235,28 @@ class SharedIndexInformer:
         """Apply a key's deltas to the cache, then tell the listeners (synchronous: see DeltaFIFO)."""
         del is_in_initial_list
         for delta in deltas:
-            obj = delta.object
-            if delta.type is DeltaType.DELETED:
-                old = self.indexer.get(obj)
-                self.indexer.delete(obj)
-                if old is None and isinstance(obj, DeletedFinalStateUnknown) and obj.obj is None:
-                    continue
-                self._distribute(Notification(DELETE, None, obj), sync=False)
-                continue
+            try:
+                self._process_delta(delta)
+            except Exception as err:
+                self.process_errors += 1
+                logger.error("delta refused by the cache; skipped", extra={"informer": self.resource.qualified, "type": delta.type.value, "error": repr(err)})
+
+    def _process_delta(self, delta: Delta) -> None:
+        obj = delta.object
+        if delta.type is DeltaType.DELETED:
             old = self.indexer.get(obj)
-            self.indexer.update(obj)
-            if old is None:
-                self._distribute(Notification(ADD, None, obj), sync=False)
-                continue
-            is_sync = delta.type is DeltaType.SYNC or (delta.type is DeltaType.REPLACED and _rv(old) == _rv(obj))
-            self._distribute(Notification(UPDATE, old, obj), sync=is_sync)
+            self.indexer.delete(obj)
+            if old is None and isinstance(obj, DeletedFinalStateUnknown) and obj.obj is None:
+                return
+            self._distribute(Notification(DELETE, None, obj), sync=False)
+            return
+        old = self.indexer.get(obj)
+        self.indexer.update(obj)
+        if old is None:
+            self._distribute(Notification(ADD, None, obj), sync=False)
+            return
+        is_sync = delta.type is DeltaType.SYNC or (delta.type is DeltaType.REPLACED and _rv(old) == _rv(obj))
+        self._distribute(Notification(UPDATE, old, obj), sync=is_sync)
 
     def _distribute(self, note: Notification, *, sync: bool) -> None:
         for listener in self._syncing if sync else self._listeners:

@@ -1,10 +1,8 @@
 """Decoding a watch response: newline-delimited JSON into :class:`WatchEvent`.
 
-The body is a chunked stream of ``{"type":...,"object":...}\\n`` lines. Lines
-are cut here on ``\\n`` from raw chunks rather than with
-``StreamReader.readline``, whose line-size limit (64 KiB by default in
-aiohttp) a large object (a ConfigMap, a CRD) easily exceeds. Blank lines are
-skipped (some servers send them as keep-alives).
+The body is a chunked stream of ``{"type":...,"object":...}\\n`` lines, cut
+from raw chunks by :mod:`k8py.api.ndjson` (linear in the size of a large
+object, no line-size limit; blank keep-alive lines skipped).
 
 An ``ERROR`` event is never yielded: it carries a ``Status`` and is raised as
 the matching :class:`~k8py.api.errors.StatusError`. A 410 (reason ``Expired``
@@ -20,6 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import orjson
 
 from k8py.api.errors import Expired, StatusError, status_from_dict
+from k8py.api.ndjson import iter_lines
 from k8py.client.transport import HTTPResponse
 
 __all__ = ["WatchEvent", "WatchStream", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "iter_lines", "decode_event", "INITIAL_EVENTS_END"]
@@ -47,24 +46,6 @@ class WatchEvent:
             return False
         annotations = (self.object.get("metadata") or {}).get("annotations") or {}
         return annotations.get(INITIAL_EVENTS_END) == "true"
-
-
-async def iter_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Complete non-blank lines (without the newline); a trailing partial line is dropped."""
-    pending = b""
-    async for chunk in chunks:
-        if not chunk:
-            continue
-        data = pending + chunk if pending else chunk
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                break
-            if end > start and not data[start:end].isspace():
-                yield data[start:end]
-            start = end + 1
-        pending = data[start:]
 
 
 def decode_event(line: bytes) -> WatchEvent:

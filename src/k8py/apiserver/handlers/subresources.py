@@ -1,0 +1,214 @@
+"""Subresources: ``status``, ``scale``, ``binding`` and a namespace's ``finalize``.
+
+- ``/status`` reads like the main resource; writes change only ``status``
+  (``Strategy.prepare_for_status_update``).
+- ``/scale`` shows an ``autoscaling/v1`` Scale built from the kind's
+  :class:`ScaleSpec`; writes (PUT, or a patch applied to the Scale) change only
+  the replica count, guarded by the Scale's resourceVersion if it has one.
+- ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
+  the pod ``PodScheduled``; a pod already bound is a 409.
+- ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``.
+
+Each is a handler in :data:`SUBRESOURCES`, keyed by name, over the narrow
+:class:`~k8py.apiserver.handlers.context.SubresourceHost` (the generic
+handlers as a subresource sees them): this module never imports ``verbs``.
+A kind serves the subresources its definition lists; a collection whose
+strategy sets ``create_through`` (core/v1 ``bindings``) has its POST served
+by the named subresource of another resource.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, MethodNotAllowed, NotFound, success_status
+from k8py.api.patch import apply_patch
+from k8py.api.selectors import label_selector_from_dict
+from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
+from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
+from k8py.apiserver.handlers.responses import json_response, object_response
+from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
+from k8py.apiserver.store.object_meta import rfc3339
+
+__all__ = ["SUBRESOURCES", "SubresourceHandler", "handle", "serve"]
+
+Object = dict[str, Any]
+
+#: (host, request, the resource it is a subresource of, verb) -> response
+SubresourceHandler = Callable[[SubresourceHost, RequestContext, ResourceDefinition, str], Awaitable[web.StreamResponse]]
+
+
+async def handle(host: SubresourceHost, ctx: RequestContext, verb: str) -> web.StreamResponse:
+    """``<resource>/<name>/<subresource>``: served if the kind lists it."""
+    d = ctx.definition
+    sub = ctx.path.subresource
+    if sub not in d.subresources or not ctx.path.name:
+        raise NotFound("the server could not find the requested resource")
+    return await serve(host, ctx, d, sub, verb)
+
+
+async def serve(
+    host: SubresourceHost, ctx: RequestContext, definition: ResourceDefinition, subresource: str, verb: str
+) -> web.StreamResponse:
+    """Run the handler registered for ``subresource`` of ``definition``."""
+    handler = SUBRESOURCES.get(subresource)
+    if handler is None:
+        raise _not_allowed(ctx, definition, subresource)
+    return await handler(host, ctx, definition, verb)
+
+
+def _not_allowed(ctx: RequestContext, d: ResourceDefinition, sub: str) -> MethodNotAllowed:
+    return MethodNotAllowed(f"{ctx.request.method} is not supported on {d.plural}/{sub}")
+
+
+async def _status(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    if verb == "get":
+        obj = await host.store.get(d, ctx.namespace, ctx.path.name)
+        return object_response(d, obj, ctx.fmt)
+    if verb == "update":
+        return await host.update(ctx, subresource="status")
+    if verb == "patch":
+        return await host.patch(ctx, subresource="status")
+    raise _not_allowed(ctx, d, "status")
+
+
+def _get_path(obj: Object, path: tuple[str, ...]) -> Any:
+    cur: Any = obj
+    for part in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _set_path(obj: Object, path: tuple[str, ...], value: Any) -> None:
+    cur = obj
+    for part in path[:-1]:
+        cur = cur.setdefault(part, {})
+    cur[path[-1]] = value
+
+
+def scale_of(obj: Object, spec: ScaleSpec) -> Object:
+    meta = obj.get("metadata") or {}
+    selector = _get_path(obj, spec.selector_path)
+    status: Object = {"replicas": int(_get_path(obj, spec.status_replicas_path) or 0)}
+    if isinstance(selector, dict) and spec.selector_is_map:
+        status["selector"] = label_selector_from_dict({"matchLabels": selector}).to_string()
+    elif isinstance(selector, dict):
+        status["selector"] = label_selector_from_dict(selector).to_string()
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta
+        },
+        "spec": {"replicas": int(_get_path(obj, spec.replicas_path) or 0)},
+        "status": status,
+    }
+
+
+async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    spec = d.scale
+    if spec is None:
+        raise _not_allowed(ctx, d, "scale")
+    store = host.store
+    if verb == "get":
+        obj = await store.get(d, ctx.namespace, ctx.path.name)
+        return json_response(orjson.dumps(scale_of(obj, spec)))
+    if verb not in ("update", "patch"):
+        raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.plural}/scale")
+    raw = await ctx.request.read()
+    content_type = media_type_of(ctx.request.headers.get("Content-Type"))
+    if verb == "patch" and content_type not in PATCH_TYPES[:3]:
+        raise BadRequest(f"unsupported patch type for the scale subresource: {content_type}")
+    body = None if verb == "patch" else decode_body(raw, ctx.request.headers.get("Content-Type"))
+    if body is not None and not isinstance(body, dict):
+        raise BadRequest("the body of the request must be a Scale object")
+
+    def mutate(current: Object) -> Object:
+        scale = scale_of(current, spec)
+        new_scale = body if body is not None else apply_patch(content_type, scale, raw, schema_name="io.k8s.api.autoscaling.v1.Scale")
+        replicas = (new_scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise Invalid.for_object(
+                "Scale",
+                ctx.path.name,
+                [Cause("FieldValueInvalid", f"Invalid value: {replicas}: must be greater than or equal to 0", "spec.replicas")],
+                "autoscaling",
+            )
+        rv = (new_scale.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != current["metadata"]["resourceVersion"]:
+            raise Conflict.modified(d.plural, ctx.path.name, d.group)
+        _set_path(current, spec.replicas_path, replicas)
+        return current
+
+    manager = dataclasses.replace(ctx.manager, subresource="scale")
+    obj = await store.guaranteed_update(d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=manager)
+    return json_response(orjson.dumps(scale_of(obj, spec)))
+
+
+async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    """``pods/NAME/binding``, or POST ``bindings`` (the pod is named by the Binding)."""
+    if verb != "create":
+        raise _not_allowed(ctx, d, "binding")
+    raw = await ctx.request.read()
+    binding = decode_body(raw, ctx.request.headers.get("Content-Type"))
+    if not isinstance(binding, dict):
+        raise BadRequest("the body of the request must be a Binding object")
+    name = ctx.path.name or (binding.get("metadata") or {}).get("name") or ""
+    target = binding.get("target") or {}
+    node = target.get("name")
+    if not name:
+        raise Invalid.for_object("Binding", "", [Cause("FieldValueRequired", "Required value: name or generateName is required", "metadata.name")])
+    if not node:
+        raise Invalid.for_object("Binding", name, [Cause("FieldValueRequired", "Required value", "target.name")])
+
+    def mutate(pod: Object) -> Object:
+        spec = pod.setdefault("spec", {})
+        if pod["metadata"].get("deletionTimestamp"):
+            raise Conflict.for_object(d.plural, name, "pod is being deleted, cannot be assigned to a host")
+        if spec.get("nodeName"):
+            raise Conflict.for_object(d.plural, name, f"pod {name} is already assigned to node \"{spec['nodeName']}\"")
+        spec["nodeName"] = node
+        status = pod.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": rfc3339()})
+        status["conditions"] = conditions
+        return pod
+
+    # binding writes spec and status together: the "binding" mode of
+    # guaranteed_update applies no status/spec separation
+    await host.store.guaranteed_update(d, ctx.namespace, name, mutate, subresource="binding", dry_run=ctx.dry_run)
+    return json_response(orjson.dumps(success_status()), status=201)
+
+
+async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    if verb != "update":
+        raise _not_allowed(ctx, d, "finalize")
+    raw = await ctx.request.read()
+    body = decode_body(raw, ctx.request.headers.get("Content-Type"))
+    if not isinstance(body, dict):
+        raise BadRequest("the body of the request must be a Namespace object")
+    finalizers = list((body.get("spec") or {}).get("finalizers") or [])
+
+    def mutate(ns: Object) -> Object:
+        ns.setdefault("spec", {})["finalizers"] = finalizers
+        return ns
+
+    obj = await host.store.guaranteed_update(
+        d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
+    )
+    return object_response(d, obj, ctx.fmt)
+
+
+#: subresource name -> its handler (a kind serves those its definition lists)
+SUBRESOURCES: dict[str, SubresourceHandler] = {
+    "status": _status,
+    "scale": _scale,
+    "binding": _bind,
+    "finalize": _finalize,
+}

@@ -1,0 +1,298 @@
+"""Serving a watch: the chunked stream of JSON-line events.
+
+Wire format (what every client depends on: client-go's StreamWatcher, the
+official Python client's ``Watch``, ``kubectl get -w``; ``tests/apiserver/test_api_watch.py``
+pins it): HTTP 200, chunked, one JSON object per
+line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. The object
+bytes are the cache's, encoded once for all watchers; only the short type
+prefix is added. Live events are written by the cacher itself, straight to
+the connection, once per store batch (see ``watcher``): what a batch brings a
+watcher goes out in one write, flushed at once.
+
+Start semantics (upstream):
+
+- no resourceVersion, or ``"0"``: synthetic ADDED events for the current
+  matching objects (a consistent snapshot when unset), then live;
+- ``sendInitialEvents=true`` (requires ``resourceVersionMatch=NotOlderThan``
+  and ``allowWatchBookmarks=true``): the same, then a BOOKMARK annotated
+  ``k8s.io/initial-events-end: "true"``;
+- ``N``: every change after N from the cache's ring, then live; N older than
+  the ring → 200 and one ERROR event carrying a 410 Expired Status; N newer
+  than the cache → the changes after N as they come.
+
+``allowWatchBookmarks=true`` adds a BOOKMARK with the cache's revision every
+``bookmark_interval`` seconds. ``timeoutSeconds`` ends the stream cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any, Callable, Mapping
+
+import orjson
+from aiohttp import web
+
+from k8py.api.errors import Cause, Expired, Invalid, StatusError
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.handlers.codec import ResponseFormat
+from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
+from k8py.apiserver.handlers.query import Query
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
+from k8py.apiserver.watch.watcher import Watcher
+from k8py.apiserver.handlers.request_info import query_bool
+
+__all__ = ["serve_watch"]
+
+log = logging.getLogger(__name__)
+
+_PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
+_SUFFIX = b"}\n"
+_INITIAL_CHUNK = 512  # initial ADDED events per write
+#: a client with more than this unread stops getting direct writes from the
+#: cacher; its task waits until it is under the low mark
+_HIGH_WATER = 4 * 1024 * 1024
+_LOW_WATER = 256 * 1024
+
+
+def _invalid_watch(field: str, message: str) -> Invalid:
+    return Invalid.for_object("ListOptions", "", [Cause("FieldValueForbidden", message, field)], "meta.k8s.io")
+
+
+class _Encoder:
+    """Turns queued (type, object bytes) into wire bytes for one watcher."""
+
+    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
+        self.definition = definition
+        self.fmt = fmt
+        self.table = table
+        self.first_table = True
+
+    def lines(self, events: list[tuple[str, bytes]]) -> bytes:
+        converter = self.definition.converter
+        if converter is not None:  # a view of another kind's stored form
+            events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
+        if self.fmt.kind != "table" or self.table is None:
+            parts: list[bytes] = []
+            for type_, data in events:
+                parts.append(_PREFIX[type_])
+                parts.append(data)
+                parts.append(_SUFFIX)
+            return b"".join(parts)
+        out = []
+        for type_, data in events:
+            table = self.table(
+                self.definition.group,
+                self.definition.kind,
+                [orjson.loads(data)],
+                list_meta=None,
+                include_object=self.fmt.include_object,
+            )
+            if not self.first_table:
+                table["columnDefinitions"] = None
+            self.first_table = False
+            out.append(orjson.dumps({"type": type_, "object": table}) + b"\n")
+        return b"".join(out)
+
+    def bookmark(self, rv: int, *, initial_events_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": self.definition.kind, "apiVersion": self.definition.api_version, "metadata": meta}
+        return _PREFIX["BOOKMARK"] + orjson.dumps(obj) + _SUFFIX
+
+
+def _error_line(err: StatusError) -> bytes:
+    return _PREFIX["ERROR"] + orjson.dumps(err.to_dict()) + _SUFFIX
+
+
+async def serve_watch(
+    request: web.Request,
+    *,
+    definition: ResourceDefinition,
+    cacher: Cacher,
+    cache: WatchCache,
+    query: Query,
+    params: Mapping[str, str],
+    fmt: ResponseFormat,
+    bookmark_interval: float,
+    table: Callable[..., dict] | None = None,
+    on_open: Callable[[int], None] | None = None,
+) -> web.StreamResponse:
+    rv_param = params.get("resourceVersion", "")
+    match = params.get("resourceVersionMatch", "")
+    send_initial = query_bool(params.get("sendInitialEvents", ""))
+    bookmarks = query_bool(params.get("allowWatchBookmarks", ""))
+    timeout_param = params.get("timeoutSeconds", "")
+    if timeout_param:
+        try:
+            timeout = max(float(int(timeout_param)), 0.0)
+        except ValueError:
+            raise Invalid.for_object("ListOptions", "", [Cause("FieldValueInvalid", f"Invalid value: {timeout_param!r}", "timeoutSeconds")], "meta.k8s.io") from None
+    else:
+        timeout = 1800.0 * (1 + random.random())  # upstream's minRequestTimeout spread
+    if send_initial:
+        if match != "NotOlderThan":
+            raise _invalid_watch("resourceVersionMatch", 'Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan')
+        if not bookmarks:
+            raise _invalid_watch("allowWatchBookmarks", "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
+    elif match:
+        raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+
+    watcher = Watcher(query)
+    initial: list[tuple[str, bytes]] = []
+    error: StatusError | None = None
+    if send_initial or rv_param in ("", "0"):
+        if rv_param == "":
+            # most recent state; if the cache cannot confirm it has caught up
+            # in time (etcd without frequent progress notifications), start
+            # from what it has: every later change still follows
+            await cacher.wait_consistent(timeout=CONSISTENT_READ_TIMEOUT)
+        elif rv_param != "0":
+            rv = parse_rv(rv_param)
+            if not await cacher.wait_for_revision(rv, timeout=CONSISTENT_READ_TIMEOUT):
+                raise too_large_rv(rv, cacher.revision)
+        # snapshot and registration happen with no await between them: no event is lost or doubled
+        start_rv = cache.revision
+        initial = [(ADDED, o.data) for o in cache.candidates(query.namespace, query.index_value) if query.matches(o)]
+        cache.add_watcher(watcher)
+    else:
+        rv = parse_rv(rv_param)
+        start_rv = rv
+        if rv > cache.revision:
+            # a resourceVersion the cache has not reached (another API server
+            # on the same etcd may be ahead): stream what comes after it, as
+            # upstream's cache watcher does
+            watcher.min_rv = rv
+            cache.add_watcher(watcher)
+        else:
+            try:
+                for event in cache.events_after(rv):
+                    watcher.offer(event)
+                cache.add_watcher(watcher)
+            except TooOldResourceVersion as err:
+                error = Expired.too_old(err.requested, err.oldest)
+
+    encoder = _Encoder(definition, fmt, table)
+    opened = False
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    try:
+        await response.prepare(request)  # a StreamResponse sends its headers here
+        stream = _ChunkedStream(request.transport)
+        if error is not None:
+            stream.write(_error_line(error))
+            return response
+        if on_open is not None:
+            on_open(1)
+            opened = True
+        for i in range(0, len(initial), _INITIAL_CHUNK):
+            stream.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
+            await stream.drained()
+        initial = []
+        if send_initial:
+            stream.write(encoder.bookmark(start_rv, initial_events_end=True))
+
+        def sink(events: list[tuple[str, bytes]]) -> bool:
+            if stream.gone:
+                watcher.terminate()
+                return True
+            if stream.backed_up:
+                return False  # the task below writes them once the client catches up
+            stream.write(encoder.lines(events))
+            return True
+
+        watcher.sink = sink  # from here on the cacher writes live events directly
+        await _pump(stream, watcher, cache, encoder, bookmarks, bookmark_interval, timeout)
+    except (ConnectionResetError, asyncio.CancelledError) as err:
+        if isinstance(err, asyncio.CancelledError) and not _client_gone(request):
+            raise
+    finally:
+        watcher.sink = None
+        cache.remove_watcher(watcher)
+        if on_open is not None and opened:
+            on_open(-1)
+    return response
+
+
+class _ChunkedStream:
+    """Chunked-encoding frames written straight to the connection.
+
+    aiohttp has sent the response headers when ``prepare`` returns; from then
+    on every frame of the watch goes through here (initial events, live
+    events flushed by the cacher, bookmarks), so they reach the socket in the
+    order they are written, and the final zero-length chunk that aiohttp
+    writes when the handler returns ends the stream properly.
+    """
+
+    def __init__(self, transport: asyncio.BaseTransport | None) -> None:
+        self.transport = transport
+
+    @property
+    def gone(self) -> bool:
+        return self.transport is None or self.transport.is_closing()
+
+    @property
+    def backed_up(self) -> bool:
+        assert self.transport is not None
+        return self.transport.get_write_buffer_size() > _HIGH_WATER  # type: ignore[attr-defined]
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return  # an empty frame would end the stream
+        if self.gone:
+            raise ConnectionResetError("the watch client went away")
+        self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
+
+    async def drained(self) -> None:
+        """Wait until the client has taken most of what was written."""
+        while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
+            await asyncio.sleep(0.005)
+        if self.gone:
+            raise ConnectionResetError("the watch client went away")
+
+
+def _client_gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _pump(
+    stream: _ChunkedStream,
+    watcher: Watcher,
+    cache: WatchCache,
+    encoder: _Encoder,
+    bookmarks: bool,
+    bookmark_interval: float,
+    timeout: float,
+) -> None:
+    """The stream's own task: writes what the cacher could not (a backed-up
+    client), bookmarks, and ends the stream on time or when told to."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    next_bookmark = loop.time() + bookmark_interval
+    while True:
+        now = loop.time()
+        if now >= deadline:
+            break
+        if not watcher.pending and not watcher.terminated:
+            # sleep until woken, the next bookmark, the deadline, or a 5 s
+            # check that the client is still there
+            wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
+            timer = loop.call_at(wake_at, watcher.wake.set)
+            try:
+                await watcher.wake.wait()
+            finally:
+                timer.cancel()
+        events = watcher.take()
+        if events:
+            stream.write(encoder.lines(events))
+            await stream.drained()
+        if watcher.terminated or stream.gone:
+            break
+        if bookmarks and loop.time() >= next_bookmark:
+            # everything up to the cache's revision has been written or filtered out
+            stream.write(encoder.bookmark(cache.revision))
+            next_bookmark = loop.time() + bookmark_interval

@@ -1,0 +1,10 @@
+"""What the server describes about itself: discovery and OpenAPI.
+
+``discovery``   ``/api``, ``/apis`` and the per-group-version resource lists
+                (legacy and aggregated), from the registry
+``v3``          the ``/openapi/v3`` documents, from the registry and the
+                upstream schemas
+``paths``       the operations (``paths``) of one group-version document
+
+Read-only over the registry; served by ``app``.
+"""

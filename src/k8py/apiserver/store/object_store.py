@@ -1,0 +1,323 @@
+"""The generic object store: create, read, update for any registered resource.
+
+Upstream's ``registry/generic/registry.Store``: the one code path every kind
+takes between an HTTP handler and the revisioned store. Kind-specific
+behaviour comes only from the definition's :class:`Strategy`.
+
+Stored values are the object's JSON *without* ``metadata.resourceVersion``:
+the store's ``mod_revision`` is the resourceVersion, stamped on read, so a
+value never disagrees with its own revision.
+
+Updates are optimistic: read, compute, write guarded on the revision read.
+A conflict is retried when the client gave no resourceVersion (an
+unconditional update or a patch), and reported as 409 when it did.
+No-op updates (the same bytes) are not written: the object keeps its
+resourceVersion and no watch event is produced, as upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, Callable
+
+import orjson
+
+from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
+from k8py.api.names import generate_name
+from k8py.apiserver.store.field_managers import FieldManager
+from k8py.apiserver.store.object_meta import (
+    carry_meta_for_update,
+    prepare_meta_for_create,
+    raise_if_invalid,
+    validate_meta,
+)
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.storage import (
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValue,
+    RevisionConflictError,
+    Storage,
+    ValueTooLargeError,
+)
+
+__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object"]
+
+Object = dict[str, Any]
+#: computes the new object from the current one (patch, status update, ...)
+Mutation = Callable[[Object], Object | Awaitable[Object]]
+
+_MAX_RETRIES = 16
+
+
+def decode_stored(kv: KeyValue) -> Object:
+    obj = orjson.loads(kv.value)
+    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+    return obj
+
+
+def encode_for_store(obj: Object) -> bytes:
+    meta = obj.get("metadata") or {}
+    rv = meta.pop("resourceVersion", None)
+    try:
+        return orjson.dumps(obj)
+    finally:
+        if rv is not None:
+            meta["resourceVersion"] = rv
+
+
+def load_object(definition: ResourceDefinition, kv: KeyValue) -> Object:
+    """The stored object as ``definition`` serves it (converted for a view)."""
+    obj = decode_stored(kv)
+    if definition.converter is not None:
+        obj = definition.converter.from_storage(obj)
+    return obj
+
+
+def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
+    """The bytes to store for ``obj`` (converted to the stored form for a view)."""
+    if definition.converter is not None:
+        return encode_for_store(definition.converter.to_storage(obj))
+    return encode_for_store(obj)
+
+
+class ObjectStore:
+    def __init__(self, storage: Storage, *, clock: Callable[[], float] = time.time) -> None:
+        self.storage = storage
+        self.clock = clock
+        #: set by the server: (definition, namespace, name) -> awaitable raising
+        #: if the namespace cannot take new objects (namespace lifecycle admission)
+        self.namespace_check: Callable[[ResourceDefinition, str, str], Awaitable[None]] | None = None
+        #: set by the server: mutating admission for new objects, after
+        #: defaulting and before validation (e.g. ClusterIP allocation)
+        self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
+
+    # -- create -------------------------------------------------------------
+
+    async def create(
+        self,
+        definition: ResourceDefinition,
+        namespace: str,
+        obj: Object,
+        *,
+        dry_run: bool = False,
+        manager: FieldManager | None = None,
+    ) -> Object:
+        self._check_type(definition, obj)
+        prepare_meta_for_create(definition, obj, namespace, now=self.clock())
+        strategy = definition.strategy
+        strategy.default(obj)
+        strategy.prepare_for_create(obj)
+        for admit in self.admit_new:
+            admit(definition, obj)
+        if manager is not None:
+            obj = manager.record(definition, None, obj)
+        raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
+        meta = obj["metadata"]
+        if definition.namespaced and self.namespace_check is not None:
+            await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
+        if dry_run:
+            return obj
+        generated = not (obj.get("metadata") or {}).get("name") or "generateName" in meta
+        for _ in range(8):
+            key = definition.key(meta.get("namespace", ""), meta["name"])
+            try:
+                kv = await self.storage.create(key, dump_object(definition, obj))
+            except KeyExistsError:
+                if generated and meta.get("generateName") and meta["name"].startswith(meta["generateName"]):
+                    meta["name"] = generate_name(meta["generateName"])
+                    continue
+                raise AlreadyExists.for_object(definition.plural, meta["name"], definition.group) from None
+            except ValueTooLargeError as err:
+                raise RequestEntityTooLarge(f"the object is too large to store: {err}") from None
+            meta["resourceVersion"] = str(kv.mod_revision)
+            return obj
+        raise AlreadyExists.for_object(definition.plural, meta["name"], definition.group)
+
+    # -- read ---------------------------------------------------------------
+
+    async def get(self, definition: ResourceDefinition, namespace: str, name: str) -> Object:
+        kv = await self.storage.get(definition.key(namespace, name))
+        if kv is None:
+            raise NotFound.for_object(definition.plural, name, definition.group)
+        return load_object(definition, kv)
+
+    # -- update -------------------------------------------------------------
+
+    async def update(
+        self,
+        definition: ResourceDefinition,
+        namespace: str,
+        name: str,
+        obj: Object,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: FieldManager | None = None,
+    ) -> tuple[Object, bool]:
+        """PUT. Returns (object, created)."""
+        self._check_type(definition, obj)
+        meta = obj.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise BadRequest(
+                f"the name of the object ({meta['name']}) does not match the name on the URL ({name})"
+            )
+        if definition.namespaced and meta.get("namespace") and namespace and meta["namespace"] != namespace:
+            raise BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        precondition = meta.get("resourceVersion") or ""
+
+        def replace(_current: Object) -> Object:
+            return orjson.loads(orjson.dumps(obj))
+
+        try:
+            result = await self.guaranteed_update(
+                definition,
+                namespace,
+                name,
+                replace,
+                subresource=subresource,
+                precondition_rv=precondition,
+                dry_run=dry_run,
+                manager=manager,
+            )
+            return result, False
+        except NotFound:
+            if not definition.strategy.allow_create_on_update or subresource:
+                raise
+            if precondition:
+                raise
+            obj.setdefault("metadata", {})["name"] = name
+            return await self.create(definition, namespace, obj, dry_run=dry_run, manager=manager), True
+
+    async def guaranteed_update(
+        self,
+        definition: ResourceDefinition,
+        namespace: str,
+        name: str,
+        mutate: Mutation,
+        *,
+        subresource: str = "",
+        precondition_rv: str = "",
+        dry_run: bool = False,
+        apply_defaults: bool = True,
+        manager: FieldManager | None = None,
+    ) -> Object:
+        """Read, mutate, validate, write guarded on the revision read; retry on
+        conflict unless the client pinned a resourceVersion."""
+        key = definition.key(namespace, name)
+        strategy = definition.strategy
+        for _ in range(_MAX_RETRIES):
+            kv = await self.storage.get(key)
+            if kv is None:
+                raise NotFound.for_object(definition.plural, name, definition.group)
+            old = load_object(definition, kv)
+            new = mutate(orjson.loads(orjson.dumps(old)))
+            if not isinstance(new, dict):
+                new = await new
+            self._check_type(definition, new)
+            new_meta = new.setdefault("metadata", {})
+            rv = precondition_rv or new_meta.get("resourceVersion") or ""
+            if rv and rv != str(kv.mod_revision):
+                raise Conflict.modified(definition.plural, name, definition.group)
+            if new_meta.get("uid") and new_meta["uid"] != old["metadata"].get("uid"):
+                raise Conflict.for_object(
+                    definition.plural,
+                    name,
+                    f"Precondition failed: UID in precondition: {new_meta['uid']}, "
+                    f"UID in object meta: {old['metadata'].get('uid', '')}",
+                    definition.group,
+                )
+            if new_meta.get("name") and new_meta["name"] != name:
+                raise BadRequest(
+                    f"the name of the object ({new_meta['name']}) does not match the name on the URL ({name})"
+                )
+            new_meta["name"] = name
+            carry_meta_for_update(definition, new, old)
+            if subresource == "status":
+                strategy.prepare_for_status_update(new, old)
+            elif subresource:
+                pass  # internal writers (pods/binding) own both spec and status
+            else:
+                if apply_defaults:
+                    strategy.default(new)
+                strategy.prepare_for_update(new, old)
+                if strategy.tracks_generation and strategy.spec_changed(new, old):
+                    new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
+            if manager is not None:
+                new = manager.record(definition, old, new, subresource)
+            causes = validate_meta(definition, new)
+            if subresource in ("", "status"):
+                # internal writers (pods/binding) change what the update rules
+                # forbid (spec.nodeName), as upstream's binding REST does
+                causes += strategy.validate_update(new, old)
+            raise_if_invalid(definition, new, causes)
+            value = dump_object(definition, new)
+            if value == kv.value:
+                return old  # nothing changed: no write, no event, same resourceVersion
+            meta = new["metadata"]
+            if (
+                meta.get("deletionTimestamp")
+                and old["metadata"].get("finalizers")
+                and not meta.get("finalizers")
+                and not meta.get("deletionGracePeriodSeconds")
+            ):
+                # the last finalizer of an object being deleted is gone: delete it now
+                if dry_run:
+                    return new
+                try:
+                    deleted = await self.storage.delete(key, expected_revision=kv.mod_revision)
+                except RevisionConflictError:
+                    if rv:
+                        raise Conflict.modified(definition.plural, name, definition.group) from None
+                    continue
+                except KeyNotFoundError:
+                    raise NotFound.for_object(definition.plural, name, definition.group) from None
+                meta["resourceVersion"] = str(deleted.mod_revision)
+                return new
+            if dry_run:
+                return new
+            try:
+                written = await self.storage.update(key, value, expected_revision=kv.mod_revision)
+            except RevisionConflictError:
+                if rv:
+                    raise Conflict.modified(definition.plural, name, definition.group) from None
+                continue
+            except KeyNotFoundError:
+                raise NotFound.for_object(definition.plural, name, definition.group) from None
+            except ValueTooLargeError as err:
+                raise RequestEntityTooLarge(f"the object is too large to store: {err}") from None
+            meta["resourceVersion"] = str(written.mod_revision)
+            return new
+        raise Conflict.for_object(
+            definition.plural, name, "too many concurrent updates; try again", definition.group
+        )
+
+    # -- helpers ------------------------------------------------------------
+
+    @staticmethod
+    def _check_type(definition: ResourceDefinition, obj: Object) -> None:
+        if not isinstance(obj, dict):
+            raise BadRequest("the body of the request must be a JSON object")
+        kind = obj.get("kind")
+        api_version = obj.get("apiVersion")
+        if kind and kind != definition.kind:
+            raise BadRequest(
+                f"the kind of the object ({kind}) does not match the kind of the URL ({definition.kind})"
+            )
+        if api_version and api_version != definition.api_version:
+            raise BadRequest(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({definition.api_version})"
+            )
+        if list(obj)[:2] != ["kind", "apiVersion"]:  # upstream's field order: kind, apiVersion first
+            rest = [(k, v) for k, v in obj.items() if k not in ("kind", "apiVersion")]
+            obj.clear()
+            obj["kind"] = definition.kind
+            obj["apiVersion"] = definition.api_version
+            obj.update(rest)
+        else:
+            obj["kind"] = definition.kind
+            obj["apiVersion"] = definition.api_version
+

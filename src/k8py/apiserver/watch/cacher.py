@@ -1,0 +1,261 @@
+"""The cacher: one store watch feeding the watch cache of every resource.
+
+Upstream runs one cacher per resource, each with its own etcd watch. k8py runs
+a single watch over the whole ``/registry/`` prefix and routes each event to
+its resource's :class:`~k8py.apiserver.watch.watch_cache.WatchCache` by key. One
+watch means one ordered stream: every cache advances through the same
+revisions, so a list of any resource can wait for "the cache has caught up with
+the store's current revision" (a consistent read) with one number.
+
+Keys map to resources as upstream lays them out: ``/registry/pods/ns/name`` →
+``pods``; ``/registry/<group>/<plural>/...`` (a segment with a dot) →
+``<group>/<plural>``, which is what ``ResourceDefinition.storage_key_resource``
+gives.
+
+Invariants:
+
+- ``revision`` only increases; waiters are woken in revision order;
+- while ``_lock`` is held no event is applied (used to load a resource
+  registered at run time at exactly the cacher's revision);
+- if the store watch breaks (compaction overtook it, the store failed over),
+  every cache is reloaded and every watcher ended: clients re-watch and, if
+  their RV is too old, get 410 and relist, as with upstream.
+
+Consistent reads (``wait_for_store_revision``): the caller reads the store's
+current revision, then waits for the cache to reach it. The one watch only
+hears of revisions under ``/registry/``; on etcd the newest revision often
+belongs to another prefix, so the cache learns it has caught up only from a
+progress notification. The store is asked for one (``Storage.request_progress``)
+when the cache is behind, as upstream's cacher asks etcd (KEP-2340); if that
+fails the wait lasts until the next periodic notification. The outcomes are
+counted in ``caught_up`` / ``fell_behind``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from typing import Callable
+
+from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
+from k8py.apiserver.watch.watch_cache import CacheWatcher, WatchCache, build_cached_object
+from k8py.storage import CompactedError, Storage, StorageError, WatchBatch
+
+__all__ = ["Cacher", "resource_of_key"]
+
+log = logging.getLogger(__name__)
+
+
+def resource_of_key(key: str) -> str:
+    """``pods`` for /registry/pods/ns/x; ``example.com/widgets`` for
+    /registry/example.com/widgets/ns/x."""
+    rest = key[len(REGISTRY_PREFIX) :]
+    first, _, tail = rest.partition("/")
+    if "." in first:
+        second = tail.partition("/")[0]
+        return f"{first}/{second}"
+    return first
+
+
+class Cacher:
+    def __init__(
+        self,
+        storage: Storage,
+        registry: Registry,
+        *,
+        capacity: int = 10_000,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self.storage = storage
+        self.registry = registry
+        self.capacity = capacity
+        self.caches: dict[str, WatchCache] = {}
+        self.revision = 0
+        self.ready = asyncio.Event()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._on_event = on_event
+        # consistent reads: confirmed from the cache in time / not
+        self.caught_up = 0
+        self.fell_behind = 0
+        registry.on_change(self._on_definition)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def start(self) -> None:
+        for definition in self.registry:
+            self._ensure_cache(definition)
+        await self._load()
+        self._task = asyncio.create_task(self._run(), name="cacher-watch")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        for cache in self.caches.values():
+            for watcher in cache.all_watchers():
+                watcher.terminate()
+
+    def _ensure_cache(self, definition: ResourceDefinition) -> WatchCache:
+        name = definition.storage_key_resource
+        cache = self.caches.get(name)
+        if cache is None:
+            # a view (converter set) shares its stored kind's cache; the
+            # stored kind re-sets the definition when it registers
+            cache = WatchCache(definition, capacity=self.capacity)
+            cache.revision = cache.oldest_rv = self.revision
+            self.caches[name] = cache
+        elif definition.converter is None:
+            cache.set_definition(definition)  # the cache holds the stored form
+        return cache
+
+    def cache_for(self, definition: ResourceDefinition) -> WatchCache:
+        return self._ensure_cache(definition)
+
+    def _on_definition(self, definition: ResourceDefinition) -> None:
+        if definition.storage_key_resource in self.caches or self._task is None:
+            self._ensure_cache(definition)
+            return
+        # registered at run time: load what the store already holds for it at
+        # exactly our revision, with the event stream paused
+        asyncio.get_running_loop().create_task(
+            self._load_one(definition), name=f"cacher-load-{definition.plural}"
+        )
+
+    async def _load_one(self, definition: ResourceDefinition) -> None:
+        async with self._lock:
+            cache = self._ensure_cache(definition)
+            result = await self.storage.list(definition.key_prefix, revision=self.revision or 0)
+            cache.reset(
+                (build_cached_object(definition, kv.key, kv.value, kv.mod_revision) for kv in result.kvs),
+                self.revision,
+            )
+
+    async def _load(self) -> None:
+        """(Re)load every cache from one list of the whole prefix."""
+        result = await self.storage.list(REGISTRY_PREFIX)
+        grouped: dict[str, list] = {name: [] for name in self.caches}
+        for kv in result.kvs:
+            grouped.setdefault(resource_of_key(kv.key), []).append(kv)
+        for name, kvs in grouped.items():
+            cache = self.caches.get(name)
+            if cache is None:
+                continue  # no definition yet: loaded when one is registered
+            d = cache.definition
+            cache.reset((build_cached_object(d, kv.key, kv.value, kv.mod_revision) for kv in kvs), result.revision)
+        self.revision = result.revision
+        self.ready.set()
+        self._wake_waiters()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async for batch in self.storage.watch(REGISTRY_PREFIX, after=self.revision):
+                    async with self._lock:
+                        self._apply(batch)
+            except asyncio.CancelledError:
+                raise
+            except CompactedError as err:
+                log.warning("cacher watch expired; reloading caches", extra={"error": str(err)})
+            except StorageError as err:
+                log.warning("cacher watch failed; reloading caches", extra={"error": str(err)})
+                await asyncio.sleep(0.5)
+            except Exception:  # a bug must not stop the cache for good
+                log.exception("cacher watch crashed; reloading caches")
+                await asyncio.sleep(0.5)
+            else:
+                return  # the store closed
+            await self._reload()
+
+    async def _reload(self) -> None:
+        async with self._lock:
+            for cache in self.caches.values():
+                for watcher in cache.all_watchers():
+                    watcher.terminate()
+            while True:
+                try:
+                    await self._load()
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("cacher reload failed; retrying")
+                    await asyncio.sleep(1.0)
+
+    def _apply(self, batch: WatchBatch) -> None:
+        # watchers with events queued by this batch: flushed once, after it
+        touched: set[CacheWatcher] = set()
+        for event in batch.events:
+            cache = self.caches.get(resource_of_key(event.kv.key))
+            if cache is None:
+                continue
+            touched.update(cache.apply(event))
+            if self._on_event is not None:
+                self._on_event(cache.definition.plural)
+        if batch.revision > self.revision:
+            self.revision = batch.revision
+            for cache in self.caches.values():
+                cache.advance(batch.revision)
+        # one write per watcher per batch, everything it got in the batch
+        for watcher in touched:
+            watcher.flush()
+        self._wake_waiters()
+
+    # -- consistent reads ---------------------------------------------------
+
+    def _wake_waiters(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self.revision:
+            _, _, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_revision(self, revision: int, *, timeout: float) -> bool:
+        """Wait until the caches reflect ``revision``; False on timeout."""
+        if self.revision >= revision:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (revision, next(self._seq), fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def wait_for_store_revision(self, current: int, *, timeout: float) -> bool:
+        """Wait until the caches reflect ``current``, a revision just read from
+        the store (a consistent read), asking the store for a progress
+        notification if the caches are behind and the store can. False if
+        that took longer than ``timeout``."""
+        if self.revision >= current:
+            self.caught_up += 1
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                await self.storage.request_progress()
+        except TimeoutError:
+            pass  # the wait below sees the deadline
+        except StorageError as err:
+            # the periodic notifications (or the caller's store read) remain
+            log.info("progress request failed", extra={"error": str(err)})
+        reached = await self.wait_for_revision(current, timeout=max(deadline - loop.time(), 0.0))
+        if reached:
+            self.caught_up += 1
+        else:
+            self.fell_behind += 1
+        return reached
+
+    async def wait_consistent(self, *, timeout: float = 3.0) -> bool:
+        """Wait until the caches have caught up with the store's current
+        revision (a consistent read). False if that took longer than ``timeout``."""
+        current = await self.storage.current_revision()
+        return await self.wait_for_store_revision(current, timeout=timeout)

@@ -1,0 +1,326 @@
+"""The watch cache of one resource: current state plus a ring of recent events.
+
+Fed by :class:`k8py.apiserver.watch.cacher.Cacher` (one store watch for all
+resources), it serves every list and watch of its resource without touching
+the store.
+
+What is kept, per object, is :class:`CachedObject`: the object's JSON with its
+``resourceVersion`` already set (encoded once, when the event arrives, and
+then shared by every list and every watcher), plus the few values selectors
+need (labels, selectable fields). Decoded dicts are not kept: they cost ~5×
+their JSON size in memory.
+
+Invariants:
+
+- ``revision`` is the store revision the state reflects; it only increases.
+- every event with ``rv > oldest_rv`` is in ``ring``, in order; a watch from
+  an RV older than ``oldest_rv`` cannot be served (410 Expired).
+- ``by_namespace[ns]`` and ``by_index[value]`` always hold exactly the keys
+  of the live objects with that namespace / indexed field value.
+- the cache never awaits: ``apply`` runs to completion on the event loop, so
+  readers see either the state before an event or after it.
+
+Fan-out is one-directional: ``apply`` offers the event to the watchers
+indexed under it (any :class:`CacheWatcher`) and returns the ones that want
+a flush; the caller (the cacher) flushes them once per store batch. A
+watcher never reaches back into the cache or the cacher.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Protocol
+
+import orjson
+
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.storage import EventType, WatchEvent
+
+__all__ = [
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED",
+]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+class TooOldResourceVersion(Exception):
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+@dataclass(slots=True, eq=False)
+class CachedObject:
+    key: str
+    namespace: str
+    name: str
+    rv: int
+    data: bytes  # the object's JSON, resourceVersion included
+    labels: dict[str, str]
+    fields: dict[str, str]  # selectable field -> value (only non-empty ones)
+
+    def field(self, path: str) -> str:
+        return self.fields.get(path, "")
+
+    def decode(self) -> dict[str, Any]:
+        """A fresh dict (callers may mutate it)."""
+        return orjson.loads(self.data)
+
+
+@dataclass(slots=True, eq=False)
+class CacheEvent:
+    type: str  # ADDED / MODIFIED / DELETED
+    rv: int
+    obj: CachedObject  # new state; for DELETED the last state, rv = the delete's
+    prev: CachedObject | None
+    _prev_at_rv: bytes | None = field(default=None)
+
+    def prev_data_at_rv(self) -> bytes:
+        """The previous state stamped with this event's RV: what a watcher
+        whose selector stopped matching receives in its DELETED event."""
+        if self._prev_at_rv is None:
+            assert self.prev is not None
+            obj = orjson.loads(self.prev.data)
+            obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+            self._prev_at_rv = orjson.dumps(obj)
+        return self._prev_at_rv
+
+
+class CacheWatcher(Protocol):
+    """What the cache needs of a watcher (:class:`k8py.apiserver.watch.watcher.Watcher`)."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace it is indexed under ("" = every namespace)."""
+
+    @property
+    def index_value(self) -> str | None:
+        """The indexed field's value it is indexed under (None = not pinned)."""
+
+    def offer(self, event: CacheEvent) -> bool:
+        """Take the event if it concerns the watcher; never awaits. True when
+        the watcher queued something to be flushed after the batch."""
+
+    def flush(self) -> None:
+        """Write what was queued by the batch just applied."""
+
+    def terminate(self) -> None:
+        """End the watch (its client re-watches)."""
+
+
+_NO_LABELS: dict[str, str] = {}
+
+
+def _intern(value: object) -> str:
+    return sys.intern(value) if isinstance(value, str) else str(value)
+
+
+def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, rv: int) -> CachedObject:
+    """Decode a stored value once, stamp its RV, and keep what selectors need."""
+    obj = orjson.loads(value)
+    meta = obj.get("metadata")
+    if meta is None:
+        meta = obj["metadata"] = {}
+    meta["resourceVersion"] = str(rv)
+    # selector values repeat across objects (phases, node names, label
+    # values): interning them keeps one copy, a large share of the per-object
+    # memory besides the JSON itself
+    fields: dict[str, str] = {}
+    for path, getter in definition.field_getters.items():
+        v = getter(obj)
+        if v:
+            fields[path] = _intern(v)
+    labels = meta.get("labels")
+    return CachedObject(
+        key=key,
+        namespace=_intern(meta.get("namespace", "")) if definition.namespaced else "",
+        name=meta.get("name", ""),
+        rv=rv,
+        data=orjson.dumps(obj),
+        labels={_intern(k): _intern(v) for k, v in labels.items()} if labels else _NO_LABELS,
+        fields=fields,
+    )
+
+
+class WatchCache:
+    """Current state and recent history of one resource."""
+
+    def __init__(self, definition: ResourceDefinition, *, capacity: int = 10_000) -> None:
+        self.definition = definition
+        self.objects: dict[str, CachedObject] = {}
+        self.by_namespace: dict[str, dict[str, CachedObject]] = {}
+        self.index_field = definition.indexed_field
+        self.by_index: dict[str, dict[str, CachedObject]] = {}
+        self.ring: collections.deque[CacheEvent] = collections.deque(maxlen=max(capacity, 1))
+        self.oldest_rv = 0
+        self.revision = 0
+        # watchers, indexed the same way as objects so an event only visits
+        # the watchers that could care about it
+        self.watchers_all: set[CacheWatcher] = set()
+        self.watchers_by_ns: dict[str, set[CacheWatcher]] = {}
+        self.watchers_by_index: dict[str, set[CacheWatcher]] = {}
+
+    # -- state ------------------------------------------------------------
+
+    def reset(self, objects: Iterable[CachedObject], revision: int) -> None:
+        """Replace the whole state (initial load or relist); history is lost."""
+        self.objects = {}
+        self.by_namespace = {}
+        self.by_index = {}
+        for obj in objects:
+            self._put(obj)
+        self.ring.clear()
+        self.oldest_rv = revision
+        self.revision = revision
+
+    def set_definition(self, definition: ResourceDefinition) -> None:
+        self.definition = definition
+        self.index_field = definition.indexed_field
+
+    def _put(self, obj: CachedObject) -> CachedObject | None:
+        prev = self.objects.get(obj.key)
+        if prev is not None:
+            self._unindex(prev)
+        self.objects[obj.key] = obj
+        self.by_namespace.setdefault(obj.namespace, {})[obj.key] = obj
+        if self.index_field:
+            self.by_index.setdefault(obj.field(self.index_field), {})[obj.key] = obj
+        return prev
+
+    def _unindex(self, obj: CachedObject) -> None:
+        ns = self.by_namespace.get(obj.namespace)
+        if ns is not None:
+            ns.pop(obj.key, None)
+            if not ns:
+                del self.by_namespace[obj.namespace]
+        if self.index_field:
+            value = obj.field(self.index_field)
+            idx = self.by_index.get(value)
+            if idx is not None:
+                idx.pop(obj.key, None)
+                if not idx:
+                    del self.by_index[value]
+
+    def apply(self, event: WatchEvent) -> list[CacheWatcher]:
+        """Apply one store event and offer it to the watchers it may concern;
+        returns those that queued something to flush."""
+        kv = event.kv
+        cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+        if event.type is EventType.DELETE:
+            prev = self.objects.pop(kv.key, None)
+            if prev is not None:
+                self._unindex(prev)
+            cache_event = CacheEvent(DELETED, kv.mod_revision, cached, prev or cached)
+        else:
+            prev = self._put(cached)
+            cache_event = CacheEvent(MODIFIED if prev is not None else ADDED, kv.mod_revision, cached, prev)
+        if len(self.ring) == self.ring.maxlen:
+            self.oldest_rv = self.ring[0].rv
+        self.ring.append(cache_event)
+        self.revision = max(self.revision, kv.mod_revision)
+        return self._dispatch(cache_event)
+
+    def advance(self, revision: int) -> None:
+        """The store has delivered everything up to ``revision``."""
+        if revision > self.revision:
+            self.revision = revision
+
+    # -- reads ------------------------------------------------------------
+
+    def candidates(self, namespace: str = "", index_value: str | None = None) -> Iterator[CachedObject]:
+        """Objects that may match a query, narrowed by the namespace and the
+        indexed field when the query pins them (unsorted)."""
+        if index_value is not None and self.index_field:
+            source = self.by_index.get(index_value, {}).values()
+            if namespace:
+                return (o for o in source if o.namespace == namespace)
+            return iter(source)
+        if namespace:
+            return iter(self.by_namespace.get(namespace, {}).values())
+        return iter(self.objects.values())
+
+    def events_after(self, rv: int) -> list[CacheEvent]:
+        """Every event with rv > ``rv``. Raises TooOldResourceVersion."""
+        if rv < self.oldest_rv:
+            # upstream reports the oldest RV a watch can still start from
+            raise TooOldResourceVersion(rv, self.oldest_rv)
+        if not self.ring or self.ring[-1].rv <= rv:
+            return []
+        # the ring is sorted by rv: scan from the end (resumes are usually recent)
+        out: list[CacheEvent] = []
+        for ev in reversed(self.ring):
+            if ev.rv <= rv:
+                break
+            out.append(ev)
+        out.reverse()
+        return out
+
+    # -- watchers ---------------------------------------------------------
+
+    def add_watcher(self, watcher: CacheWatcher) -> None:
+        if watcher.index_value is not None and self.index_field:
+            self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
+        elif watcher.namespace:
+            self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
+        else:
+            self.watchers_all.add(watcher)
+
+    def remove_watcher(self, watcher: CacheWatcher) -> None:
+        self.watchers_all.discard(watcher)
+        for table, key in (
+            (self.watchers_by_index, watcher.index_value),
+            (self.watchers_by_ns, watcher.namespace),
+        ):
+            if key is None:
+                continue
+            group = table.get(key)
+            if group is not None:
+                group.discard(watcher)
+                if not group:
+                    del table[key]
+
+    @property
+    def watcher_count(self) -> int:
+        return (
+            len(self.watchers_all)
+            + sum(len(s) for s in self.watchers_by_ns.values())
+            + sum(len(s) for s in self.watchers_by_index.values())
+        )
+
+    def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
+        targets: list[set[CacheWatcher]] = []
+        if self.watchers_all:
+            targets.append(self.watchers_all)
+        ns = event.obj.namespace
+        if ns in self.watchers_by_ns:
+            targets.append(self.watchers_by_ns[ns])
+        if self.watchers_by_index and self.index_field:
+            new_value = event.obj.field(self.index_field)
+            group = self.watchers_by_index.get(new_value)
+            if group:
+                targets.append(group)
+            if event.prev is not None:
+                old_value = event.prev.field(self.index_field)
+                if old_value != new_value:
+                    group = self.watchers_by_index.get(old_value)
+                    if group:
+                        targets.append(group)
+        touched: list[CacheWatcher] = []
+        for group in targets:
+            for watcher in list(group):
+                if watcher.offer(event):
+                    touched.append(watcher)
+        return touched
+
+    def all_watchers(self) -> list[CacheWatcher]:
+        out = list(self.watchers_all)
+        for group in self.watchers_by_ns.values():
+            out.extend(group)
+        for group in self.watchers_by_index.values():
+            out.extend(group)
+        return out

@@ -1,0 +1,115 @@
+"""``k8py controller-manager``: parse flags, build the ControllerManager, run it.
+
+Flags follow kube-controller-manager's names where it has them
+(``--controllers``, ``--leader-elect*``, ``--concurrent-*-syncs``,
+``--terminated-pod-gc-threshold``, ``--cluster-cidr``,
+``--node-cidr-mask-size``). It prints the port of ``/healthz`` and
+``/metrics`` once serving, and exits 0 on SIGTERM/SIGINT, 1 if it loses its
+lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+__all__ = ["add_parser", "run", "CONCURRENCY_FLAGS"]
+
+logger = logging.getLogger(__name__)
+
+CONCURRENCY_FLAGS: dict[str, str] = {
+    # upstream flag name -> controller name
+    "concurrent-replicaset-syncs": "replicaset",
+    "concurrent-rc-syncs": "replicationcontroller",
+    "concurrent-deployment-syncs": "deployment",
+    "concurrent-job-syncs": "job",
+    "concurrent-cron-job-syncs": "cronjob",
+    "concurrent-daemonset-syncs": "daemonset",
+    "concurrent-statefulset-syncs": "statefulset",
+    "concurrent-gc-syncs": "garbagecollector",
+    "concurrent-namespace-syncs": "namespace",
+    "concurrent-serviceaccount-syncs": "serviceaccount",
+    "concurrent-ttl-after-finished-syncs": "ttl-after-finished",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = sub.add_parser("controller-manager", help="run the controller manager (replicaset, deployment, job, ...)")
+    p.add_argument("--kubeconfig", default=None, help="kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--controllers", default="*", help="'*' (all), 'name' enables, '-name' disables; e.g. '*,-cronjob'")
+    p.add_argument("--bind", default="127.0.0.1", help="address of /healthz and /metrics (default: %(default)s)")
+    p.add_argument("--port", type=int, default=10257, help="port of /healthz and /metrics; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--leader-elect", action="store_true", help="run only while holding the kube-system/kube-controller-manager Lease")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
+    p.add_argument("--leader-elect-retry-period", type=float, default=2.0)
+    p.add_argument("--leader-elect-identity", default=None)
+    for flag, name in CONCURRENCY_FLAGS.items():
+        p.add_argument(f"--{flag}", type=int, default=None, dest=flag.replace("-", "_"), help=f"workers of the {name} controller")
+    p.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500)
+    p.add_argument("--cluster-cidr", default="127.64.0.0/10", help="pod addresses of the cluster (default: %(default)s)")
+    p.add_argument("--node-cidr-mask-size", type=int, default=24)
+    p.add_argument("--log-level", default="WARNING")
+    return p
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from k8py.client.kubeconfig import load_kubeconfig
+    from k8py.client.rest import RestClient
+    from k8py.controllers.context import ControllerOptions
+    from k8py.controllers.controller_manager import ControllerManager, LeaderElectionConfig
+    from k8py.controllers.registry import UnknownControllerError
+
+    concurrent = {name: getattr(args, flag.replace("-", "_")) for flag, name in CONCURRENCY_FLAGS.items()
+                  if getattr(args, flag.replace("-", "_")) is not None}
+    options = ControllerOptions(
+        concurrent=concurrent, terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
+        cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
+    )
+    election = LeaderElectionConfig(
+        enabled=args.leader_elect, lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline, retry_period=args.leader_elect_retry_period,
+    )
+    if args.leader_elect_identity:
+        election.identity = args.leader_elect_identity
+    config = load_kubeconfig(args.kubeconfig)
+    async with RestClient(config) as client:
+        try:
+            manager = ControllerManager(client, controllers=args.controllers, options=options,
+                                        leader_election=election, bind=args.bind, port=args.port)
+        except UnknownControllerError as err:
+            print(f"k8py controller-manager: {err}", file=sys.stderr)
+            return 2
+        try:
+            await manager.start_serving()
+        except OSError as err:
+            print(f"k8py controller-manager: cannot listen on {args.bind}:{args.port}: {err.strerror or err}. "
+                  f"Pick another port with --port (0 picks a free one).", file=sys.stderr)
+            return 1
+        print(f"k8py controller-manager: serving /healthz and /metrics on http://{args.bind}:{manager.port}; "
+              f"controllers: {','.join(manager.names)}"
+              + (f"; waiting for the lease as {election.identity}" if election.enabled else ""), flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        running = asyncio.create_task(manager.run(), name="controller-manager")
+        stopping = asyncio.create_task(stop.wait(), name="wait-for-signal")
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        lost = running.done()
+        for task in (running, stopping):
+            task.cancel()
+        await asyncio.gather(running, stopping, return_exceptions=True)
+        if lost:
+            error = running.exception() if not running.cancelled() else None
+            print(f"k8py controller-manager: stopped: {error!r}", file=sys.stderr, flush=True)
+            return 1
+    print("k8py controller-manager: stopped", flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_main(args))

@@ -1,0 +1,162 @@
+"""ControllerManager: build the enabled controllers on one context and run them.
+
+As kube-controller-manager:
+
+1. one REST client, one shared informer factory, one event broadcaster and one
+   metrics registry for the whole process;
+2. with ``leader_elect``, nothing runs until this process holds the Lease
+   ``kube-system/kube-controller-manager``; losing it stops the controllers
+   and :meth:`ControllerManager.run` raises (the process should exit, as
+   upstream's does, and be restarted);
+3. every enabled controller's factory is called with the context (they ask
+   for informers and register handlers), then the informers start, then each
+   controller's ``run()`` runs as a named task (``controller-<name>``); each
+   waits for its own caches before starting workers;
+4. ``/healthz`` and ``/metrics`` are served from start-up, leader or not.
+
+A controller whose ``run`` fails is logged and the manager fails with it
+(a TaskGroup): a half-working manager is worse than a restarted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import uuid
+from dataclasses import dataclass, field
+from k8py.client.clock import Clock, RealClock
+from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.informer_factory import InformerFactory
+from k8py.client.leader_election import LeaderElector
+from k8py.client.metrics import PrometheusMetricsProvider
+from k8py.client.rest import RestClient
+from k8py.client.shared_informer import drop_managed_fields
+from k8py.controllers.context import ControllerContext, ControllerOptions
+from k8py.controllers.health_server import HealthServer
+from k8py.controllers.registry import Controller, enabled_controllers, load_factory
+
+__all__ = ["ControllerManager", "LeaderElectionConfig", "LEASE_NAMESPACE", "LEASE_NAME"]
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "kube-system"
+LEASE_NAME = "kube-controller-manager"
+
+
+@dataclass
+class LeaderElectionConfig:
+    enabled: bool = False
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4()}")
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    namespace: str = LEASE_NAMESPACE
+    name: str = LEASE_NAME
+
+
+class ControllerManager:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        client: RestClient,
+        *,
+        controllers: str | list[str] = "*",
+        options: ControllerOptions | None = None,
+        leader_election: LeaderElectionConfig | None = None,
+        clock: Clock | None = None,
+        bind: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        import prometheus_client
+
+        self.client = client
+        self.names = enabled_controllers(controllers)
+        self.options = options or ControllerOptions()
+        self.leader_election = leader_election or LeaderElectionConfig()
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.registry = prometheus_client.CollectorRegistry()
+        self.metrics_provider = PrometheusMetricsProvider(self.registry)
+        self.broadcaster = EventBroadcaster(client, clock=self.clock)
+        self.health = HealthServer(registry=self.registry, healthy=lambda: True, bind=bind, port=port)
+        self.controllers: dict[str, Controller] = {}
+        self.context: ControllerContext | None = None
+        self.started = asyncio.Event()
+        """Set once every controller's task is running (for tests and callers)."""
+
+    @property
+    def port(self) -> int:
+        return self.health.port
+
+    async def start_serving(self) -> None:
+        """Serve /healthz and /metrics (idempotent; :meth:`run` calls it)."""
+        if self.health._runner is None:
+            await self.health.start()
+
+    async def run(self) -> None:
+        """Run until cancelled (or until the lease is lost, which raises)."""
+        await self.start_serving()
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.broadcaster.run(), name="event-broadcaster")
+                if self.leader_election.enabled:
+                    group.create_task(self._run_elected(), name="leader-election")
+                else:
+                    group.create_task(self.run_controllers(), name="controllers")
+        finally:
+            await self.health.stop()
+
+    async def _run_elected(self) -> None:
+        le = self.leader_election
+        recorder = self.broadcaster.new_recorder("kube-controller-manager")
+        elector = LeaderElector(
+            self.client, le.namespace, le.name, le.identity,
+            lease_duration=le.lease_duration, renew_deadline=le.renew_deadline, retry_period=le.retry_period,
+            on_started_leading=self.run_controllers,
+            on_new_leader=lambda who: logger.info("new leader", extra={"leader": who}),
+            clock=self.clock, event_recorder=recorder,
+        )
+        await elector.run()
+        raise RuntimeError("leaderelection lost")
+
+    def build(self) -> ControllerContext:
+        """Build the context and every enabled controller (no tasks yet)."""
+        informers = InformerFactory(self.client, transform=drop_managed_fields, clock=self.clock)
+        ctx = ControllerContext(
+            client=self.client, informers=informers, broadcaster=self.broadcaster, clock=self.clock,
+            options=self.options, metrics_provider=self.metrics_provider,
+        )
+        for name in self.names:
+            factory = load_factory(name)
+            if factory is None:
+                continue
+            self.controllers[name] = factory(ctx)
+            logger.info("built controller", extra={"controller": name})
+        self.context = ctx
+        return ctx
+
+    async def run_controllers(self) -> None:
+        ctx = self.build()
+        try:
+            async with asyncio.TaskGroup() as group:
+                ctx.informers.start()
+                for name, controller in self.controllers.items():
+                    group.create_task(self._run_one(name, controller), name=f"controller-{name}")
+                self.started.set()
+        finally:
+            await ctx.informers.shutdown()
+
+    @staticmethod
+    async def _run_one(name: str, controller: Controller) -> None:
+        try:
+            await controller.run()
+        except Exception:
+            logger.exception("controller failed", extra={"controller": name})
+            raise
+        else:
+            logger.info("controller stopped", extra={"controller": name})
+
+    def running(self) -> list[str]:
+        return list(self.controllers)
+
