@@ -33,6 +33,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.streaming import KUBELETS, KubeletClient
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
@@ -74,6 +75,7 @@ class APIServer:
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -90,6 +92,7 @@ class APIServer:
             metrics=self.metrics,
             is_ready=lambda: self._ready,
         )
+        self.app[KUBELETS] = self.kubelets
         self._ready = False
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
@@ -128,10 +131,17 @@ class APIServer:
         self._ready = False
         await self.cacher.close()
         await self.namespaces.close()
+        await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
+
+    async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """A core/v1 object, read through the store (the streaming handlers' view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return await self.store.get(definition, namespace, name)
 
     async def _bootstrap(self) -> None:
         """The objects every cluster has (upstream's bootstrap controllers)."""
