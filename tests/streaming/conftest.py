@@ -28,10 +28,13 @@ class Cluster:
     def core(self) -> kubernetes.client.CoreV1Api:
         return kubernetes.client.CoreV1Api(self.client)
 
-    def pod(self, name: str, *containers: str, namespace: str = "default", init: tuple[str, ...] = (), node: str = NODE, **spec: Any) -> dict[str, Any]:
+    def pod(
+        self, name: str, *containers: str, namespace: str = "default", init: tuple[str, ...] = (), node: str = NODE,
+        labels: dict[str, str] | None = None, **spec: Any,
+    ) -> dict[str, Any]:
         """Create a pod bound to the node (the API object) and tell the runtime double about it."""
         body: dict[str, Any] = {
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
             "spec": {"nodeName": node, "containers": [{"name": c, "image": "busybox"} for c in containers or ("main",)], **spec},
         }
         if init:
@@ -48,7 +51,8 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path) -> Iterator[Cluster]:
     runtime = HostRuntime(str(tmp_path / "logs"))
-    with ServerThread(sqlite_storage(str(tmp_path / "data"))) as apiserver, KubeletServerThread(runtime, NODE) as kubelet:
+    # a short metrics window keeps `kubectl top` quick (the first request waits one window)
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), metrics_window=0.3) as apiserver, KubeletServerThread(runtime, NODE) as kubelet:
         client = official_client(apiserver.url)
         register_node(client, NODE, kubelet.port)
         try:

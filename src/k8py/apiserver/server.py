@@ -33,7 +33,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
-from k8py.apiserver.streaming import KUBELETS, KubeletClient
+from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
@@ -54,6 +54,8 @@ class APIServerConfig:
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
     kubernetes_service_ip: str = "10.96.0.1"
+    #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
+    metrics_window: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -93,6 +95,7 @@ class APIServer:
             is_ready=lambda: self._ready,
         )
         self.app[KUBELETS] = self.kubelets
+        self.app[RESOURCE_METRICS] = ResourceMetrics(self.kubelets, self._list_cached, min_window=self.config.metrics_window)
         self._ready = False
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
@@ -142,6 +145,12 @@ class APIServer:
         definition = self.registry.get("", "v1", plural)
         assert definition is not None
         return await self.store.get(definition, namespace, name)
+
+    async def _list_cached(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        """core/v1 objects as the watch cache has them (the metrics API's view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return [c.decode() for c in self.cacher.cache_for(definition).candidates(namespace)]
 
     async def _bootstrap(self) -> None:
         """The objects every cluster has (upstream's bootstrap controllers)."""

@@ -27,11 +27,14 @@ from k8py.apiserver.streaming.kubelet_client import KubeletClient
 from k8py.apiserver.streaming.node_proxy import serve_node_proxy
 from k8py.apiserver.streaming.pod_log import serve_pod_log
 from k8py.apiserver.streaming.pod_streams import serve_attach, serve_exec, serve_portforward
+from k8py.apiserver.streaming.resource_metrics import ResourceMetrics
 
-__all__ = ["KUBELETS", "KubeletClient", "serve_subresource", "POD_SUBRESOURCES", "NODE_SUBRESOURCES", "is_streaming"]
+__all__ = ["KUBELETS", "RESOURCE_METRICS", "KubeletClient", "ResourceMetrics", "serve_subresource", "POD_SUBRESOURCES", "NODE_SUBRESOURCES", "is_streaming"]
 
 #: where the API server's application keeps its KubeletClient
 KUBELETS = web.AppKey("k8py.kubelets", KubeletClient)
+#: and its metrics.k8s.io service
+RESOURCE_METRICS = web.AppKey("k8py.resource-metrics", ResourceMetrics)
 
 POD_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward"})
 NODE_SUBRESOURCES = frozenset({"proxy"})
