@@ -15,6 +15,7 @@ from k8py.storage.interface import (
     ValueTooLargeError,
     WatchBatch,
     WatchEvent,
+    WatchLaggedError,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "ValueTooLargeError",
     "WatchBatch",
     "WatchEvent",
+    "WatchLaggedError",
 ]

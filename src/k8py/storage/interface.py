@@ -164,6 +164,16 @@ class FutureRevisionError(StorageError):
         self.current = current
 
 
+class WatchLaggedError(StorageError):
+    """A watch fell too far behind and was dropped. Everything up to
+    ``revision`` was delivered: watch again after it (no relist needed)."""
+
+    def __init__(self, revision: int, limit: int) -> None:
+        super().__init__(f"watcher fell more than {limit} events behind after revision {revision}")
+        self.revision = revision
+        self.limit = limit
+
+
 class StorageUnavailableError(StorageError):
     """The backend cannot be reached (etcd down, database closed)."""
 

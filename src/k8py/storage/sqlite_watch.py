@@ -40,8 +40,8 @@ from typing import AsyncIterator, Awaitable, Callable, Sequence
 
 from k8py.storage.interface import (
     CompactedError,
-    StorageError,
     StorageUnavailableError,
+    WatchLaggedError,
     WatchBatch,
     WatchEvent,
 )
@@ -50,16 +50,6 @@ __all__ = ["WatchHub", "WatchLaggedError", "watch_stream", "Replay"]
 
 # (prefix, after, upto, limit) -> events with after < revision <= upto, oldest first
 Replay = Callable[[str, int, int, int], Awaitable[list[WatchEvent]]]
-
-
-class WatchLaggedError(StorageError):
-    """The watcher fell more than ``limit`` events behind and was dropped.
-    Everything up to ``revision`` was delivered: watch again after it."""
-
-    def __init__(self, revision: int, limit: int) -> None:
-        super().__init__(f"watcher fell more than {limit} events behind after revision {revision}")
-        self.revision = revision
-        self.limit = limit
 
 
 class _Subscription:

@@ -19,11 +19,19 @@ Invariants:
   of the live objects with that namespace / indexed field value.
 - the cache never awaits: ``apply`` runs to completion on the event loop, so
   readers see either the state before an event or after it.
+
+Faults stay local. A stored value that cannot be decoded is skipped
+(:meth:`WatchCache.apply` returns ``None``; the cacher logs and counts it):
+a delete still removes the key, a create or update leaves the last good
+state. A watcher whose ``offer`` raises is failed alone
+(:meth:`Watcher.fail`: an ERROR event, then its stream ends); the other
+watchers, and the rest of the batch, go on.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -34,6 +42,8 @@ from k8py.apiserver.registry import ResourceDefinition
 from k8py.storage import EventType, WatchEvent
 
 __all__ = ["CachedObject", "CacheEvent", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED"]
+
+log = logging.getLogger(__name__)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -177,10 +187,15 @@ class WatchCache:
                 if not idx:
                     del self.by_index[value]
 
-    def apply(self, event: WatchEvent) -> CacheEvent:
-        """Apply one store event; returns the cache event (already dispatched)."""
+    def apply(self, event: WatchEvent) -> CacheEvent | None:
+        """Apply one store event; returns the cache event (already
+        dispatched), or ``None`` if the stored value could not be decoded."""
         kv = event.kv
-        cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+        try:
+            cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+        except Exception:
+            self._skip_undecodable(event)
+            return None
         if event.type is EventType.DELETE:
             prev = self.objects.pop(kv.key, None)
             if prev is not None:
@@ -195,6 +210,21 @@ class WatchCache:
         self.revision = max(self.revision, kv.mod_revision)
         self._dispatch(cache_event)
         return cache_event
+
+    def _skip_undecodable(self, event: WatchEvent) -> None:
+        kv = event.kv
+        self.revision = max(self.revision, kv.mod_revision)
+        if event.type is not EventType.DELETE:
+            return  # the last good state stays
+        prev = self.objects.pop(kv.key, None)
+        if prev is None:
+            return
+        self._unindex(prev)
+        cache_event = CacheEvent(DELETED, kv.mod_revision, prev, prev)
+        if len(self.ring) == self.ring.maxlen:
+            self.oldest_rv = self.ring[0].rv
+        self.ring.append(cache_event)
+        self._dispatch(cache_event)
 
     def advance(self, revision: int) -> None:
         """The store has delivered everything up to ``revision``."""
@@ -283,7 +313,11 @@ class WatchCache:
                         targets.append(group)
         for group in targets:
             for watcher in list(group):
-                watcher.offer(event)
+                try:
+                    watcher.offer(event)
+                except Exception as err:  # this watcher's selectors or encoding: fail it alone
+                    log.exception("watcher failed on an event; closing it", extra={"resource": self.definition.plural, "key": event.obj.key})
+                    watcher.fail(f"unable to process the watch event for {event.obj.key}: {err!r}")
 
     def all_watchers(self) -> list[Any]:
         out = list(self.watchers_all)
