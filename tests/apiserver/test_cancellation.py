@@ -65,7 +65,7 @@ async def test_cacher_close_lets_the_callers_cancellation_through(tmp_path):
 
 
 async def test_namespace_lifecycle_close_lets_the_callers_cancellation_through():
-    lifecycle = NamespaceLifecycle(_registry(), cacher=None, store=None)  # type: ignore[arg-type]  # close() touches neither
+    lifecycle = NamespaceLifecycle(_registry(), cacher=None, store=None, delete=None)  # type: ignore[arg-type]  # close() touches none
     stopping, release = asyncio.Event(), asyncio.Event()
 
     async def cleanup_task() -> None:

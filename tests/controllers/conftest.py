@@ -13,6 +13,7 @@ from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient, RetryPolicy
 from k8py.controllers.context import ControllerOptions
 from k8py.controllers.controller_manager import ControllerManager
+from tests.support.http_fault_proxy import HTTPFaultProxy
 from tests.support.pod_driver import PodDriver
 from tests.support.servers import ServerThread, sqlite_storage
 
@@ -48,14 +49,25 @@ async def start_manager(client) -> AsyncIterator[Callable[..., Awaitable[Control
     """``await start_manager("replicaset", options=...)``: a running manager (stopped at teardown)."""
     stack = contextlib.AsyncExitStack()
 
-    async def start(*names: str, options: ControllerOptions | None = None, **kw: Any) -> ControllerManager:
-        manager = ControllerManager(client, controllers=list(names) or "*", options=options, **kw)
+    async def start(*names: str, options: ControllerOptions | None = None, via: str | None = None, **kw: Any) -> ControllerManager:
+        """``via``: another URL for the manager's client (a fault proxy in front of the server)."""
+        manager_client = client
+        if via is not None:
+            manager_client = await stack.enter_async_context(
+                RestClient(ClientConfig(server=via), retry=RetryPolicy(initial=0.02, cap=0.2)))
+        manager = ControllerManager(manager_client, controllers=list(names) or "*", options=options, **kw)
         await stack.enter_async_context(running(manager.run(), "controller-manager"))
         await asyncio.wait_for(manager.started.wait(), 30)
         return manager
 
     async with stack:
         yield start
+
+
+@pytest.fixture
+async def proxy(server) -> AsyncIterator[HTTPFaultProxy]:
+    async with HTTPFaultProxy(server.url) as p:
+        yield p
 
 
 @pytest.fixture

@@ -75,9 +75,14 @@ class Strategy:
     return_deleted_object: bool = False
     #: PUT to a missing name creates it (upstream AllowCreateOnUpdate)
     allow_create_on_update: bool = False
+    #: (plural, subresource): a POST to this collection is served by that
+    #: subresource of that resource in the same group/version, the object
+    #: named by the body (core/v1 ``bindings`` -> ``pods/binding``)
+    create_through: tuple[str, str] | None = None
 
     def default(self, obj: Object) -> None:
-        """Fill defaults in place (issue 3 brings the upstream defaults)."""
+        """Fill defaults in place (built-in kinds: ``StandardStrategy``
+        applies :mod:`k8py.apiserver.defaults`)."""
 
     def prepare_for_create(self, obj: Object) -> None:
         if self.has_status:
@@ -131,6 +136,8 @@ class ScaleSpec:
     replicas_path: tuple[str, ...] = ("spec", "replicas")
     status_replicas_path: tuple[str, ...] = ("status", "replicas")
     selector_path: tuple[str, ...] = ("spec", "selector")
+    #: the selector is a plain label map (ReplicationController), not a LabelSelector
+    selector_is_map: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ exist. ``stop()`` closes watches, the listener and the store, in that order.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -25,13 +26,17 @@ from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.registry import Registry
+from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
+from k8py.apiserver.admission.priority import PriorityAdmission
+from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
 from k8py.storage import Storage
 
@@ -54,6 +59,8 @@ class APIServerConfig:
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
     kubernetes_service_ip: str = "10.96.0.1"
+    #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
+    metrics_window: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,9 +84,11 @@ class APIServer:
             on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
+        self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -87,7 +96,7 @@ class APIServer:
             cacher=self.cacher,
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
-            namespaces=self.namespaces,
+            delete_hooks={"namespaces": self.namespaces},
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -96,10 +105,19 @@ class APIServer:
             metrics=self.metrics,
             is_ready=lambda: self._ready,
         )
+        self.app[KUBELETS] = self.kubelets
+        self.app[RESOURCE_METRICS] = ResourceMetrics(self.kubelets, self._list_cached, min_window=self.config.metrics_window)
         self._ready = False
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    async def _delete(
+        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
+    ) -> object:
+        """What namespace cleanup deletes with: the handlers' DELETE path."""
+        opts = DeleteOptions(propagation_policy=propagation_policy)
+        return await delete_object(self.store, definition, namespace, name, opts)
 
     @property
     def url(self) -> str:
@@ -127,10 +145,23 @@ class APIServer:
         self._ready = False
         await self.cacher.close()
         await self.namespaces.close()
+        await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
+
+    async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """A core/v1 object, read through the store (the streaming handlers' view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return await self.store.get(definition, namespace, name)
+
+    async def _list_cached(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        """core/v1 objects as the watch cache has them (the metrics API's view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return [c.decode() for c in self.cacher.cache_for(definition).candidates(namespace)]
 
     async def _bootstrap(self) -> None:
         """The objects every cluster has (upstream's bootstrap controllers)."""
@@ -157,6 +188,10 @@ class APIServer:
                 },
             },
         )
+        pc_def = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        assert pc_def is not None
+        for pc in BUILTIN_PRIORITY_CLASSES:
+            await self._ensure(pc_def, "", copy.deepcopy(pc))
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

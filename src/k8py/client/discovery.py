@@ -10,21 +10,29 @@ plural (``pods``), singular (``pod``), kind (``Pod``, case-insensitive) or
 short name (``po``), optionally qualified by group (``deployments.apps``) or
 with an explicit ``group=``. Preferred versions win when a resource is served
 in several. Subresources (``pods/status``) are not listed as resources.
+
+It reads through :class:`JSONGetter`, one narrow method (``RestClient`` is
+one), so discovery and the REST client do not import each other: the REST
+client builds a ``Discovery`` over itself on first use.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from k8py.api.errors import NotFound
 from k8py.client.clock import Clock, RealClock
 from k8py.client.resource import Resource
 
-if TYPE_CHECKING:
-    from k8py.client.rest import RestClient
+__all__ = ["Discovery", "APIResourceInfo", "JSONGetter"]
 
-__all__ = ["Discovery", "APIResourceInfo"]
+
+class JSONGetter(Protocol):
+    """What discovery needs of a client: one request's decoded JSON body
+    (raising :class:`~k8py.api.errors.StatusError` subclasses on errors)."""
+
+    async def request_json(self, method: str, path: str) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +48,7 @@ class APIResourceInfo:
 
 
 class Discovery:
-    def __init__(self, client: RestClient, *, ttl: float = 600.0, clock: Clock | None = None) -> None:
+    def __init__(self, client: JSONGetter, *, ttl: float = 600.0, clock: Clock | None = None) -> None:
         self._client = client
         self._ttl = ttl
         self._clock: Clock = clock if clock is not None else RealClock()

@@ -21,6 +21,7 @@ __all__ = [
     "EVENTS",
     "CORE_EVENTS",
     "LEASES",
+    "REPLICATION_CONTROLLERS",
     "DEPLOYMENTS",
     "REPLICASETS",
     "STATEFULSETS",
@@ -28,6 +29,7 @@ __all__ = [
     "JOBS",
     "ENDPOINT_SLICES",
     "CUSTOM_RESOURCE_DEFINITIONS",
+    "PRIORITY_CLASSES",
 ]
 
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
@@ -41,6 +43,7 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True, "ServiceAccount")
 CORE_EVENTS = Resource("", "v1", "events", True, "Event")
 EVENTS = Resource("events.k8s.io", "v1", "events", True, "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True, "Lease")
+REPLICATION_CONTROLLERS = Resource("", "v1", "replicationcontrollers", True, "ReplicationController")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True, "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", True, "ReplicaSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", True, "StatefulSet")
@@ -50,3 +53,4 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", True, "En
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")

@@ -33,7 +33,7 @@ import builtins
 import enum
 import logging
 import random
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 import orjson
 
@@ -41,12 +41,10 @@ from k8py.api.errors import Expired, StatusError, status_from_dict
 from k8py.client.backoff import Backoff
 from k8py.client.clock import Clock, RealClock
 from k8py.client.config import ClientConfig
+from k8py.client.discovery import Discovery
 from k8py.client.resource import Resource
 from k8py.client.transport import AiohttpTransport, HTTPRequest, HTTPResponse, Transport, TransportError
 from k8py.client.watch_stream import WatchStream
-
-if TYPE_CHECKING:
-    from k8py.client.discovery import Discovery
 
 __all__ = ["RestClient", "PatchType", "RetryPolicy"]
 
@@ -142,8 +140,6 @@ class RestClient:
     def discovery(self) -> Discovery:
         """The client's :class:`~k8py.client.discovery.Discovery` (cached)."""
         if self._discovery is None:
-            from k8py.client.discovery import Discovery
-
             self._discovery = Discovery(self, clock=self._clock)
         return self._discovery
 

@@ -1,7 +1,7 @@
 """A small etcd v3 client over etcd's JSON gRPC gateway, with member failover.
 
-Why the JSON gateway over aiohttp rather than a gRPC client
-(measurements in shared/reference/dependencies.md):
+Why the JSON gateway over aiohttp rather than a gRPC client (aetcd and the
+other Python gRPC clients were measured against it when the store was chosen):
 
 - it is the only tested path that delivers **progress notifications** (aetcd
   drops responses without events), and the watch cache needs them for

@@ -23,11 +23,14 @@ Model (etcd's):
   stays readable). Afterwards ``get``/``list`` at a revision < C, and
   ``watch(after=R)`` with R + 1 < C, raise :class:`CompactedError`.
 
-Optional capabilities are not part of the contract; callers look them up
-with ``getattr`` and do without. ``async def request_progress()``: every
-live watch of the whole key space soon delivers a progress notification at a
-revision >= the store's revision when the call was made (etcd offers it, for
-consistent reads from the watch cache; see ``EtcdStorage``).
+- ``request_progress()`` asks every live watch of the whole key space to
+  deliver, soon, a progress notification at a revision >= the store's
+  revision when the call was made (the watch cache's consistent reads: etcd's
+  revision also counts keys outside the watched prefix, so only a
+  notification tells the watcher it has caught up).
+- a watch that cannot keep up may be ended with :class:`WatchLaggedError`,
+  carrying the revision up to which it delivered everything: watching again
+  after that revision loses nothing (unless it has been compacted since).
 
 Values are opaque bytes (the API server stores JSON). Keys are ``str`` paths
 such as ``/registry/pods/default/web-0``.
@@ -60,6 +63,7 @@ __all__ = [
     "FutureRevisionError",
     "StorageUnavailableError",
     "ValueTooLargeError",
+    "WatchLaggedError",
 ]
 
 
@@ -164,18 +168,18 @@ class FutureRevisionError(StorageError):
         self.current = current
 
 
+class StorageUnavailableError(StorageError):
+    """The backend cannot be reached (etcd down, database closed)."""
+
+
 class WatchLaggedError(StorageError):
-    """A watch fell too far behind and was dropped. Everything up to
-    ``revision`` was delivered: watch again after it (no relist needed)."""
+    """The watch fell more than ``limit`` events behind and was dropped.
+    Everything up to ``revision`` was delivered: watch again after it."""
 
     def __init__(self, revision: int, limit: int) -> None:
         super().__init__(f"watcher fell more than {limit} events behind after revision {revision}")
         self.revision = revision
         self.limit = limit
-
-
-class StorageUnavailableError(StorageError):
-    """The backend cannot be reached (etcd down, database closed)."""
 
 
 class ValueTooLargeError(StorageError):
@@ -234,7 +238,13 @@ class Storage(Protocol):
     def watch(self, prefix: str, *, after: int) -> AsyncIterator[WatchBatch]:
         """Every change under ``prefix`` with revision > ``after``, then live.
         Raises CompactedError (on first iteration) if ``after`` is older than
-        the compacted revision. The iterator ends only when the store closes."""
+        the compacted revision, WatchLaggedError if the consumer fell too far
+        behind. The iterator ends only when the store closes."""
+
+    async def request_progress(self) -> None:
+        """Make every live watch soon deliver a progress notification at a
+        revision >= the current one. Returns before the watches deliver it;
+        raises StorageError if the request could not be made."""
 
     async def compact(self, revision: int) -> None:
         """Forget history older than ``revision`` (the value of each key as of

@@ -242,6 +242,11 @@ class SqliteStorage:
             async for batch in stream:
                 yield batch
 
+    async def request_progress(self) -> None:
+        """Every live watch delivers a progress notification at the current
+        revision on its next step (see the contract)."""
+        self._open_hub().request_progress()
+
     # -- compaction ---------------------------------------------------------------------
 
     async def compact(self, revision: int) -> None:

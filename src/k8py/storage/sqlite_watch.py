@@ -20,7 +20,8 @@ Invariants and limits:
 - events are delivered in revision order, each once;
 - a batch's ``revision`` means "every event under the prefix up to here has
   been delivered"; when a watch is idle for ``progress_interval`` seconds it
-  sends an empty batch (a progress notification) at the newest revision;
+  sends an empty batch (a progress notification) at the newest revision, and
+  at once after :meth:`WatchHub.request_progress`;
 - each subscriber's queue is bounded: a watcher more than ``queue_limit``
   events behind (a slow consumer, or a long replay under heavy writes) is
   dropped and its iterator raises :class:`WatchLaggedError`, carrying the last
@@ -41,9 +42,9 @@ from typing import AsyncIterator, Awaitable, Callable, Sequence
 from k8py.storage.interface import (
     CompactedError,
     StorageUnavailableError,
-    WatchLaggedError,
     WatchBatch,
     WatchEvent,
+    WatchLaggedError,
 )
 
 __all__ = ["WatchHub", "WatchLaggedError", "watch_stream", "Replay"]
@@ -53,7 +54,7 @@ Replay = Callable[[str, int, int, int], Awaitable[list[WatchEvent]]]
 
 
 class _Subscription:
-    __slots__ = ("prefix", "pending", "revision", "wakeup", "lagged", "closed")
+    __slots__ = ("prefix", "pending", "revision", "wakeup", "lagged", "closed", "progress")
 
     def __init__(self, prefix: str, revision: int) -> None:
         self.prefix = prefix
@@ -62,6 +63,7 @@ class _Subscription:
         self.wakeup = asyncio.Event()
         self.lagged = False
         self.closed = False
+        self.progress = False  # a progress notification was asked for
 
 
 class WatchHub:
@@ -105,6 +107,13 @@ class WatchHub:
         for sub in dropped:
             self._subs.discard(sub)
 
+    def request_progress(self) -> None:
+        """Every subscriber delivers a progress notification at the newest
+        published revision on its next step."""
+        for sub in self._subs:
+            sub.progress = True
+            sub.wakeup.set()
+
     def close(self) -> None:
         self._closed = True
         for sub in self._subs:
@@ -147,7 +156,7 @@ async def watch_stream(
 
         while True:
             idle = False
-            if not (sub.pending or sub.lagged or sub.closed):
+            if not (sub.pending or sub.lagged or sub.closed or sub.progress):
                 sub.wakeup.clear()
                 try:
                     async with asyncio.timeout(progress_interval):
@@ -158,12 +167,13 @@ async def watch_stream(
                 raise WatchLaggedError(cursor, hub.queue_limit)
             live = tuple(e for e in sub.pending if e.revision > cursor)
             sub.pending.clear()
+            progress, sub.progress = sub.progress, False
             cursor = max(cursor, sub.revision)
             if live:
                 yield WatchBatch(revision=cursor, events=live)
             elif sub.closed:
                 return
-            elif idle:
+            elif idle or progress:
                 yield WatchBatch(revision=cursor)
     finally:
         hub.unsubscribe(sub)

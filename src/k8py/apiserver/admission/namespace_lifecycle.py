@@ -15,23 +15,26 @@ for bound pods, as a user's delete would), and once none is left the
 Upstream does the middle part in the namespace controller of
 kube-controller-manager; k8py does it in the API server (a task per
 terminating namespace, resumed after a restart) until the controller manager
-exists, through the same generic deletion path.
+exists, through the same generic deletion path: the server hands it a
+:data:`Delete` function (the handlers' ``delete_object``), so admission does
+not import the handlers. It serves the namespaces' ``DeleteHooks``
+(``admit_delete``, ``after_delete``) to the generic DELETE.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable, Protocol
 
 import orjson
 
 from k8py.api.errors import Forbidden, NotFound
 from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
-__all__ = ["NamespaceLifecycle", "SYSTEM_NAMESPACES"]
+__all__ = ["Delete", "NamespaceLifecycle", "SYSTEM_NAMESPACES"]
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +42,21 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _UNDELETABLE = ("default", "kube-system", "kube-public")
 
 
+class Delete(Protocol):
+    """Delete one object as a user's DELETE would (graceful for bound pods,
+    finalizers respected); raises NotFound if it is gone."""
+
+    def __call__(
+        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
+    ) -> Awaitable[object]: ...
+
+
 class NamespaceLifecycle:
-    def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore) -> None:
+    def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore, delete: Delete) -> None:
         self.registry = registry
         self.cacher = cacher
         self.store = store
+        self.delete = delete
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[str] = set()
 
@@ -81,6 +94,10 @@ class NamespaceLifecycle:
                 kind="namespaces",
             )
 
+    def after_delete(self, name: str) -> None:
+        """DeleteHooks: a DELETE of namespace ``name`` went through."""
+        self.namespace_deleted(name)
+
     def namespace_deleted(self, namespace: str) -> None:
         """A namespace was deleted (or went Terminating): remove its content,
         then clear its ``kubernetes`` finalizer and delete it for good."""
@@ -100,7 +117,6 @@ class NamespaceLifecycle:
                 self.namespace_deleted(cached.name)
 
     async def _finalize(self, namespace: str) -> None:
-        opts = DeleteOptions(propagation_policy="Background")
         delay = 0.05
         while True:
             remaining = 0
@@ -112,7 +128,7 @@ class NamespaceLifecycle:
                     if (obj.decode().get("metadata") or {}).get("deletionTimestamp"):
                         continue  # already going: graceful pods, finalizers
                     try:
-                        await delete_object(self.store, definition, namespace, obj.name, opts)
+                        await self.delete(definition, namespace, obj.name, propagation_policy="Background")
                     except NotFound:
                         pass
                     except Exception:
@@ -130,7 +146,7 @@ class NamespaceLifecycle:
 
         try:
             await self.store.guaranteed_update(ns_def, "", namespace, drop_kubernetes_finalizer, subresource="finalize")
-            await delete_object(self.store, ns_def, "", namespace, DeleteOptions())
+            await self.delete(ns_def, "", namespace)
         except NotFound:
             pass
 

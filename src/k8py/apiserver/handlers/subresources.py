@@ -8,12 +8,21 @@
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
   the pod ``PodScheduled``; a pod already bound is a 409.
 - ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``.
+- ``pods/log|exec|attach|portforward`` and ``nodes/proxy[/path]`` are the
+  kubelet's: :mod:`k8py.apiserver.streaming` checks and relays them.
+
+Each is a handler in :data:`SUBRESOURCES`, keyed by name, over the narrow
+:class:`~k8py.apiserver.handlers.context.SubresourceHost` (the generic
+handlers as a subresource sees them): this module never imports ``verbs``.
+A kind serves the subresources its definition lists; a collection whose
+strategy sets ``create_through`` (core/v1 ``bindings``) has its POST served
+by the named subresource of another resource.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Awaitable, Callable
 
 import orjson
 from aiohttp import web
@@ -21,39 +30,54 @@ from aiohttp import web
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, MethodNotAllowed, NotFound, success_status
 from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
+from k8py.apiserver import streaming
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
-from k8py.apiserver.store.object_meta import rfc3339
-from k8py.apiserver.registry import ScaleSpec
+from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.responses import json_response, object_response
+from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
+from k8py.apiserver.store.object_meta import rfc3339
 
-if TYPE_CHECKING:
-    from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
-
-__all__ = ["handle"]
+__all__ = ["SUBRESOURCES", "SubresourceHandler", "handle", "serve"]
 
 Object = dict[str, Any]
 
+#: (host, request, the resource it is a subresource of, verb) -> response
+SubresourceHandler = Callable[[SubresourceHost, RequestContext, ResourceDefinition, str], Awaitable[web.StreamResponse]]
 
-async def handle(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str) -> web.StreamResponse:
+
+async def handle(host: SubresourceHost, ctx: RequestContext, verb: str) -> web.StreamResponse:
+    """``<resource>/<name>/<subresource>``: served if the kind lists it."""
     d = ctx.definition
     sub = ctx.path.subresource
-    if sub not in d.subresources or not ctx.path.name:
+    head = sub.split("/", 1)[0]  # nodes/NAME/proxy/<path>
+    if head not in d.subresources or not ctx.path.name:
         raise NotFound("the server could not find the requested resource")
-    if sub == "status":
-        if verb == "get":
-            obj = await handlers.store.get(d, ctx.namespace, ctx.path.name)
-            return object_response(d, obj, ctx.fmt)
-        if verb == "update":
-            return await handlers.update(ctx, subresource="status")
-        if verb == "patch":
-            return await handlers.patch(ctx, subresource="status")
-    elif sub == "scale" and d.scale is not None:
-        return await _scale(handlers, ctx, verb, d.scale)
-    elif sub == "binding" and verb == "create":
-        return await _bind(handlers, ctx)
-    elif sub == "finalize" and verb == "update":
-        return await _finalize(handlers, ctx)
-    raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.plural}/{sub}")
+    return await serve(host, ctx, d, head, verb)
+
+
+async def serve(
+    host: SubresourceHost, ctx: RequestContext, definition: ResourceDefinition, subresource: str, verb: str
+) -> web.StreamResponse:
+    """Run the handler registered for ``subresource`` of ``definition``."""
+    handler = SUBRESOURCES.get(subresource)
+    if handler is None:
+        raise _not_allowed(ctx, definition, subresource)
+    return await handler(host, ctx, definition, verb)
+
+
+def _not_allowed(ctx: RequestContext, d: ResourceDefinition, sub: str) -> MethodNotAllowed:
+    return MethodNotAllowed(f"{ctx.request.method} is not supported on {d.plural}/{sub}")
+
+
+async def _status(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    if verb == "get":
+        obj = await host.store.get(d, ctx.namespace, ctx.path.name)
+        return object_response(d, obj, ctx.fmt)
+    if verb == "update":
+        return await host.update(ctx, subresource="status")
+    if verb == "patch":
+        return await host.patch(ctx, subresource="status")
+    raise _not_allowed(ctx, d, "status")
 
 
 def _get_path(obj: Object, path: tuple[str, ...]) -> Any:
@@ -76,7 +100,9 @@ def scale_of(obj: Object, spec: ScaleSpec) -> Object:
     meta = obj.get("metadata") or {}
     selector = _get_path(obj, spec.selector_path)
     status: Object = {"replicas": int(_get_path(obj, spec.status_replicas_path) or 0)}
-    if isinstance(selector, dict):
+    if isinstance(selector, dict) and spec.selector_is_map:
+        status["selector"] = label_selector_from_dict({"matchLabels": selector}).to_string()
+    elif isinstance(selector, dict):
         status["selector"] = label_selector_from_dict(selector).to_string()
     return {
         "kind": "Scale",
@@ -89,9 +115,11 @@ def scale_of(obj: Object, spec: ScaleSpec) -> Object:
     }
 
 
-async def _scale(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str, spec: ScaleSpec) -> web.StreamResponse:
-    d = ctx.definition
-    store = handlers.store
+async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    spec = d.scale
+    if spec is None:
+        raise _not_allowed(ctx, d, "scale")
+    store = host.store
     if verb == "get":
         obj = await store.get(d, ctx.namespace, ctx.path.name)
         return json_response(orjson.dumps(scale_of(obj, spec)))
@@ -127,15 +155,10 @@ async def _scale(handlers: "ResourceHandlers", ctx: "RequestContext", verb: str,
     return json_response(orjson.dumps(scale_of(obj, spec)))
 
 
-async def bind_collection(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.StreamResponse:
-    """POST /api/v1/namespaces/NS/bindings: the pod is named by the Binding."""
-    pods = handlers.registry.get("", "v1", "pods")
-    assert pods is not None
-    return await _bind(handlers, ctx, pods)
-
-
-async def _bind(handlers: "ResourceHandlers", ctx: "RequestContext", d: Any = None) -> web.StreamResponse:
-    d = d or ctx.definition
+async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    """``pods/NAME/binding``, or POST ``bindings`` (the pod is named by the Binding)."""
+    if verb != "create":
+        raise _not_allowed(ctx, d, "binding")
     raw = await ctx.request.read()
     binding = decode_body(raw, ctx.request.headers.get("Content-Type"))
     if not isinstance(binding, dict):
@@ -163,12 +186,13 @@ async def _bind(handlers: "ResourceHandlers", ctx: "RequestContext", d: Any = No
 
     # binding writes spec and status together: the "binding" mode of
     # guaranteed_update applies no status/spec separation
-    await handlers.store.guaranteed_update(d, ctx.namespace, name, mutate, subresource="binding", dry_run=ctx.dry_run)
+    await host.store.guaranteed_update(d, ctx.namespace, name, mutate, subresource="binding", dry_run=ctx.dry_run)
     return json_response(orjson.dumps(success_status()), status=201)
 
 
-async def _finalize(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.StreamResponse:
-    d = ctx.definition
+async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    if verb != "update":
+        raise _not_allowed(ctx, d, "finalize")
     raw = await ctx.request.read()
     body = decode_body(raw, ctx.request.headers.get("Content-Type"))
     if not isinstance(body, dict):
@@ -179,7 +203,29 @@ async def _finalize(handlers: "ResourceHandlers", ctx: "RequestContext") -> web.
         ns.setdefault("spec", {})["finalizers"] = finalizers
         return ns
 
-    obj = await handlers.store.guaranteed_update(
+    obj = await host.store.guaranteed_update(
         d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
     )
     return object_response(d, obj, ctx.fmt)
+
+
+#: subresource name -> its handler (a kind serves those its definition lists)
+async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    return await streaming.serve_subresource(
+        ctx.request,
+        ctx.request.app[streaming.KUBELETS],
+        plural=d.plural,
+        namespace=ctx.namespace,
+        name=ctx.path.name,
+        subresource=ctx.path.subresource,
+        params=ctx.params,
+    )
+
+
+SUBRESOURCES: dict[str, SubresourceHandler] = {
+    "status": _status,
+    "scale": _scale,
+    "binding": _bind,
+    "finalize": _finalize,
+    **{name: _kubelet_stream for name in ("log", "exec", "attach", "portforward", "proxy")},
+}

@@ -5,22 +5,26 @@ get, list, watch, create, update, patch, delete, deletecollection — and calls
 the generic object store, the watch cache, or a subresource handler. Errors
 are raised as :mod:`k8py.api.errors` and rendered as ``Status`` by the app's
 middleware.
+
+No kind is named here: what differs by kind comes from its definition and
+strategy (a collection whose POST another resource's subresource serves:
+``Strategy.create_through``) or from the :class:`~k8py.apiserver.handlers.context.DeleteHooks`
+the server registers for a resource (namespaces).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
 from k8py.apiserver.handlers import subresources
+from k8py.apiserver.handlers.context import DeleteHooks, RequestContext, not_found
 from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.handlers.codec import APPLY_PATCH, PATCH_TYPES, ResponseFormat, decode_body, media_type_of, negotiate
+from k8py.apiserver.handlers.codec import APPLY_PATCH, PATCH_TYPES, decode_body, media_type_of, negotiate
 from k8py.apiserver.handlers.deletion import delete_object, parse_delete_options
-from k8py.apiserver.store.field_managers import FieldManager, field_manager_for
 from k8py.apiserver.admission.field_validation import check_field_validation
 from k8py.apiserver.handlers.listing import list_objects
 from k8py.apiserver.store.object_store import ObjectStore
@@ -39,37 +43,6 @@ __all__ = ["ResourceHandlers", "RequestContext", "not_found"]
 Object = dict[str, Any]
 
 
-def not_found() -> NotFound:
-    return NotFound("the server could not find the requested resource")
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """What one request is about, resolved once."""
-
-    request: web.Request
-    path: ResourcePath
-    definition: ResourceDefinition
-    params: Mapping[str, str]
-    fmt: ResponseFormat
-
-    @property
-    def namespace(self) -> str:
-        return self.path.namespace
-
-    @property
-    def manager(self) -> FieldManager:
-        return field_manager_for(self.params, self.request.headers.get("User-Agent"))
-
-    @property
-    def dry_run(self) -> bool:
-        values = self.request.query.getall("dryRun", [])
-        for v in values:
-            if v != "All":
-                raise BadRequest(f'Invalid dry run value: "{v}": supported values: "All"')
-        return bool(values)
-
-
 class ResourceHandlers:
     def __init__(
         self,
@@ -79,8 +52,8 @@ class ResourceHandlers:
         store: ObjectStore,
         cacher: Cacher,
         bookmark_interval: float,
-        on_watch: Any = None,
-        namespaces: Any = None,
+        on_watch: Callable[[str, int], None] | None = None,
+        delete_hooks: Mapping[str, DeleteHooks] | None = None,
     ) -> None:
         self.registry = registry
         self.storage = storage
@@ -88,8 +61,8 @@ class ResourceHandlers:
         self.cacher = cacher
         self.bookmark_interval = bookmark_interval
         self.on_watch = on_watch
-        #: NamespaceLifecycle: guards deleting system namespaces, cleans up after a delete
-        self.namespaces = namespaces
+        #: qualified resource ("namespaces") -> what its lifecycle is told of a DELETE
+        self.delete_hooks: Mapping[str, DeleteHooks] = delete_hooks or {}
 
     def resolve(self, request: web.Request, path: ResourcePath) -> RequestContext:
         definition = self.registry.get(path.group, path.version, path.plural)
@@ -122,8 +95,14 @@ class ResourceHandlers:
             raise MethodNotAllowed(f"{ctx.request.method} is not supported on {d.qualified}" if ctx.path.name else "the server does not allow this method on the requested resource")
         if d.namespaced and not ctx.namespace and verb in ("create", "get", "update", "patch", "delete", "deletecollection"):
             raise not_found()
-        if d.group == "" and d.plural == "bindings":
-            return await subresources.bind_collection(self, ctx)
+        through = d.strategy.create_through
+        if through is not None and verb == "create":
+            # e.g. POST bindings: served by pods/binding, the pod named in the body
+            plural, subresource = through
+            target = self.registry.get(d.group, d.version, plural)
+            if target is None or subresource not in target.subresources:
+                raise not_found()
+            return await subresources.serve(self, ctx, target, subresource, verb)
         if verb == "list":
             return await self.list(ctx)
         if verb == "watch":
@@ -241,12 +220,12 @@ class ResourceHandlers:
         body = decode_body(raw, ctx.request.headers.get("Content-Type")) if raw.strip() else None
         opts = parse_delete_options(body if isinstance(body, dict) else None, ctx.params)
         opts.dry_run = opts.dry_run or ctx.dry_run
-        is_namespace = self.namespaces is not None and ctx.definition.group == "" and ctx.definition.plural == "namespaces"
-        if is_namespace:
-            self.namespaces.admit_delete(ctx.path.name)
+        hooks = self.delete_hooks.get(ctx.definition.qualified)
+        if hooks is not None:
+            hooks.admit_delete(ctx.path.name)
         reply, deleted = await delete_object(self.store, ctx.definition, ctx.namespace, ctx.path.name, opts)
-        if is_namespace and not opts.dry_run:
-            self.namespaces.namespace_deleted(ctx.path.name)
+        if hooks is not None and not opts.dry_run:
+            hooks.after_delete(ctx.path.name)
         status = 200 if deleted else 202
         if reply.get("kind") == "Status":
             return json_response(_dumps(reply), status=status)

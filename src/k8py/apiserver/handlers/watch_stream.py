@@ -1,7 +1,8 @@
 """Serving a watch: the chunked stream of JSON-line events.
 
-Wire format (what every client depends on, see
-shared/reference/client-behaviours.md): HTTP 200, chunked, one JSON object per
+Wire format (what every client depends on: client-go's StreamWatcher, the
+official Python client's ``Watch``, ``kubectl get -w``; ``tests/apiserver/test_api_watch.py``
+pins it): HTTP 200, chunked, one JSON object per
 line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. The object
 bytes are the cache's, encoded once for all watchers; only the short type
 prefix is added. Live events are written by the cacher itself, straight to
@@ -157,7 +158,7 @@ async def serve_watch(
         raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
 
     limits = cacher.watch_limits
-    watcher = Watcher(query, max_pending_bytes=limits.max_pending_bytes, dirty=cacher.dirty_watchers)
+    watcher = Watcher(query, max_pending_bytes=limits.max_pending_bytes)
     initial: list[tuple[str, bytes]] = []
     error: StatusError | None = None
     if send_initial or rv_param in ("", "0"):

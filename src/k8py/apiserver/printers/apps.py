@@ -1,4 +1,5 @@
-"""Printers for the ``apps`` group: Deployments, ReplicaSets, DaemonSets, StatefulSets.
+"""Printers for the ``apps`` group: Deployments, ReplicaSets, DaemonSets, StatefulSets,
+ControllerRevisions.
 
 Upstream column sets (1.32). Worth knowing when comparing with a cluster:
 Deployment and StatefulSet READY are ``ready/desired`` strings, ReplicaSet and
@@ -162,7 +163,30 @@ STATEFUL_SET = Printer(
     _stateful_set,
 )
 
+def _controller_revision(obj: Object, now: datetime) -> list[Any]:
+    controller = "<none>"
+    for ref in dig(obj, "metadata", "ownerReferences", default=[]) or []:
+        if ref.get("controller"):
+            group = (ref.get("apiVersion") or "").rpartition("/")[0]
+            kind = (ref.get("kind") or "").lower()
+            controller = f"{kind}.{group}/{ref.get('name')}" if group else f"{kind}/{ref.get('name')}"
+            break
+    return [dig(obj, "metadata", "name", default=""), controller, int(obj.get("revision") or 0),
+            object_age(obj, now)]
+
+
+CONTROLLER_REVISION = Printer(
+    (
+        name_column(),
+        Column("Controller"),
+        Column("Revision", type="integer", doc=(_APPS + "ControllerRevision", "revision")),
+        age_column(),
+    ),
+    _controller_revision,
+)
+
 PRINTERS: dict[str, Printer] = {
+    "ControllerRevision": CONTROLLER_REVISION,
     "Deployment": DEPLOYMENT,
     "ReplicaSet": REPLICA_SET,
     "DaemonSet": DAEMON_SET,

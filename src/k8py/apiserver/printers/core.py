@@ -233,7 +233,38 @@ SERVICE_ACCOUNT = Printer(
     lambda obj, now: [_name(obj), len(obj.get("secrets") or []), object_age(obj, now)],
 )
 
+def _replication_controller(obj: Object, now: datetime) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers = dig(spec, "template", "spec", "containers") or []
+    selector = spec.get("selector") or {}
+    return [
+        _name(obj),
+        int(spec.get("replicas") or 0),
+        int(status.get("replicas") or 0),
+        int(status.get("readyReplicas") or 0),
+        object_age(obj, now),
+        ",".join(str(c.get("name", "")) for c in containers),
+        ",".join(str(c.get("image", "")) for c in containers),
+        ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>",
+    ]
+
+
+REPLICATION_CONTROLLER = Printer(
+    (
+        name_column(),
+        Column("Desired", type="integer", doc=(_CORE + "ReplicationControllerSpec", "replicas")),
+        Column("Current", type="integer", doc=(_CORE + "ReplicationControllerStatus", "replicas")),
+        Column("Ready", type="integer", doc=(_CORE + "ReplicationControllerStatus", "readyReplicas")),
+        age_column(),
+        Column("Containers", priority=1, doc="Names of each container in the template."),
+        Column("Images", priority=1, doc="Images referenced by each container in the template."),
+        Column("Selector", priority=1, doc=(_CORE + "ReplicationControllerSpec", "selector")),
+    ),
+    _replication_controller,
+)
+
 PRINTERS: dict[str, Printer] = {
+    "ReplicationController": REPLICATION_CONTROLLER,
     "Service": SERVICE,
     "Endpoints": ENDPOINTS,
     "Node": NODE,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from k8py.apiserver.registry import ResourceDefinition
-from k8py.apiserver.resources.strategies import StandardStrategy, path_getter
+from k8py.apiserver.resources.strategies import JobStrategy, StandardStrategy, path_getter
 
 DEFINITIONS = [
     ResourceDefinition(
@@ -15,7 +15,7 @@ DEFINITIONS = [
         namespaced=True,
         categories=("all",),
         subresources=frozenset({"status"}),
-        strategy=StandardStrategy("batch", "v1", "Job", has_status=True, tracks_generation=True),
+        strategy=JobStrategy("batch", "v1", "Job", has_status=True, tracks_generation=True),
         field_getters={"status.successful": path_getter("status", "succeeded")},
         openapi_name="io.k8s.api.batch.v1.Job",
     ),

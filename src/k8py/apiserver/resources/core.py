@@ -1,11 +1,13 @@
-"""core/v1: namespaces, pods, nodes, services, endpoints, configmaps, secrets,
+"""core/v1: namespaces, pods, nodes, replicationcontrollers, services, endpoints, configmaps, secrets,
 serviceaccounts, events."""
 
 from __future__ import annotations
 
-from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
 from k8py.apiserver.resources.strategies import (
+    BindingStrategy,
     NamespaceStrategy,
+    NodeStrategy,
     PodStrategy,
     StandardStrategy,
     path_getter,
@@ -68,7 +70,7 @@ DEFINITIONS = [
         namespaced=True,
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "binding"}),
+        subresources=frozenset({"status", "binding", "log", "exec", "attach", "portforward"}),
         strategy=PodStrategy("", "v1", "Pod", has_status=True, return_deleted_object=True),
         field_getters=POD_FIELDS,
         indexed_field="spec.nodeName",
@@ -78,9 +80,20 @@ DEFINITIONS = [
         "nodes",
         namespaced=False,
         short_names=("no",),
-        subresources=frozenset({"status"}),
-        strategy=_std("Node", has_status=True),
+        subresources=frozenset({"status", "proxy"}),
+        strategy=NodeStrategy("", "v1", "Node", has_status=True),
         field_getters={"spec.unschedulable": path_getter("spec", "unschedulable")},
+    ),
+    _core(
+        "ReplicationController",
+        "replicationcontrollers",
+        namespaced=True,
+        short_names=("rc",),
+        categories=("all",),
+        subresources=frozenset({"status", "scale"}),
+        strategy=_std("ReplicationController", has_status=True, tracks_generation=True),
+        scale=ScaleSpec(selector_is_map=True),
+        field_getters={"status.replicas": path_getter("status", "replicas")},
     ),
     _core(
         "Service",
@@ -114,7 +127,7 @@ DEFINITIONS = [
         strategy=_std("ServiceAccount"),
     ),
     # POST-only: binds the pod the Binding names (pods/binding does the same)
-    _core("Binding", "bindings", namespaced=True, verbs=("create",), strategy=_std("Binding")),
+    _core("Binding", "bindings", namespaced=True, verbs=("create",), strategy=BindingStrategy("", "v1", "Binding")),
     _core(
         "Event",
         "events",

@@ -104,6 +104,68 @@ def _qos_class(pod: Object) -> str:
     return "Burstable"
 
 
+class BindingStrategy(StandardStrategy):
+    """core/v1 ``bindings``: a POST binds the pod the Binding names, exactly
+    as ``pods/<name>/binding`` does (upstream serves both with one REST)."""
+
+    create_through = ("pods", "binding")
+
+
+class JobStrategy(StandardStrategy):
+    """A Job's selector is generated from its uid unless ``manualSelector: true``
+    (upstream ``generateSelector``): the pod template gets the
+    ``batch.kubernetes.io/controller-uid`` and ``batch.kubernetes.io/job-name``
+    labels (and their legacy unprefixed twins) and the selector matches the uid,
+    so a Job's pods can never be confused with another Job's of the same name."""
+
+    def prepare_for_create(self, obj: Object) -> None:
+        super().prepare_for_create(obj)
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or spec.get("manualSelector") is True:
+            return
+        meta = obj.get("metadata") or {}
+        uid, name = meta.get("uid", ""), meta.get("name", "")
+        template = spec.get("template")
+        if isinstance(template, dict):
+            template_meta = template.setdefault("metadata", {})
+            labels = template_meta.get("labels") or {}
+            labels.update({
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": name,
+                "controller-uid": uid,
+                "job-name": name,
+            })
+            template_meta["labels"] = labels
+        if spec.get("selector") is None:
+            spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+
+
+class DeploymentStrategy(StandardStrategy):
+    """A Deployment's ``/status`` may also set annotations (upstream's
+    deploymentStatusStrategy resets only spec and labels): the controller
+    writes the ``deployment.kubernetes.io/revision`` annotation through it."""
+
+    def prepare_for_status_update(self, obj: Object, old: Object) -> None:
+        annotations = (obj.get("metadata") or {}).get("annotations")
+        super().prepare_for_status_update(obj, old)
+        if annotations is not None:
+            obj["metadata"]["annotations"] = annotations
+        else:
+            obj["metadata"].pop("annotations", None)
+
+
+class NodeStrategy(StandardStrategy):
+    """Nodes are the one built-in kind whose create keeps ``status`` (upstream's
+    node strategy: a kubelet registers its node with capacity and conditions
+    in one request); updates of the main resource still ignore status."""
+
+    def prepare_for_create(self, obj: Object) -> None:
+        status = obj.get("status")
+        super().prepare_for_create(obj)
+        if status is not None:
+            obj["status"] = status
+
+
 class NamespaceStrategy(StandardStrategy):
     """A namespace starts Active with the ``kubernetes`` finalizer in
     ``spec.finalizers``; only ``/finalize`` changes that list (see

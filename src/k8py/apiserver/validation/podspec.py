@@ -254,6 +254,17 @@ def validate_pod_spec_update(new: Any, old: Any, path: str = "spec") -> list[Cau
     if not _tolerations_only_added(new_tolerations, old.get("tolerations") or []):
         causes.append(forbidden(f"{path}.tolerations", "existing toleration can not be modified except its tolerationSeconds"))
     _restore(munged, old, "tolerations")
+    # scheduling gates may only be removed; while gated, nodeSelector may gain entries
+    old_gates = [g.get("name") for g in old.get("schedulingGates") or () if isinstance(g, dict)]
+    for g in new.get("schedulingGates") or ():
+        name = g.get("name") if isinstance(g, dict) else g
+        if name not in old_gates:
+            causes.append(forbidden(f"{path}.schedulingGates", f"only deletion is allowed, but found new scheduling gate '{name}'"))
+    _restore(munged, old, "schedulingGates")
+    if old_gates:
+        old_sel, new_sel = old.get("nodeSelector") or {}, new.get("nodeSelector") or {}
+        if isinstance(new_sel, dict) and all(new_sel.get(k) == v for k, v in old_sel.items()):
+            _restore(munged, old, "nodeSelector")
     old_grace = old.get("terminationGracePeriodSeconds")
     if is_int(old_grace) and old_grace < 0 and new.get("terminationGracePeriodSeconds") == 1:
         _restore(munged, old, "terminationGracePeriodSeconds")

@@ -33,11 +33,10 @@ Consistent reads (``wait_for_store_revision``): the caller reads the store's
 current revision, then waits for the cache to reach it. The one watch only
 hears of revisions under ``/registry/``; on etcd the newest revision often
 belongs to another prefix, so the cache learns it has caught up only from a
-progress notification. A store that offers the optional
-``request_progress()`` (etcd: ``EtcdStorage.request_progress``) is asked for
-one when the cache is behind, as upstream's cacher asks etcd (KEP-2340);
-without it the wait lasts until the next periodic notification. The outcomes
-are counted in ``caught_up`` / ``fell_behind``.
+progress notification. The store is asked for one (``Storage.request_progress``)
+when the cache is behind, as upstream's cacher asks etcd (KEP-2340); if that
+fails the wait lasts until the next periodic notification. The outcomes are
+counted in ``caught_up`` / ``fell_behind``.
 """
 
 from __future__ import annotations
@@ -46,10 +45,10 @@ import asyncio
 import heapq
 import itertools
 import logging
-from typing import Awaitable, Callable, Iterator
+from typing import Callable, Iterator
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
-from k8py.apiserver.watch.watch_cache import CachedObject, WatchCache, build_cached_object
+from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
 from k8py.apiserver.watch.watcher import WatchLimits
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
@@ -96,9 +95,6 @@ class Cacher:
         self.undecodable = 0
         #: how far a watch client may fall behind (used by every watch stream)
         self.watch_limits = watch_limits if watch_limits is not None else WatchLimits()
-        #: watchers with events queued by the batch being applied (flushed after it)
-        self.dirty_watchers: set = set()
-        self._request_progress: Callable[[], Awaitable[None]] | None = getattr(storage, "request_progress", None)
         # consistent reads: confirmed from the cache in time / not
         self.caught_up = 0
         self.fell_behind = 0
@@ -226,12 +222,17 @@ class Cacher:
                     await asyncio.sleep(1.0)
 
     def _apply(self, batch: WatchBatch) -> None:
+        # watchers with events queued by this batch: flushed once, after it
+        touched: set[CacheWatcher] = set()
         for event in batch.events:
             cache = self.caches.get(resource_of_key(event.kv.key))
             if cache is None:
                 continue
-            if cache.apply(event) is None:
+            try:
+                touched.update(cache.apply(event))
+            except UndecodableObject:
                 self._count_undecodable(cache.definition, event.kv.key)
+                touched.update(cache.skip_undecodable(event))
                 continue
             if self._on_event is not None:
                 self._on_event(cache.definition.plural)
@@ -239,11 +240,9 @@ class Cacher:
             self.revision = batch.revision
             for cache in self.caches.values():
                 cache.advance(batch.revision)
-        if self.dirty_watchers:
-            # one write per watcher per batch, everything it got in the batch
-            for watcher in self.dirty_watchers:
-                watcher.flush()
-            self.dirty_watchers.clear()
+        # one write per watcher per batch, everything it got in the batch
+        for watcher in touched:
+            watcher.flush()
         self._wake_waiters()
 
     # -- consistent reads ---------------------------------------------------
@@ -276,15 +275,14 @@ class Cacher:
             return True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if self._request_progress is not None:
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._request_progress()
-            except TimeoutError:
-                pass  # the wait below sees the deadline
-            except StorageError as err:
-                # the periodic notifications (or the caller's store read) remain
-                log.info("progress request failed", extra={"error": str(err)})
+        try:
+            async with asyncio.timeout(timeout):
+                await self.storage.request_progress()
+        except TimeoutError:
+            pass  # the wait below sees the deadline
+        except StorageError as err:
+            # the periodic notifications (or the caller's store read) remain
+            log.info("progress request failed", extra={"error": str(err)})
         reached = await self.wait_for_revision(current, timeout=max(deadline - loop.time(), 0.0))
         if reached:
             self.caught_up += 1

@@ -20,10 +20,16 @@ Invariants:
 - the cache never awaits: ``apply`` runs to completion on the event loop, so
   readers see either the state before an event or after it.
 
-Faults stay local. A stored value that cannot be decoded is skipped
-(:meth:`WatchCache.apply` returns ``None``; the cacher logs and counts it):
-a delete still removes the key, a create or update leaves the last good
-state. A watcher whose ``offer`` raises is failed alone
+Fan-out is one-directional: ``apply`` offers the event to the watchers
+indexed under it (any :class:`CacheWatcher`) and returns the ones that want
+a flush; the caller (the cacher) flushes them once per store batch. A
+watcher never reaches back into the cache or the cacher.
+
+Faults stay local. A stored value that cannot be decoded raises
+:class:`UndecodableObject` from :meth:`WatchCache.apply` before anything
+changes; the cacher logs and counts it and calls
+:meth:`WatchCache.skip_undecodable`: a delete still removes the key, a
+create or update leaves the last good state. A watcher whose ``offer`` raises is failed alone
 (:meth:`Watcher.fail`: an ERROR event, then its stream ends); the other
 watchers, and the rest of the batch, go on.
 """
@@ -34,20 +40,31 @@ import collections
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Protocol
 
 import orjson
 
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.storage import EventType, WatchEvent
 
-__all__ = ["CachedObject", "CacheEvent", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED"]
+__all__ = [
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "UndecodableObject",
+    "ADDED", "MODIFIED", "DELETED",
+]
 
 log = logging.getLogger(__name__)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
+
+
+class UndecodableObject(Exception):
+    """A stored value the cache cannot decode (see the module docstring)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"stored value of {key} cannot be decoded")
+        self.key = key
 
 
 class TooOldResourceVersion(Exception):
@@ -92,6 +109,31 @@ class CacheEvent:
             obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
             self._prev_at_rv = orjson.dumps(obj)
         return self._prev_at_rv
+
+
+class CacheWatcher(Protocol):
+    """What the cache needs of a watcher (:class:`k8py.apiserver.watch.watcher.Watcher`)."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace it is indexed under ("" = every namespace)."""
+
+    @property
+    def index_value(self) -> str | None:
+        """The indexed field's value it is indexed under (None = not pinned)."""
+
+    def offer(self, event: CacheEvent) -> bool:
+        """Take the event if it concerns the watcher; never awaits. True when
+        the watcher queued something to be flushed after the batch."""
+
+    def flush(self) -> None:
+        """Write what was queued by the batch just applied."""
+
+    def terminate(self) -> None:
+        """End the watch (its client re-watches)."""
+
+    def fail(self, reason: str) -> None:
+        """End the watch with an ERROR event carrying ``reason``."""
 
 
 _NO_LABELS: dict[str, str] = {}
@@ -142,9 +184,9 @@ class WatchCache:
         self.revision = 0
         # watchers, indexed the same way as objects so an event only visits
         # the watchers that could care about it
-        self.watchers_all: set[Any] = set()
-        self.watchers_by_ns: dict[str, set[Any]] = {}
-        self.watchers_by_index: dict[str, set[Any]] = {}
+        self.watchers_all: set[CacheWatcher] = set()
+        self.watchers_by_ns: dict[str, set[CacheWatcher]] = {}
+        self.watchers_by_index: dict[str, set[CacheWatcher]] = {}
 
     # -- state ------------------------------------------------------------
 
@@ -187,15 +229,16 @@ class WatchCache:
                 if not idx:
                     del self.by_index[value]
 
-    def apply(self, event: WatchEvent) -> CacheEvent | None:
-        """Apply one store event; returns the cache event (already
-        dispatched), or ``None`` if the stored value could not be decoded."""
+    def apply(self, event: WatchEvent) -> list[CacheWatcher]:
+        """Apply one store event and offer it to the watchers it may concern;
+        returns those that queued something to flush. Raises
+        :class:`UndecodableObject` (with nothing changed) if the stored value
+        cannot be decoded."""
         kv = event.kv
         try:
             cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
-        except Exception:
-            self._skip_undecodable(event)
-            return None
+        except Exception as err:
+            raise UndecodableObject(kv.key) from err
         if event.type is EventType.DELETE:
             prev = self.objects.pop(kv.key, None)
             if prev is not None:
@@ -208,23 +251,25 @@ class WatchCache:
             self.oldest_rv = self.ring[0].rv
         self.ring.append(cache_event)
         self.revision = max(self.revision, kv.mod_revision)
-        self._dispatch(cache_event)
-        return cache_event
+        return self._dispatch(cache_event)
 
-    def _skip_undecodable(self, event: WatchEvent) -> None:
+    def skip_undecodable(self, event: WatchEvent) -> list[CacheWatcher]:
+        """Account for an event whose value :meth:`apply` could not decode: a
+        delete still removes the key (watchers get the last good state), a
+        create or update is skipped (the last good state stays)."""
         kv = event.kv
         self.revision = max(self.revision, kv.mod_revision)
         if event.type is not EventType.DELETE:
-            return  # the last good state stays
+            return []
         prev = self.objects.pop(kv.key, None)
         if prev is None:
-            return
+            return []
         self._unindex(prev)
         cache_event = CacheEvent(DELETED, kv.mod_revision, prev, prev)
         if len(self.ring) == self.ring.maxlen:
             self.oldest_rv = self.ring[0].rv
         self.ring.append(cache_event)
-        self._dispatch(cache_event)
+        return self._dispatch(cache_event)
 
     def advance(self, revision: int) -> None:
         """The store has delivered everything up to ``revision``."""
@@ -263,7 +308,7 @@ class WatchCache:
 
     # -- watchers ---------------------------------------------------------
 
-    def add_watcher(self, watcher: Any) -> None:
+    def add_watcher(self, watcher: CacheWatcher) -> None:
         if watcher.index_value is not None and self.index_field:
             self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
         elif watcher.namespace:
@@ -271,7 +316,7 @@ class WatchCache:
         else:
             self.watchers_all.add(watcher)
 
-    def remove_watcher(self, watcher: Any) -> None:
+    def remove_watcher(self, watcher: CacheWatcher) -> None:
         self.watchers_all.discard(watcher)
         for table, key in (
             (self.watchers_by_index, watcher.index_value),
@@ -293,8 +338,8 @@ class WatchCache:
             + sum(len(s) for s in self.watchers_by_index.values())
         )
 
-    def _dispatch(self, event: CacheEvent) -> None:
-        targets: list[set[Any]] = []
+    def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
+        targets: list[set[CacheWatcher]] = []
         if self.watchers_all:
             targets.append(self.watchers_all)
         ns = event.obj.namespace
@@ -311,15 +356,18 @@ class WatchCache:
                     group = self.watchers_by_index.get(old_value)
                     if group:
                         targets.append(group)
+        touched: list[CacheWatcher] = []
         for group in targets:
             for watcher in list(group):
                 try:
-                    watcher.offer(event)
+                    if watcher.offer(event):
+                        touched.append(watcher)
                 except Exception as err:  # this watcher's selectors or encoding: fail it alone
                     log.exception("watcher failed on an event; closing it", extra={"resource": self.definition.plural, "key": event.obj.key})
                     watcher.fail(f"unable to process the watch event for {event.obj.key}: {err!r}")
+        return touched
 
-    def all_watchers(self) -> list[Any]:
+    def all_watchers(self) -> list[CacheWatcher]:
         out = list(self.watchers_all)
         for group in self.watchers_by_ns.values():
             out.extend(group)

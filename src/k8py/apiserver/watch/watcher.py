@@ -15,7 +15,9 @@ no                 no                  nothing
 =================  ==================  =========================================
 
 Events are queued as ``(type, encoded object)``. Once the stream is live,
-the cacher flushes every touched watcher after each store batch: everything
+``offer`` returns True when it queued something, the watch cache hands the
+watchers that did back to the cacher, and the cacher flushes each once after
+the store batch (the watcher knows neither of them): everything
 queued goes out in one write straight to the connection, with no task switch
 per watcher per event. While the initial events are still being written, or
 when the connection's buffer is backed up, the stream's own task writes them
@@ -37,12 +39,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
-from k8py.apiserver.handlers.query import Query
-from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent
+from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 
-__all__ = ["Watcher", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
+__all__ = ["Selection", "Sink", "Watcher", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
+
+
+class Selection(Protocol):
+    """Which objects a watch is for (upstream's SelectionPredicate);
+    :class:`k8py.apiserver.handlers.query.Query` is one."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace selected ("" = every namespace, or cluster-scoped)."""
+
+    @property
+    def index_value(self) -> str | None:
+        """The value the selection pins the resource's indexed field to."""
+
+    def matches(self, obj: CachedObject) -> bool:
+        """True if ``obj`` is selected."""
 
 MAX_PENDING_BYTES = 64 * 1024 * 1024
 SLOW_CLIENT_TIMEOUT = 60.0
@@ -72,10 +89,10 @@ Sink = Callable[[list[tuple[str, bytes]]], bool]
 class Watcher:
     __slots__ = (
         "query", "namespace", "index_value", "pending", "pending_bytes", "wake", "terminated", "overflowed",
-        "max_pending_bytes", "min_rv", "sink", "dirty", "failure",
+        "max_pending_bytes", "min_rv", "sink", "failure",
     )
 
-    def __init__(self, query: Query, *, max_pending_bytes: int = MAX_PENDING_BYTES, dirty: set["Watcher"] | None = None) -> None:
+    def __init__(self, query: Selection, *, max_pending_bytes: int = MAX_PENDING_BYTES) -> None:
         self.query = query
         self.namespace = query.namespace
         self.index_value = query.index_value
@@ -92,41 +109,43 @@ class Watcher:
         #: set by the stream once its initial events are out: from then on the
         #: cacher writes each batch's events straight to the connection
         self.sink: Sink | None = None
-        #: the cacher's set of watchers to flush after the batch it is applying
-        self.dirty = dirty
         #: why this watcher was failed (its stream ends with an ERROR event saying so)
         self.failure: str | None = None
 
-    def offer(self, event: CacheEvent) -> None:
+    def offer(self, event: CacheEvent) -> bool:
+        """Queue what ``event`` means to this watcher; True if the queue now
+        wants a :meth:`flush` after the batch (the stream is live)."""
         if self.terminated or event.rv <= self.min_rv:
-            return
+            return False
         q = self.query
         if event.type == ADDED:
             if q.matches(event.obj):
-                self._push(ADDED, event.obj.data)
+                return self._push(ADDED, event.obj.data)
         elif event.type == MODIFIED:
             now_matches = q.matches(event.obj)
             before = event.prev is not None and q.matches(event.prev)
             if now_matches and before:
-                self._push(MODIFIED, event.obj.data)
+                return self._push(MODIFIED, event.obj.data)
             elif now_matches:
-                self._push(ADDED, event.obj.data)
+                return self._push(ADDED, event.obj.data)
             elif before:
-                self._push(DELETED, event.prev_data_at_rv())
+                return self._push(DELETED, event.prev_data_at_rv())
         elif event.type == DELETED:
             if q.matches(event.obj):
-                self._push(DELETED, event.obj.data)
+                return self._push(DELETED, event.obj.data)
+        return False
 
-    def _push(self, type_: str, data: bytes) -> None:
+    def _push(self, type_: str, data: bytes) -> bool:
         self.pending.append((type_, data))
         self.pending_bytes += len(data)
         if self.pending_bytes > self.max_pending_bytes:
             self.overflowed = True
             self.terminate()
-        elif self.sink is not None and self.dirty is not None:
-            self.dirty.add(self)
-        else:
-            self.wake.set()
+            return False
+        if self.sink is not None:
+            return True
+        self.wake.set()
+        return False
 
     def flush(self) -> None:
         """Write the queued events straight to the stream (the cacher calls

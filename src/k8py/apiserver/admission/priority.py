@@ -1,0 +1,90 @@
+"""Priority admission: a new pod's ``spec.priority`` (and ``preemptionPolicy``)
+comes from its ``spec.priorityClassName`` (upstream ``plugin/pkg/admission/priority``).
+
+- no class named: the ``globalDefault`` class (the lowest value if several),
+  else priority 0;
+- a class that does not exist: 403 Forbidden ``no PriorityClass with name X
+  was found``;
+- a pod that states a priority other than its class's: 403 Forbidden;
+- a second PriorityClass with ``globalDefault: true``: 403 Forbidden.
+
+Classes are read from the watch cache, so admission costs no store read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from k8py.api.errors import Forbidden
+from k8py.apiserver.registry import Registry, ResourceDefinition
+from k8py.apiserver.watch.cacher import Cacher
+
+__all__ = ["PriorityAdmission"]
+
+Object = dict[str, Any]
+
+
+class PriorityAdmission:
+    def __init__(self, registry: Registry, cacher: Cacher) -> None:
+        self.registry = registry
+        self.cacher = cacher
+
+    def _classes(self) -> list[Object]:
+        d = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        if d is None:
+            return []
+        return [orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values()]
+
+    def _class(self, name: str) -> Object | None:
+        d = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+        if d is None:
+            return None
+        cached = self.cacher.cache_for(d).objects.get(d.key("", name))
+        return orjson.loads(cached.data) if cached is not None else None
+
+    def admit(self, definition: ResourceDefinition, obj: Object) -> None:
+        if definition.group == "" and definition.kind == "Pod":
+            self._admit_pod(obj)
+        elif definition.group == "scheduling.k8s.io" and definition.kind == "PriorityClass":
+            self._admit_class(obj)
+
+    def _admit_pod(self, pod: Object) -> None:
+        spec = pod.setdefault("spec", {})
+        name = (pod.get("metadata") or {}).get("name") or ""
+        class_name = spec.get("priorityClassName") or ""
+        if class_name:
+            pc = self._class(class_name)
+            if pc is None:
+                raise Forbidden(f'pods "{name}" is forbidden: no PriorityClass with name {class_name} was found',
+                                name=name, kind="pods")
+            value, policy = int(pc.get("value") or 0), pc.get("preemptionPolicy") or "PreemptLowerPriority"
+        else:
+            defaults = [c for c in self._classes() if c.get("globalDefault")]
+            if defaults:
+                pc = min(defaults, key=lambda c: int(c.get("value") or 0))
+                value, policy = int(pc.get("value") or 0), pc.get("preemptionPolicy") or "PreemptLowerPriority"
+                spec["priorityClassName"] = pc["metadata"]["name"]
+            else:
+                value, policy = 0, "PreemptLowerPriority"
+        if spec.get("priority") is not None and spec["priority"] != value:
+            raise Forbidden(f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) must not be '
+                            f"provided in pod spec; priority admission controller computed {value} from the given PriorityClass name",
+                            name=name, kind="pods")
+        if spec.get("preemptionPolicy") is not None and spec["preemptionPolicy"] != policy:
+            raise Forbidden(f'pods "{name}" is forbidden: the string value of PreemptionPolicy ({spec["preemptionPolicy"]}) must not be '
+                            f"provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name",
+                            name=name, kind="pods")
+        spec["priority"] = value
+        spec["preemptionPolicy"] = policy
+
+    def _admit_class(self, pc: Object) -> None:
+        if not pc.get("globalDefault"):
+            return
+        name = (pc.get("metadata") or {}).get("name") or ""
+        for other in self._classes():
+            if other.get("globalDefault") and other["metadata"]["name"] != name:
+                raise Forbidden(f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: PriorityClass '
+                                f'{other["metadata"]["name"]} is already marked as default. Only one default can exist',
+                                name=name, group="scheduling.k8s.io", kind="priorityclasses")

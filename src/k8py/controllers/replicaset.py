@@ -1,0 +1,366 @@
+"""The ReplicaSet controller (and, with another :class:`ReplicaSetKind`, the
+ReplicationController manager): keep ``spec.replicas`` pods matching the
+selector.
+
+One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
+
+1. read the ReplicaSet from the cache (gone: forget its expectations);
+2. claim the active pods of its namespace (adopt matching orphans, release
+   owned pods that stopped matching; :mod:`controller_ref_manager`);
+3. only if its *expectations* are satisfied (every create and delete it asked
+   for has been seen in the pod cache) and it is not being deleted, manage
+   replicas: create the missing pods in slow-start batches (1, 2, 4, ...), at
+   most :data:`BURST_REPLICAS` per sync, or delete the surplus, least
+   valuable first (:mod:`pod_ranking`);
+4. write ``status`` (replicas, fullyLabeledReplicas, readyReplicas,
+   availableReplicas, observedGeneration, the ReplicaFailure condition) when
+   it changed;
+5. look again after ``minReadySeconds`` if ready pods are not available yet.
+
+Why expectations matter: the pod informer lags the writes, so without them a
+second sync right after a create would count too few pods and create again.
+With them, a sync between the write and its watch event only refreshes
+status. A failed create or delete lowers the expectation at once (no event
+will come for it).
+
+Pod events feed the queue: a pod with a controller reference queues its owner
+(and lowers the owner's expectations on ADDED / DELETED); an orphan queues
+every ReplicaSet whose selector matches it, so one can adopt it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
+from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
+from k8py.client.resource import Resource
+from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
+from k8py.controllers.context import ControllerContext
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
+from k8py.controllers.expectations import UIDTrackingExpectations
+from k8py.controllers.keyed_controller import KeyedController
+from k8py.controllers.owner_refs import controller_ref, new_controller_ref
+from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
+from k8py.controllers.pod_ranking import pods_to_delete
+from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_available, is_pod_ready
+
+__all__ = [
+    "ReplicaSetController",
+    "ReplicaSetKind",
+    "REPLICA_SET_KIND",
+    "REPLICATION_CONTROLLER_KIND",
+    "calculate_status",
+    "BURST_REPLICAS",
+    "new_controller",
+]
+
+logger = logging.getLogger(__name__)
+
+BURST_REPLICAS = 500
+"""At most this many creates or deletes per sync (upstream ``BurstReplicas``)."""
+
+
+def _rs_selector(obj: Mapping[str, Any]) -> LabelSelector:
+    return label_selector_from_dict((obj.get("spec") or {}).get("selector"))
+
+
+def _rc_selector(obj: Mapping[str, Any]) -> LabelSelector:
+    selector = (obj.get("spec") or {}).get("selector")
+    if not selector:
+        return LabelSelector.match_nothing()
+    return label_selector_from_dict({"matchLabels": selector})
+
+
+@dataclass(frozen=True)
+class ReplicaSetKind:
+    """What differs between ReplicaSets and ReplicationControllers."""
+
+    resource: Resource
+    name: str
+    queue_name: str
+    component: str
+    selector_of: Callable[[Mapping[str, Any]], LabelSelector]
+
+
+REPLICA_SET_KIND = ReplicaSetKind(REPLICASETS, "replicaset", "replicaset", "replicaset-controller", _rs_selector)
+REPLICATION_CONTROLLER_KIND = ReplicaSetKind(
+    REPLICATION_CONTROLLERS, "replicationcontroller", "replicationmanager", "replication-controller", _rc_selector
+)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _replicas(rs: Mapping[str, Any]) -> int:
+    value = (rs.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Exception | None, now: datetime) -> dict[str, Any]:
+    """The status ``rs`` should have given its claimed active ``pods`` (pure)."""
+    spec = rs.get("spec") or {}
+    min_ready = int(spec.get("minReadySeconds") or 0)
+    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    fully = ready = available = 0
+    for pod in pods:
+        labels = _meta(pod).get("labels") or {}
+        if all(labels.get(k) == v for k, v in template_labels.items()):
+            fully += 1
+        if is_pod_ready(pod):
+            ready += 1
+            if is_pod_available(pod, min_ready, now):
+                available += 1
+    old = rs.get("status") or {}
+    conditions = [dict(c) for c in old.get("conditions") or ()]
+    failure = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
+    if manage_error is not None and failure is None:
+        reason = "FailedCreate" if len(pods) - _replicas(rs) < 0 else "FailedDelete"
+        message = getattr(manage_error, "message", None) or str(manage_error)
+        conditions.append({"type": "ReplicaFailure", "status": "True", "lastTransitionTime": format_time(now),
+                           "reason": reason, "message": message})
+    elif manage_error is None and failure is not None:
+        conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
+    status: dict[str, Any] = {"replicas": len(pods)}
+    for field, value in (("fullyLabeledReplicas", fully), ("readyReplicas", ready), ("availableReplicas", available)):
+        if value:
+            status[field] = value
+    if old.get("observedGeneration") is not None:
+        status["observedGeneration"] = old["observedGeneration"]
+    if conditions:
+        status["conditions"] = conditions
+    return status
+
+
+class ReplicaSetController(KeyedController):
+    """See the module docstring."""
+
+    def __init__(self, ctx: ControllerContext, kind: ReplicaSetKind = REPLICA_SET_KIND, *, burst_replicas: int = BURST_REPLICAS) -> None:
+        super().__init__(ctx, name=kind.name, queue_name=kind.queue_name)
+        self.kind = kind
+        self.burst_replicas = burst_replicas
+        self.informer = ctx.informers.informer(kind.resource)
+        self.pod_informer = ctx.informers.informer(PODS)
+        self.lister = self.informer.lister
+        self.pod_lister = self.pod_informer.lister
+        self.expectations = UIDTrackingExpectations(clock=ctx.clock)
+        self.recorder = ctx.recorder(kind.component)
+        self.pod_control = PodControl(ctx.client, self.recorder)
+        self.wait_for(self.informer, self.pod_informer)
+        self.informer.add_event_handler(on_add=self.enqueue, on_update=self._update_rs, on_delete=self._delete_rs)
+        self.pod_informer.add_event_handler(on_add=self._add_pod, on_update=self._update_pod, on_delete=self._delete_pod)
+
+    # -- event handlers -----------------------------------------------------------------
+
+    def _update_rs(self, old: Any, new: Any) -> None:
+        self.enqueue(new)
+
+    def _delete_rs(self, obj: Any) -> None:
+        key = object_key(obj)
+        self.expectations.delete(key)
+        self.queue.add(key)
+
+    def _resolve(self, namespace: str, ref: Mapping[str, Any] | None) -> Any | None:
+        """The owner a controller reference names, if it is one of ours and still the same object."""
+        if ref is None or ref.get("kind") != self.kind.resource.kind:
+            return None
+        owner = self.lister.try_get(namespace, ref.get("name") or "")
+        if owner is None or _meta(owner).get("uid") != ref.get("uid"):
+            return None
+        return owner
+
+    def _matching_owners(self, pod: Mapping[str, Any]) -> list[Any]:
+        labels = _meta(pod).get("labels") or {}
+        if not labels:
+            return []
+        owners = []
+        for rs in self.lister.list(namespace=_meta(pod).get("namespace")):
+            selector = self._selector_or_none(rs)
+            if selector is not None and not selector.empty and selector.matches(labels):
+                owners.append(rs)
+        return owners
+
+    def _selector_or_none(self, rs: Mapping[str, Any]) -> LabelSelector | None:
+        try:
+            return self.kind.selector_of(rs)
+        except StatusError:
+            return None
+
+    def _add_pod(self, pod: Any) -> None:
+        if _meta(pod).get("deletionTimestamp"):
+            self._delete_pod(pod)  # a restarted manager sees a pod already being deleted
+            return
+        ref = controller_ref(pod)
+        if ref is not None:
+            owner = self._resolve(_meta(pod).get("namespace") or "", ref)
+            if owner is None:
+                return
+            key = object_key(owner)
+            self.expectations.creation_observed(key)
+            self.queue.add(key)
+            return
+        for owner in self._matching_owners(pod):
+            self.enqueue(owner)
+
+    def _update_pod(self, old: Any, new: Any) -> None:
+        if _meta(old).get("resourceVersion") == _meta(new).get("resourceVersion"):
+            return  # a resync: nothing changed
+        labels_changed = _meta(old).get("labels") != _meta(new).get("labels")
+        if _meta(new).get("deletionTimestamp"):
+            self._delete_pod(new)
+            if labels_changed:
+                self._delete_pod(old)
+            return
+        namespace = _meta(new).get("namespace") or ""
+        new_ref, old_ref = controller_ref(new), controller_ref(old)
+        ref_changed = new_ref != old_ref
+        if ref_changed and old_ref is not None:
+            owner = self._resolve(namespace, old_ref)
+            if owner is not None:
+                self.enqueue(owner)
+        if new_ref is not None:
+            owner = self._resolve(namespace, new_ref)
+            if owner is None:
+                return
+            self.enqueue(owner)
+            min_ready = int((owner.get("spec") or {}).get("minReadySeconds") or 0)
+            if min_ready > 0 and not is_pod_ready(old) and is_pod_ready(new):
+                self.enqueue_after(owner, min_ready + 1)
+            return
+        if labels_changed or ref_changed:
+            for owner in self._matching_owners(new):
+                self.enqueue(owner)
+
+    def _delete_pod(self, obj: Any) -> None:
+        pod = obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj
+        if pod is None:
+            return
+        owner = self._resolve(_meta(pod).get("namespace") or "", controller_ref(pod))
+        if owner is None:
+            return
+        key = object_key(owner)
+        self.expectations.deletion_observed_of(key, object_key(pod))
+        self.queue.add(key)
+
+    # -- sync ----------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> float | None:
+        namespace, name = split_key(key)
+        rs = self.lister.try_get(namespace, name)
+        if rs is None:
+            self.expectations.delete(key)
+            return None
+        needs_sync = self.expectations.satisfied(key)
+        try:
+            selector = self.kind.selector_of(rs)
+        except StatusError as err:
+            logger.error("invalid selector", extra={"key": key, "error": str(err)})
+            return None
+        active = filter_active_pods(self.pod_lister.list(namespace=namespace))
+        manager = ControllerRefManager(self.client, rs, self.kind.resource, PODS, selector,
+                                       recheck_owner(self.client, self.kind.resource, rs))
+        pods = await manager.claim(active)
+        manage_error: Exception | None = None
+        if needs_sync and not _meta(rs).get("deletionTimestamp"):
+            try:
+                await self.manage_replicas(pods, rs, key)
+            except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
+                manage_error = err
+        now = self.clock.now()
+        status = calculate_status(rs, pods, manage_error, now)
+        updated = await self.update_status(rs, status)
+        if manage_error is not None:
+            raise manage_error
+        min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
+        st = updated.get("status") or {}
+        if min_ready > 0 and st.get("readyReplicas", 0) == _replicas(updated) and st.get("availableReplicas", 0) != _replicas(updated):
+            return float(min_ready)
+        return None
+
+    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str) -> None:
+        diff = len(pods) - _replicas(rs)
+        if diff < 0:
+            count = min(-diff, self.burst_replicas)
+            self.expectations.expect_creations(key, count)
+            namespace = _meta(rs).get("namespace") or ""
+            template = (rs.get("spec") or {}).get("template") or {}
+            ref = new_controller_ref(rs, self.kind.resource)
+
+            async def create() -> None:
+                try:
+                    await self.pod_control.create_pod(namespace, template, rs, self.kind.resource, ref)
+                except Forbidden as err:
+                    if "being terminated" in (err.message or ""):
+                        return  # the namespace is going away: not a failure of ours
+                    raise
+
+            successes, error = await slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, create)
+            for _ in range(count - successes):
+                self.expectations.creation_observed(key)  # no event will come for these
+            if error is not None:
+                raise error
+            return
+        if diff > 0:
+            count = min(diff, self.burst_replicas)
+            related = self._related_pods(rs)
+            victims = pods_to_delete(pods, related, count, self.clock.now())
+            victim_keys = [object_key(p) for p in victims]
+            self.expectations.expect_deletions_of(key, victim_keys)
+            results = await asyncio.gather(
+                *(self.pod_control.delete_pod(_meta(p)["namespace"], _meta(p)["name"], rs, self.kind.resource) for p in victims),
+                return_exceptions=True,
+            )
+            first: Exception | None = None
+            for pod_key, result in zip(victim_keys, results):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                if isinstance(result, BaseException):
+                    self.expectations.deletion_observed_of(key, pod_key)
+                    if not isinstance(result, NotFound) and first is None:
+                        first = result if isinstance(result, Exception) else RuntimeError(repr(result))
+            if first is not None:
+                raise first
+
+    def _related_pods(self, rs: Mapping[str, Any]) -> list[Any]:
+        """Active pods of this ReplicaSet and of its siblings (same controller, e.g. one Deployment)."""
+        namespace = _meta(rs).get("namespace")
+        owner = controller_ref(rs)
+        uids = {_meta(rs).get("uid")}
+        if owner is not None:
+            for other in self.lister.list(namespace=namespace):
+                other_ref = controller_ref(other)
+                if other_ref is not None and other_ref.get("uid") == owner.get("uid"):
+                    uids.add(_meta(other).get("uid"))
+        return [p for p in filter_active_pods(self.pod_lister.list(namespace=namespace))
+                if (controller_ref(p) or {}).get("uid") in uids]
+
+    async def update_status(self, rs: Mapping[str, Any], status: dict[str, Any]) -> Mapping[str, Any]:
+        """Write ``status`` (with observedGeneration) if it differs; one retry on a conflict."""
+        generation = _meta(rs).get("generation")
+        current: Mapping[str, Any] = rs
+        for attempt in range(2):
+            wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
+            if (current.get("status") or {}) == wanted:
+                return current
+            body = copy.deepcopy(dict(current))
+            body["status"] = wanted
+            try:
+                return await self.client.update_status(self.kind.resource, body)
+            except Conflict:
+                if attempt:
+                    raise
+                meta = _meta(rs)
+                current = await self.client.get(self.kind.resource, meta.get("namespace"), meta["name"])
+                generation = _meta(current).get("generation")
+        return current
+
+
+def new_controller(ctx: ControllerContext) -> ReplicaSetController:
+    return ReplicaSetController(ctx, REPLICA_SET_KIND)

@@ -1,0 +1,200 @@
+"""The scheduler's cache: every node's view and the pods on it, including pods
+*assumed* on a node before the API server confirms the binding.
+
+Life of a pod in the cache (upstream ``internal/cache``)::
+
+    assume_pod ──▶ Assumed ──finish_binding──▶ Assumed(expiring) ──ttl──▶ gone
+        │                      │                       │
+        │ forget_pod           │ add_pod (informer)    │ add_pod (informer)
+        ▼                      ▼                       ▼
+      gone                  Added                   Added ──remove_pod──▶ gone
+
+- an assumed pod counts on its node at once, so the next cycle sees the
+  resources taken (binding runs concurrently with later cycles);
+- when the informer delivers the bound pod, the assumption is confirmed (and
+  moved if the pod landed elsewhere);
+- a failed bind forgets the pod; an assumption whose bind finished but that
+  the informer never confirmed expires after ``assumed_ttl`` (0: never);
+- a node deleted while pods remain on it is kept, unlisted, until they go.
+
+Not thread-safe; the scheduler mutates it only from its event loop, never in
+the middle of a (synchronous) scheduling cycle, so a cycle's view is stable.
+``nodes`` is the list cycles iterate, in a stable order.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from k8py.scheduler.framework.types import NodeInfo, PodInfo
+
+__all__ = ["SchedulerCache"]
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+
+@dataclass(slots=True)
+class _PodState:
+    info: PodInfo
+    assumed: bool
+    deadline: float | None = None  # set by finish_binding when a ttl applies
+
+
+class SchedulerCache:
+    def __init__(self, *, assumed_ttl: float = 0.0) -> None:
+        self.assumed_ttl = assumed_ttl
+        self._infos: dict[str, NodeInfo] = {}
+        self.nodes: list[NodeInfo] = []
+        self._pods: dict[str, _PodState] = {}
+        self._image_nodes: dict[str, int] = {}
+        #: node name -> how many of its pods have (required anti-)affinity; lets the
+        #: affinity plugins skip nodes (and whole cycles) with nothing to check
+        self.affinity_nodes: dict[str, int] = {}
+        self.anti_affinity_nodes: dict[str, int] = {}
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def node(self, name: str) -> NodeInfo | None:
+        info = self._infos.get(name)
+        return info if info is not None and info.node is not None else None
+
+    def image_node_count(self, image: str) -> int:
+        return self._image_nodes.get(image, 0)
+
+    def _info(self, name: str) -> NodeInfo:
+        info = self._infos.get(name)
+        if info is None:
+            info = self._infos[name] = NodeInfo(name)
+        return info
+
+    def _count_images(self, info: NodeInfo, sign: int) -> None:
+        for image in info.images:
+            n = self._image_nodes.get(image, 0) + sign
+            if n > 0:
+                self._image_nodes[image] = n
+            else:
+                self._image_nodes.pop(image, None)
+
+    def add_node(self, node: Object) -> NodeInfo:
+        info = self._info(node["metadata"]["name"])
+        if info.node is not None:
+            self._count_images(info, -1)
+        info.set_node(node)
+        self._count_images(info, +1)
+        if info.index < 0:
+            info.index = len(self.nodes)
+            self.nodes.append(info)
+        return info
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        info = self._infos.get(name)
+        if info is None:
+            return
+        if info.node is not None:
+            self._count_images(info, -1)
+        if info.index >= 0:
+            last = self.nodes.pop()
+            if last is not info:
+                self.nodes[info.index] = last
+                last.index = info.index
+            info.index = -1
+        info.node = None
+        if not info.pods:
+            del self._infos[name]
+
+    def _drop_ghost(self, info: NodeInfo) -> None:
+        if info.node is None and not info.pods:
+            self._infos.pop(info.name, None)
+
+    # -- pods --------------------------------------------------------------------------
+
+    def is_assumed(self, key: str) -> bool:
+        state = self._pods.get(key)
+        return state is not None and state.assumed
+
+    def pod(self, key: str) -> PodInfo | None:
+        state = self._pods.get(key)
+        return state.info if state is not None else None
+
+    def assume_pod(self, info: PodInfo) -> None:
+        """``info`` carries the chosen node in ``node_name``."""
+        if info.key in self._pods:
+            raise ValueError(f"pod {info.key} is in the cache, so can't be assumed")
+        self._place(info)
+        self._pods[info.key] = _PodState(info, assumed=True)
+
+    def finish_binding(self, key: str, now: float) -> None:
+        state = self._pods.get(key)
+        if state is not None and state.assumed and self.assumed_ttl > 0:
+            state.deadline = now + self.assumed_ttl
+
+    def forget_pod(self, key: str) -> None:
+        state = self._pods.get(key)
+        if state is None or not state.assumed:
+            return
+        self._remove(state.info)
+        del self._pods[key]
+
+    def _place(self, info: PodInfo) -> None:
+        self._info(info.node_name).add_pod(info)
+        self._count_affinity(info, +1)
+
+    def _count_affinity(self, info: PodInfo, sign: int) -> None:
+        for flag, counts in ((info.has_pod_affinity, self.affinity_nodes),
+                             (info.has_required_anti_affinity, self.anti_affinity_nodes)):
+            if flag:
+                n = counts.get(info.node_name, 0) + sign
+                if n > 0:
+                    counts[info.node_name] = n
+                else:
+                    counts.pop(info.node_name, None)
+
+    def _remove(self, info: PodInfo) -> None:
+        node = self._infos.get(info.node_name)
+        if node is not None:
+            if node.remove_pod(info.key) is not None:
+                self._count_affinity(info, -1)
+            self._drop_ghost(node)
+
+    def add_pod(self, pod: Object) -> PodInfo:
+        """A pod with ``spec.nodeName`` seen by the informer (confirms an assumption)."""
+        info = PodInfo(pod)
+        state = self._pods.get(info.key)
+        if state is not None:
+            self._remove(state.info)
+        self._place(info)
+        self._pods[info.key] = _PodState(info, assumed=False)
+        return info
+
+    def update_pod(self, pod: Object) -> PodInfo:
+        return self.add_pod(pod)
+
+    def remove_pod(self, key: str) -> PodInfo | None:
+        state = self._pods.pop(key, None)
+        if state is None:
+            return None
+        self._remove(state.info)
+        return state.info
+
+    def cleanup_expired(self, now: float) -> list[str]:
+        """Forget assumptions whose bind finished more than ``assumed_ttl`` ago."""
+        expired = [k for k, s in self._pods.items() if s.assumed and s.deadline is not None and s.deadline <= now]
+        for key in expired:
+            logger.warning("assumed pod expired", extra={"pod": key})
+            self.forget_pod(key)
+        return expired
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def pod_count(self) -> int:
+        return len(self._pods)
+
+    def dump(self) -> dict[str, list[str]]:
+        """node -> pod keys (for debugging and tests)."""
+        return {name: sorted(info.pods) for name, info in self._infos.items()}

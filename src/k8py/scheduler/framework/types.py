@@ -1,0 +1,367 @@
+"""What plugins read: :class:`PodInfo` (one pod, precomputed) and :class:`NodeInfo`
+(one node with the pods on it and their sums).
+
+Both are *views* computed once from the API objects, so the per-node hot path
+reads plain attributes instead of walking dicts:
+
+- ``PodInfo`` holds the pod's requests as upstream computes them
+  (``max(sum(containers) + sum(sidecars), max(each init container + the
+  sidecars started before it)) + overhead``), the same with the non-zero
+  defaults used for scoring (100m cpu, 200Mi memory), its host ports,
+  tolerations and a ``memo`` where plugins cache what they parse from the pod
+  (the pod object never changes under a PodInfo: an update makes a new one).
+- ``NodeInfo`` holds the node's allocatable, the summed requests of its pods
+  (assumed ones included), used host ports, taints split by effect, images,
+  and a ``generation`` bumped on every change.
+
+Invariants: ``NodeInfo.requested`` always equals the sum of its pods' requests;
+only the cache (``k8py.scheduler.cache``) mutates NodeInfos, and only between
+scheduling cycles (the loop is single-threaded, so a cycle sees a stable view).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8py.api.quantity import quantity_milli_value, quantity_value
+
+__all__ = ["PodInfo", "NodeInfo", "Resources", "pod_requests", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST"]
+
+Object = dict[str, Any]
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
+_BASIC = frozenset({CPU, MEMORY, EPHEMERAL, PODS})
+
+
+class Resources:
+    """cpu in millicores, memory and ephemeral storage in bytes, other (extended,
+    hugepages) resources by name in whole units."""
+
+    __slots__ = ("milli_cpu", "memory", "ephemeral", "pods", "scalar")
+
+    def __init__(self, milli_cpu: int = 0, memory: int = 0, ephemeral: int = 0, pods: int = 0,
+                 scalar: dict[str, int] | None = None) -> None:
+        self.milli_cpu = milli_cpu
+        self.memory = memory
+        self.ephemeral = ephemeral
+        self.pods = pods
+        self.scalar = scalar if scalar is not None else {}
+
+    @classmethod
+    def from_list(cls, values: Object | None) -> Resources:
+        r = cls()
+        for name, q in (values or {}).items():
+            r.set(name, q)
+        return r
+
+    def set(self, name: str, q: Any) -> None:
+        if name == CPU:
+            self.milli_cpu = quantity_milli_value(q)
+        elif name == MEMORY:
+            self.memory = quantity_value(q)
+        elif name == EPHEMERAL:
+            self.ephemeral = quantity_value(q)
+        elif name == PODS:
+            self.pods = quantity_value(q)
+        else:
+            self.scalar[name] = quantity_value(q)
+
+    def get(self, name: str) -> int:
+        if name == CPU:
+            return self.milli_cpu
+        if name == MEMORY:
+            return self.memory
+        if name == EPHEMERAL:
+            return self.ephemeral
+        if name == PODS:
+            return self.pods
+        return self.scalar.get(name, 0)
+
+    def add(self, other: Resources, sign: int = 1) -> None:
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral += sign * other.ephemeral
+        for k, v in other.scalar.items():
+            self.scalar[k] = self.scalar.get(k, 0) + sign * v
+
+    def set_max(self, other: Resources) -> None:
+        self.milli_cpu = max(self.milli_cpu, other.milli_cpu)
+        self.memory = max(self.memory, other.memory)
+        self.ephemeral = max(self.ephemeral, other.ephemeral)
+        for k, v in other.scalar.items():
+            self.scalar[k] = max(self.scalar.get(k, 0), v)
+
+    def copy(self) -> Resources:
+        return Resources(self.milli_cpu, self.memory, self.ephemeral, self.pods, dict(self.scalar))
+
+    def names(self) -> list[str]:
+        return [CPU, MEMORY, EPHEMERAL, *self.scalar]
+
+    def __repr__(self) -> str:
+        return f"Resources(cpu={self.milli_cpu}m, memory={self.memory}, ephemeral={self.ephemeral}, {self.scalar})"
+
+
+def _container_requests(c: Object, non_zero: bool) -> Resources:
+    res = c.get("resources") or {}
+    # a container with limits and no requests requests its limits (API defaulting does this;
+    # repeated here so objects from other servers agree)
+    values = dict(res.get("limits") or {})
+    values.update(res.get("requests") or {})
+    r = Resources.from_list(values)
+    if non_zero:
+        if CPU not in values:
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST
+        if MEMORY not in values:
+            r.memory = DEFAULT_MEMORY_REQUEST
+    return r
+
+
+def pod_requests(pod: Object, *, non_zero: bool = False) -> Resources:
+    """Upstream ``resource.PodRequests``: regular containers and sidecars run
+    together; each classic init container runs alone beside the sidecars
+    started before it; the larger of the two, plus the pod overhead."""
+    spec = pod.get("spec") or {}
+    total = Resources()
+    for c in spec.get("containers") or ():
+        total.add(_container_requests(c, non_zero))
+    sidecars = Resources()
+    init_max = Resources()
+    for c in spec.get("initContainers") or ():
+        r = _container_requests(c, non_zero)
+        if c.get("restartPolicy") == "Always":
+            sidecars.add(r)
+            total.add(r)
+            init_max.set_max(sidecars)
+        else:
+            step = sidecars.copy()
+            step.add(r)
+            init_max.set_max(step)
+    total.set_max(init_max)
+    overhead = spec.get("overhead")
+    if overhead:
+        total.add(Resources.from_list(overhead))
+    return total
+
+
+def _host_ports(spec: Object) -> list[tuple[str, str, int]]:
+    ports = []
+    for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        for p in c.get("ports") or ():
+            hp = p.get("hostPort") or 0
+            if hp > 0:
+                ports.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", int(hp)))
+    return ports
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+class PodInfo:
+    """One pod as plugins read it; built once per pod object (see module docstring)."""
+
+    __slots__ = ("pod", "key", "namespace", "name", "uid", "labels", "priority", "scheduler_name",
+                 "node_name", "requests", "non_zero", "host_ports", "tolerations", "affinity",
+                 "has_pod_affinity", "has_required_anti_affinity", "memo")
+
+    def __init__(self, pod: Object) -> None:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        self.pod = pod
+        self.namespace: str = meta.get("namespace") or ""
+        self.name: str = meta.get("name") or ""
+        self.key = f"{self.namespace}/{self.name}"
+        self.uid: str = meta.get("uid") or ""
+        self.labels: dict[str, str] = meta.get("labels") or {}
+        self.priority: int = int(spec.get("priority") or 0)
+        self.scheduler_name: str = spec.get("schedulerName") or "default-scheduler"
+        self.node_name: str = spec.get("nodeName") or ""
+        self.requests = pod_requests(pod)
+        self.non_zero = pod_requests(pod, non_zero=True)
+        self.host_ports = _host_ports(spec)
+        self.tolerations: list[Object] = spec.get("tolerations") or []
+        self.affinity: Object = spec.get("affinity") or {}
+        pa = self.affinity.get("podAffinity") or {}
+        paa = self.affinity.get("podAntiAffinity") or {}
+        self.has_pod_affinity = bool(pa or paa)
+        self.has_required_anti_affinity = bool(paa.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        self.memo: dict[str, Any] = {}
+
+    @property
+    def spec(self) -> Object:
+        return self.pod.get("spec") or {}
+
+    def shape(self, part: str) -> Any:
+        """A hashable digest of what ``part`` of the pod decides for node-local
+        plugins (``requests``, ``tolerations``, ``node-affinity``, ``ports``);
+        pods with equal digests get equal node-local results."""
+        key = "shape-" + part
+        digest = self.memo.get(key)
+        if digest is None:
+            if part == "requests":
+                r, z = self.requests, self.non_zero
+                digest = (r.milli_cpu, r.memory, r.ephemeral, tuple(sorted(r.scalar.items())), z.milli_cpu, z.memory)
+            elif part == "tolerations":
+                digest = _freeze(self.tolerations)
+            elif part == "node-affinity":
+                digest = (_freeze(self.spec.get("nodeSelector")), _freeze(self.affinity.get("nodeAffinity")))
+            elif part == "ports":
+                digest = tuple(self.host_ports)
+            else:
+                raise KeyError(part)
+            self.memo[key] = digest
+        return digest
+
+    def with_node(self, node_name: str) -> PodInfo:
+        """The same pod assumed on ``node_name`` (a new view over a shallow copy)."""
+        pod = {**self.pod, "spec": {**self.spec, "nodeName": node_name}}
+        info = PodInfo.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            setattr(info, slot, getattr(self, slot))
+        info.pod = pod
+        info.node_name = node_name
+        info.memo = dict(self.memo)
+        return info
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+class NodeInfo:
+    """One node, its pods and their sums (see module docstring)."""
+
+    __slots__ = ("name", "node", "labels", "taints", "no_schedule_taints", "prefer_no_schedule_taints",
+                 "unschedulable", "allocatable", "requested", "non_zero_requested", "pods",
+                 "pods_with_affinity", "pods_with_required_anti_affinity", "used_ports", "images",
+                 "generation", "index", "memo")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: Object | None = None
+        self.labels: dict[str, str] = {}
+        self.taints: list[Object] = []
+        self.no_schedule_taints: list[Object] = []
+        self.prefer_no_schedule_taints: list[Object] = []
+        self.unschedulable = False
+        self.allocatable = Resources()
+        self.requested = Resources()
+        self.non_zero_requested = Resources()
+        self.pods: dict[str, PodInfo] = {}
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        self.used_ports: dict[tuple[str, int], dict[str, int]] = {}
+        self.images: dict[str, int] = {}
+        self.generation = 0
+        #: position in the cache's node list (-1 when not listed)
+        self.index = -1
+        #: node-local plugin results by pod shape, valid while ``generation`` holds
+        #: (see ``framework.node_local``)
+        self.memo: dict[Any, Any] = {}
+
+    def set_node(self, node: Object) -> None:
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        self.node = node
+        self.labels = (node.get("metadata") or {}).get("labels") or {}
+        self.taints = list(spec.get("taints") or ())
+        self.no_schedule_taints = [t for t in self.taints if t.get("effect") in ("NoSchedule", "NoExecute")]
+        self.prefer_no_schedule_taints = [t for t in self.taints if t.get("effect") == "PreferNoSchedule"]
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.allocatable = Resources.from_list(status.get("allocatable") or status.get("capacity") or {})
+        images: dict[str, int] = {}
+        for image in status.get("images") or ():
+            for name in image.get("names") or ():
+                images[name] = int(image.get("sizeBytes") or 0)
+        self.images = images
+        self.generation += 1
+
+    def add_pod(self, info: PodInfo) -> None:
+        self.pods[info.key] = info
+        self.requested.add(info.requests)
+        self.non_zero_requested.add(info.non_zero)
+        if info.has_pod_affinity:
+            self.pods_with_affinity[info.key] = info
+        if info.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity[info.key] = info
+        for ip, protocol, port in info.host_ports:
+            ips = self.used_ports.setdefault((protocol, port), {})
+            ips[ip] = ips.get(ip, 0) + 1
+        self.generation += 1
+
+    def remove_pod(self, key: str) -> PodInfo | None:
+        info = self.pods.pop(key, None)
+        if info is None:
+            return None
+        self.requested.add(info.requests, -1)
+        self.non_zero_requested.add(info.non_zero, -1)
+        self.pods_with_affinity.pop(key, None)
+        self.pods_with_required_anti_affinity.pop(key, None)
+        for ip, protocol, port in info.host_ports:
+            ips = self.used_ports.get((protocol, port))
+            if ips and ip in ips:
+                ips[ip] -= 1
+                if ips[ip] <= 0:
+                    del ips[ip]
+                if not ips:
+                    del self.used_ports[(protocol, port)]
+        self.generation += 1
+        return info
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pod set and sums can change without touching this one
+        (preemption's what-if runs; the node object itself is shared)."""
+        c = NodeInfo(self.name)
+        c.node, c.labels, c.taints = self.node, self.labels, self.taints
+        c.no_schedule_taints, c.prefer_no_schedule_taints = self.no_schedule_taints, self.prefer_no_schedule_taints
+        c.unschedulable, c.allocatable, c.images = self.unschedulable, self.allocatable, self.images
+        c.requested = self.requested.copy()
+        c.non_zero_requested = self.non_zero_requested.copy()
+        c.pods = dict(self.pods)
+        c.pods_with_affinity = dict(self.pods_with_affinity)
+        c.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+        c.used_ports = {k: dict(v) for k, v in self.used_ports.items()}
+        c.generation = self.generation
+        return c
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+class QueuedPodInfo:
+    """A pod in the scheduling queue: its view plus queueing bookkeeping.
+
+    ``timestamp`` is when it last entered the queue (ordering among equal
+    priorities), ``initial_attempt_timestamp`` its first time (for the
+    attempt-duration metric), ``attempts`` the scheduling attempts so far
+    (backoff doubles with each), ``unschedulable_plugins`` the plugins that
+    rejected it last (only their cluster events can move it back), and
+    ``gated`` whether a PreEnqueue plugin holds it back.
+    """
+
+    __slots__ = ("info", "timestamp", "initial_attempt_timestamp", "attempts", "unschedulable_plugins",
+                 "pending_plugins", "gated", "gating_plugin", "backoff_expiry", "seq")
+
+    def __init__(self, info: PodInfo, timestamp: float) -> None:
+        self.info = info
+        self.timestamp = timestamp
+        self.initial_attempt_timestamp: float | None = None
+        self.attempts = 0
+        self.unschedulable_plugins: set[str] = set()
+        self.pending_plugins: set[str] = set()
+        self.gated = False
+        self.gating_plugin = ""
+        self.backoff_expiry = 0.0
+        self.seq = 0
+
+    @property
+    def key(self) -> str:
+        return self.info.key
+
+    def __repr__(self) -> str:
+        return f"QueuedPodInfo({self.info.key}, attempts={self.attempts})"

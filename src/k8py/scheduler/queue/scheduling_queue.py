@@ -1,0 +1,366 @@
+"""The scheduling queue: which pod the scheduler tries next, and when a pod
+that did not fit is tried again (upstream ``PriorityQueue``).
+
+Four places a pending pod can be (exactly one at a time, keyed ``ns/name``):
+
+- **active**: a heap ordered by the profile's QueueSort (``less``); ``pop``
+  hands out its head and waits while it is empty;
+- **backoff**: pods that failed and wait out ``initial_backoff * 2**(attempts-1)``
+  (capped at ``max_backoff``) from their last failure; ``flush_backoff``
+  (every second from :meth:`run`) moves the expired ones to active;
+- **unschedulable**: pods no node fits. A cluster event moves one back (to
+  backoff if its backoff has not expired, else active) only when a plugin
+  that rejected it registered that event and its queueing hint says the
+  event may help; every pod is moved anyway after ``max_in_unschedulable``
+  (5 minutes, checked every 30 s);
+- **gated**: a PreEnqueue plugin (SchedulingGates) refused the pod; an update
+  of the pod re-runs PreEnqueue.
+
+In flight: a popped pod is tracked until ``done``. If any move request
+happened after its cycle started, a failure sends it to backoff instead of
+unschedulable (the event it missed may have made it fit).
+
+The nominator (``nominated``) remembers pods that preemption nominated to a
+node, so filters can account for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+from typing import Any, Callable, Iterable
+
+from k8py.client.clock import Clock, RealClock
+from k8py.scheduler.framework.interfaces import ClusterEventHint
+from k8py.scheduler.framework.status import Status
+from k8py.scheduler.framework.types import PodInfo, QueuedPodInfo
+
+__all__ = ["SchedulingQueue", "ACTIVE", "BACKOFF", "UNSCHEDULABLE", "GATED"]
+
+logger = logging.getLogger(__name__)
+
+ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "gated"
+Less = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+PreEnqueue = Callable[[PodInfo], Status | None]
+Object = dict[str, Any]
+
+
+class _Entry:
+    __slots__ = ("qpi", "less", "live")
+
+    def __init__(self, qpi: QueuedPodInfo, less: Less) -> None:
+        self.qpi = qpi
+        self.less = less
+        self.live = True
+
+    def __lt__(self, other: _Entry) -> bool:
+        return self.less(self.qpi, other.qpi)
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        less: Less,
+        pre_enqueue: PreEnqueue | None = None,
+        hints: dict[str, list[ClusterEventHint]] | None = None,
+        clock: Clock | None = None,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.less = less
+        self.pre_enqueue = pre_enqueue or (lambda pod: None)
+        self.hints = hints or {}
+        self.clock: Clock = clock or RealClock()
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self._on_change = on_change
+        self._active: list[_Entry] = []
+        self._active_entries: dict[str, _Entry] = {}
+        self._backoff: list[tuple[float, int, str]] = []
+        self._backoff_pods: dict[str, QueuedPodInfo] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated: dict[str, QueuedPodInfo] = {}
+        self._in_flight: dict[str, QueuedPodInfo] = {}
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+        self.scheduling_cycle = 0
+        self.move_request_cycle = -1
+        self.nominated: dict[str, dict[str, PodInfo]] = {}
+        self._nominated_node: dict[str, str] = {}
+        self.closed = False
+
+    # -- sizes -----------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        return {ACTIVE: len(self._active_entries), BACKOFF: len(self._backoff_pods),
+                UNSCHEDULABLE: len(self._unschedulable), GATED: len(self._gated)}
+
+    def where(self, key: str) -> str | None:
+        for name, place in ((ACTIVE, self._active_entries), (BACKOFF, self._backoff_pods),
+                            (UNSCHEDULABLE, self._unschedulable), (GATED, self._gated)):
+            if key in place:
+                return name
+        return "in-flight" if key in self._in_flight else None
+
+    def __len__(self) -> int:
+        return len(self._active_entries) + len(self._backoff_pods) + len(self._unschedulable) + len(self._gated)
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    # -- placing ---------------------------------------------------------------------
+
+    def _push_active(self, qpi: QueuedPodInfo) -> None:
+        entry = _Entry(qpi, self.less)
+        self._active_entries[qpi.key] = entry
+        heapq.heappush(self._active, entry)
+        self._wakeup.set()
+
+    def _push_backoff(self, qpi: QueuedPodInfo) -> None:
+        qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
+        self._backoff_pods[qpi.key] = qpi
+        heapq.heappush(self._backoff, (qpi.backoff_expiry, next(self._seq), qpi.key))
+
+    def _forget(self, key: str) -> QueuedPodInfo | None:
+        entry = self._active_entries.pop(key, None)
+        if entry is not None:
+            entry.live = False
+            return entry.qpi
+        for place in (self._backoff_pods, self._unschedulable, self._gated):
+            qpi = place.pop(key, None)
+            if qpi is not None:
+                return qpi
+        return None
+
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        duration = self.initial_backoff
+        for _ in range(1, qpi.attempts):
+            duration *= 2
+            if duration >= self.max_backoff:
+                return self.max_backoff
+        return duration
+
+    def _enqueue(self, qpi: QueuedPodInfo) -> str:
+        """Run PreEnqueue and put the pod in active, or gated."""
+        status = self.pre_enqueue(qpi.info)
+        if status is not None and not status.is_success():
+            qpi.gated = True
+            qpi.gating_plugin = status.plugin
+            self._gated[qpi.key] = qpi
+            return GATED
+        qpi.gated = False
+        self._push_active(qpi)
+        return ACTIVE
+
+    def add(self, pod: Object | PodInfo) -> str:
+        """A new pending pod; returns where it went."""
+        info = pod if isinstance(pod, PodInfo) else PodInfo(pod)
+        self._forget(info.key)
+        qpi = QueuedPodInfo(info, self.clock.monotonic())
+        where = self._enqueue(qpi)
+        self._changed()
+        return where
+
+    def update(self, new: Object, *, requeue: bool = True) -> str | None:
+        """The pending pod changed. Gated: PreEnqueue again; unschedulable: try it
+        again if ``requeue`` (its spec or labels changed, not just its status)."""
+        info = PodInfo(new)
+        key = info.key
+        if key in self._in_flight:
+            self._in_flight[key].info = info
+            return "in-flight"
+        entry = self._active_entries.get(key)
+        if entry is not None:
+            entry.qpi.info = info
+            return ACTIVE
+        if key in self._backoff_pods:
+            self._backoff_pods[key].info = info
+            return BACKOFF
+        qpi = self._gated.pop(key, None)
+        if qpi is not None:
+            qpi.info = info
+            where = self._enqueue(qpi)
+            self._changed()
+            return where
+        qpi = self._unschedulable.get(key)
+        if qpi is not None and not requeue:
+            qpi.info = info
+            return UNSCHEDULABLE
+        qpi = self._unschedulable.pop(key, None)
+        if qpi is not None:
+            qpi.info = info
+            where = self._requeue(qpi)
+            self._changed()
+            return where
+        return self.add(info)
+
+    def delete(self, key: str) -> None:
+        self._forget(key)
+        self._in_flight.pop(key, None)
+        self.delete_nominated(key)
+        self._changed()
+
+    # -- scheduling ----------------------------------------------------------------------
+
+    async def pop(self) -> QueuedPodInfo:
+        """The next pod to schedule (waits while the active queue is empty)."""
+        while True:
+            qpi = self.pop_nowait()
+            if qpi is not None:
+                return qpi
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        """As :meth:`pop`, but ``None`` when the active queue is empty."""
+        while self._active:
+            entry = heapq.heappop(self._active)
+            if not entry.live:
+                continue
+            qpi = entry.qpi
+            del self._active_entries[qpi.key]
+            qpi.attempts += 1
+            if qpi.initial_attempt_timestamp is None:
+                qpi.initial_attempt_timestamp = self.clock.monotonic()
+            self.scheduling_cycle += 1
+            qpi.seq = self.scheduling_cycle
+            self._in_flight[qpi.key] = qpi
+            self._changed()
+            return qpi
+        return None
+
+    def done(self, key: str) -> None:
+        self._in_flight.pop(key, None)
+
+    def add_unschedulable(self, qpi: QueuedPodInfo, *, backoff_only: bool = False) -> str:
+        """A popped pod failed. With no rejecting plugins (an error) or a move request
+        since its cycle began, it goes to backoff; otherwise to unschedulable."""
+        self._in_flight.pop(qpi.key, None)
+        if qpi.key in self._active_entries or qpi.key in self._backoff_pods or qpi.key in self._unschedulable:
+            return "present"
+        qpi.timestamp = self.clock.monotonic()
+        if backoff_only or not qpi.unschedulable_plugins or self.move_request_cycle >= qpi.seq:
+            self._push_backoff(qpi)
+            where = BACKOFF
+        else:
+            self._unschedulable[qpi.key] = qpi
+            where = UNSCHEDULABLE
+        self._changed()
+        return where
+
+    def _requeue(self, qpi: QueuedPodInfo) -> str:
+        now = self.clock.monotonic()
+        if qpi.timestamp + self.backoff_duration(qpi) > now and qpi.attempts > 0:
+            self._push_backoff(qpi)
+            return BACKOFF
+        return self._enqueue(qpi)
+
+    # -- cluster events -----------------------------------------------------------------------
+
+    def _hinted(self, qpi: QueuedPodInfo, resource: str, actions: Iterable[str], old: Any, new: Any) -> bool:
+        if not qpi.unschedulable_plugins:
+            return True
+        actions = set(actions)
+        for plugin in qpi.unschedulable_plugins:
+            for reg in self.hints.get(plugin, ()):
+                if reg.resource != resource or not (reg.actions & actions):
+                    continue
+                if reg.hint is None:
+                    return True
+                try:
+                    if reg.hint(qpi.info, old, new):
+                        return True
+                except Exception:  # a hint that fails means: try the pod again
+                    logger.exception("queueing hint failed", extra={"plugin": plugin, "pod": qpi.key})
+                    return True
+        return False
+
+    def move_on_event(self, resource: str, actions: Iterable[str], old: Any = None, new: Any = None) -> int:
+        """A cluster event: move the unschedulable pods it may help. Returns how many moved."""
+        actions = tuple(actions)
+        self.move_request_cycle = self.scheduling_cycle
+        moved = 0
+        for key, qpi in list(self._unschedulable.items()):
+            if self._hinted(qpi, resource, actions, old, new):
+                del self._unschedulable[key]
+                self._requeue(qpi)
+                moved += 1
+        if moved:
+            self._changed()
+        return moved
+
+    def move_all(self) -> int:
+        """Move every unschedulable pod (a forced flush)."""
+        self.move_request_cycle = self.scheduling_cycle
+        pods = list(self._unschedulable.values())
+        self._unschedulable.clear()
+        for qpi in pods:
+            self._requeue(qpi)
+        if pods:
+            self._changed()
+        return len(pods)
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def flush_backoff(self) -> int:
+        now = self.clock.monotonic()
+        moved = 0
+        while self._backoff and self._backoff[0][0] <= now:
+            expiry, _, key = heapq.heappop(self._backoff)
+            qpi = self._backoff_pods.get(key)
+            if qpi is None or qpi.backoff_expiry != expiry:
+                continue
+            del self._backoff_pods[key]
+            self._enqueue(qpi)
+            moved += 1
+        if moved:
+            self._changed()
+        return moved
+
+    def flush_unschedulable_leftover(self) -> int:
+        now = self.clock.monotonic()
+        stale = [qpi for qpi in self._unschedulable.values() if now - qpi.timestamp > self.max_in_unschedulable]
+        for qpi in stale:
+            del self._unschedulable[qpi.key]
+            self._requeue(qpi)
+        if stale:
+            self._changed()
+        return len(stale)
+
+    async def run(self) -> None:
+        """Flush backoff every second and leftover unschedulable pods every 30 s, until cancelled."""
+        ticks = 0
+        while True:
+            await self.clock.sleep(1.0)
+            ticks += 1
+            self.flush_backoff()
+            if ticks % 30 == 0:
+                self.flush_unschedulable_leftover()
+
+    # -- nominator ------------------------------------------------------------------------------
+
+    def add_nominated(self, info: PodInfo, node_name: str) -> None:
+        self.delete_nominated(info.key)
+        if not node_name:
+            return
+        self.nominated.setdefault(node_name, {})[info.key] = info
+        self._nominated_node[info.key] = node_name
+
+    def delete_nominated(self, key: str) -> None:
+        node = self._nominated_node.pop(key, None)
+        if node is not None:
+            pods = self.nominated.get(node)
+            if pods is not None:
+                pods.pop(key, None)
+                if not pods:
+                    del self.nominated[node]
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list((self.nominated.get(node_name) or {}).values())

@@ -1,0 +1,127 @@
+"""ReplicaSet ``sync`` on hand-filled listers with a fake clock (no informers
+running), writes going to a real API server: what one sync does."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from k8py.client.clock import FakeClock
+from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.informer_factory import InformerFactory
+from k8py.client.resources import PODS, REPLICASETS
+from k8py.controllers.context import ControllerContext
+from k8py.controllers.expectations import ControllerExpectations
+from k8py.controllers.pod_control import slow_start_batch
+from k8py.controllers.pod_ranking import pods_to_delete
+from k8py.controllers.pod_status import format_time
+from k8py.controllers.replicaset import ReplicaSetController, calculate_status
+from tests.controllers.test_replicaset import replicaset
+
+
+@pytest.fixture
+async def controller(client):
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    return ReplicaSetController(ctx)
+
+
+def pod(name: str, *, phase: str = "Running", ready: bool = True, node: str = "", ready_since: str = "2025-01-01T00:00:00Z",
+        created: str = "2024-12-31T00:00:00Z", restarts: int = 0, owner: dict | None = None, labels: dict | None = None) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels or {"app": "web"},
+                     "creationTimestamp": created, "resourceVersion": "1", **({"ownerReferences": [owner]} if owner else {})},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": ready_since}],
+                   "containerStatuses": [{"name": "c", "restartCount": restarts}]},
+    }
+
+
+async def test_a_sync_whose_creations_are_not_yet_seen_creates_nothing_more(client, controller):
+    rs = await client.create(REPLICASETS, replicaset("web", 3))
+    controller.informer.indexer.add(rs)
+    await controller.sync("default/web")
+    assert len((await client.list(PODS, "default"))["items"]) == 3
+    assert controller.expectations.get("default/web") == (3, 0)
+    # the pod cache never saw them (a lagging watch): the next sync must not create again
+    controller.informer.indexer.update(await client.get(REPLICASETS, "default", "web"))
+    await controller.sync("default/web")
+    assert len((await client.list(PODS, "default"))["items"]) == 3
+    # once they are observed, expectations are satisfied
+    for p in (await client.list(PODS, "default"))["items"]:
+        controller.pod_informer.indexer.add(p)
+        controller._add_pod(p)
+    assert controller.expectations.satisfied("default/web")
+
+
+async def test_expectations_expire_after_five_minutes_of_the_clock():
+    clock = FakeClock()
+    exp = ControllerExpectations(clock=clock)
+    exp.expect_creations("k", 2)
+    exp.creation_observed("k")
+    assert not exp.satisfied("k")
+    clock.advance(299)
+    assert not exp.satisfied("k")
+    clock.advance(2)
+    assert exp.satisfied("k")
+
+
+async def test_slow_start_stops_at_the_first_failing_batch():
+    calls = 0
+
+    async def fail_after(n: int):
+        nonlocal calls
+        calls += 1
+        if calls > n:
+            raise RuntimeError("quota")
+
+    assert await slow_start_batch(10, 1, lambda: fail_after(100)) == (10, None)
+    calls = 0
+    successes, error = await slow_start_batch(10, 1, lambda: fail_after(0))
+    assert (successes, calls, str(error)) == (0, 1, "quota")
+    calls = 0
+    successes, error = await slow_start_batch(100, 1, lambda: fail_after(4))
+    assert successes == 4 and calls == 7  # batches 1, 2, 4: the third fails, nothing after it
+
+
+def test_deletion_order_prefers_unassigned_pending_unready_newer_restarted():
+    now = FakeClock().now()
+    old = format_time(now - timedelta(hours=10))
+    recent = format_time(now - timedelta(seconds=5))
+    pods = [
+        pod("ready-old", node="n1", ready_since=old),
+        pod("unassigned", phase="Pending", ready=False, node=""),
+        pod("pending", phase="Pending", ready=False, node="n1"),
+        pod("not-ready", ready=False, node="n1"),
+        pod("ready-recent", node="n1", ready_since=recent),
+        pod("restarted", node="n1", ready_since=old, restarts=5),
+    ]
+    order = [p["metadata"]["name"] for p in pods_to_delete(pods, pods, len(pods) - 1, now)]
+    assert order == ["unassigned", "pending", "not-ready", "ready-recent", "restarted"]
+
+
+def test_doubled_up_nodes_are_thinned_first():
+    now = FakeClock().now()
+    pods = [pod("a", node="n1"), pod("b", node="n1"), pod("c", node="n2")]
+    assert pods_to_delete(pods, pods, 1, now)[0]["metadata"]["name"] in ("a", "b")
+
+
+def test_status_counts_available_pods_only_after_min_ready_seconds():
+    now = FakeClock().now()
+    rs = replicaset("web", 2, min_ready=30)
+    pods = [pod("a", ready_since=format_time(now - timedelta(seconds=60))), pod("b", ready_since=format_time(now - timedelta(seconds=10)))]
+    status = calculate_status(rs, pods, None, now)
+    assert status == {"replicas": 2, "fullyLabeledReplicas": 2, "readyReplicas": 2, "availableReplicas": 1}
+    failed = calculate_status(rs, pods[:1], RuntimeError("quota"), now)
+    assert failed["conditions"][0]["type"] == "ReplicaFailure" and failed["conditions"][0]["reason"] == "FailedCreate"
+    rs["status"] = failed
+    assert "conditions" not in calculate_status(rs, pods, None, now)
+
+
+def test_partly_labelled_pods_are_not_fully_labelled():
+    now = FakeClock().now()
+    rs = replicaset("web", 1, labels={"app": "web"})
+    rs["spec"]["template"]["metadata"]["labels"]["tier"] = "front"
+    status = calculate_status(rs, [pod("a", labels={"app": "web"})], None, now)
+    assert status["replicas"] == 1 and "fullyLabeledReplicas" not in status
