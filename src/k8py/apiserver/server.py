@@ -33,6 +33,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceIPAllocator
@@ -53,6 +54,8 @@ class APIServerConfig:
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
     kubernetes_service_ip: str = "10.96.0.1"
+    #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
+    metrics_window: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -74,6 +77,7 @@ class APIServer:
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -90,6 +94,8 @@ class APIServer:
             metrics=self.metrics,
             is_ready=lambda: self._ready,
         )
+        self.app[KUBELETS] = self.kubelets
+        self.app[RESOURCE_METRICS] = ResourceMetrics(self.kubelets, self._list_cached, min_window=self.config.metrics_window)
         self._ready = False
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
@@ -128,10 +134,23 @@ class APIServer:
         self._ready = False
         await self.cacher.close()
         await self.namespaces.close()
+        await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
+
+    async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
+        """A core/v1 object, read through the store (the streaming handlers' view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return await self.store.get(definition, namespace, name)
+
+    async def _list_cached(self, plural: str, namespace: str) -> list[dict[str, Any]]:
+        """core/v1 objects as the watch cache has them (the metrics API's view)."""
+        definition = self.registry.get("", "v1", plural)
+        assert definition is not None
+        return [c.decode() for c in self.cacher.cache_for(definition).candidates(namespace)]
 
     async def _bootstrap(self) -> None:
         """The objects every cluster has (upstream's bootstrap controllers)."""
