@@ -152,3 +152,46 @@ def test_the_official_client_gets_output_and_exit_code(cluster):
         assert ws.returncode == 4
     finally:
         ws.close()
+
+
+def test_a_v4_client_gets_the_status_and_its_hang_up_kills_the_command(cluster, tmp_path):
+    """kubernetes_asyncio and kr8s offer only v4.channel.k8s.io (no CLOSE message)."""
+    import asyncio
+    import json
+
+    import aiohttp
+
+    _running(cluster)
+    pidfile = tmp_path / "pid"
+    base = cluster.apiserver.url.replace("http", "ws", 1) + "/api/v1/namespaces/default/pods/web/exec"
+
+    async def go() -> None:
+        async with aiohttp.ClientSession() as session:
+            params = [("command", "sh"), ("command", "-c"), ("command", "read x; echo got $x >&2; exit 2"),
+                      ("stdin", "true"), ("stdout", "true"), ("stderr", "true")]
+            async with session.ws_connect(base, params=params, protocols=("v4.channel.k8s.io",)) as ws:
+                assert ws.protocol == "v4.channel.k8s.io"
+                await ws.send_bytes(b"\x00hello\n")
+                got: dict[int, bytes] = {}
+                async for msg in ws:
+                    if msg.type == aiohttp.WSMsgType.BINARY and msg.data:
+                        got[msg.data[0]] = got.get(msg.data[0], b"") + msg.data[1:]
+                assert got[2] == b"got hello\n"
+                assert json.loads(got[3])["details"]["causes"][0]["message"] == "2"
+            params = [("command", "sh"), ("command", "-c"), ("command", f"echo $$ > {pidfile}; exec sleep 300"), ("stdout", "true")]
+            async with session.ws_connect(base, params=params, protocols=("v4.channel.k8s.io",)) as ws:
+                deadline = asyncio.get_running_loop().time() + 30
+                while not pidfile.exists() or not pidfile.read_text().strip():
+                    assert asyncio.get_running_loop().time() < deadline
+                    await asyncio.sleep(0.05)
+            pid = int(pidfile.read_text())
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:  # the hang-up reached the kubelet, which killed the command
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, "the exec'd command outlived its client"
+                await asyncio.sleep(0.05)
+
+    asyncio.run(go())

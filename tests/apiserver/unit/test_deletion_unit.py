@@ -5,6 +5,7 @@ retry when a write lands between the read and the delete."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ import pytest
 
 from k8py.api.errors import BadRequest, Conflict, Invalid, NotFound
 from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object, parse_delete_options
+from k8py.apiserver.registry import Strategy
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.storage import KeyValue
 from tests.support.fake_storage import MemoryStorage
@@ -182,3 +184,30 @@ def test_delete_options_come_from_the_body_or_the_query():
 def test_bad_delete_options_are_refused(body, params, error):
     with pytest.raises(error):
         parse_delete_options(body, params)
+
+
+class TenSecondsGrace(Strategy):
+    def grace_period(self, obj: dict[str, Any], requested: int | None) -> int:
+        return 10 if requested is None else requested
+
+
+class KeptUntilCleaned(Strategy):
+    def begin_termination(self, obj: dict[str, Any]) -> bool:
+        obj["status"] = {"phase": "Cleaning"}
+        return True
+
+
+async def test_grace_and_termination_are_the_strategys_not_the_kinds(store, memory, configmaps):
+    graceful = dataclasses.replace(configmaps, plural="graceful", storage_resource="graceful", strategy=TenSecondsGrace())
+    await memory.create(graceful.key("default", "g"), orjson.dumps(cm("g")))
+    _, deleted = await delete_object(store, graceful, "default", "g", DeleteOptions())
+    assert deleted is False
+    assert (await stored(memory, graceful, "g"))["metadata"]["deletionGracePeriodSeconds"] == 10  # type: ignore[index]
+    _, deleted = await delete_object(store, graceful, "default", "g", DeleteOptions(grace_period_seconds=0))
+    assert deleted is True
+
+    kept = dataclasses.replace(configmaps, plural="kept", storage_resource="kept", strategy=KeptUntilCleaned())
+    await memory.create(kept.key("default", "k"), orjson.dumps(cm("k")))
+    reply, deleted = await delete_object(store, kept, "default", "k", DeleteOptions())
+    assert deleted is False and reply["status"] == {"phase": "Cleaning"}
+    assert (await stored(memory, kept, "k"))["metadata"]["deletionTimestamp"] == NOW_TEXT  # type: ignore[index]

@@ -133,6 +133,11 @@ async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefiniti
     if body is not None and not isinstance(body, dict):
         raise BadRequest("the body of the request must be a Scale object")
 
+    if body is not None:
+        pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
+    else:
+        pinned = b'"resourceVersion"' in raw or b"resourceVersion:" in raw
+
     def mutate(current: Object) -> Object:
         scale = scale_of(current, spec)
         new_scale = body if body is not None else apply_patch(content_type, scale, raw, schema_name="io.k8s.api.autoscaling.v1.Scale")
@@ -148,6 +153,10 @@ async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefiniti
         if rv and rv != current["metadata"]["resourceVersion"]:
             raise Conflict.modified(d.plural, ctx.path.name, d.group)
         _set_path(current, spec.replicas_path, replicas)
+        if not pinned:
+            # the client did not pin a resourceVersion: a concurrent write (a
+            # controller's status update) is retried, not returned as a 409
+            current["metadata"].pop("resourceVersion", None)
         return current
 
     manager = dataclasses.replace(ctx.manager, subresource="scale")

@@ -21,10 +21,11 @@ import fcntl
 import logging
 import os
 import pty
+import shutil
 import signal
 import struct
 import termios
-from typing import AsyncIterator
+from typing import AsyncIterator, Sequence
 
 from k8py.kubelet.runtime.protocols import ExecSpec
 
@@ -37,6 +38,21 @@ _EOF = (-1, b"")
 
 def _set_controlling_tty() -> None:  # runs in the child, after setsid
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _terminal_argv(argv: Sequence[str]) -> list[str]:
+    """With a pty, the command must lead its own session *inside* the
+    container's pid namespace: a shell entered through ``nsenter --pid``
+    under nsenter's session sees a foreground process group it cannot name
+    and fails on exit ("Cannot set tty process group"). So the command after
+    ``--`` is run through ``setsid --wait --ctty``, which takes the terminal
+    over from within (as root, as the kubelet runs)."""
+    argv = list(argv)
+    setsid = shutil.which("setsid")
+    if setsid and os.path.basename(argv[0]) == "nsenter" and "--" in argv:
+        i = argv.index("--")
+        return [*argv[: i + 1], setsid, "--wait", "--ctty", *argv[i + 1 :]]
+    return argv
 
 
 class ExecProcess:
@@ -56,7 +72,7 @@ class ExecProcess:
             env.setdefault("TERM", "xterm")
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *spec.argv,
+                    *_terminal_argv(spec.argv),
                     stdin=slave,
                     stdout=slave,
                     stderr=slave,
