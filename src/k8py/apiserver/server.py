@@ -24,6 +24,7 @@ from aiohttp import web
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.verbs import ResourceHandlers
@@ -50,6 +51,10 @@ class APIServerConfig:
     port: int = 0  # 0 = pick a free port
     bookmark_interval: float = 30.0
     watch_cache_capacity: int = 10_000
+    #: a watch client owed more than this many bytes is disconnected
+    watch_max_pending_bytes: int = MAX_PENDING_BYTES
+    #: a watch client whose connection stays backed up this long is disconnected
+    watch_slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
     #: the range Service ClusterIPs are allocated from
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
@@ -71,6 +76,12 @@ class APIServer:
             self.registry,
             capacity=self.config.watch_cache_capacity,
             on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
+            watch_limits=WatchLimits(
+                max_pending_bytes=self.config.watch_max_pending_bytes,
+                slow_client_timeout=self.config.watch_slow_client_timeout,
+                on_slow_close=lambda plural: self.metrics.terminated_watchers.labels(plural).inc(),
+            ),
+            on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)

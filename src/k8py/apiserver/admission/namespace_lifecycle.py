@@ -151,10 +151,13 @@ class NamespaceLifecycle:
             pass
 
     async def close(self) -> None:
-        for task in list(self._tasks):
+        """Cancel the cleanup tasks and wait for them; a cancellation of the caller propagates."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except BaseException:
-                pass
+        if not tasks:
+            return
+        await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("namespace cleanup ended with an error", exc_info=task.exception(), extra={"task": task.get_name()})

@@ -86,7 +86,13 @@ class ProbeManager:
             if kind != "startupProbe" and not self._started.get(cid, False):
                 await asyncio.sleep(min(period, 0.5))
                 continue
-            ok, output = await run_probe(probe, runtime=self.runtime, container_id=cid, container=container, pod_ip=pod_ip)
+            try:
+                ok, output = await run_probe(probe, runtime=self.runtime, container_id=cid, container=container, pod_ip=pod_ip)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # a probe that cannot run counts as failed
+                logger.exception("probe failed to run", extra={"container": container["name"]})
+                ok, output = False, str(err)
             if cid not in self._tasks:
                 return
             if ok:

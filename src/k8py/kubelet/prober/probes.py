@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping
 
-from k8py.kubelet.runtime.protocols import StreamingRuntime
+from k8py.kubelet.runtime.protocols import NotFoundError, RuntimeErrorStatus, StreamingRuntime
 
 __all__ = ["run_probe", "resolve_port"]
 
@@ -86,5 +86,9 @@ async def run_probe(probe: Mapping[str, Any], *, runtime: StreamingRuntime, cont
                 return False, "grpc probes need the grpcio package on the node (pip install grpcio)"
             return False, "grpc probes are not implemented by k8py's kubelet yet"
     except ValueError as err:
+        return False, str(err)
+    except RuntimeErrorStatus as err:  # e.g. the container's process is not up yet
+        return False, err.message
+    except NotFoundError as err:
         return False, str(err)
     return False, "probe has no handler (exec, httpGet, tcpSocket or grpc)"

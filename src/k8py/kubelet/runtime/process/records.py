@@ -47,7 +47,7 @@ def read_records(pattern_dir: str, name: str | None = None) -> list[dict[str, An
 
 
 def process_start_ticks(pid: int) -> int:
-    """Field 22 of /proc/<pid>/stat, or 0 if the process is gone."""
+    """Field 22 of /proc/<pid>/stat, or 0 if the process is gone (or a zombie)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             stat = f.read()
@@ -55,6 +55,8 @@ def process_start_ticks(pid: int) -> int:
         return 0
     # the command (field 2) may contain spaces and parentheses: split after the last ')'
     fields = stat[stat.rfind(")") + 2 :].split()
+    if fields and fields[0] in ("Z", "X"):  # exited, not yet reaped by its (new) parent
+        return 0
     try:
         return int(fields[19])
     except (IndexError, ValueError):

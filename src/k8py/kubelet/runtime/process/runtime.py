@@ -299,7 +299,19 @@ class ProcessRuntime:
         rec.update(state=ContainerState.RUNNING.value, started_at=time.time(), pid=proc.pid, start_ticks=process_start_ticks(proc.pid))
         self._save(rec)
         self._waiters[container_id] = asyncio.create_task(self._wait(rec, proc), name=f"container-wait-{container_id[:12]}")
+        if rec["bwrap"]:
+            await self._await_command(rec)
         self._emit(ContainerEventType.STARTED, rec)
+
+    async def _await_command(self, rec: dict[str, Any], limit: float = 2.0) -> None:
+        """Return once bwrap has started the command (so hooks and exec can enter it)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and rec["state"] == ContainerState.RUNNING.value:
+            ns_init = self._ns_init(rec)
+            if ns_init and launcher.command_pid(rec["pid"], ns_init, True):
+                self._save(rec)
+                return
+            await asyncio.sleep(0.002)
 
     async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
         rc = await proc.wait()
