@@ -228,7 +228,6 @@ async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefin
     return object_response(d, obj, ctx.fmt)
 
 
-#: subresource name -> its handler (a kind serves those its definition lists)
 async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
     return await streaming.serve_subresource(
         ctx.request,
@@ -241,6 +240,7 @@ async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: Resourc
     )
 
 
+#: subresource name -> its handler (a kind serves those its definition lists)
 SUBRESOURCES: dict[str, SubresourceHandler] = {
     "status": _status,
     "scale": _scale,
