@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
-from k8py.apiserver.resources.strategies import StandardStrategy, path_getter
+from k8py.apiserver.resources.strategies import DeploymentStrategy, StandardStrategy, path_getter
 
 
-def _apps(kind: str, plural: str, short: str, *, scalable: bool, **kw: object) -> ResourceDefinition:
+def _apps(kind: str, plural: str, short: str, *, scalable: bool, strategy: type[StandardStrategy] = StandardStrategy,
+          **kw: object) -> ResourceDefinition:
     return ResourceDefinition(
         group="apps",
         version="v1",
@@ -17,7 +18,7 @@ def _apps(kind: str, plural: str, short: str, *, scalable: bool, **kw: object) -
         short_names=(short,),
         categories=("all",),
         subresources=frozenset({"status", "scale"} if scalable else {"status"}),
-        strategy=StandardStrategy("apps", "v1", kind, has_status=True, tracks_generation=True),
+        strategy=strategy("apps", "v1", kind, has_status=True, tracks_generation=True),
         scale=ScaleSpec() if scalable else None,
         openapi_name=f"io.k8s.api.apps.v1.{kind}",
         **kw,  # type: ignore[arg-type]
@@ -25,7 +26,7 @@ def _apps(kind: str, plural: str, short: str, *, scalable: bool, **kw: object) -
 
 
 DEFINITIONS = [
-    _apps("Deployment", "deployments", "deploy", scalable=True),
+    _apps("Deployment", "deployments", "deploy", scalable=True, strategy=DeploymentStrategy),
     _apps(
         "ReplicaSet",
         "replicasets",

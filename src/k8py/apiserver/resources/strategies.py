@@ -140,6 +140,20 @@ class JobStrategy(StandardStrategy):
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
 
 
+class DeploymentStrategy(StandardStrategy):
+    """A Deployment's ``/status`` may also set annotations (upstream's
+    deploymentStatusStrategy resets only spec and labels): the controller
+    writes the ``deployment.kubernetes.io/revision`` annotation through it."""
+
+    def prepare_for_status_update(self, obj: Object, old: Object) -> None:
+        annotations = (obj.get("metadata") or {}).get("annotations")
+        super().prepare_for_status_update(obj, old)
+        if annotations is not None:
+            obj["metadata"]["annotations"] = annotations
+        else:
+            obj["metadata"].pop("annotations", None)
+
+
 class NodeStrategy(StandardStrategy):
     """Nodes are the one built-in kind whose create keeps ``status`` (upstream's
     node strategy: a kubelet registers its node with capacity and conditions
