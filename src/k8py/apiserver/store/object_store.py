@@ -269,9 +269,7 @@ class ObjectStore:
                 try:
                     deleted = await self.storage.delete(key, expected_revision=kv.mod_revision)
                 except RevisionConflictError:
-                    if rv:
-                        raise Conflict.modified(definition.plural, name, definition.group) from None
-                    continue
+                    continue  # re-read: a pinned resourceVersion then fails the check above
                 except KeyNotFoundError:
                     raise NotFound.for_object(definition.plural, name, definition.group) from None
                 meta["resourceVersion"] = str(deleted.mod_revision)
@@ -281,8 +279,11 @@ class ObjectStore:
             try:
                 written = await self.storage.update(key, value, expected_revision=kv.mod_revision)
             except RevisionConflictError:
-                if rv:
-                    raise Conflict.modified(definition.plural, name, definition.group) from None
+                # another write landed between our read and our write. Re-read and
+                # re-apply: a client-pinned resourceVersion (PUT, or a patch that names
+                # one) then fails the precondition check above with a Conflict; a patch
+                # that does not name one carries the read's version and simply applies
+                # again to the newer object, as upstream's GuaranteedUpdate loop does
                 continue
             except KeyNotFoundError:
                 raise NotFound.for_object(definition.plural, name, definition.group) from None
