@@ -51,9 +51,9 @@ def test_minimal_pod_gets_the_spec_defaults_a_real_cluster_stores() -> None:
         "terminationGracePeriodSeconds": 30,
         "schedulerName": "default-scheduler",
         "enableServiceLinks": True,
-        "priority": 0,
-        "preemptionPolicy": "PreemptLowerPriority",
     }
+    # priority and preemptionPolicy come from the Priority admission step on create
+    # (tests/scheduler/test_integration_preemption.py), not from defaulting
 
 
 def test_pod_defaults_never_override_what_the_user_set() -> None:

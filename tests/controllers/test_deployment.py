@@ -151,3 +151,38 @@ async def test_proportional_scaling_of_a_rollout_in_progress(client, start_manag
         await eventually(scaled, timeout=30)
         rss = await replica_sets(client, "prop")
         assert all(rs["metadata"]["annotations"]["deployment.kubernetes.io/desired-replicas"] == "20" for rs in rss)
+
+
+async def test_a_rollout_that_does_not_progress_exceeds_its_deadline(client, start_manager):
+    from tests.support.pod_driver import PodDriver
+
+    driver = PodDriver(client, outcome=lambda pod: "Running")  # never ready
+    async with running(driver.run(), "driver"):
+        await start_manager("deployment", "replicaset")
+        await client.create(DEPLOYMENTS, deployment("stuck", 2, progressDeadlineSeconds=2))
+
+        async def timed_out():
+            st = (await client.get(DEPLOYMENTS, "default", "stuck")).get("status") or {}
+            c = next((c for c in st.get("conditions") or () if c["type"] == "Progressing"), {})
+            return c if c.get("reason") == "ProgressDeadlineExceeded" else None
+
+        c = await eventually(timed_out, timeout=60)
+        assert c["status"] == "False" and "has timed out progressing" in c["message"]
+        st = (await client.get(DEPLOYMENTS, "default", "stuck"))["status"]
+        available = next(c for c in st["conditions"] if c["type"] == "Available")
+        assert available["status"] == "False" and available["reason"] == "MinimumReplicasUnavailable"
+
+
+async def test_old_replica_sets_beyond_the_history_limit_are_deleted(client, start_manager, driver):
+    await start_manager("deployment", "replicaset")
+    await client.create(DEPLOYMENTS, deployment("hist", 1, revisionHistoryLimit=1))
+    for image in ("nginx:2", "nginx:3", "nginx:4"):
+        await eventually(lambda: complete(client, "hist", 1), timeout=60)
+        await client.patch(DEPLOYMENTS, "default", "hist", {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}})
+    await eventually(lambda: complete(client, "hist", 1), timeout=60)
+
+    async def pruned():
+        rss = await replica_sets(client, "hist")
+        return [rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] for rs in rss] == ["3", "4"]
+
+    await eventually(pruned, timeout=30)

@@ -24,6 +24,7 @@ from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
 from k8py.storage.etcd import EtcdStorage
 from k8py.storage.interface import Storage
 from k8py.storage.sqlite import SqliteStorage
+from tests.support.fake_storage import MemoryStorage
 
 BackendFactory = Callable[[Path], Awaitable[Storage]]
 
@@ -55,10 +56,19 @@ async def open_etcd(tmp_path: Path) -> Storage:
     return store
 
 
+async def open_memory(tmp_path: Path) -> Storage:
+    """The in-memory fake the API server's unit tests use (``tests/support/fake_storage``):
+    it must keep the same contract."""
+    store = MemoryStorage(progress_interval=0.2)
+    await store.start()
+    return store
+
+
 # name -> factory. The etcd backend registers itself here as "etcd".
 BACKEND_FACTORIES: dict[str, BackendFactory] = {
     "sqlite": open_sqlite,
     "etcd": open_etcd,
+    "memory": open_memory,
 }
 
 

@@ -15,6 +15,8 @@ the ``layers`` contract in ``pyproject.toml`` makes a cycle fail the build)::
     admission/      what a write must pass before it is stored: namespace
                     lifecycle, ClusterIP allocation, fieldValidation,
                     canonical timestamps
+    streaming/      (beside admission) the subresources the kubelet answers:
+                    pods/log, exec, attach, portforward, nodes/proxy, relayed
     watch/          the read side: one store watch (cacher) feeding a watch
                     cache per resource, fanned out to one Watcher per watch
     store/          the write side: create/read/update over
@@ -25,6 +27,10 @@ the ``layers`` contract in ``pyproject.toml`` makes a cycle fail the build)::
                     ``resources/`` fills it with the built-in kinds, whose
                     ``defaults/``, ``validation/`` and ``printers/`` (Table
                     columns) sit beside it
+
+The ``layers`` contract names these layers exactly (and is exhaustive: a new
+package here must be placed in it); an ``acyclic_siblings`` contract forbids
+import cycles among the modules of any package.
 
 A GET of a list, for example: ``app`` routes it to
 ``handlers.verbs.ResourceHandlers``; ``handlers.query`` parses the selectors;

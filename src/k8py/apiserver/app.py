@@ -27,6 +27,8 @@ from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.handlers.request_info import parse_resource_path
+from k8py.apiserver.streaming import RESOURCE_METRICS
+from k8py.apiserver.streaming.resource_metrics import GROUP as METRICS_GROUP
 
 __all__ = ["build_app", "version_info", "MAX_BODY_BYTES"]
 
@@ -130,6 +132,11 @@ def build_app(
             ctx = handlers.resolve(request, resource_path)
             request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request)
             request[RESOURCE_KEY] = ctx.definition.plural
+            if resource_path.group == METRICS_GROUP and RESOURCE_METRICS in request.app and not resource_path.subresource:
+                # never stored: computed from the kubelets' resource metrics
+                return await request.app[RESOURCE_METRICS].serve(
+                    request, plural=resource_path.plural, namespace=resource_path.namespace, name=resource_path.name
+                )
             return await handlers.handle(ctx)
         if body is None:
             raise not_found()

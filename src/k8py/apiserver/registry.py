@@ -60,6 +60,8 @@ class Strategy:
     create:  ``default`` → ``prepare_for_create`` → ``validate``
     update:  ``default`` → ``prepare_for_update`` → ``validate_update``
     status:  ``prepare_for_status_update`` → ``validate_update``
+    delete:  ``begin_termination`` (the object stays, terminating) or
+             ``grace_period`` (0: gone at once, unless finalizers hold it)
 
     ``prepare_*`` mutate ``obj`` in place. ``validate*`` return causes; an
     empty list means valid. The base class implements upstream's generic
@@ -121,6 +123,21 @@ class Strategy:
 
     def validate_update(self, obj: Object, old: Object) -> list[Cause]:
         return self.validate(obj)
+
+    def grace_period(self, obj: Object, requested: int | None) -> int:
+        """Seconds the object stays after a DELETE, marked deleting, for
+        someone to finish it (upstream ``CheckGracefulDelete``; pods: their
+        kubelet); ``requested`` is DeleteOptions' ``gracePeriodSeconds``. 0 =
+        delete at once (the default)."""
+        return 0
+
+    def begin_termination(self, obj: Object) -> bool:
+        """True if a DELETE of ``obj`` only starts its termination (a
+        namespace with ``spec.finalizers``): the object is marked deleting and
+        kept, after this hook has set what it shows meanwhile in place (its
+        ``status``). Raise a StatusError to refuse the DELETE (a namespace
+        already terminating). The default: False."""
+        return False
 
     def spec_changed(self, obj: Object, old: Object) -> bool:
         """Whether a change counts for ``metadata.generation``."""

@@ -9,7 +9,8 @@ Commands:
 - ``k8py etcd``: run a local etcd for k8py;
 - ``k8py migrate``: copy a cluster's objects between stores;
 - ``k8py controller-manager``: the controllers (see ``k8py.controllers``);
-- ``k8py scheduler``: the scheduler, against any cluster's API server.
+- ``k8py scheduler``: the scheduler, against any cluster's API server;
+- ``k8py kubelet``: the node agent (process or simulated runtime).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from k8py import __version__
 from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
+from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
 from k8py.cli import scheduler as scheduler_command
 from k8py.cli.kubeconfig import write_kubeconfig
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     controller_manager_command.add_parser(sub)
     migrate_command.add_parser(sub)
     scheduler_command.add_parser(sub)
+    kubelet_command.add_parser(sub)
     return parser
 
 
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return controller_manager_command.run(args)
     if args.command == "scheduler":
         return scheduler_command.run(args)
+    if args.command == "kubelet":
+        return kubelet_command.run(args)
     return 2
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "JOBS",
     "ENDPOINT_SLICES",
     "CUSTOM_RESOURCE_DEFINITIONS",
+    "PRIORITY_CLASSES",
 ]
 
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
@@ -52,3 +53,4 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", True, "En
 CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")

@@ -50,11 +50,8 @@ def _pod(obj: Object) -> None:
     default_pod_spec(spec)
     requests_from_limits(spec)
     set_absent(spec, "enableServiceLinks", True)
-    # From the Priority admission plugin (no priorityClassName → global default 0):
-    # every pod a real cluster stores carries them.
-    if spec.get("priorityClassName") in (None, ""):
-        set_absent(spec, "priority", 0)
-    set_absent(spec, "preemptionPolicy", "PreemptLowerPriority")
+    # spec.priority and spec.preemptionPolicy are filled by the Priority
+    # admission step on create (admission/priority.py), as upstream
 
 
 def _template(spec: Any, *path: str) -> None:

@@ -3,7 +3,8 @@
 Upstream's ``rest.BeforeDelete`` plus ``Store.Delete``:
 
 - preconditions (uid, resourceVersion) are checked first → 409;
-- a pod bound to a node is deleted *gracefully*: ``deletionTimestamp`` =
+- an object whose strategy gives it a grace period (``Strategy.grace_period``:
+  a pod bound to a node) is deleted *gracefully*: ``deletionTimestamp`` =
   now + grace period and ``deletionGracePeriodSeconds`` are set and the object
   stays (the kubelet finishes the deletion with grace 0); a pod not bound to a
   node, or already finished, goes at once;
@@ -11,8 +12,10 @@ Upstream's ``rest.BeforeDelete`` plus ``Store.Delete``:
   Foreground, which add the ``orphan`` / ``foregroundDeletion`` finalizers)
   gets ``deletionTimestamp`` and stays until its finalizers are removed
   (``ObjectStore.guaranteed_update`` deletes it when the last one goes);
-- a namespace with ``spec.finalizers`` goes ``Terminating`` (see
-  ``namespace_lifecycle``); deleting it again meanwhile is a 409;
+- an object whose strategy says the DELETE only begins its termination
+  (``Strategy.begin_termination``: a namespace with ``spec.finalizers``) goes
+  ``Terminating`` (see ``namespace_lifecycle``); deleting it again meanwhile
+  is a 409;
 - otherwise it is removed from the store; the reply is the deleted object for
   kinds that return it (pods, services, namespaces) and a ``Status`` otherwise.
 
@@ -85,23 +88,6 @@ def parse_delete_options(body: Mapping[str, Any] | None, params: Mapping[str, st
     return opts
 
 
-def _grace_period(definition: ResourceDefinition, obj: Object, opts: DeleteOptions) -> int:
-    """Seconds of graceful deletion; 0 means delete at once."""
-    if definition.group != "" or definition.kind != "Pod":
-        return 0
-    spec = obj.get("spec") or {}
-    grace = opts.grace_period_seconds
-    if grace is None:
-        grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
-    if grace < 0:
-        grace = 1
-    if not spec.get("nodeName"):
-        return 0  # never scheduled: no kubelet to stop it
-    if (obj.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
-        return 0
-    return grace
-
-
 async def delete_object(
     store: ObjectStore,
     definition: ResourceDefinition,
@@ -134,19 +120,11 @@ async def delete_object(
                 f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
                 definition.group,
             )
-        if _is_namespace(definition) and (obj.get("spec") or {}).get("finalizers"):
-            # a namespace goes Terminating; its content is removed and its
-            # spec.finalizers cleared before it is deleted for good
-            if meta.get("deletionTimestamp"):
-                raise Conflict.for_object(
-                    "namespaces",
-                    name,
-                    "The system is ensuring all content is removed from this namespace.  Upon completion, "
-                    "this namespace will automatically be purged by the system.",
-                )
+        strategy = definition.strategy
+        if strategy.begin_termination(obj):
+            # e.g. a namespace: it stays, Terminating, until its content is gone
             new = _mark_deleting(obj, list(meta.get("finalizers") or []), 0, store.clock())
             assert new is not None
-            new.setdefault("status", {})["phase"] = "Terminating"
             if opts.dry_run:
                 return new, False
             try:
@@ -155,7 +133,7 @@ async def delete_object(
                 continue
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
             return new, False
-        grace = _grace_period(definition, obj, opts)
+        grace = strategy.grace_period(obj, opts.grace_period_seconds)
         finalizers = list(meta.get("finalizers") or [])
         if opts.propagation_policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")
@@ -188,10 +166,6 @@ async def delete_object(
         meta["resourceVersion"] = str(deleted.mod_revision)
         return _reply(definition, obj), True
     raise Conflict.for_object(definition.plural, name, "too many concurrent updates; try again", definition.group)
-
-
-def _is_namespace(definition: ResourceDefinition) -> bool:
-    return definition.group == "" and definition.kind == "Namespace"
 
 
 def _mark_deleting(obj: Object, finalizers: list[str], grace: int, now: float) -> Object | None:

@@ -7,7 +7,10 @@
   the replica count, guarded by the Scale's resourceVersion if it has one.
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
   the pod ``PodScheduled``; a pod already bound is a 409.
-- ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``.
+- ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``; a terminating
+  namespace left with no finalizer is deleted by that update.
+- ``pods/log|exec|attach|portforward`` and ``nodes/proxy[/path]`` are the
+  kubelet's: :mod:`k8py.apiserver.streaming` checks and relays them.
 
 Each is a handler in :data:`SUBRESOURCES`, keyed by name, over the narrow
 :class:`~k8py.apiserver.handlers.context.SubresourceHost` (the generic
@@ -28,7 +31,9 @@ from aiohttp import web
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, MethodNotAllowed, NotFound, success_status
 from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
+from k8py.apiserver import streaming
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.responses import json_response, object_response
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
@@ -46,9 +51,10 @@ async def handle(host: SubresourceHost, ctx: RequestContext, verb: str) -> web.S
     """``<resource>/<name>/<subresource>``: served if the kind lists it."""
     d = ctx.definition
     sub = ctx.path.subresource
-    if sub not in d.subresources or not ctx.path.name:
+    head = sub.split("/", 1)[0]  # nodes/NAME/proxy/<path>
+    if head not in d.subresources or not ctx.path.name:
         raise NotFound("the server could not find the requested resource")
-    return await serve(host, ctx, d, sub, verb)
+    return await serve(host, ctx, d, head, verb)
 
 
 async def serve(
@@ -129,6 +135,11 @@ async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefiniti
     if body is not None and not isinstance(body, dict):
         raise BadRequest("the body of the request must be a Scale object")
 
+    if body is not None:
+        pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
+    else:
+        pinned = b'"resourceVersion"' in raw or b"resourceVersion:" in raw
+
     def mutate(current: Object) -> Object:
         scale = scale_of(current, spec)
         new_scale = body if body is not None else apply_patch(content_type, scale, raw, schema_name="io.k8s.api.autoscaling.v1.Scale")
@@ -144,6 +155,10 @@ async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefiniti
         if rv and rv != current["metadata"]["resourceVersion"]:
             raise Conflict.modified(d.plural, ctx.path.name, d.group)
         _set_path(current, spec.replicas_path, replicas)
+        if not pinned:
+            # the client did not pin a resourceVersion: a concurrent write (a
+            # controller's status update) is retried, not returned as a 409
+            current["metadata"].pop("resourceVersion", None)
         return current
 
     manager = dataclasses.replace(ctx.manager, subresource="scale")
@@ -202,7 +217,27 @@ async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefin
     obj = await host.store.guaranteed_update(
         d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
     )
+    meta = obj.get("metadata") or {}
+    if meta.get("deletionTimestamp") and not finalizers and not meta.get("finalizers") and not ctx.dry_run:
+        # the last finalizer of a terminating namespace is gone: it is deleted
+        # by this update (upstream ShouldDeleteNamespaceDuringUpdate)
+        try:
+            await delete_object(host.store, d, "", ctx.path.name, DeleteOptions())
+        except NotFound:
+            pass
     return object_response(d, obj, ctx.fmt)
+
+
+async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    return await streaming.serve_subresource(
+        ctx.request,
+        ctx.request.app[streaming.KUBELETS],
+        plural=d.plural,
+        namespace=ctx.namespace,
+        name=ctx.path.name,
+        subresource=ctx.path.subresource,
+        params=ctx.params,
+    )
 
 
 #: subresource name -> its handler (a kind serves those its definition lists)
@@ -211,4 +246,5 @@ SUBRESOURCES: dict[str, SubresourceHandler] = {
     "scale": _scale,
     "binding": _bind,
     "finalize": _finalize,
+    **{name: _kubelet_stream for name in ("log", "exec", "attach", "portforward", "proxy")},
 }

@@ -25,10 +25,18 @@ _SUBRESOURCE_VERBS = {
     "scale": ("get", "patch", "update"),
     "binding": ("create",),
     "finalize": ("update",),
+    "exec": ("create", "get"),
+    "attach": ("create", "get"),
+    "portforward": ("create", "get"),
+    "proxy": ("create", "delete", "get", "patch", "update"),
 }
 _SUBRESOURCE_KIND = {
     "scale": ("autoscaling", "v1", "Scale"),
     "binding": ("", "v1", "Binding"),
+    "exec": ("", "v1", "PodExecOptions"),
+    "attach": ("", "v1", "PodAttachOptions"),
+    "portforward": ("", "v1", "PodPortForwardOptions"),
+    "proxy": ("", "v1", "NodeProxyOptions"),
 }
 
 

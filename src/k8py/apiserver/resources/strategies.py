@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from k8py.api.errors import Cause
+from k8py.api.errors import Cause, Conflict
 from k8py.apiserver.defaults import apply_defaults
 from k8py.apiserver.registry import Strategy
 from k8py.apiserver.validation import validate
@@ -74,10 +74,25 @@ class StandardStrategy(Strategy):
 
 
 class PodStrategy(StandardStrategy):
-    """Pods start Pending; a bound pod is deleted gracefully (see object_store)."""
+    """Pods start Pending; a bound pod is deleted gracefully (its kubelet
+    stops the containers, then deletes it with grace 0)."""
 
     def initial_status(self, obj: Object) -> Object | None:
         return {"phase": "Pending", "qosClass": _qos_class(obj)}
+
+    def grace_period(self, obj: Object, requested: int | None) -> int:
+        # upstream pod strategy's CheckGracefulDelete
+        spec = obj.get("spec") or {}
+        grace = requested
+        if grace is None:
+            grace = int(spec.get("terminationGracePeriodSeconds", 30) or 0)
+        if grace < 0:
+            grace = 1
+        if not spec.get("nodeName"):
+            return 0  # never scheduled: no kubelet to stop it
+        if (obj.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+            return 0
+        return grace
 
 
 def _qos_class(pod: Object) -> str:
@@ -173,6 +188,22 @@ class NamespaceStrategy(StandardStrategy):
 
     def initial_status(self, obj: Object) -> Object | None:
         return {"phase": "Active"}
+
+    def begin_termination(self, obj: Object) -> bool:
+        # a namespace goes Terminating; its content is removed and its
+        # spec.finalizers cleared before it is deleted for good
+        if not (obj.get("spec") or {}).get("finalizers"):
+            return False
+        name = (obj.get("metadata") or {}).get("name", "")
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            raise Conflict.for_object(
+                "namespaces",
+                name,
+                "The system is ensuring all content is removed from this namespace.  Upon completion, "
+                "this namespace will automatically be purged by the system.",
+            )
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        return True
 
     def prepare_for_create(self, obj: Object) -> None:
         super().prepare_for_create(obj)

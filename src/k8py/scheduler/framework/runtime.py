@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from k8py.scheduler.framework.diagnosis import Diagnosis
 from k8py.scheduler.framework.interfaces import CycleState, PostFilterResult, PreFilterResult
+from k8py.scheduler.framework.node_local import plan_for
 from k8py.scheduler.framework.status import Code, Status, as_error, merge
 from k8py.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from k8py.scheduler.framework.waiting_pods import WaitingPod, WaitingPods
@@ -116,8 +117,12 @@ class Framework:
         return None
 
     def filter_chunk(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], failed: dict[str, Status]) -> list[NodeInfo]:
-        """The nodes of ``nodes`` that pass every filter (batch forms where present)."""
-        for plugin in self._active_filters(state):
+        """The nodes of ``nodes`` that pass every filter: the node-local ones through
+        the per-node memo (``node_local``), then the others, batch forms first."""
+        plan = plan_for(state, pod, self._active_filters(state), self.points["score"])
+        if plan.filters and nodes:
+            nodes = plan.filter(state, pod, nodes, failed)
+        for plugin in plan.others:
             if not nodes:
                 break
             batch = getattr(plugin, "filter_nodes", None)
@@ -159,19 +164,51 @@ class Framework:
         return None
 
     def run_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
-        """The weighted total score of each node, in order."""
-        totals = [0] * len(nodes)
+        """The weighted total score of each node, in order.
+
+        Node-local scorers come from the memo; those without normalization are
+        summed in one pass. A plugin whose (normalized) scores are equal on every
+        node only adds a constant, which cannot change the choice: it is left out.
+        """
+        plan = plan_for(state, pod, self._active_filters(state), self.points["score"])
+        local = {p.name: i for i, p in enumerate(plan.scorers)}
+        entries: list[tuple[int, ...]] | None = None
+        linear: list[tuple[int, int]] = []
+        rest = []
         for plugin in self.points["score"]:
             if plugin.name in state.skip_score:
                 continue
-            batch = getattr(plugin, "score_nodes", None)
-            scores = batch(state, pod, nodes) if batch is not None else [plugin.score(state, pod, n) for n in nodes]
+            i = local.get(plugin.name)
+            if i is not None and not hasattr(plugin, "normalize_score"):
+                linear.append((i, self.weights.get(plugin.name, 1)))
+            else:
+                rest.append((plugin, i))
+        if local and (linear or any(i is not None for _, i in rest)):
+            entries = plan.scores(state, pod, nodes)
+        if not linear:
+            totals = [0] * len(nodes)
+        elif len(linear) == 1:
+            (i, w), = linear
+            totals = [e[i] * w for e in entries]  # type: ignore[union-attr]
+        elif len(linear) == 2:
+            (i, w), (j, v) = linear
+            totals = [e[i] * w + e[j] * v for e in entries]  # type: ignore[union-attr]
+        else:
+            totals = [sum(e[i] * w for i, w in linear) for e in entries]  # type: ignore[union-attr]
+        for plugin, i in rest:
+            if i is not None:
+                scores = [e[i] for e in entries]  # type: ignore[union-attr]
+            else:
+                batch = getattr(plugin, "score_nodes", None)
+                scores = batch(state, pod, nodes) if batch is not None else [plugin.score(state, pod, n) for n in nodes]
             normalize = getattr(plugin, "normalize_score", None)
             if normalize is not None:
                 normalize(state, pod, scores)
+            if min(scores, default=0) == max(scores, default=0):
+                continue
             weight = self.weights.get(plugin.name, 1)
-            for i, s in enumerate(scores):
-                totals[i] += s * weight
+            for k, s in enumerate(scores):
+                totals[k] += s * weight
         return totals
 
     # -- reserve, permit, bind ---------------------------------------------------------------

@@ -155,6 +155,14 @@ def _host_ports(spec: Object) -> list[tuple[str, str, int]]:
     return ports
 
 
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
 class PodInfo:
     """One pod as plugins read it; built once per pod object (see module docstring)."""
 
@@ -189,6 +197,27 @@ class PodInfo:
     def spec(self) -> Object:
         return self.pod.get("spec") or {}
 
+    def shape(self, part: str) -> Any:
+        """A hashable digest of what ``part`` of the pod decides for node-local
+        plugins (``requests``, ``tolerations``, ``node-affinity``, ``ports``);
+        pods with equal digests get equal node-local results."""
+        key = "shape-" + part
+        digest = self.memo.get(key)
+        if digest is None:
+            if part == "requests":
+                r, z = self.requests, self.non_zero
+                digest = (r.milli_cpu, r.memory, r.ephemeral, tuple(sorted(r.scalar.items())), z.milli_cpu, z.memory)
+            elif part == "tolerations":
+                digest = _freeze(self.tolerations)
+            elif part == "node-affinity":
+                digest = (_freeze(self.spec.get("nodeSelector")), _freeze(self.affinity.get("nodeAffinity")))
+            elif part == "ports":
+                digest = tuple(self.host_ports)
+            else:
+                raise KeyError(part)
+            self.memo[key] = digest
+        return digest
+
     def with_node(self, node_name: str) -> PodInfo:
         """The same pod assumed on ``node_name`` (a new view over a shallow copy)."""
         pod = {**self.pod, "spec": {**self.spec, "nodeName": node_name}}
@@ -197,6 +226,7 @@ class PodInfo:
             setattr(info, slot, getattr(self, slot))
         info.pod = pod
         info.node_name = node_name
+        info.memo = dict(self.memo)
         return info
 
     def __repr__(self) -> str:
@@ -209,7 +239,7 @@ class NodeInfo:
     __slots__ = ("name", "node", "labels", "taints", "no_schedule_taints", "prefer_no_schedule_taints",
                  "unschedulable", "allocatable", "requested", "non_zero_requested", "pods",
                  "pods_with_affinity", "pods_with_required_anti_affinity", "used_ports", "images",
-                 "generation", "index")
+                 "generation", "index", "memo")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -230,6 +260,9 @@ class NodeInfo:
         self.generation = 0
         #: position in the cache's node list (-1 when not listed)
         self.index = -1
+        #: node-local plugin results by pod shape, valid while ``generation`` holds
+        #: (see ``framework.node_local``)
+        self.memo: dict[Any, Any] = {}
 
     def set_node(self, node: Object) -> None:
         spec = node.get("spec") or {}

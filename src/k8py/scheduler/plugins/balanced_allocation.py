@@ -41,6 +41,10 @@ class BalancedAllocation:
             return Status(Code.SKIP)
         return None
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("requests")
+
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         fractions = []
         for name in self.resources:

@@ -41,7 +41,7 @@ Pair = tuple[str, str]
 
 
 class AffinityState:
-    __slots__ = ("existing_anti", "affinity", "anti", "pod", "ns_labels")
+    __slots__ = ("existing_anti", "affinity", "anti", "pod", "ns_labels", "_anti_keys")
 
     def __init__(self, pod: PodInfo, ns_labels: Any = None) -> None:
         self.pod = pod
@@ -49,6 +49,7 @@ class AffinityState:
         self.existing_anti: dict[Pair, int] = defaultdict(int)
         self.affinity: dict[Pair, int] = defaultdict(int)
         self.anti: dict[Pair, int] = defaultdict(int)
+        self._anti_keys: set[str] | None = None
 
     def clone(self) -> AffinityState:
         c = AffinityState(self.pod, self.ns_labels)
@@ -59,6 +60,7 @@ class AffinityState:
 
     def update_with(self, existing: PodInfo, node: NodeInfo, sign: int) -> None:
         """Count (sign=+1) or uncount (-1) one existing pod on ``node``."""
+        self._anti_keys = None
         labels = node.labels
         if existing.has_required_anti_affinity:
             for term in pod_affinity_terms(existing).anti_affinity:
@@ -115,10 +117,19 @@ def satisfies(state: AffinityState, node: NodeInfo) -> Status | None:
         if value is not None and state.anti.get((t.topology_key, value), 0) > 0:
             return unschedulable(REASON_ANTI_AFFINITY)
     if state.existing_anti:
-        for (key, value), n in state.existing_anti.items():
-            if n > 0 and labels.get(key) == value:
+        for key in _keys(state):
+            value = labels.get(key)
+            if value is not None and state.existing_anti.get((key, value), 0) > 0:
                 return unschedulable(REASON_EXISTING_ANTI_AFFINITY)
     return None
+
+
+def _keys(state: AffinityState) -> set[str]:
+    """The topology keys existing anti-affinity uses (computed once per state)."""
+    keys = state._anti_keys
+    if keys is None:
+        keys = state._anti_keys = {k for (k, _) in state.existing_anti}
+    return keys
 
 
 def normalize_min_max(scores: list[int]) -> None:

@@ -125,6 +125,10 @@ class NodeAffinity:
                 return PreFilterResult(names), None
         return None, None
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("node-affinity")
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if required_affinity(pod).match(node.labels, node.name) else unresolvable(REASON)
 

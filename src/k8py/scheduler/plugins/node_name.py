@@ -29,6 +29,10 @@ class NodeName:
             return None, Status(Code.SKIP)
         return PreFilterResult({pod.node_name}), None
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.node_name
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if fits(pod, node) else unresolvable(REASON)
 

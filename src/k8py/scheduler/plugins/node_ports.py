@@ -34,6 +34,10 @@ class NodePorts:
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         return (None, Status(Code.SKIP)) if not pod.host_ports else (None, None)
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("ports")
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return unschedulable(REASON) if ports_conflict(pod.host_ports, node.used_ports) else None
 

@@ -130,6 +130,10 @@ class NodeResourcesFit:
                              '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"')
         self._default_scoring = self.strategy == "LeastAllocated" and self.resources == [("cpu", 1), ("memory", 1)]
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("requests")
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         reasons = insufficient_resources(pod.requests, node, self.ignored, self.ignored_groups)
         return unschedulable(*reasons) if reasons else None

@@ -27,6 +27,10 @@ class NodeUnschedulable:
     def __init__(self, args: dict | None = None, handle: object = None) -> None:
         pass
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("tolerations")
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if fits(pod, node.unschedulable) else unresolvable(REASON)
 

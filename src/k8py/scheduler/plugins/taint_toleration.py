@@ -66,6 +66,10 @@ class TaintToleration:
     def __init__(self, args: dict | None = None, handle: object = None) -> None:
         pass
 
+    def local_key(self, pod: PodInfo) -> object:
+        """Filter and Score read only the node and this digest of the pod (see framework.node_local)."""
+        return pod.shape("tolerations")
+
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if not node.no_schedule_taints:
             return None

@@ -1,0 +1,398 @@
+"""Scheduler benchmarks: upstream scheduler_perf's workload shapes, end to end.
+
+The API server and the scheduler run as their own processes (``python -m k8py
+apiserver`` / ``python -m k8py scheduler``); this process creates the nodes,
+the already-placed pods, then the pods to schedule (16 connections, raw
+asyncio HTTP), and watches them bind. Figures, per workload:
+
+- **pods/s end to end**: from the first measured pod created to the last bound;
+- the create rate alone (how fast this process got the pods in);
+- scheduler memory per node (RSS growth from 0 to N nodes, divided by N);
+
+and, once per run, where the time goes:
+
+- **scheduling cycle alone**: filter + score + assume per pod, in this
+  process, on the same node and pod shapes, no API at all;
+- **bind floor**: ``pods/binding`` POSTs alone (16 connections), no scheduler.
+
+Workloads (``--workloads``): ``basic`` (SchedulingBasic: 4-cpu/32Gi nodes,
+100m/500Mi pods), ``antiaffinity`` (SchedulingPodAntiAffinity: required
+anti-affinity per hostname), ``spread`` (TopologySpreading: 3 zones,
+maxSkew 5 DoNotSchedule), ``preemption`` (low-priority pods fill the nodes,
+high-priority pods preempt them; this process plays the kubelet and removes
+each victim once deleted).
+
+    python bench/scheduler_bench.py                      # full sizes (5,000 nodes, 1,000 placed, 10,000 pods)
+    python bench/scheduler_bench.py --quick              # 500 nodes, 100 placed, 1,000 pods
+    python bench/scheduler_bench.py --nodes 1000 --pods 2000 --workloads basic,spread
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_load import HttpConnection  # noqa: E402
+
+CONNECTIONS = 16
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+# -- objects (scheduler_perf's templates) ---------------------------------------------------
+
+def node_obj(i: int, *, zones: bool = False, cpu: str = "4", memory: str = "32Gi") -> dict[str, Any]:
+    name = f"node-{i}"
+    labels = {"kubernetes.io/hostname": name}
+    if zones:
+        labels["topology.kubernetes.io/zone"] = ZONES[i % len(ZONES)]
+    alloc = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "status": {"capacity": alloc, "allocatable": alloc, "phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod_obj(name: str, namespace: str, *, cpu: str = "100m", memory: str = "500Mi", labels: dict | None = None,
+            node: str = "", **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec},
+    }
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+def anti_affinity(namespaces: list[str]) -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaces": namespaces}]}}
+
+
+SPREAD = [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+           "labelSelector": {"matchLabels": {"color": "blue"}}}]
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(pattern, line)
+        if m:
+            return proc, m.group(1)
+    raise RuntimeError(f"{cmd[3]} did not start")
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- HTTP load -----------------------------------------------------------------------------------
+
+async def post_all(addr: str, requests: list[tuple[str, bytes]], connections: int = CONNECTIONS) -> float:
+    """POST every (path, body) over ``connections`` keep-alive connections; returns seconds."""
+    conns = [await HttpConnection.open(addr) for _ in range(connections)]
+    it = iter(requests)
+    failures: list[bytes] = []
+
+    async def worker(conn: HttpConnection) -> None:
+        for path, body in it:
+            status, reply = await conn.request("POST", path, body)
+            if status >= 300 and status != 409:
+                failures.append(reply[:300])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = time.perf_counter() - started
+    for c in conns:
+        c.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} requests failed, first: {failures[0]!r}")
+    return elapsed
+
+
+async def get_json(addr: str, path: str) -> Any:
+    conn = await HttpConnection.open(addr)
+    try:
+        status, body = await conn.request("GET", path)
+        return orjson.loads(body) if status == 200 else None
+    finally:
+        conn.close()
+
+
+async def ready(url: str) -> bool:
+    conn = await HttpConnection.open(url.split("//", 1)[1])
+    try:
+        status, _ = await conn.request("GET", "/readyz")
+        return status == 200
+    finally:
+        conn.close()
+
+
+async def metric(url: str, name: str) -> float:
+    addr = url.split("//", 1)[1]
+    conn = await HttpConnection.open(addr)
+    try:
+        _, body = await conn.request("GET", "/metrics")
+    finally:
+        conn.close()
+    for line in body.decode().splitlines():
+        if line.startswith(name):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def watch_bound(addr: str, namespace: str, want: int, rv: str, on_event: Callable[[dict], Any] | None = None) -> float:
+    """Until ``want`` pods of ``namespace`` have a nodeName; returns the time (perf_counter) the last bound."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port), limit=2**26)
+    path = f"/api/v1/namespaces/{namespace}/pods?watch=true&resourceVersion={rv}"
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n".encode())
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass
+    bound: set[str] = set()
+    buf = b""
+    try:
+        while len(bound) < want:
+            size = int((await reader.readline()).strip(), 16)
+            buf += await reader.readexactly(size)
+            await reader.readline()
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line:
+                    continue
+                event = orjson.loads(line)
+                obj = event["object"]
+                if on_event is not None:
+                    await on_event(event)
+                if (obj.get("spec") or {}).get("nodeName") and event["type"] != "DELETED":
+                    bound.add(obj["metadata"]["name"])
+        return time.perf_counter()
+    finally:
+        writer.close()
+
+
+async def resource_version(addr: str, namespace: str) -> str:
+    listed = await get_json(addr, f"/api/v1/namespaces/{namespace}/pods?limit=1")
+    return listed["metadata"]["resourceVersion"]
+
+
+# -- the in-process figures ---------------------------------------------------------------------
+
+def cycle_alone(nodes: int, placed: int, pods: int, kind: str) -> float:
+    """Filter + score + assume per pod, no API (the scheduler's own code on the same shapes)."""
+    from k8py.scheduler.cache import SchedulerCache
+    from k8py.scheduler.framework.interfaces import CycleState
+    from k8py.scheduler.framework.types import PodInfo
+    from k8py.scheduler.profile import SchedulerConfig, build_frameworks
+    from k8py.scheduler.schedule_one import PodScheduler
+
+    cache = SchedulerCache()
+
+    class Handle:
+        def __init__(self) -> None:
+            self.cache = cache
+            self.nodes = cache.nodes
+            self.node = cache.node
+            self.image_node_count = cache.image_node_count
+            self.namespace_labels = lambda ns: {}
+
+    fwk = build_frameworks(SchedulerConfig(), Handle())["default-scheduler"]
+    for i in range(nodes):
+        cache.add_node(node_obj(i, zones=kind == "spread"))
+    for i in range(placed):
+        cache.add_pod(_measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}"))
+    algo = PodScheduler()
+    infos = [PodInfo(_measured_pod(kind, f"p-{i}", "sched-test")) for i in range(pods)]
+    for n, info in enumerate(infos):
+        info.pod["metadata"]["uid"] = f"uid-{n}"
+    started = time.perf_counter()
+    for info in infos:
+        result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node)
+        cache.assume_pod(info.with_node(result.node_name))
+    return pods / (time.perf_counter() - started)
+
+
+def _measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[str, Any]:
+    if kind == "antiaffinity":
+        return pod_obj(name, namespace, labels={"color": "green"}, node=node,
+                       affinity=anti_affinity(["sched-setup", "sched-test"]))
+    if kind == "spread":
+        return pod_obj(name, namespace, labels={"color": "blue"}, node=node, topologySpreadConstraints=SPREAD)
+    return pod_obj(name, namespace, node=node)
+
+
+# -- one workload ------------------------------------------------------------------------------------
+
+async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict[str, Any]:
+    data = tempfile.mkdtemp(prefix="k8py-sched-bench-")
+    api = sched = None
+    try:
+        api, url = start([python, "-m", "k8py", "apiserver", "--data-dir", data, "--port", "0"], r"listening on (http://\S+)")
+        addr = url.split("//", 1)[1]
+        kubeconfig = os.path.join(data, "kubeconfig")
+        for ns in ("sched-setup", "sched-test"):
+            await post_all(addr, [("/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))], 1)
+        nodes, placed, pods = args.nodes, args.init_pods, args.pods
+        if kind in ("antiaffinity", "spread"):
+            pods = min(args.constrained_pods, nodes - placed)  # upstream measures 1,000 of these
+        if kind == "preemption":
+            nodes, placed, pods = args.preemption_nodes, args.preemption_nodes * 4, args.preemption_nodes
+        sched_cmd = [python, "-m", "k8py", "scheduler", "--kubeconfig", kubeconfig, *(["--no-events"] if args.no_events else [])]
+        sched, sched_url = start(sched_cmd, r"on (http://\S+)")
+        while not await ready(sched_url):
+            await asyncio.sleep(0.05)
+        rss0 = rss(sched.pid)
+        zones = kind == "spread"
+        node_reqs = [("/api/v1/nodes", orjson.dumps(node_obj(i, zones=zones))) for i in range(nodes)]
+        t_nodes = await post_all(addr, node_reqs)
+        init = []
+        for i in range(placed):
+            if kind == "preemption":
+                body = pod_obj(f"low-{i}", "sched-setup", cpu="900m", memory="1Gi", node=f"node-{i % nodes}", priority=0)
+            else:
+                body = _measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}")
+            init.append(("/api/v1/namespaces/sched-setup/pods", orjson.dumps(body)))
+        await post_all(addr, init)
+        while await metric(sched_url, "scheduler_cache_size{type=\"nodes\"}") < nodes:
+            await asyncio.sleep(0.1)
+        while await metric(sched_url, "scheduler_cache_size{type=\"pods\"}") < placed:
+            await asyncio.sleep(0.1)
+        rss1 = rss(sched.pid)
+        rv = await resource_version(addr, "sched-test")
+        measured = []
+        for i in range(pods):
+            if kind == "preemption":
+                body = pod_obj(f"high-{i}", "sched-test", cpu="900m", memory="1Gi", priorityClassName="system-cluster-critical")
+            else:
+                body = _measured_pod(kind, f"p-{i}", "sched-test")
+            measured.append(("/api/v1/namespaces/sched-test/pods", orjson.dumps(body)))
+        kubelet = None
+        if kind == "preemption":
+            kubelet = asyncio.create_task(play_kubelet(addr, await resource_version(addr, "sched-setup")))
+        watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv))
+        t0 = time.perf_counter()
+        t_create = await post_all(addr, measured)
+        t_last = await asyncio.wait_for(watcher, args.timeout)
+        if kubelet is not None:
+            kubelet.cancel()
+        return {"kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
+                "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
+                "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1}
+    finally:
+        stop(sched)
+        stop(api)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+async def play_kubelet(addr: str, rv: str) -> None:
+    """Preempted pods are deleted gracefully; with no kubelet, finish the deletion."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port), limit=2**26)
+    writer.write(f"GET /api/v1/namespaces/sched-setup/pods?watch=true&resourceVersion={rv} HTTP/1.1\r\nHost: {addr}\r\n\r\n".encode())
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass
+    conn = await HttpConnection.open(addr)
+    buf = b""
+    try:
+        while True:
+            size = int((await reader.readline()).strip(), 16)
+            buf += await reader.readexactly(size)
+            await reader.readline()
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line:
+                    continue
+                event = orjson.loads(line)
+                meta = event["object"]["metadata"]
+                if event["type"] == "MODIFIED" and meta.get("deletionTimestamp"):
+                    await conn.request("DELETE", f"/api/v1/namespaces/sched-setup/pods/{meta['name']}",
+                                       orjson.dumps({"gracePeriodSeconds": 0}))
+    finally:
+        writer.close()
+        conn.close()
+
+
+async def bind_floor(args: argparse.Namespace, python: str) -> tuple[float, float]:
+    """(binds/s, creates/s): bindings POSTed alone, with no scheduler running."""
+    data = tempfile.mkdtemp(prefix="k8py-bind-floor-")
+    api = None
+    try:
+        api, url = start([python, "-m", "k8py", "apiserver", "--data-dir", data, "--port", "0"], r"listening on (http://\S+)")
+        addr = url.split("//", 1)[1]
+        n = min(args.pods, 5000)
+        await post_all(addr, [("/api/v1/nodes", orjson.dumps(node_obj(0)))], 1)
+        t_create = await post_all(addr, [("/api/v1/namespaces/default/pods", orjson.dumps(pod_obj(f"p-{i}", "default")))
+                                         for i in range(n)])
+        binds = [(f"/api/v1/namespaces/default/pods/p-{i}/binding",
+                  orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"p-{i}"},
+                                "target": {"kind": "Node", "name": "node-0"}})) for i in range(n)]
+        t_bind = await post_all(addr, binds)
+        return n / t_bind, n / t_create
+    finally:
+        stop(api)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--init-pods", type=int, default=1000)
+    p.add_argument("--pods", type=int, default=10000)
+    p.add_argument("--constrained-pods", type=int, default=1000, help="pods measured in antiaffinity and spread")
+    p.add_argument("--preemption-nodes", type=int, default=500)
+    p.add_argument("--workloads", default="basic,antiaffinity,spread,preemption")
+    p.add_argument("--quick", action="store_true", help="500 nodes, 100 placed, 1,000 pods, 100 preemption nodes")
+    p.add_argument("--no-events", action="store_true", help="run the scheduler with --no-events")
+    p.add_argument("--timeout", type=float, default=600.0)
+    args = p.parse_args()
+    if args.quick:
+        args.nodes, args.init_pods, args.pods, args.preemption_nodes, args.constrained_pods = 500, 100, 1000, 100, 300
+    python = sys.executable
+    print(f"scheduler benchmark: {os.cpu_count()} cpus; API server, scheduler and this load generator share them", flush=True)
+    for kind in args.workloads.split(","):
+        kind = kind.strip()
+        if kind != "preemption":
+            measured = min(args.pods, 2000) if kind == "basic" else min(args.constrained_pods, args.nodes - args.init_pods)
+            alone = cycle_alone(args.nodes, args.init_pods, measured, kind)
+            print(f"[{kind}] scheduling cycle alone ({args.nodes} nodes, no API): {alone:,.0f} pods/s", flush=True)
+        r = await run_workload(kind, args, python)
+        print(f"[{kind}] {r['nodes']} nodes, {r['placed']} placed, {r['pods']} pods: "
+              f"{r['pods_per_s']:,.0f} pods/s end to end (first created -> last bound); "
+              f"created at {r['create_per_s']:,.0f}/s; scheduler memory {r['bytes_per_node'] / 1024:.1f} KiB/node "
+              f"(RSS {r['sched_rss'] / 2**20:.0f} MiB)", flush=True)
+    binds, creates = await bind_floor(args, python)
+    print(f"bind floor (pods/binding alone, {CONNECTIONS} connections): {binds:,.0f} binds/s; "
+          f"pod creates alone: {creates:,.0f}/s", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,160 @@
+"""``k8py kubelet``: parse flags, build the kubelet(s), run until SIGINT/SIGTERM.
+
+``k8py kubelet --kubeconfig FILE --node-name N`` runs one kubelet on the
+process runtime. ``--simulated --nodes 1000`` runs that many kubelets in one
+process on the simulated runtime (``--node-name`` is then the prefix:
+``N-0`` … ``N-999``), each with a real Node, Lease and pod lifecycles.
+
+On SIGTERM the kubelet stops; the containers it started keep running and a
+new kubelet on the same ``--root-dir`` adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def _labels(value: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        k, _, v = item.partition("=")
+        out[k] = v
+    return out
+
+
+def _taints(value: str) -> list[dict[str, str]]:
+    out = []
+    for item in filter(None, (x.strip() for x in value.split(","))):
+        kv, _, effect = item.rpartition(":")
+        if not kv or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise SystemExit(f"k8py kubelet: bad taint {item!r}: use key=value:Effect with Effect NoSchedule, PreferNoSchedule or NoExecute")
+        k, _, v = kv.partition("=")
+        taint = {"key": k, "effect": effect}
+        if v:
+            taint["value"] = v
+        out.append(taint)
+    return out
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser("kubelet", help="run a kubelet (the node agent) against an API server")
+    p.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to join")
+    p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
+    p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
+    p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
+    p.add_argument("--address", default="127.0.0.1", help="address to serve on and report as the node's InternalIP")
+    p.add_argument("--port", type=int, default=10250, help="kubelet HTTP port; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--pod-cidr", default="127.64.0.0/24", help="pod IPs when the Node has no spec.podCIDR (default: %(default)s)")
+    p.add_argument("--max-pods", type=int, default=None)
+    p.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
+    p.add_argument("--register-with-taints", default="", help="key=value:Effect,...")
+    p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
+    p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
+    p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
+    p.add_argument("--container-log-max-size", default="10Mi")
+    p.add_argument("--container-log-max-files", type=int, default=5)
+    p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff / image pull back-off start, seconds")
+    p.add_argument("--backoff-max", type=float, default=300.0, help="back-off cap, seconds")
+    p.add_argument("--node-status-update-frequency", type=float, default=10.0)
+    p.add_argument("--lease-renew-interval", type=float, default=10.0)
+    p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
+    p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
+    p.add_argument("--log-level", default="WARNING")
+    p.set_defaults(func=run)
+    return p
+
+
+def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> Any:
+    from k8py.kubelet.config import KubeletConfig, load_kubelet_configuration, parse_quantity_bytes
+
+    config = KubeletConfig(node_name=node_name or args.node_name, root_dir=args.root_dir)
+    if args.config:
+        load_kubelet_configuration(args.config, config)
+    defaults = {"address": "127.0.0.1", "port": 10250, "pod_cidr": "127.64.0.0/24"}
+    for attr, default in defaults.items():
+        value = getattr(args, attr)
+        if value != default or not args.config:
+            setattr(config, attr, value)
+    if args.max_pods is not None:
+        config.max_pods = args.max_pods
+    config.node_labels.update(_labels(args.node_labels))
+    if args.register_with_taints:
+        config.register_with_taints = _taints(args.register_with_taints)
+    if args.pod_manifest_path:
+        config.static_pod_path = args.pod_manifest_path
+    config.image_catalog = args.image_catalog
+    config.use_bwrap = not args.no_bwrap
+    config.container_log_max_size = parse_quantity_bytes(args.container_log_max_size)
+    config.container_log_max_files = args.container_log_max_files
+    config.backoff_base, config.backoff_max = args.backoff_base, args.backoff_max
+    config.node_status_update_frequency = args.node_status_update_frequency
+    config.node_lease_renew_interval = args.lease_renew_interval
+    config.simulated = args.simulated
+    return config
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from k8py.client.kubeconfig import load_kubeconfig
+    from k8py.client.rest import RestClient
+
+    client = RestClient(load_kubeconfig(args.kubeconfig))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if args.simulated:
+            from k8py.kubelet.simulated_nodes import SimulatedNodes
+
+            nodes = SimulatedNodes(client, build_config(args), count=args.nodes)
+            runner = asyncio.create_task(nodes.run(), name="simulated-kubelets")
+            await nodes.ready.wait()
+            print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "
+                  f"/healthz and /metrics on http://{nodes.config.address}:{nodes.port}", flush=True)
+        else:
+            from k8py.kubelet.kubelet import Kubelet
+            from k8py.kubelet.runtime.process.images import ImageCatalog
+            from k8py.kubelet.runtime.process.runtime import ProcessRuntime
+
+            config = build_config(args)
+            runtime = ProcessRuntime(config.runtime_dir, catalog=ImageCatalog.from_file(config.image_catalog), use_bwrap=config.use_bwrap,
+                                     node_ip=config.address, log_max_size=config.container_log_max_size,
+                                     log_max_files=config.container_log_max_files)
+            kubelet = Kubelet(client, config, runtime)
+            runner = asyncio.create_task(kubelet.run(), name="kubelet")
+            ready = asyncio.create_task(kubelet.ready.wait())
+            await asyncio.wait([runner, ready], return_when=asyncio.FIRST_COMPLETED)
+            if runner.done():
+                runner.result()
+            print(f"k8py kubelet: node {config.node_name} running ({runtime.info().isolation}); "
+                  f"/healthz and /metrics on http://{config.address}:{kubelet.port}", flush=True)
+        done = asyncio.create_task(stop.wait())
+        await asyncio.wait([runner, done], return_when=asyncio.FIRST_COMPLETED)
+        if runner.done():
+            runner.result()
+        runner.cancel()
+        try:
+            await runner
+        except asyncio.CancelledError:
+            pass
+        print("k8py kubelet: stopped (containers keep running; a kubelet on the same --root-dir adopts them)", flush=True)
+        return 0
+    except OSError as err:
+        print(f"k8py kubelet: {err}. Pick another --port (0 picks a free one).", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.getLogger("k8py").setLevel(args.log_level.upper())
+    return asyncio.run(_main(args))

@@ -1,0 +1,136 @@
+"""The kubelet's configuration: flags and a ``KubeletConfiguration`` file.
+
+Precedence as upstream: defaults < the file (``--config``,
+``kubelet.config.k8s.io/v1beta1`` ``KubeletConfiguration``) < flags given
+explicitly. Only the fields k8py acts on are read from the file; the rest
+are ignored (upstream would reject unknown fields only in strict mode).
+
+Every timing that tests want short (backoffs, heartbeats, status
+frequencies) is here, so tests shorten them by configuration, never by
+sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import yaml
+
+__all__ = ["KubeletConfig", "parse_quantity_bytes", "load_kubelet_configuration"]
+
+KUBELET_VERSION = "v1.32.0-k8py"
+
+
+def parse_quantity_bytes(value: str | int) -> int:
+    """``10Mi`` → 10485760 (binary and decimal suffixes)."""
+    if isinstance(value, int):
+        return value
+    s = str(value).strip()
+    units = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "K": 1000, "k": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4}
+    for suffix in sorted(units, key=len, reverse=True):
+        if s.endswith(suffix):
+            return int(float(s[: -len(suffix)]) * units[suffix])
+    return int(float(s))
+
+
+@dataclass
+class KubeletConfig:
+    node_name: str = field(default_factory=lambda: socket.gethostname().lower())
+    root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"))
+    #: the address the kubelet serves on and reports as the node's InternalIP
+    address: str = "127.0.0.1"
+    port: int = 10250
+    #: used when the Node has no spec.podCIDR (node IPAM not running)
+    pod_cidr: str = "127.64.0.0/24"
+    max_pods: int = 110
+    node_labels: dict[str, str] = field(default_factory=dict)
+    register_with_taints: list[dict[str, str]] = field(default_factory=list)
+    #: overrides of the host's capacity (cpu, memory, ephemeral-storage, pods)
+    capacity: dict[str, str] = field(default_factory=dict)
+    system_reserved: dict[str, str] = field(default_factory=dict)
+    node_lease_duration_seconds: int = 40
+    #: lease renewal interval (upstream: a quarter of the duration, 10 s)
+    node_lease_renew_interval: float = 10.0
+    node_status_update_frequency: float = 10.0
+    node_status_report_frequency: float = 300.0
+    #: CrashLoopBackOff and image pull backoff: base doubling up to max
+    backoff_base: float = 10.0
+    backoff_max: float = 300.0
+    #: a container that ran this long resets its backoff
+    backoff_reset: float = 600.0
+    container_log_max_size: int = 10 * 1024 * 1024
+    container_log_max_files: int = 5
+    static_pod_path: str = ""
+    image_catalog: str = ""
+    use_bwrap: bool = True
+    simulated: bool = False
+    #: status manager: how many writes may be in flight at once
+    status_concurrency: int = 16
+    #: how often every pod is re-synced even without events (upstream syncFrequency 1 m)
+    sync_frequency: float = 60.0
+
+    @property
+    def pods_dir(self) -> str:
+        return os.path.join(self.root_dir, "pods")
+
+    @property
+    def logs_dir(self) -> str:
+        return os.path.join(self.root_dir, "logs", "pods")
+
+    @property
+    def runtime_dir(self) -> str:
+        return os.path.join(self.root_dir, "runtime")
+
+
+_FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
+    "maxPods": ("max_pods", int),
+    "podCIDR": ("pod_cidr", str),
+    "address": ("address", str),
+    "port": ("port", int),
+    "staticPodPath": ("static_pod_path", str),
+    "containerLogMaxSize": ("container_log_max_size", parse_quantity_bytes),
+    "containerLogMaxFiles": ("container_log_max_files", int),
+    "nodeLeaseDurationSeconds": ("node_lease_duration_seconds", int),
+    "registerWithTaints": ("register_with_taints", list),
+    "systemReserved": ("system_reserved", dict),
+}
+
+
+def _duration(value: Any) -> float:
+    """Go durations as KubeletConfiguration writes them: ``10s``, ``1m0s``, ``500ms``."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    s, total, num = str(value), 0.0, ""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c.isdigit() or c == ".":
+            num += c
+            i += 1
+            continue
+        unit = "ms" if s[i : i + 2] == "ms" else c
+        total += float(num or 0) * units[unit]
+        num = ""
+        i += len(unit)
+    return total + (float(num) if num else 0.0)
+
+
+def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfig:
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f) or {}
+    if doc.get("kind", "KubeletConfiguration") != "KubeletConfiguration":
+        raise ValueError(f"{path}: kind must be KubeletConfiguration, not {doc.get('kind')!r}")
+    for key, (attr, conv) in _FILE_FIELDS.items():
+        if key in doc:
+            setattr(config, attr, conv(doc[key]))
+    if "nodeStatusUpdateFrequency" in doc:
+        config.node_status_update_frequency = _duration(doc["nodeStatusUpdateFrequency"])
+    if "nodeStatusReportFrequency" in doc:
+        config.node_status_report_frequency = _duration(doc["nodeStatusReportFrequency"])
+    if "syncFrequency" in doc:
+        config.sync_frequency = _duration(doc["syncFrequency"])
+    return config

@@ -1,0 +1,185 @@
+"""Starting one container: back-off, image, config, create, start, postStart.
+
+Upstream's ``startContainer`` and ``EnsureImageExists``, with their waiting
+reasons and Events:
+
+- restart back-off → waiting ``CrashLoopBackOff``, Event ``BackOff``;
+- image: ``imagePullPolicy`` (default ``Always`` for ``:latest`` or no tag,
+  else ``IfNotPresent``) → Events ``Pulling``/``Pulled`` (or "already
+  present"), failures ``ErrImagePull`` then ``ImagePullBackOff`` (back-off
+  between pulls), ``ErrImageNeverPull``, ``InvalidImageName``;
+- config (env, mounts) → ``CreateContainerConfigError``;
+- create → Event ``Created``; start → Event ``Started``, or
+  ``RunContainerError`` (then CrashLoopBackOff on the next tries);
+- postStart: the container is not reported started until its hook ran;
+  a failed hook kills it (Event ``FailedPostStartHook``).
+
+:func:`start_container` returns None on success, or the seconds after
+which the worker should try again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from k8py.kubelet.container_env import ConfigError, build_env, expand
+from k8py.kubelet.pod_status import ts
+from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Resources, RuntimeErrorStatus
+from k8py.kubelet.volumes.manager import MountError, VolumeManager
+
+if TYPE_CHECKING:
+    from k8py.kubelet.pod_sync import PodSyncer
+    from k8py.kubelet.pod_workers import PodWorker
+
+__all__ = ["start_container", "pull_policy", "format_duration"]
+
+
+def pull_policy(container: Mapping[str, Any]) -> str:
+    if container.get("imagePullPolicy"):
+        return str(container["imagePullPolicy"])
+    image = container.get("image", "")
+    ref = image.split("@", 1)[0]
+    tag = ref.rsplit("/", 1)[-1].partition(":")[2]
+    return "Always" if "@" not in image and (not tag or tag == "latest") else "IfNotPresent"
+
+
+def format_duration(seconds: float) -> str:
+    """Go's Duration.String for whole and fractional seconds (``10s``, ``2m40s``, ``500ms``)."""
+    if seconds < 1:
+        return f"{int(seconds * 1000)}ms"
+    m, s = divmod(seconds, 60)
+    s_str = f"{s:g}s"
+    if m >= 60:
+        h, m = divmod(m, 60)
+        return f"{int(h)}h{int(m)}m{s_str}"
+    return f"{int(m)}m{s_str}" if m else s_str
+
+
+def _pod_ref(pod: Mapping[str, Any]) -> str:
+    m = pod["metadata"]
+    return f"{m['name']}_{m.get('namespace', 'default')}({m['uid']})"
+
+
+def _quantity_bytes(q: str) -> int:
+    from k8py.kubelet.config import parse_quantity_bytes
+    return parse_quantity_bytes(q)
+
+
+def _resources(c: Mapping[str, Any]) -> Resources:
+    lim = (c.get("resources") or {}).get("limits") or {}
+    mem = _quantity_bytes(str(lim["memory"])) if "memory" in lim else 0
+    cpu = 0
+    if "cpu" in lim:
+        q = str(lim["cpu"])
+        cpu = int(q[:-1]) * 100 if q.endswith("m") else int(float(q) * 100_000)
+    return Resources(cpu_quota=cpu, memory_limit=mem)
+
+
+async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> float | None:
+    pod, name, image = w.pod, c["name"], c.get("image", "")
+    key = f"{w.uid}/{name}/image"
+    now = time.time()
+    policy = pull_policy(c)
+    try:
+        present = await s.runtime.image_status(ImageSpec(image))
+    except RuntimeErrorStatus as err:
+        w.waiting[name] = (err.reason, err.message)
+        s.event(pod, "Warning", "InspectFailed", err.message)
+        return None if err.reason == "InvalidImageName" else s.config.backoff_base
+    if policy == "Never" and present is None:
+        msg = f'Container image "{image}" is not present with pull policy of Never'
+        w.waiting[name] = ("ErrImageNeverPull", msg)
+        s.event(pod, "Warning", "ErrImageNeverPull", msg)
+        return None
+    if present is not None and policy != "Always":
+        if not w.memo.get(f"present-{name}"):
+            s.event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine')
+            w.memo[f"present-{name}"] = True
+        return None
+    last_fail = w.memo.get(f"pullfail-{name}")
+    if last_fail is not None and s.backoff.in_backoff_since(key, last_fail, now):
+        w.waiting[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
+        s.event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
+        return s.backoff.remaining(key, last_fail, now) + 0.01
+    s.event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
+    started = time.monotonic()
+    try:
+        await s.runtime.pull_image(ImageSpec(image))
+    except RuntimeErrorStatus as err:
+        if err.reason == "InvalidImageName":
+            w.waiting[name] = ("InvalidImageName", err.message)
+            s.event(pod, "Warning", "InspectFailed", err.message)
+            s.event(pod, "Warning", "Failed", "Error: InvalidImageName")
+            return None
+        w.waiting[name] = ("ErrImagePull", err.message)
+        s.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err.message}')
+        s.event(pod, "Warning", "Failed", "Error: ErrImagePull")
+        w.memo[f"pullfail-{name}"] = now
+        return s.backoff.next(key, now) + 0.01
+    took = format_duration(time.monotonic() - started)
+    info = await s.runtime.image_status(ImageSpec(image))
+    size = info.size if info else 0
+    s.event(pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in {took} ({took} including waiting). Image size: {size} bytes.')
+    w.memo.pop(f"pullfail-{name}", None)
+    s.backoff.reset(key)
+    return None
+
+
+async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], latest: ContainerStatus | None,
+                          volume_paths: Mapping[str, str], pod_ip: str) -> float | None:
+    pod, name = w.pod, c["name"]
+    now = time.time()
+    key = f"{w.uid}/{name}"
+    if latest is not None:
+        if latest.started_at and latest.finished_at - latest.started_at >= s.config.backoff_reset:
+            s.backoff.reset(key)
+        if s.backoff.in_backoff_since(key, latest.finished_at, now):
+            delay = s.backoff.get(key)
+            w.waiting[name] = ("CrashLoopBackOff", f"back-off {format_duration(delay)} restarting failed container={name} pod={_pod_ref(pod)}")
+            if w.memo.get(f"backoff-event-{name}") != latest.id:
+                s.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}")
+                w.memo[f"backoff-event-{name}"] = latest.id
+            return s.backoff.remaining(key, latest.finished_at, now) + 0.01
+        s.backoff.next(key, now)
+    retry = await ensure_image(s, w, c)
+    if name in w.waiting and w.waiting[name][0] in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "InspectFailed"):
+        return retry
+    try:
+        env = await build_env(pod, c, get=s.get_object, services=s.services(), pod_ip=pod_ip, host_ip=s.config.address,
+                              node_alloc=s.node_allocatable())
+        mounts = VolumeManager.mounts(c, volume_paths)
+    except (ConfigError, MountError) as err:
+        w.waiting[name] = ("CreateContainerConfigError", str(err))
+        s.event(pod, "Warning", "Failed", f"Error: {err}")
+        return 2.0
+    attempt = latest.attempt + 1 if latest is not None else 0
+    meta = pod["metadata"]
+    config = ContainerConfig(
+        name=name, image=c.get("image", ""), attempt=attempt,
+        command=[expand(x, env) for x in c.get("command") or []], args=[expand(x, env) for x in c.get("args") or []],
+        working_dir=c.get("workingDir") or "", env=list(env.items()), mounts=mounts,
+        labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": meta["name"],
+                "io.kubernetes.pod.namespace": meta.get("namespace", "default"), "io.kubernetes.pod.uid": w.uid},
+        log_path=f"{name}/{attempt}.log", stdin=bool(c.get("stdin")), stdin_once=bool(c.get("stdinOnce")), tty=bool(c.get("tty")),
+        resources=_resources(c),
+    )
+    try:
+        cid = await s.runtime.create_container(w.sandbox_id, config, s.sandbox_config(w))
+    except RuntimeErrorStatus as err:
+        w.waiting[name] = ("CreateContainerError", err.message)
+        s.event(pod, "Warning", "Failed", f"Error: {err.message}")
+        return 2.0
+    s.event(pod, "Normal", "Created", f"Created container: {name}")
+    try:
+        await s.runtime.start_container(cid)
+    except RuntimeErrorStatus as err:
+        w.waiting[name] = ("RunContainerError", err.message)
+        s.event(pod, "Warning", "Failed", f"Error: {err.message}")
+        return 0.05
+    w.waiting.pop(name, None)
+    s.event(pod, "Normal", "Started", f"Started container {name}")
+    w.memo[f"started-at-{name}"] = ts(now)
+    await s.after_start(w, c, cid, pod_ip)
+    await s.prune(w, name, keep={cid} | ({latest.id} if latest else set()))
+    return None

@@ -1,0 +1,201 @@
+"""The Kubelet: wires the rooms together and runs them (see the package docstring).
+
+Start-up order, each step before the next:
+
+1. the runtime loads its state and adopts the containers still running;
+2. the HTTP server (``server.build_app``) listens, so its port can be
+   registered as ``daemonEndpoints.kubeletEndpoint.port``;
+3. the Node is registered; the runtime gets the pod CIDR — the Node's
+   ``spec.podCIDR`` if node IPAM set one, else ``--pod-cidr`` (logged);
+4. the pod informer (``fieldSelector=spec.nodeName=<node>``) syncs;
+   sandboxes of pods that no longer exist are stopped and removed (the
+   runtime only ever knows containers this kubelet started);
+5. pod workers, PLEG, status manager, node status, Lease and the event
+   broadcaster run until cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping, Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge
+
+from k8py.api.errors import NotFound
+from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.informer_factory import InformerFactory
+from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICES
+from k8py.client.rest import RestClient
+from k8py.kubelet import server
+from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.node_lease import NodeLease
+from k8py.kubelet.node_status import NodeStatusReporter, read_host
+from k8py.kubelet.pleg import PLEG
+from k8py.kubelet.pod_sync import PodSyncer
+from k8py.kubelet.pod_workers import PodWorkers
+from k8py.kubelet.runtime.protocols import ContainerStatus, Image, Runtime
+from k8py.kubelet.server_context import ServerContext
+from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
+from k8py.kubelet.status_manager import StatusManager
+from k8py.kubelet.volumes.manager import VolumeManager
+
+__all__ = ["Kubelet"]
+
+logger = logging.getLogger(__name__)
+
+
+class Kubelet:
+    def __init__(self, client: RestClient, config: KubeletConfig, runtime: Runtime) -> None:
+        self.client = client
+        self.config = config
+        self.runtime = runtime
+        self.registry = CollectorRegistry()
+        self._pods_gauge = Gauge("kubelet_running_pods", "Pods with a running sandbox", registry=self.registry)
+        self.broadcaster = EventBroadcaster(client)
+        self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
+        self.informers = InformerFactory(client)
+        self.pod_informer = self.informers.informer(PODS, field_selector=f"spec.nodeName={config.node_name}")
+        self.service_informer = self.informers.informer(SERVICES)
+        self.status = StatusManager(client, concurrency=config.status_concurrency)
+        self._node: dict[str, Any] = {}
+        self.volumes = VolumeManager(config.pods_dir, get=self.get_object, node_alloc=self.node_allocatable)
+        self.syncer = PodSyncer(runtime=runtime, config=config, status=self.status, volumes=self.volumes, event=self.event,
+                                get_object=self.get_object, services=lambda: self.service_informer.lister.list(),
+                                node_allocatable=self.node_allocatable, wake=self._wake)
+        self.workers = PodWorkers(self.syncer)
+        self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers))
+        self.lease = NodeLease(client, config.node_name, duration=config.node_lease_duration_seconds,
+                               interval=config.node_lease_renew_interval, node_uid=self._node_uid)
+        self.port = config.port
+        self.node_status: NodeStatusReporter | None = None
+        self.static_pods = StaticPods(client, config, on_pod=self.workers.update_pod, on_remove=self.workers.remove_pod)
+        self.ready = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+
+    # -- small services the rooms are given -------------------------------------------------
+
+    def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.recorder.event(obj, kind, reason, message, resource=PODS)
+
+    def _wake(self, uid: str) -> None:
+        self.workers.wake(uid)
+
+    async def get_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(CONFIGMAPS if kind == "configmap" else SECRETS, namespace, name)
+        except NotFound:
+            return None
+
+    def node_allocatable(self) -> Mapping[str, str]:
+        return ((self._node.get("status") or {}).get("allocatable")) or {}
+
+    async def _node_uid(self) -> str:
+        return str((self._node.get("metadata") or {}).get("uid", ""))
+
+    async def _images(self) -> list[Image]:
+        return list(await self.runtime.list_images())
+
+    async def _on_pod_cidr(self, cidr: str) -> None:
+        logger.info("pod CIDR from the node", extra={"node": self.config.node_name, "podCIDR": cidr})
+        await self.runtime.update_runtime_config(pod_cidr=cidr)
+
+    # -- what the HTTP server sees ----------------------------------------------------------
+
+    def pods(self) -> Sequence[Mapping[str, Any]]:
+        return [w.pod for w in self.workers.workers.values()]
+
+    def sandbox_id(self, namespace: str, name: str) -> str | None:
+        for w in self.workers.workers.values():
+            m = w.pod["metadata"]
+            if m["name"] == name and m.get("namespace", "default") == namespace:
+                return w.sandbox_id or None
+        return None
+
+    async def containers(self, namespace: str, name: str) -> Sequence[ContainerStatus]:
+        sid = self.sandbox_id(namespace, name)
+        if not sid:
+            return []
+        return sorted(await self.runtime.list_containers(sid), key=lambda c: (c.name, c.attempt))
+
+    # -- run ----------------------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
+                            healthy=lambda: self.ready.is_set())
+        self._runner = web.AppRunner(server.build_app(ctx), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.address, self.config.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    def _add_handlers(self) -> None:
+        def on_delete(obj: Any) -> None:
+            pod = getattr(obj, "obj", obj)
+            if isinstance(pod, dict) and not is_mirror_pod(pod):
+                self.workers.remove_pod(pod)
+
+        def on_pod(pod: dict[str, Any]) -> None:
+            if not is_mirror_pod(pod):  # a static pod's source is its file, not the API
+                self.workers.update_pod(pod)
+
+        self.pod_informer.add_event_handler(on_add=on_pod, on_update=lambda _o, n: on_pod(n), on_delete=on_delete)
+
+    async def _remove_orphans(self) -> None:
+        known = {p["metadata"]["uid"] for p in self.pod_informer.lister.list()} | set(self.workers.workers)
+        for sb in await self.runtime.list_pod_sandboxes():
+            if sb.uid not in known:
+                logger.info("removing the sandbox of a pod that no longer exists", extra={"pod": f"{sb.namespace}/{sb.name}"})
+                await self.runtime.remove_pod_sandbox(sb.id)
+
+    async def run(self) -> None:
+        start = getattr(self.runtime, "start", None)
+        if start is not None:
+            await start()
+        await self._serve()
+        try:
+            info = self.runtime.info()
+            self.node_status = NodeStatusReporter(
+                self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
+                host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr)
+            self._node = await self.node_status.register()
+            if not self.node_status.pod_cidr:
+                logger.warning("node has no spec.podCIDR (node IPAM not running?): using --pod-cidr",
+                               extra={"node": self.config.node_name, "podCIDR": self.config.pod_cidr})
+                await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
+            self._add_handlers()
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.broadcaster.run(), name="kubelet-events")
+                self.informers.start()
+                await self.informers.wait_for_cache_sync()
+                await self._remove_orphans()
+                tg.create_task(self.workers.run(), name="pod-workers")
+                tg.create_task(self.pleg.run(), name="pleg")
+                tg.create_task(self.status.run(), name="status-manager")
+                tg.create_task(self.node_status.run(), name="node-status")
+                tg.create_task(self.lease.run(), name="node-lease")
+                tg.create_task(self._refresh_node(), name="node-cache")
+                if self.config.static_pod_path:
+                    tg.create_task(self.static_pods.run(), name="static-pods")
+                self.ready.set()
+                logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
+        finally:
+            await self.syncer.prober.close()
+            await self.informers.shutdown()
+            close = getattr(self.runtime, "close", None)
+            if close is not None:
+                await close()
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+    async def _refresh_node(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.node_status_update_frequency)
+            try:
+                self._node = await self.client.get(NODES, None, self.config.node_name)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                continue
+            self._pods_gauge.set(sum(1 for w in self.workers.workers.values() if w.sandbox_id))

@@ -1,0 +1,282 @@
+"""syncPod, terminatePod and cleanup: what a pod worker does at each step.
+
+``sync_pod`` reads the runtime's state for the pod, asks
+:func:`~k8py.kubelet.pod_actions.compute_pod_actions` for a plan, carries
+it out (sandbox, kills, init containers one by one, containers), then
+hands the status it computes to the status manager. It also enforces
+``activeDeadlineSeconds`` (→ Failed, ``DeadlineExceeded``) and notices a
+pod that reached a terminal phase (the worker then terminates it).
+
+``terminate_pod`` stops the regular containers together (each: preStop
+hook, then SIGTERM with what remains of the grace period, then SIGKILL),
+then the sidecars in reverse order, then the sandbox, and writes the final
+status: a pod stopped before finishing on its own ends ``Failed`` if any
+container exited non-zero, else ``Succeeded`` (upstream since 1.27).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import logging
+import time
+from typing import Any, Awaitable, Callable, Mapping, Sequence
+
+from k8py.client.resources import PODS
+from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.backoff import Backoff
+from k8py.kubelet.container_start import start_container
+from k8py.kubelet.hooks import run_hook
+from k8py.kubelet.pod_actions import compute_pod_actions
+from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, ts
+from k8py.kubelet.pod_workers import PodWorker
+from k8py.kubelet.prober.manager import ProbeManager
+from k8py.kubelet.runtime.protocols import (
+    ContainerState, ContainerStatus, NotFoundError, PodSandboxConfig, Runtime, RuntimeErrorStatus, SandboxState, pod_log_directory,
+)
+from k8py.kubelet.status_manager import StatusManager
+from k8py.kubelet.volumes.manager import MountError, VolumeManager
+
+__all__ = ["PodSyncer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _parse_ts(value: str) -> float:
+    return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
+
+
+def _by_name(containers: Sequence[ContainerStatus]) -> tuple[dict[str, ContainerStatus], dict[str, ContainerStatus]]:
+    latest: dict[str, ContainerStatus] = {}
+    previous: dict[str, ContainerStatus] = {}
+    for cs in sorted(containers, key=lambda c: (c.attempt, c.created_at)):
+        if cs.name in latest:
+            previous[cs.name] = latest[cs.name]
+        latest[cs.name] = cs
+    return latest, previous
+
+
+class PodSyncer:
+    def __init__(self, *, runtime: Runtime, config: KubeletConfig, status: StatusManager, volumes: VolumeManager,
+                 event: Callable[[Mapping[str, Any], str, str, str], None], get_object: Callable[[str, str, str], Awaitable[Any]],
+                 services: Callable[[], Sequence[Mapping[str, Any]]], node_allocatable: Callable[[], Mapping[str, str]],
+                 wake: Callable[[str], None]) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.status = status
+        self.volumes = volumes
+        self.event_fn = event
+        self.get_object = get_object
+        self.services = services
+        self.node_allocatable = node_allocatable
+        self.backoff = Backoff(config.backoff_base, config.backoff_max)
+        self.prober = ProbeManager(runtime, on_change=wake, event=event)
+        self.runtime_name = runtime.info().name
+
+    def event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.event_fn(pod, kind, reason, message)
+
+    def sandbox_config(self, w: PodWorker) -> PodSandboxConfig:
+        meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
+        ns = meta.get("namespace", "default")
+        ports = [(p.get("protocol") or "TCP", int(p["containerPort"])) for c in spec.get("containers") or [] for p in c.get("ports") or []]
+        return PodSandboxConfig(
+            name=meta["name"], namespace=ns, uid=w.uid, hostname=spec.get("hostname") or meta["name"],
+            log_directory=pod_log_directory(self.config.logs_dir, ns, meta["name"], w.uid),
+            labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+            host_network=bool(spec.get("hostNetwork")), ports=ports)
+
+    async def _sandbox(self, w: PodWorker) -> tuple[bool, str]:
+        if not w.sandbox_id:
+            for sb in await self.runtime.list_pod_sandboxes():
+                if sb.uid == w.uid and sb.state is SandboxState.READY:
+                    w.sandbox_id = sb.id
+        if not w.sandbox_id:
+            return False, ""
+        try:
+            sb = await self.runtime.pod_sandbox_status(w.sandbox_id)
+        except NotFoundError:
+            w.sandbox_id = ""
+            return False, ""
+        return sb.state is SandboxState.READY, sb.ip
+
+    async def _containers(self, w: PodWorker) -> list[ContainerStatus]:
+        if not w.sandbox_id:
+            return []
+        return list(await self.runtime.list_containers(w.sandbox_id))
+
+    # -- sync ------------------------------------------------------------------------------
+
+    async def sync_pod(self, w: PodWorker) -> float | None:
+        pod, spec = w.pod, w.pod.get("spec") or {}
+        now = time.time()
+        api_status = pod.get("status") or {}
+        if not w.memo.get("seen"):
+            w.memo["seen"] = True
+            if api_status.get("phase") in ("Succeeded", "Failed"):
+                w.terminal_phase = api_status["phase"]
+                w.reason, w.message = api_status.get("reason", ""), api_status.get("message", "")
+                return None
+            w.start_time = api_status.get("startTime") or ts(now)
+            w.initialized = any(c.get("type") == "Initialized" and c.get("status") == "True" for c in api_status.get("conditions") or [])
+        wakes: list[float] = []
+        deadline = spec.get("activeDeadlineSeconds")
+        if deadline is not None:
+            left = _parse_ts(w.start_time) + int(deadline) - now
+            if left <= 0:
+                w.terminal_phase, w.reason = "Failed", "DeadlineExceeded"
+                w.message = "Pod was active on the node longer than the specified deadline"
+                self.event(pod, "Normal", "DeadlineExceeded", w.message)
+                return None
+            wakes.append(left)
+        ready, pod_ip = await self._sandbox(w)
+        latest, _ = _by_name(await self._containers(w))
+        actions = compute_pod_actions(pod, sandbox_ready=ready, latest=latest, ever_initialized=w.initialized,
+                                      probe_failed=self.prober.failed, is_started=self.prober.started)
+        try:
+            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) > 10
+            if refresh:
+                w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
+                w.memo["volumes-at"] = now
+        except MountError as err:
+            self.event(pod, "Warning", "FailedMount", str(err))
+            if actions.create_sandbox:
+                self.publish(w, pod_ip, ready)
+                return 2.0
+        if actions.create_sandbox:
+            try:
+                w.sandbox_id = await self.runtime.run_pod_sandbox(self.sandbox_config(w))
+            except RuntimeErrorStatus as err:
+                self.event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {err.message}")
+                self.publish(w, "", False)
+                return 2.0
+            ready, pod_ip = await self._sandbox(w)
+        for cid, why in actions.kill.items():
+            self.event(pod, "Normal", "Killing", why)
+            await self._stop(w, cid, self._grace(w))
+        if actions.init_failed:
+            self.publish(w, pod_ip, ready, await self._containers(w))
+            return None
+        specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+        paths = w.memo.get("volume-paths") or {}
+        latest, _ = _by_name(await self._containers(w))
+        for name in actions.start_init + actions.start:
+            delay = await start_container(self, w, specs[name], latest.get(name), paths, pod_ip)
+            if delay is not None:
+                wakes.append(delay)
+            if name in actions.start_init:
+                break  # init containers start one at a time; the PLEG wakes us when it exits
+        if actions.initialized and not w.initialized:
+            w.initialized = True
+        self.publish(w, pod_ip, ready, await self._containers(w))
+        st = self.status.status(w.uid) or {}
+        if st.get("phase") in ("Succeeded", "Failed"):
+            w.terminal_phase = st["phase"]
+        return min(wakes) if wakes else None
+
+    async def after_start(self, w: PodWorker, c: Mapping[str, Any], cid: str, pod_ip: str) -> None:
+        post = ((c.get("lifecycle") or {}).get("postStart"))
+        if post:
+            why = await run_hook(post, runtime=self.runtime, container_id=cid, container=c, pod_ip=pod_ip, timeout=self._grace(w) or 30)
+            if why:
+                self.event(w.pod, "Warning", "FailedPostStartHook", f"PostStartHook failed: {why}")
+                await self.runtime.stop_container(cid, 0)
+                return
+        self.prober.start(lambda: w.pod, c, cid, pod_ip, w.uid)
+
+    async def prune(self, w: PodWorker, name: str, keep: set[str]) -> None:
+        for cs in await self._containers(w):
+            if cs.name == name and cs.id not in keep and cs.state is ContainerState.EXITED:
+                self.prober.stop_container(cs.id)
+                await self.runtime.remove_container(cs.id)
+
+    def _grace(self, w: PodWorker) -> float:
+        meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") is not None:
+            return float(meta["deletionGracePeriodSeconds"])
+        grace = spec.get("terminationGracePeriodSeconds")
+        return float(30 if grace is None else grace)
+
+    async def _stop(self, w: PodWorker, cid: str, grace: float, spec: Mapping[str, Any] | None = None, pod_ip: str = "") -> None:
+        started = time.monotonic()
+        pre = ((spec or {}).get("lifecycle") or {}).get("preStop")
+        if pre and grace > 0:
+            try:
+                why = await asyncio.wait_for(run_hook(pre, runtime=self.runtime, container_id=cid, container=spec or {}, pod_ip=pod_ip,
+                                                      timeout=grace), grace)
+            except asyncio.TimeoutError:
+                why = f"preStop hook did not finish within the grace period of {grace:g}s"
+            except RuntimeErrorStatus as err:
+                why = err.message
+            if why:
+                self.event(w.pod, "Warning", "FailedPreStopHook", f"PreStopHook failed: {why}")
+        left = max(0.0, grace - (time.monotonic() - started))
+        await self.runtime.stop_container(cid, left if grace > 0 else 0)
+        self.prober.stop_container(cid)
+
+    def publish(self, w: PodWorker, pod_ip: str, sandbox_ready: bool, containers: Sequence[ContainerStatus] = ()) -> None:
+        init, main = self._views(w, containers)
+        if w.terminal_phase:
+            for v in init + main:
+                if v.latest is not None and v.latest.state is ContainerState.EXITED:
+                    v.waiting_reason = v.waiting_message = ""
+        status = build_pod_status(PodView(
+            pod=w.pod, sandbox_ready=sandbox_ready, pod_ip=pod_ip, host_ip=self.config.address, runtime_name=self.runtime_name,
+            init=init, containers=main, terminal_phase=w.terminal_phase, reason=w.reason, message=w.message,
+            start_time=w.start_time, initialized=w.initialized))
+        self.status.set_status(w.pod, status)
+
+    def _views(self, w: PodWorker, containers: Sequence[ContainerStatus]) -> tuple[list[ContainerView], list[ContainerView]]:
+        latest, previous = _by_name(containers)
+        spec = w.pod.get("spec") or {}
+
+        def view(c: Mapping[str, Any]) -> ContainerView:
+            cs = latest.get(c["name"])
+            reason, message = w.waiting.get(c["name"], ("", ""))
+            running = cs is not None and cs.state is ContainerState.RUNNING
+            return ContainerView(c["name"], c.get("image", ""), cs, previous.get(c["name"]), reason, message,
+                                 ready=running and self.prober.ready(cs.id) and self.prober.started(cs.id) if cs else False,
+                                 started=running and self.prober.started(cs.id) if cs else False)
+        return [view(c) for c in spec.get("initContainers") or []], [view(c) for c in spec.get("containers") or []]
+
+    # -- terminate and clean up -----------------------------------------------------------
+
+    async def terminate_pod(self, w: PodWorker) -> None:
+        spec = w.pod.get("spec") or {}
+        grace = self._grace(w) if not w.removed else min(self._grace(w), 2.0)
+        ready, pod_ip = await self._sandbox(w)
+        running = {cs.name: cs for cs in await self._containers(w) if cs.state is ContainerState.RUNNING}
+        specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+        sidecars = [c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        deadline = time.monotonic() + grace
+
+        async def stop(name: str) -> None:
+            self.event(w.pod, "Normal", "Killing", f"Stopping container {name}")
+            await self._stop(w, running[name].id, max(0.0, deadline - time.monotonic()), specs.get(name), pod_ip)
+
+        await asyncio.gather(*(stop(n) for n in running if n not in sidecars))
+        for name in reversed(sidecars):
+            if name in running:
+                await stop(name)
+        if w.sandbox_id:
+            await self.runtime.stop_pod_sandbox(w.sandbox_id)
+        containers = await self._containers(w)
+        if not w.terminal_phase:
+            main_names = [c["name"] for c in spec.get("containers") or []]
+            latest, _ = _by_name(containers)
+            codes = [latest[n].exit_code for n in main_names if n in latest and latest[n].state is ContainerState.EXITED]
+            w.terminal_phase = "Succeeded" if codes and len(codes) == len(main_names) and all(c == 0 for c in codes) else "Failed"
+        self.publish(w, pod_ip, False, containers)
+
+    def terminated(self, w: PodWorker) -> None:
+        self.status.terminated(w.pod)
+
+    async def cleanup_pod(self, w: PodWorker) -> None:
+        for cs in await self._containers(w):
+            self.prober.stop_container(cs.id)
+        if w.sandbox_id:
+            await self.runtime.remove_pod_sandbox(w.sandbox_id)
+        self.volumes.cleanup(w.uid)
+        self.backoff.forget_prefix(w.uid + "/")
+        self.status.forget(w.uid)
+        logger.info("pod cleaned up", extra={"pod": w.key})

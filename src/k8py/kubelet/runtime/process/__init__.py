@@ -1,0 +1,14 @@
+"""The process runtime: every container is a host process.
+
+- :mod:`.images` — the image catalog: what command an image name stands for;
+- :mod:`.launcher` — the argv that starts a container (bubblewrap where
+  present: own pid/ipc/uts namespaces, private /tmp, volumes at their
+  mountPath over a read-only view of the host; plainly otherwise) and whom to
+  signal to stop it;
+- :mod:`.log_pump` — container stdout/stderr (FIFOs) into CRI-format log
+  files with rotation;
+- :mod:`.records` — the on-disk state that lets a restarted kubelet adopt
+  the containers it started (and never touch others);
+- :mod:`.runtime` — :class:`~.runtime.ProcessRuntime`, the protocols' implementation;
+- :mod:`.nginx` — the small built-in web server the ``nginx`` image runs.
+"""

@@ -1,0 +1,185 @@
+"""How a container process is started, entered and signalled.
+
+Under bubblewrap (``bwrap`` on PATH, and not disabled) a container runs as::
+
+    bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
+          --unshare-pid --unshare-ipc --unshare-uts --hostname <pod>
+          --json-status-fd <fd> [volume binds] --chdir <dir> -- argv...
+
+so it sees the host read-only, its own /tmp, its volumes at their
+``mountPath`` and its own pid/ipc/uts namespaces; the network is the
+host's (each pod binds its own loopback IP). bwrap can only create a mount
+point inside something writable, so when a mountPath's parent does not exist
+on the host the read-only view is rebuilt from a tmpfs along that path, with
+every host entry beside it bound back read-only (:func:`plan_mounts`).
+
+The process tree is ``bwrap (outer, our child) → bwrap (pid 1 of the
+namespace) → argv``; bwrap writes ``{"child-pid": N}`` and, at the end,
+``{"exit-code": N}`` to the status file, which is how a restarted kubelet
+learns the exit code of a container it is no longer the parent of.
+Signals: SIGTERM goes to the command itself (pid 1's children), so a
+handler in the container runs; SIGKILL goes to the namespace's pid 1,
+which takes the whole namespace down.
+
+Without bwrap the argv runs plainly in its own session (process group),
+signalled as a group; volumes are then only reachable under the pod's
+directory (the env and mounts say where), which is documented as the
+degraded mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from typing import Sequence
+
+from k8py.kubelet.runtime.protocols import Mount
+
+__all__ = ["Launch", "bwrap_path", "build_launch", "plan_mounts", "signal_container", "read_status_file", "nsenter_argv"]
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    cwd: str
+    bwrap: bool
+
+
+def bwrap_path(disabled: bool = False) -> str | None:
+    return None if disabled else shutil.which("bwrap")
+
+
+def _missing_ancestor_chain(path: str) -> list[str]:
+    """The existing directory that must become writable for ``path`` to be
+    mounted: bwrap creates a missing mount point, so its deepest existing
+    ancestor must be writable. For ``/usr/share/nginx/html`` when
+    ``/usr/share/nginx`` is missing, ``["/usr/share"]``; for ``/scratch``,
+    ``["/"]``. Empty when ``path`` exists."""
+    p = os.path.normpath(path)
+    if os.path.lexists(p):
+        return []
+    while not os.path.isdir(p):
+        p = os.path.dirname(p)
+    # p is the deepest existing ancestor: it becomes a tmpfs with its host entries bound back
+    return [p]
+
+
+def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/proc", "/dev")) -> list[str]:
+    """bwrap arguments for the root view plus the volumes (see the module docstring)."""
+    rebuilt: list[str] = []
+    for m in mounts:
+        for d in _missing_ancestor_chain(m.container_path):
+            if d not in rebuilt:
+                rebuilt.append(d)
+    rebuilt.sort(key=lambda d: (d.count("/") if d != "/" else 0, d))
+    args: list[str] = []
+    if "/" not in rebuilt:
+        args += ["--ro-bind", "/", "/"]
+    for d in rebuilt:
+        args += ["--tmpfs", d]
+        for entry in sorted(os.listdir(d)):
+            full = os.path.join(d, entry)
+            if full in rebuilt or full in hidden:
+                continue
+            if os.path.islink(full):
+                args += ["--symlink", os.readlink(full), full]
+            elif os.path.isdir(full) or os.path.isfile(full):
+                args += ["--ro-bind", full, full]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for m in sorted(mounts, key=lambda m: m.container_path.count("/")):
+        args += ["--ro-bind" if m.readonly else "--bind", m.host_path, m.container_path]
+    return args
+
+
+def build_launch(
+    argv: Sequence[str],
+    *,
+    bwrap: str | None,
+    mounts: Sequence[Mount],
+    working_dir: str,
+    hostname: str,
+    status_fd: int,
+    fallback_cwd: str,
+) -> Launch:
+    if not bwrap:
+        cwd = working_dir if working_dir and os.path.isdir(working_dir) else fallback_cwd
+        return Launch(list(argv), cwd, False)
+    args = [bwrap, *plan_mounts(mounts), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    if hostname:
+        args += ["--hostname", hostname[:63]]
+    args += ["--json-status-fd", str(status_fd)]
+    if working_dir:
+        args += ["--chdir", working_dir]
+    args += ["--", *argv]
+    return Launch(args, "/", True)
+
+
+def read_status_file(path: str) -> tuple[int, int | None]:
+    """(child-pid, exit-code or None) from bwrap's JSON status file; (0, None) if absent."""
+    child, code = 0, None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return 0, None
+    decoder = json.JSONDecoder()
+    i = 0
+    while i < len(text):
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            break
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except ValueError:
+            break
+        if "child-pid" in obj:
+            child = int(obj["child-pid"])
+        if "exit-code" in obj:
+            code = int(obj["exit-code"])
+    return child, code
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(x) for x in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return []
+
+
+def command_pid(pid: int, ns_init: int, bwrapped: bool) -> int:
+    """The host pid of the container's command (what SIGTERM and exec target)."""
+    if not bwrapped:
+        return pid
+    kids = _children(ns_init) if ns_init else []
+    return kids[0] if kids else 0
+
+
+def signal_container(pid: int, ns_init: int, bwrapped: bool, sig: int) -> None:
+    """Deliver ``sig`` as the module docstring says; a gone process is fine."""
+    try:
+        if not bwrapped:
+            os.killpg(pid, sig)
+            return
+        if sig == signal.SIGKILL:
+            target = ns_init or pid
+            os.kill(target, signal.SIGKILL)
+            return
+        cmd = command_pid(pid, ns_init, True)
+        if cmd:
+            os.kill(cmd, sig)
+        elif ns_init:
+            os.kill(ns_init, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str]) -> list[str]:
+    nsenter = shutil.which("nsenter") or "nsenter"
+    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", "--root", f"--wd={cwd or '/'}", "--", *cmd]

@@ -1,0 +1,459 @@
+"""ProcessRuntime: the runtime protocols over host processes.
+
+See the package docstring for the pieces. Concurrency: every method runs on
+the kubelet's event loop; one waiter task per running container turns the
+process's exit into an EXITED state and a STOPPED event at once (the
+kubelet is the parent; for adopted containers a pidfd says when they end).
+The event queue is unbounded on purpose: it carries one item per lifecycle
+change of containers this node runs and its single consumer (the PLEG)
+drains it without I/O; dropping one would leave a pod stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import shutil
+import signal
+import time
+from typing import Any, AsyncIterator, Sequence
+
+import k8py
+from k8py.kubelet.runtime.ipam import PodIPAllocator
+from k8py.kubelet.runtime.process import launcher
+from k8py.kubelet.runtime.process.images import ImageCatalog
+from k8py.kubelet.runtime.process.log_pump import ContainerLog
+from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
+from k8py.kubelet.runtime.protocols import (
+    ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
+    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
+)
+
+__all__ = ["ProcessRuntime"]
+
+logger = logging.getLogger(__name__)
+
+RUNTIME_NAME = "k8py-process"
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
+
+
+class ProcessRuntime:
+    def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
+                 node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5) -> None:
+        self.state_dir = state_dir
+        self.catalog = catalog or ImageCatalog()
+        self.bwrap = launcher.bwrap_path(disabled=not use_bwrap)
+        self.node_ip = node_ip
+        self.log_max_size = log_max_size
+        self.log_max_files = log_max_files
+        self._sandboxes: dict[str, dict[str, Any]] = {}
+        self._containers: dict[str, dict[str, Any]] = {}
+        self._exited: dict[str, asyncio.Event] = {}
+        self._logs: dict[str, ContainerLog] = {}
+        self._waiters: dict[str, asyncio.Task[None]] = {}
+        self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()
+        self._ipam: PodIPAllocator | None = None
+        self._pulled: set[str] = set()
+        os.makedirs(os.path.join(state_dir, "containers"), exist_ok=True)
+        os.makedirs(os.path.join(state_dir, "sandboxes"), exist_ok=True)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def info(self) -> RuntimeInfo:
+        iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
+               if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
+        return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=False, isolation=iso)
+
+    async def start(self) -> None:
+        """Load the state on disk and adopt the containers still running."""
+        for rec in read_records(os.path.join(self.state_dir, "sandboxes")):
+            self._sandboxes[rec["id"]] = rec
+        for rec in read_records(os.path.join(self.state_dir, "containers"), "record.json"):
+            self._containers[rec["id"]] = rec
+            self._exited[rec["id"]] = asyncio.Event()
+            if rec["state"] == ContainerState.RUNNING.value:
+                self._adopt(rec)
+            else:
+                self._exited[rec["id"]].set()
+        self._pulled = {c["image"] for c in self._containers.values()}
+
+    def _adopt(self, rec: dict[str, Any]) -> None:
+        if not is_same_process(rec["pid"], rec["start_ticks"]):
+            logger.info("container vanished while the kubelet was away", extra={"container": rec["id"]})
+            self._mark_exited(rec, *self._exit_from_status(rec, default=(137, "ContainerStatusUnknown")))
+            return
+        log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
+        for stream in ("stdout", "stderr"):
+            try:
+                log.follow(stream, os.path.join(self._cdir(rec["id"]), f"{stream}.fifo"))
+            except OSError:
+                pass
+        self._logs[rec["id"]] = log
+        fd = os.pidfd_open(rec["pid"])
+        loop = asyncio.get_running_loop()
+
+        def gone() -> None:
+            loop.remove_reader(fd)
+            os.close(fd)
+            code, reason = self._exit_from_status(rec, default=(137, "ContainerStatusUnknown"))
+            self._mark_exited(rec, code, reason)
+
+        loop.add_reader(fd, gone)
+        logger.info("adopted running container", extra={"container": rec["id"], "pid": rec["pid"]})
+
+    def _exit_from_status(self, rec: dict[str, Any], *, default: tuple[int, str]) -> tuple[int, str]:
+        if rec.get("bwrap"):
+            _, code = launcher.read_status_file(os.path.join(self._cdir(rec["id"]), "bwrap-status.json"))
+            if code is not None:
+                return code, ""
+        return default
+
+    async def close(self) -> None:
+        for task in list(self._waiters.values()):
+            task.cancel()
+        await asyncio.gather(*self._waiters.values(), return_exceptions=True)
+        for log in self._logs.values():
+            log.close()
+
+    def container_events(self) -> AsyncIterator[ContainerEvent]:
+        async def stream() -> AsyncIterator[ContainerEvent]:
+            while True:
+                yield await self._events.get()
+        return stream()
+
+    def _emit(self, kind: ContainerEventType, rec: dict[str, Any]) -> None:
+        self._events.put_nowait(ContainerEvent(kind, rec["id"], rec["sandbox_id"], rec["pod_uid"], time.time()))
+
+    # -- sandboxes -------------------------------------------------------------------------
+
+    async def update_runtime_config(self, *, pod_cidr: str) -> None:
+        if self._ipam is not None and self._ipam.cidr == str(PodIPAllocator(pod_cidr).network):
+            return
+        self._ipam = PodIPAllocator(pod_cidr)
+        for sb in self._sandboxes.values():
+            if sb["state"] == SandboxState.READY.value and sb.get("ip") and not sb["config"].get("host_network"):
+                self._ipam.reserve(sb["ip"])
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        if config.host_network:
+            ip = self.node_ip
+        else:
+            if self._ipam is None:
+                raise RuntimeErrorStatus("NetworkNotReady", "network is not ready: the runtime has no pod CIDR yet")
+            ip = self._ipam.allocate()
+        sid = secrets.token_hex(32)
+        rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip,
+               "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
+                          "hostname": config.hostname, "log_directory": config.log_directory, "labels": dict(config.labels),
+                          "annotations": dict(config.annotations), "host_network": config.host_network}}
+        self._sandboxes[sid] = rec
+        os.makedirs(config.log_directory, exist_ok=True)
+        write_record(os.path.join(self.state_dir, "sandboxes", f"{sid}.json"), rec)
+        return sid
+
+    def _sandbox(self, sid: str) -> dict[str, Any]:
+        try:
+            return self._sandboxes[sid]
+        except KeyError:
+            raise NotFoundError(f"pod sandbox {sid} not found") from None
+
+    async def stop_pod_sandbox(self, sandbox_id: str) -> None:
+        sb = self._sandbox(sandbox_id)
+        running = [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id and c["state"] == ContainerState.RUNNING.value]
+        await asyncio.gather(*(self.stop_container(c["id"], 0) for c in running))
+        if sb["state"] == SandboxState.READY.value:
+            sb["state"] = SandboxState.NOTREADY.value
+            if self._ipam is not None and not sb["config"].get("host_network"):
+                self._ipam.release(sb["ip"])
+            write_record(os.path.join(self.state_dir, "sandboxes", f"{sandbox_id}.json"), sb)
+
+    async def remove_pod_sandbox(self, sandbox_id: str) -> None:
+        if sandbox_id not in self._sandboxes:
+            return
+        await self.stop_pod_sandbox(sandbox_id)
+        for c in [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id]:
+            await self.remove_container(c["id"])
+        sb = self._sandboxes.pop(sandbox_id)
+        shutil.rmtree(sb["config"]["log_directory"], ignore_errors=True)
+        try:
+            os.unlink(os.path.join(self.state_dir, "sandboxes", f"{sandbox_id}.json"))
+        except FileNotFoundError:
+            pass
+
+    def _sandbox_status(self, sb: dict[str, Any]) -> PodSandboxStatus:
+        cfg = sb["config"]
+        return PodSandboxStatus(sb["id"], cfg["name"], cfg["namespace"], cfg["uid"], cfg["attempt"], SandboxState(sb["state"]),
+                                sb["created_at"], ip=sb["ip"] if sb["state"] == SandboxState.READY.value else "",
+                                labels=cfg["labels"], annotations=cfg["annotations"])
+
+    async def pod_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus:
+        return self._sandbox_status(self._sandbox(sandbox_id))
+
+    async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
+        return [self._sandbox_status(sb) for sb in self._sandboxes.values()]
+
+    # -- containers -----------------------------------------------------------------------
+
+    def _cdir(self, cid: str) -> str:
+        return os.path.join(self.state_dir, "containers", cid)
+
+    def _save(self, rec: dict[str, Any]) -> None:
+        write_record(os.path.join(self._cdir(rec["id"]), "record.json"), rec)
+
+    async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
+        sb = self._sandbox(sandbox_id)
+        recipe = self.catalog.resolve(config.image)
+        argv = recipe.argv(config.command, config.args)
+        if not argv:
+            raise RuntimeErrorStatus("CreateContainerError", "no command specified: the image has no entrypoint and the container no command")
+        env = {"PATH": launcher.DEFAULT_PATH, "HOSTNAME": sandbox.hostname or sandbox.name, "HOME": "/root"}
+        env.update({k: v.replace("{pod_ip}", sb["ip"]) for k, v in recipe.env.items()})
+        if recipe.name == "nginx":
+            env.update({"NGINX_LISTEN_ADDRESS": sb["ip"], "PYTHONPATH": _PKG_PARENT})
+        env.update(dict(config.env))
+        cid = secrets.token_hex(32)
+        rec: dict[str, Any] = {
+            "id": cid, "sandbox_id": sandbox_id, "pod_uid": sandbox.uid, "name": config.name, "attempt": config.attempt,
+            "image": config.image, "image_ref": self.catalog.image_for(config.image).id, "state": ContainerState.CREATED.value,
+            "created_at": time.time(), "started_at": 0.0, "finished_at": 0.0, "exit_code": 0, "reason": "", "message": "",
+            "labels": dict(config.labels), "annotations": dict(config.annotations),
+            "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
+            "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": config.working_dir or recipe.working_dir,
+            "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
+            "hostname": sandbox.hostname or sandbox.name,
+        }
+        os.makedirs(self._cdir(cid), exist_ok=True)
+        self._containers[cid] = rec
+        self._exited[cid] = asyncio.Event()
+        self._save(rec)
+        self._emit(ContainerEventType.CREATED, rec)
+        return cid
+
+    def _rec(self, cid: str) -> dict[str, Any]:
+        try:
+            return self._containers[cid]
+        except KeyError:
+            raise NotFoundError(f"container {cid} not found") from None
+
+    def _check_command(self, rec: dict[str, Any]) -> None:
+        exe = rec["argv"][0]
+        mounts = [Mount(*m) for m in rec["mounts"]]
+        if "/" in exe:
+            host = exe
+            for m in mounts:
+                if exe.startswith(m.container_path.rstrip("/") + "/"):
+                    host = m.host_path + exe[len(m.container_path.rstrip("/")):]
+            if os.path.exists(host):
+                return
+            why = "no such file or directory"
+        elif shutil.which(exe, path=rec["env"].get("PATH", launcher.DEFAULT_PATH)):
+            return
+        else:
+            why = "executable file not found in $PATH"
+        raise RuntimeErrorStatus("RunContainerError", f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
+                                 f'runc create failed: unable to start container process: exec: "{exe}": {why}: unknown')
+
+    async def start_container(self, container_id: str) -> None:
+        rec = self._rec(container_id)
+        if rec["state"] != ContainerState.CREATED.value:
+            raise RuntimeErrorStatus("RunContainerError", f"container {container_id} is {rec['state']}, not created")
+        try:
+            self._check_command(rec)
+        except RuntimeErrorStatus as err:
+            self._mark_exited(rec, 128, "StartError", err.message)
+            raise
+        cdir = self._cdir(container_id)
+        fds: list[int] = []
+        log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
+        try:
+            for stream in ("stdout", "stderr"):
+                fifo = os.path.join(cdir, f"{stream}.fifo")
+                if not os.path.exists(fifo):
+                    os.mkfifo(fifo, 0o600)
+                fds.append(os.open(fifo, os.O_RDWR))
+                log.follow(stream, fifo)
+            stdin: int = asyncio.subprocess.DEVNULL
+            if rec["stdin"]:
+                fifo = os.path.join(cdir, "stdin.fifo")
+                if not os.path.exists(fifo):
+                    os.mkfifo(fifo, 0o600)
+                stdin = os.open(fifo, os.O_RDWR)
+                fds.append(stdin)
+            status_fd = os.open(os.path.join(cdir, "bwrap-status.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fds.append(status_fd)
+            launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
+                                           working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
+                                           fallback_cwd=cdir)
+            proc = await asyncio.create_subprocess_exec(*launch.argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
+                                                        env=rec["env"], start_new_session=True, pass_fds=(status_fd,))
+        except OSError as err:
+            log.close()
+            self._mark_exited(rec, 128, "StartError", str(err))
+            raise RuntimeErrorStatus("RunContainerError", f"cannot start the container process: {err}") from err
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._logs[container_id] = log
+        rec.update(state=ContainerState.RUNNING.value, started_at=time.time(), pid=proc.pid, start_ticks=process_start_ticks(proc.pid))
+        self._save(rec)
+        self._waiters[container_id] = asyncio.create_task(self._wait(rec, proc), name=f"container-wait-{container_id[:12]}")
+        if rec["bwrap"]:
+            await self._await_command(rec)
+        self._emit(ContainerEventType.STARTED, rec)
+
+    async def _await_command(self, rec: dict[str, Any], limit: float = 2.0) -> None:
+        """Return once bwrap has started the command (so hooks and exec can enter it)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and rec["state"] == ContainerState.RUNNING.value:
+            ns_init = self._ns_init(rec)
+            if ns_init and launcher.command_pid(rec["pid"], ns_init, True):
+                self._save(rec)
+                return
+            await asyncio.sleep(0.002)
+
+    async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
+        rc = await proc.wait()
+        # the main process is gone: so is everything else in the container (its
+        # pid is reaped now, so only the namespace's init or the group is signalled)
+        ns_init = self._ns_init(rec)
+        if rec["bwrap"] and ns_init:
+            launcher.signal_container(0, ns_init, True, signal.SIGKILL)
+        elif not rec["bwrap"]:
+            launcher.signal_container(rec["pid"], 0, False, signal.SIGKILL)
+        log = self._logs.get(rec["id"])
+        if log is not None:
+            try:
+                await asyncio.wait_for(log.closed.wait(), 2.0)
+            except asyncio.TimeoutError:  # a daemonised child still holds the output (plain mode)
+                pass
+        self._waiters.pop(rec["id"], None)
+        self._mark_exited(rec, rc if rc >= 0 else 128 - rc)
+
+    def _mark_exited(self, rec: dict[str, Any], code: int, reason: str = "", message: str = "") -> None:
+        if rec["state"] == ContainerState.EXITED.value:
+            return
+        log = self._logs.pop(rec["id"], None)
+        if log is not None:
+            log.close()
+        rec.update(state=ContainerState.EXITED.value, finished_at=time.time(), exit_code=code, pid=0,
+                   reason=reason or ("Completed" if code == 0 else "Error"), message=message)
+        self._save(rec)
+        self._exited[rec["id"]].set()
+        self._emit(ContainerEventType.STOPPED, rec)
+
+    def _ns_init(self, rec: dict[str, Any]) -> int:
+        if rec["bwrap"] and not rec["ns_init"]:
+            rec["ns_init"], _ = launcher.read_status_file(os.path.join(self._cdir(rec["id"]), "bwrap-status.json"))
+        return int(rec["ns_init"])
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        rec = self._rec(container_id)
+        if rec["state"] != ContainerState.RUNNING.value:
+            return
+        exited = self._exited[container_id]
+        if timeout > 0:
+            launcher.signal_container(rec["pid"], self._ns_init(rec), rec["bwrap"], signal.SIGTERM)
+            try:
+                await asyncio.wait_for(exited.wait(), timeout)
+                return
+            except asyncio.TimeoutError:
+                pass
+        launcher.signal_container(rec["pid"], self._ns_init(rec), rec["bwrap"], signal.SIGKILL)
+        if not rec["bwrap"]:
+            launcher.signal_container(rec["pid"], 0, False, signal.SIGKILL)
+        await exited.wait()
+
+    async def remove_container(self, container_id: str) -> None:
+        rec = self._containers.get(container_id)
+        if rec is None:
+            return
+        await self.stop_container(container_id, 0)
+        self._containers.pop(container_id, None)
+        self._exited.pop(container_id, None)
+        shutil.rmtree(self._cdir(container_id), ignore_errors=True)
+        self._emit(ContainerEventType.DELETED, rec)
+
+    def _status(self, rec: dict[str, Any]) -> ContainerStatus:
+        return ContainerStatus(
+            id=rec["id"], sandbox_id=rec["sandbox_id"], name=rec["name"], attempt=rec["attempt"], state=ContainerState(rec["state"]),
+            image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
+            finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
+            labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        return self._status(self._rec(container_id))
+
+    async def list_containers(self, sandbox_id: str | None = None) -> Sequence[ContainerStatus]:
+        return [self._status(c) for c in self._containers.values() if sandbox_id is None or c["sandbox_id"] == sandbox_id]
+
+    def root_path(self, container_id: str, path: str) -> str:
+        """Where ``path`` inside the container is on the host (for terminationMessagePath)."""
+        rec = self._rec(container_id)
+        for cpath, hpath, _ in sorted(rec["mounts"], key=lambda m: -len(m[0])):
+            base = cpath.rstrip("/")
+            if path == base or path.startswith(base + "/"):
+                return hpath + path[len(base):]
+        return path
+
+    # -- streaming ------------------------------------------------------------------------
+
+    async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
+        rec = self._rec(container_id)
+        if rec["state"] != ContainerState.RUNNING.value:
+            raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} is not running")
+        if not rec["bwrap"]:
+            cwd = rec["cwd"] if rec["cwd"] and os.path.isdir(rec["cwd"]) else self._cdir(container_id)
+            return ExecSpec(list(cmd), dict(rec["env"]), cwd)
+        target = launcher.command_pid(rec["pid"], self._ns_init(rec), True)
+        if not target:
+            raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} has no process to enter yet")
+        return ExecSpec(launcher.nsenter_argv(target, rec["cwd"] or "/", cmd), dict(rec["env"]), "/")
+
+    async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
+        spec = await self.exec_spec(container_id, cmd)
+        try:
+            proc = await asyncio.create_subprocess_exec(*spec.argv, env=dict(spec.env), cwd=spec.cwd, stdin=asyncio.subprocess.DEVNULL,
+                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as err:
+            return ExecResult(126, b"", str(err).encode())
+        try:
+            out, err_out = await asyncio.wait_for(proc.communicate(), timeout if timeout > 0 else None)
+        except asyncio.TimeoutError:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await proc.wait()
+            return ExecResult(-1, b"", b"", timed_out=True)
+        return ExecResult(proc.returncode or 0, out, err_out)
+
+    async def port_forward_address(self, sandbox_id: str, port: int) -> tuple[str, int]:
+        return self._sandbox(sandbox_id)["ip"] or self.node_ip, port
+
+    def attach_fifo(self, container_id: str) -> str | None:
+        rec = self._rec(container_id)
+        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] else None
+
+    # -- images ---------------------------------------------------------------------------
+
+    async def pull_image(self, spec: ImageSpec) -> str:
+        image = self.catalog.image_for(spec.image)
+        self._pulled.add(spec.image)
+        return image.id
+
+    async def image_status(self, spec: ImageSpec) -> Image | None:
+        return self.catalog.image_for(spec.image) if spec.image in self._pulled else None
+
+    async def list_images(self) -> Sequence[Image]:
+        out = []
+        for name in sorted(self._pulled):
+            try:
+                out.append(self.catalog.image_for(name))
+            except RuntimeErrorStatus:
+                continue
+        return out
+
+    async def remove_image(self, spec: ImageSpec) -> None:
+        self._pulled.discard(spec.image)

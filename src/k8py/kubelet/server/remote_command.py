@@ -1,0 +1,252 @@
+"""``/exec/NS/POD/CONTAINER`` and ``/attach/NS/POD/CONTAINER`` over WebSocket.
+
+The kubelet's half of ``kubectl exec`` / ``attach`` (upstream
+``cri/streaming/remotecommand``), speaking ``v5.channel.k8s.io`` or
+``v4.channel.k8s.io`` (:mod:`k8py.api.stream_channels`). Query options as the
+API server maps them: ``input``, ``output``, ``error``, ``tty``, ``command``
+(repeated, exec only).
+
+Order of a session, as upstream:
+
+1. everything that can refuse is checked *before* the upgrade (the container
+   exists and runs, the runtime can enter it), so a refusal is an HTTP
+   ``Status`` the API server hands on;
+2. after the upgrade an empty message goes out on the lowest output channel
+   (stdout, else stderr, else error): clients take it as "the stream is up";
+3. stdin messages are written to the command; v5's ``0xFF 0x00`` closes its
+   stdin; resize messages set the pty's size;
+4. when the command's outputs are drained and it has exited, its exit code
+   goes out on the error channel (``Success`` or ``NonZeroExitCode``) and the
+   socket closes (1000). A client that goes away kills the command.
+
+Attach has no command: output is the container's log from now on (records
+sorted onto stdout/stderr), stdin goes to the runtime's stdin FIFO when the
+container has one; the session ends when the container exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Awaitable, Callable
+
+from aiohttp import WSMsgType, web
+
+from k8py.api import stream_channels as ch
+from k8py.kubelet.runtime.protocols import ContainerState, NotFoundError, RuntimeErrorStatus
+from k8py.kubelet.server.containers import KubeletError, running_attempt
+from k8py.kubelet.server.cri_logs import parse_record
+from k8py.kubelet.server.exec_process import ExecProcess
+from k8py.kubelet.server_context import ServerContext
+
+__all__ = ["exec_handler", "attach_handler"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(err: KubeletError) -> web.Response:
+    return web.Response(status=err.code, body=err.body(), content_type="application/json")
+
+
+def _flags(request: web.Request) -> tuple[bool, bool, bool, bool]:
+    q = request.query
+    stdin, stdout, stderr, tty = (ch.query_flag(q.get(k)) for k in ("input", "output", "error", "tty"))
+    if not (stdin or stdout or stderr):
+        raise KubeletError(400, "you must specify at least 1 of stdin, stdout, stderr")
+    if tty and stderr:
+        stderr = False  # a terminal has one output stream (upstream refuses; kubectl never asks)
+    return stdin, stdout, stderr, tty
+
+
+def _protocol(request: web.Request) -> str:
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise KubeletError(400, f"exec and attach are served over WebSocket ({', '.join(ch.REMOTECOMMAND_PROTOCOLS)})")
+    protocol = ch.negotiate(request.headers.getall("Sec-WebSocket-Protocol", []), ch.REMOTECOMMAND_PROTOCOLS)
+    if protocol is None:
+        raise KubeletError(400, f"no supported WebSocket subprotocol offered; the kubelet serves {', '.join(ch.REMOTECOMMAND_PROTOCOLS)}")
+    return protocol
+
+
+async def _open(request: web.Request, protocol: str, first_channel: int) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
+    await ws.prepare(request)
+    await ws.send_bytes(ch.frame(first_channel, b""))
+    return ws
+
+
+async def _read_client(
+    ws: web.WebSocketResponse,
+    *,
+    protocol: str,
+    on_stdin: Callable[[bytes], Awaitable[None]],
+    on_close_stdin: Callable[[], None],
+    on_resize: Callable[[int, int], None],
+) -> None:
+    """Client messages until the socket closes (returns then)."""
+    async for msg in ws:
+        # the official Python client sends str stdin as TEXT messages (channel as a character)
+        data = msg.data.encode() if msg.type == WSMsgType.TEXT else msg.data if msg.type == WSMsgType.BINARY else b""
+        if not data:
+            continue
+        channel, payload = data[0], data[1:]
+        if channel == ch.STDIN:
+            await on_stdin(payload)
+        elif channel == ch.RESIZE:
+            size = ch.parse_resize(payload)
+            if size is not None:
+                on_resize(*size)
+        elif channel == ch.CLOSE and protocol == ch.V5 and payload[:1] == bytes((ch.STDIN,)):
+            on_close_stdin()
+
+
+def exec_handler(ctx: ServerContext) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        command = request.query.getall("command", [])
+        try:
+            stdin, stdout, stderr, tty = _flags(request)
+            if not command:
+                raise KubeletError(400, "you must specify at least one command for the container")
+            attempt = await running_attempt(ctx, ns, pod, container)
+            try:
+                spec = await ctx.runtime.exec_spec(attempt.id, command, tty=tty)
+            except NotFoundError:
+                raise KubeletError(404, f'container not found ("{container}")') from None
+            except RuntimeErrorStatus as err:
+                raise KubeletError(400, f'container "{container}" in pod "{pod}": {err.message}') from None
+            protocol = _protocol(request)
+        except KubeletError as err:
+            return _error(err)
+        ws = await _open(request, protocol, ch.STDOUT if stdout else ch.STDERR if stderr else ch.ERROR)
+        try:
+            proc = await ExecProcess.spawn(spec, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+        except OSError as err:
+            # as runc and a shell report it: the reason on stderr, 127 (not found) or 126 (not executable)
+            await ws.send_bytes(ch.frame(ch.STDOUT if tty else ch.STDERR, f'exec: "{command[0]}": {err.strerror}\n'.encode()))
+            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command)))
+            await ws.close()
+            return ws
+        try:
+            await _run_exec(ws, proc, protocol=protocol, command=command)
+        finally:
+            await proc.close()
+            if not ws.closed:
+                await ws.close()
+        return ws
+
+    return handler
+
+
+async def _run_exec(ws: web.WebSocketResponse, proc: ExecProcess, *, protocol: str, command: list[str]) -> None:
+    async def send_output() -> None:
+        async for channel, data in proc.output():
+            await ws.send_bytes(ch.frame(channel, data))
+
+    async with asyncio.TaskGroup() as tg:
+        output = tg.create_task(send_output(), name="exec-output")
+        reader = tg.create_task(
+            _read_client(ws, protocol=protocol, on_stdin=proc.write_stdin, on_close_stdin=proc.close_stdin, on_resize=proc.resize),
+            name="exec-client",
+        )
+        exited = tg.create_task(proc.wait(), name="exec-wait")
+        done, _ = await asyncio.wait((output, reader), return_when=asyncio.FIRST_COMPLETED)
+        if reader in done and output not in done:
+            # the client went away: end the command (upstream kills the exec session)
+            proc.kill()
+            output.cancel()
+            return
+        code = await exited
+        reader.cancel()
+    await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(code, command)))
+    await ws.close()
+
+
+def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        try:
+            stdin, stdout, stderr, tty = _flags(request)
+            attempt = await running_attempt(ctx, ns, pod, container)
+            fifo = ctx.runtime.attach_fifo(attempt.id) if stdin else None
+            if stdin and fifo is None:
+                log.info("attach stdin ignored: the container has no stdin", extra={"pod": f"{ns}/{pod}", "container": container})
+            protocol = _protocol(request)
+        except KubeletError as err:
+            return _error(err)
+        ws = await _open(request, protocol, ch.STDOUT if stdout else ch.STDERR if stderr else ch.ERROR)
+        fd = -1
+        try:
+            if fifo is not None:
+                try:
+                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError as err:
+                    log.info("attach cannot open stdin", extra={"fifo": fifo, "error": str(err)})
+
+            async def write(data: bytes) -> None:
+                if fd >= 0:
+                    try:
+                        os.write(fd, data)
+                    except BlockingIOError:
+                        await asyncio.sleep(0.01)
+                        os.write(fd, data)
+
+            async def follow() -> None:
+                await _follow_output(ctx, ws, attempt.id, attempt.log_path, stdout=stdout, stderr=stderr, tty=tty, poll=poll_interval)
+
+            async with asyncio.TaskGroup() as tg:
+                out = tg.create_task(follow(), name="attach-output")
+                reader = tg.create_task(
+                    _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=lambda: None, on_resize=lambda w, h: None),
+                    name="attach-client",
+                )
+                done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
+                out.cancel()
+                reader.cancel()
+            if out in done and not ws.closed:
+                await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            if not ws.closed:
+                await ws.close()
+        return ws
+
+    return handler
+
+
+async def _follow_output(
+    ctx: ServerContext, ws: web.WebSocketResponse, container_id: str, path: str, *, stdout: bool, stderr: bool, tty: bool, poll: float
+) -> None:
+    """The container's new log records until it exits."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        fh.seek(0, os.SEEK_END)
+        pending = b""
+        while True:
+            data = fh.read(65536)
+            if data:
+                pending += data
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    record = parse_record(line)
+                    if record is None:
+                        continue
+                    channel = ch.STDERR if record.stream == "stderr" and not tty else ch.STDOUT
+                    if (channel == ch.STDOUT and stdout) or (channel == ch.STDERR and stderr):
+                        await ws.send_bytes(ch.frame(channel, record.content if record.partial else record.content + b"\n"))
+                continue
+            try:
+                status = await ctx.runtime.container_status(container_id)
+                running = status.state == ContainerState.RUNNING
+            except NotFoundError:
+                running = False
+            if not running:
+                return
+            await asyncio.sleep(poll)
+

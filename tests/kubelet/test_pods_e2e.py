@@ -1,0 +1,150 @@
+"""e2e: a real kubelet process runs bound pods against a real API server, driven by kubectl."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import time
+import urllib.request
+
+from tests.kubelet.conftest import Node, phase, pod_manifest, ready, waiting_reason
+
+
+def test_the_node_registers_ready_with_node_info_and_renews_its_lease(node: Node) -> None:
+    out = json.loads(node.kubectl.run("get", "node", "node-1", "-o", "json").stdout)
+    conditions = {c["type"]: c["status"] for c in out["status"]["conditions"]}
+    assert conditions == {"Ready": "True", "MemoryPressure": "False", "DiskPressure": "False", "PIDPressure": "False"}
+    info = out["status"]["nodeInfo"]
+    assert info["kubeletVersion"].startswith("v1.32.") and info["operatingSystem"] == "linux"
+    assert out["metadata"]["labels"]["kubernetes.io/hostname"] == "node-1"
+    assert out["metadata"]["labels"]["kubernetes.io/os"] == info["operatingSystem"]
+    assert int(out["status"]["capacity"]["pods"]) == 110 and "cpu" in out["status"]["allocatable"]
+    assert out["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == node.kubelet.port
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.kubelet.port}/healthz", timeout=10) as r:
+        assert r.read() == b"ok"
+    first = json.loads(node.kubectl.run("get", "lease", "-n", "kube-node-lease", "node-1", "-o", "json").stdout)
+    assert first["spec"]["holderIdentity"] == "node-1" and first["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        again = json.loads(node.kubectl.run("get", "lease", "-n", "kube-node-lease", "node-1", "-o", "json").stdout)
+        if again["spec"]["renewTime"] != first["spec"]["renewTime"]:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the node lease was never renewed")
+
+
+def test_a_bound_nginx_pod_goes_ready_on_its_own_ip_and_serves_the_welcome_page(node: Node, ns: str) -> None:
+    node.kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod_manifest("web", [{
+        "name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 80, "name": "http"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1},
+        "resources": {"requests": {"cpu": "10m"}},
+    }])))
+    pod = node.wait_pod(ns, "web", ready, what="Ready")
+    st = pod["status"]
+    assert st["phase"] == "Running" and st["qosClass"] == "Burstable"
+    assert ipaddress.ip_address(st["podIP"]) in ipaddress.ip_network("127.64.0.0/24") and st["podIPs"] == [{"ip": st["podIP"]}]
+    assert st["hostIP"] == "127.0.0.1" and st["startTime"]
+    cs = st["containerStatuses"][0]
+    assert cs["ready"] and cs["started"] and cs["restartCount"] == 0 and "running" in cs["state"]
+    assert cs["containerID"].startswith("k8py-process://") and cs["imageID"].startswith("sha256:")
+    types = {c["type"]: c["status"] for c in st["conditions"]}
+    assert types == {"PodReadyToStartContainers": "True", "Initialized": "True", "Ready": "True", "ContainersReady": "True", "PodScheduled": "True"}
+    with urllib.request.urlopen(f"http://{st['podIP']}/", timeout=10) as r:
+        assert b"Welcome to nginx!" in r.read()
+    reasons = [e["reason"] for e in node.events(ns, "web")]
+    assert {"Pulling", "Pulled", "Created", "Started"} <= set(reasons)
+    table = node.kubectl.run("get", "pod", "web", "-n", ns, "-o", "wide").stdout
+    assert "1/1" in table and "Running" in table and st["podIP"] in table
+
+
+def test_restart_policies_end_in_the_upstream_phases(node: Node, ns: str) -> None:
+    for name, policy, code in (("never-fails", "Never", 3), ("never-ok", "Never", 0), ("onfailure-ok", "OnFailure", 0)):
+        node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": "busybox", "command": ["sh", "-c", f"exit {code}"]}],
+                                                         restartPolicy=policy))
+    node.core.create_namespaced_pod(ns, pod_manifest("onfailure-retries", [{"name": "c", "image": "busybox",
+                                                     "command": ["sh", "-c", "exit 1"]}], restartPolicy="OnFailure"))
+    failed = node.wait_pod(ns, "never-fails", phase("Failed"), what="Failed")
+    term = failed["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 3 and term["reason"] == "Error"
+    ok = node.wait_pod(ns, "never-ok", phase("Succeeded"), what="Succeeded")
+    assert ok["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    node.wait_pod(ns, "onfailure-ok", phase("Succeeded"), what="Succeeded")
+    retried = node.wait_pod(ns, "onfailure-retries", lambda p: (p["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 2,
+                            what="restarted twice")
+    assert retried["status"]["phase"] == "Running"
+    assert retried["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
+
+
+def test_active_deadline_fails_the_pod_with_deadline_exceeded(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("deadline", [{"name": "c", "image": "busybox", "command": ["sleep", "300"]}],
+                                                     activeDeadlineSeconds=2, terminationGracePeriodSeconds=1))
+    node.wait_pod(ns, "deadline", phase("Running"), what="Running")
+    pod = node.wait_pod(ns, "deadline", phase("Failed"), what="Failed")
+    assert pod["status"]["reason"] == "DeadlineExceeded"
+    assert "deadline" in pod["status"]["message"]
+    assert "terminated" in pod["status"]["containerStatuses"][0]["state"]
+
+
+def test_bad_pods_show_upstream_waiting_reasons_and_break_nothing_else(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("good", [{"name": "c", "image": "busybox", "command": ["sleep", "300"]}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("noimage", [{"name": "c", "image": "no-such-image:1.0"}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("badcmd", [{"name": "c", "image": "busybox", "command": ["no-such-command"]}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("nocm", [{"name": "c", "image": "busybox", "command": ["sleep", "300"],
+                                                               "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k"}}}]}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("badname", [{"name": "c", "image": "Bad:Image:Name"}]))
+    node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
+    node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) == "ImagePullBackOff", what="ImagePullBackOff")
+    bad = node.wait_pod(ns, "badcmd", lambda p: waiting_reason(p) in ("RunContainerError", "CrashLoopBackOff")
+                        and p["status"]["containerStatuses"][0]["lastState"].get("terminated"), what="RunContainerError")
+    last = bad["status"]["containerStatuses"][0]["lastState"]["terminated"]
+    assert last["reason"] == "StartError" and last["exitCode"] == 128 and "executable file not found" in last["message"]
+    nocm = node.wait_pod(ns, "nocm", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
+    assert 'configmap "absent" not found' in nocm["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    node.wait_pod(ns, "badname", lambda p: waiting_reason(p) == "InvalidImageName", what="InvalidImageName")
+    good = node.wait_pod(ns, "good", phase("Running"), what="Running")
+    assert good["status"]["containerStatuses"][0]["restartCount"] == 0
+    for name in ("noimage", "badcmd", "nocm"):
+        assert node.pod(ns, name)["status"]["phase"] == "Pending" if name != "badcmd" else True
+    node.core.create_namespaced_config_map(ns, {"metadata": {"name": "absent"}, "data": {"k": "now-here"}})
+    node.wait_pod(ns, "nocm", phase("Running"), what="Running once the ConfigMap exists")
+
+
+def test_env_downward_api_and_volumes_reach_the_container(node: Node, ns: str) -> None:
+    node.core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting": "hi", "file.txt": "from-configmap"}})
+    node.core.create_namespaced_secret(ns, {"metadata": {"name": "sec"}, "stringData": {"password": "s3cret"}})
+    script = ("echo \"$GREETING $(GREETING) $POD_NAME $MY_IP $SVC\"; cat /etc/cfg/file.txt; echo; cat /etc/sec/password; echo; "
+              "cat /etc/info/labels; echo; ls -a /etc/cfg | tr '\\n' ' '; echo; echo scratch > /scratch/x && cat /scratch/x")
+    node.core.create_namespaced_pod(ns, {
+        "metadata": {"name": "env", "labels": {"app": "demo"}},
+        "spec": {"nodeName": "node-1", "restartPolicy": "Never", "containers": [{
+            "name": "c", "image": "busybox", "command": ["sh", "-c", script],
+            "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
+                    {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "SVC", "value": "$(KUBERNETES_SERVICE_HOST)"}],
+            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}, {"name": "sec", "mountPath": "/etc/sec"},
+                             {"name": "info", "mountPath": "/etc/info"}, {"name": "scratch", "mountPath": "/scratch"}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "sec", "secret": {"secretName": "sec"}},
+                        {"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                        {"name": "scratch", "emptyDir": {}}]}})
+    pod = node.wait_pod(ns, "env", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), what="finished")
+    logs = [line.split(" ", 3)[3] for line in _log_lines(node, ns, "env", "c")]
+    assert pod["status"]["phase"] == "Succeeded", logs
+    ip = pod["status"]["podIP"]
+    svc = node.core.read_namespaced_service("kubernetes", "default").spec.cluster_ip
+    assert logs[0] == f"hi hi env {ip} {svc}"
+    assert logs[1:4] == ["from-configmap", "s3cret", 'app="demo"']
+    assert "..data" in logs[4] and "file.txt" in logs[4]
+    assert logs[5] == "scratch"
+
+
+def _log_lines(node: Node, ns: str, pod: str, container: str) -> list[str]:
+    import glob
+    import os
+
+    uid = node.pod(ns, pod)["metadata"]["uid"]
+    path = os.path.join(node.kubelet.root_dir, "logs", "pods", f"{ns}_{pod}_{uid}", container, "0.log")
+    assert glob.glob(path), f"no CRI log at {path}"
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]

@@ -1,0 +1,193 @@
+"""e2e: logs, exec, cp, attach, port-forward and top against a real kubelet process.
+
+A real API server and ``k8py kubelet`` (the process runtime: bwrap where
+available, CRI log files written by the runtime), driven by the real kubectl.
+Pods are bound by ``spec.nodeName``; each test uses its own namespace.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import socket
+import struct
+import subprocess
+import termios
+import time
+import urllib.request
+from typing import Iterator
+
+import pytest
+
+from tests.kubelet.conftest import Node, pod_manifest, ready, start_node
+from tests.support.kube import KUBECTL, official_client
+
+_count = iter(range(10_000))
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory) -> Iterator[Node]:
+    tmp = str(tmp_path_factory.mktemp("streaming-node"))
+    server, kubelet, kubectl = start_node(tmp)
+    api = official_client(server.url)
+    try:
+        yield Node(server, kubelet, kubectl, api)
+    finally:
+        api.close()
+        kubelet.stop()
+        kubelet.kill_containers()
+        server.stop()
+
+
+@pytest.fixture
+def ns(node: Node) -> str:
+    name = f"s{next(_count)}-{int(time.time() * 1000) % 100000}"
+    node.core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def _run(node: Node, ns: str, name: str, command: str, **container: object) -> dict:
+    node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "main", "image": "busybox", "command": ["sh", "-c", command], **container}]))
+    return node.wait_pod(ns, name, ready, what="Ready")
+
+
+def _wait_output(node: Node, ns: str, name: str, text: str, *args: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    out = ""
+    while time.monotonic() < deadline:
+        out = node.kubectl.run("logs", name, "-n", ns, *args, check=False).stdout
+        if text in out:
+            return out
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared in the logs of {ns}/{name}: {out!r}")
+
+
+def test_logs_of_a_running_container(node: Node, ns: str) -> None:
+    _run(node, ns, "talker", "echo hello; echo oops >&2; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done")
+    out = _wait_output(node, ns, "talker", "tick 3")
+    lines = out.splitlines()
+    # stdout and stderr reach the file through separate pipes: their relative order is not kept
+    assert "oops" in lines
+    assert [line for line in lines if line != "oops"][:3] == ["hello", "tick 0", "tick 1"]
+    tail = node.kubectl.run("logs", "talker", "-n", ns, "--tail=1", "--timestamps").stdout.splitlines()
+    assert len(tail) == 1 and tail[0].split(" ", 1)[1].startswith("tick ") and tail[0].split(" ")[0].endswith("Z")
+    assert node.kubectl.run("logs", "talker", "-n", ns, "--since=1h").stdout.startswith("hello\n")
+    follow = node.kubectl.popen("logs", "-f", "--tail=1", "talker", "-n", ns)
+    try:
+        assert follow.stdout is not None
+        first = int(follow.stdout.readline().split()[1])
+        second = int(follow.stdout.readline().split()[1])
+        assert second == first + 1  # new lines arrive as the container writes them
+    finally:
+        follow.kill()
+        follow.wait()
+
+
+def test_logs_previous_after_a_restart(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("crasher", [{"name": "main", "image": "busybox",
+                                                                    "command": ["sh", "-c", "echo run at $(date +%s%N); sleep 0.5; exit 1"]}]))
+    node.wait_pod(ns, "crasher", lambda p: any(c.get("restartCount", 0) >= 1 for c in (p.get("status") or {}).get("containerStatuses") or []),
+                  what="restarted")
+    previous = node.kubectl.run("logs", "crasher", "-n", ns, "--previous").stdout
+    assert previous.startswith("run at ") and previous.count("\n") == 1
+
+
+def test_exec_exit_codes_stdin_and_a_terminal(node: Node, ns: str) -> None:
+    _run(node, ns, "shell", "sleep 3600")
+    result = node.kubectl.run("exec", "shell", "-n", ns, "--", "sh", "-c", "echo out; echo err >&2; exit 5", check=False)
+    assert (result.returncode, result.stdout) == (5, "out\n")
+    assert "err\n" in result.stderr and "command terminated with exit code 5" in result.stderr
+    assert node.kubectl.run("exec", "-i", "shell", "-n", ns, "--", "cat", input="piped\n").stdout == "piped\n"
+    missing = node.kubectl.run("exec", "shell", "-n", ns, "--", "/no/such/binary", check=False)
+    assert missing.returncode in (126, 127)
+
+    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([KUBECTL, "exec", "-it", "shell", "-n", ns, "--", "sh"], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        os.write(master, b"test -t 1 && echo TTY-YES; stty size; exit 9\n")
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        assert proc.wait(timeout=30) == 9, seen
+        assert b"TTY-YES" in seen and b"40 120" in seen
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+
+
+def test_kubectl_cp_into_and_out_of_a_container(node: Node, ns: str, tmp_path) -> None:
+    _run(node, ns, "files", "mkdir -p /tmp/box; sleep 3600")
+    local = tmp_path / "data.txt"
+    local.write_text("copied through exec and tar\n" * 500)
+    node.kubectl.run("cp", str(local), f"{ns}/files:/tmp/box/data.txt")
+    inside = node.kubectl.run("exec", "files", "-n", ns, "--", "wc", "-l", "/tmp/box/data.txt").stdout
+    assert inside.split()[0] == "500"
+    back = tmp_path / "back.txt"
+    node.kubectl.run("cp", f"{ns}/files:/tmp/box/data.txt", str(back))
+    assert back.read_text() == local.read_text()
+
+
+def test_attach_to_a_container_with_stdin(node: Node, ns: str) -> None:
+    _run(node, ns, "echoer", "while read line; do echo got: $line; done", stdin=True)
+    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
+    proc = subprocess.Popen([KUBECTL, "attach", "-i", "echoer", "-n", ns], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while "got: ping" not in line:
+            assert time.monotonic() < deadline, line
+            proc.stdin.write("ping\n")
+            proc.stdin.flush()
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                line = proc.stdout.readline()
+        assert line == "got: ping\n"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "got: ping" in node.kubectl.run("logs", "echoer", "-n", ns).stdout
+
+
+def test_port_forward_to_the_builtin_nginx(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("web", [{"name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
+                                                               "readinessProbe": {"tcpSocket": {"port": 80}, "periodSeconds": 1}}]))
+    node.wait_pod(ns, "web", ready, what="Ready")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        local = s.getsockname()[1]
+    proc = node.kubectl.popen("port-forward", "-n", ns, "pod/web", f"{local}:80")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(f"Forwarding from 127.0.0.1:{local} -> 80")
+        for _ in range(2):
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=30) as resp:
+                assert b"Welcome to nginx!" in resp.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_top_pods_and_nodes(node: Node, ns: str) -> None:
+    _run(node, ns, "burner", "while true; do i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; sleep 0.01; done")
+    out = node.kubectl.run("top", "pod", "burner", "-n", ns).stdout.splitlines()
+    name, cpu, memory = out[1].split()
+    assert name == "burner" and cpu.endswith("m") and memory.endswith("Mi")
+    assert int(cpu[:-1]) > 0
+    nodes = node.kubectl.run("top", "nodes").stdout.splitlines()
+    assert nodes[1].split()[0] == "node-1"
+    summary = json.loads(node.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/stats/summary").stdout)
+    assert any(p["podRef"]["name"] == "burner" for p in summary["pods"])
