@@ -258,6 +258,8 @@ jobs                                  batch/v1                 true         Job
 leases                                coordination.k8s.io/v1   true         Lease
 endpointslices                        discovery.k8s.io/v1      true         EndpointSlice
 events                   ev           events.k8s.io/v1         true         Event
+nodes                                 metrics.k8s.io/v1beta1   false        NodeMetrics
+pods                                  metrics.k8s.io/v1beta1   true         PodMetrics
 priorityclasses          pc           scheduling.k8s.io/v1     false        PriorityClass
 """
 
@@ -273,7 +275,7 @@ def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
     only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "controllerrevisions.apps\ndaemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
     assert kubectl.run("api-versions").stdout == (
-        "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
+        "apps/v1\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\nscheduling.k8s.io/v1\nv1\n"
     )
 
 
