@@ -27,6 +27,10 @@ def _ds(image: str = "agent:1", **spec: Any) -> dict[str, Any]:
                                   "spec": {"containers": [{"name": "agent", "image": image}]}}, **spec}}
 
 
+def _image_patch(image: str) -> dict[str, Any]:
+    return {"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}}
+
+
 async def _live_pods(client) -> list[dict[str, Any]]:
     return [p for p in (await client.list(PODS, "default"))["items"] if not p["metadata"].get("deletionTimestamp")]
 
@@ -64,14 +68,10 @@ async def test_one_pod_per_untainted_node_and_none_on_the_tainted_one(client, st
         assert "nodeName" not in pod["spec"]  # the scheduler binds it
 
     # the taint is lifted: the third node gets its pod
-    node = await client.get(NODES, None, "n3")
-    node["spec"]["taints"] = []
-    await client.update(NODES, node)
+    await client.patch(NODES, None, "n3", {"spec": {"taints": None}})
     await eventually(lambda: _has_count(client, 3))
     # a NoExecute taint evicts the daemon pod from that node
-    node = await client.get(NODES, None, "n3")
-    node["spec"]["taints"] = [{"key": "dedicated", "effect": "NoExecute"}]
-    await client.update(NODES, node)
+    await client.patch(NODES, None, "n3", {"spec": {"taints": [{"key": "dedicated", "effect": "NoExecute"}]}})
     await eventually(lambda: _has_count(client, 2))
     assert sorted(_pinned(p) for p in await _live_pods(client)) == ["n1", "n2"]
 
@@ -109,9 +109,7 @@ async def test_rolling_update_keeps_at_most_max_unavailable_nodes_without_an_ava
 
     watcher = asyncio.create_task(watch(), name="ds-watch")
     try:
-        ds = await client.get(DAEMONSETS, "default", "agent")
-        ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
-        await client.update(DAEMONSETS, ds)
+        await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
         await eventually(lambda: _ready_on(client, 4, "agent:2"))
     finally:
         watcher.cancel()
@@ -130,11 +128,9 @@ async def test_max_surge_starts_the_new_pod_before_the_old_one_goes(client, star
     await client.create(DAEMONSETS, _ds(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {
         "maxUnavailable": 0, "maxSurge": 1}}), namespace="default")
     await eventually(lambda: _ready_on(client, 1, "agent:1"))
-    ds = await client.get(DAEMONSETS, "default", "agent")
-    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
     gate = {"open": False}
     driver.outcome = lambda pod: "Ready" if gate["open"] or pod["spec"]["containers"][0]["image"] == "agent:1" else None
-    await client.update(DAEMONSETS, ds)
+    await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
     # the new pod starts beside the old one, and the old one stays while the new one is not ready
     await eventually(lambda: _images(client, ["agent:1", "agent:2"]))
     await eventually(lambda: _status_where(client, observedGeneration=2, numberAvailable=1, updatedNumberScheduled=1))
@@ -151,9 +147,7 @@ async def test_on_delete_replaces_only_deleted_pods(client, start_manager, drive
     await start_manager("daemonset")
     await client.create(DAEMONSETS, _ds(updateStrategy={"type": "OnDelete"}), namespace="default")
     await eventually(lambda: _ready_on(client, 2, "agent:1"))
-    ds = await client.get(DAEMONSETS, "default", "agent")
-    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
-    await client.update(DAEMONSETS, ds)
+    await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
     await eventually(lambda: _observed(client, 2))
     assert {p["spec"]["containers"][0]["image"] for p in await _live_pods(client)} == {"agent:1"}
     victim = (await _live_pods(client))[0]
