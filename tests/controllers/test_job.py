@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from k8py.client.resources import JOBS, PODS
 from k8py.controllers.context import ControllerOptions
 from tests.controllers.conftest import eventually
+from tests.support.kube import Kubectl
 
 FAST = ControllerOptions(extra={"job_pod_failure_backoff": 0.05, "job_pod_failure_backoff_max": 0.2})
 
@@ -169,3 +173,18 @@ async def test_active_deadline_fails_a_running_job(client, start_manager, driver
 async def _active(client, name: str, n: int) -> bool:
     job = await _get(client, name)
     return (job.get("status") or {}).get("active", 0) == n
+
+
+@pytest.mark.kubectl
+async def test_kubectl_create_job_wait_and_get(client, server, start_manager, driver, tmp_path) -> None:
+    driver.outcome = lambda pod: "Succeeded"
+    await start_manager("job")
+    k = Kubectl(server.url, str(tmp_path / "home"))
+    await asyncio.to_thread(k.run, "create", "job", "pi", "--image=busybox")
+    out = await asyncio.to_thread(k.run, "wait", "--for=condition=complete", "job/pi", "--timeout=60s")
+    assert out.stdout == "job.batch/pi condition met\n"
+    rows = (await asyncio.to_thread(k.run, "get", "job", "pi")).stdout.splitlines()
+    assert rows[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert rows[1].split()[:3] == ["pi", "Complete", "1/1"]
+    pods = (await asyncio.to_thread(k.run, "get", "pods", "-l", "job-name=pi", "-o", "name")).stdout.split()
+    assert len(pods) == 1
