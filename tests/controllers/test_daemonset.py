@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from k8py.client.resources import DAEMONSETS, NODES, PODS
+from k8py.client.resources import CORE_EVENTS, DAEMONSETS, NODES, PODS
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS
 from tests.controllers.conftest import eventually
 from tests.support.kube import Kubectl
@@ -197,3 +197,51 @@ async def test_kubectl_rollout_status_history_and_undo_for_a_daemonset(client, s
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert max(r["revision"] for r in revisions) == 3  # the undo is a new revision, no duplicate
     assert len(revisions) == 2
+
+
+async def test_failed_pods_on_a_node_are_deleted_with_a_doubling_backoff(client) -> None:
+    from k8py.client.clock import FakeClock
+    from k8py.client.event_recorder import EventBroadcaster
+    from k8py.client.informer_factory import InformerFactory
+    from k8py.controllers.context import ControllerContext
+    from k8py.controllers.daemonset import DaemonSetController
+
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client),
+                            broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = DaemonSetController(ctx)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0  # first deletion at once
+    assert controller._failed_pod_backoff("default/agent", "n1") == 1.0
+    assert controller._failed_pod_backoff("default/agent", "n2") == 0  # per node
+    clock.advance(1.0)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0
+    clock.advance(1.5)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0.5  # now 2 s
+    clock.advance(10_000)
+    for _ in range(20):
+        controller._failed_pod_backoff("default/agent", "n1")
+        clock.advance(10_000)
+    assert controller._failed_backoff[("default/agent", "n1")][0] == 900.0
+
+
+async def test_a_failed_daemon_pod_is_replaced(client, start_manager, driver) -> None:
+    await client.create(NODES, _node("n1"))
+    failed_once: list[str] = []
+
+    def outcome(pod: dict[str, Any]) -> str:
+        if not failed_once or failed_once == [pod["metadata"]["name"]]:
+            failed_once[:] = [pod["metadata"]["name"]]
+            return "Failed"
+        return "Ready"
+
+    driver.outcome = outcome
+    await start_manager("daemonset")
+    await client.create(DAEMONSETS, _ds(), namespace="default")
+    await eventually(lambda: _ready_on(client, 1, "agent:1"))
+    assert (await _live_pods(client))[0]["metadata"]["name"] != failed_once[0]
+
+    async def warned() -> bool:
+        events = (await client.list(CORE_EVENTS, "default"))["items"]
+        return any(e.get("reason") == "FailedDaemonPod" and failed_once[0] in e.get("message", "") for e in events)
+
+    await eventually(warned)

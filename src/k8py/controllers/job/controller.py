@@ -159,7 +159,7 @@ class JobController(KeyedController):
         fail_job, new_failures, new_successes = tally.fail_job, tally.new_failures, tally.new_successes
         uncounted = status.setdefault("uncountedTerminatedPods", {})
         record.record(new_failures=new_failures, new_successes=new_successes, now=self.clock.monotonic())
-        uncounted["succeeded"], uncounted["failed"] = unc_succeeded, unc_failed
+        _set_uncounted(uncounted, unc_succeeded, unc_failed)
         if indexed:
             status["completedIndexes"] = ix.format_intervals(completed)
             if spec.get("backoffLimitPerIndex") is not None:
@@ -173,15 +173,14 @@ class JobController(KeyedController):
         moved_s = [u for u in unc_succeeded if u not in live]
         moved_f = [u for u in unc_failed if u not in live]
         uncounted = status.setdefault("uncountedTerminatedPods", {})
-        uncounted["succeeded"] = [u for u in unc_succeeded if u in live]
-        uncounted["failed"] = [u for u in unc_failed if u in live]
+        _set_uncounted(uncounted, [u for u in unc_succeeded if u in live], [u for u in unc_failed if u in live])
         status["succeeded"] = int(status.get("succeeded") or 0) + len(moved_s)
         if indexed:
             status["succeeded"] = len(completed)
         status["failed"] = int(status.get("failed") or 0) + len(moved_f)
-        failed_total = status["failed"] + len(uncounted["failed"])
+        failed_total = status["failed"] + len(uncounted.get("failed", ()))
         succeeded_total = (len(completed) if indexed else
-                           status["succeeded"] + len(uncounted["succeeded"]))
+                           status["succeeded"] + len(uncounted.get("succeeded", ())))
 
         remaining_pods = [p for p in pods if not _terminal(p)]
         active = [p for p in remaining_pods if not _deleting(p)]
@@ -219,6 +218,9 @@ class JobController(KeyedController):
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if is_pod_ready(p))
         status["terminating"] = len(terminating)
+        for omitempty in ("active", "succeeded", "failed"):  # Go's omitempty; ready/terminating are pointers
+            if not status.get(omitempty):
+                status.pop(omitempty, None)
         if status != before:
             await self._write_status(job)
         return requeue
@@ -391,6 +393,15 @@ class JobController(KeyedController):
     async def _write_status(self, job: dict[str, Any]) -> dict[str, Any]:
         updated = await self.client.update_status(JOBS, job)
         return copy.deepcopy(updated)
+
+
+def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
+    """Empty lists are omitted, as Go's ``omitempty`` writes ``uncountedTerminatedPods: {}``."""
+    for key, uids in (("succeeded", succeeded), ("failed", failed)):
+        if uids:
+            uncounted[key] = uids
+        else:
+            uncounted.pop(key, None)
 
 
 def _past_backoff_limit_on_failure(spec: dict[str, Any], active: list[dict[str, Any]]) -> bool:
