@@ -5,7 +5,12 @@ created only in a namespace that exists (404 ``namespaces "x" not found``) and
 is not being deleted (403 ``unable to create new content in namespace x
 because it is being terminated``). The namespace is looked up in the watch
 cache first and, if absent there, in the store (the cache may lag a create
-that just happened).
+that just happened). The cache may lag a deletion too: for
+``LIVE_LOOKUP_TTL`` seconds after this server deleted a namespace, a cached
+view that still shows it active is not trusted and the store is read
+(upstream's ``forceLiveLookupCache``), so a create right after the delete is
+refused. The cleanup likewise waits for a consistent cache before it
+concludes a namespace is empty.
 
 Deletion, as upstream: a namespace is created with ``spec.finalizers:
 [kubernetes]``; deleting it marks it ``Terminating`` (deletionTimestamp,
@@ -25,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Protocol
+import time
+from typing import Awaitable, Callable, Protocol
 
 import orjson
 
@@ -40,6 +46,8 @@ log = logging.getLogger(__name__)
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _UNDELETABLE = ("default", "kube-system", "kube-public")
+#: how long after a namespace's deletion its admission reads the store (upstream's forceLiveLookupTTL)
+LIVE_LOOKUP_TTL = 30.0
 
 
 class Delete(Protocol):
@@ -52,13 +60,18 @@ class Delete(Protocol):
 
 
 class NamespaceLifecycle:
-    def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore, delete: Delete) -> None:
+    def __init__(
+        self, registry: Registry, cacher: Cacher, store: ObjectStore, delete: Delete, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.registry = registry
         self.cacher = cacher
         self.store = store
         self.delete = delete
+        self._clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[str] = set()
+        #: namespace -> until when its admission reads the store, not the cache
+        self._live_lookup: dict[str, float] = {}
 
     @property
     def _namespaces(self) -> ResourceDefinition:
@@ -70,9 +83,10 @@ class NamespaceLifecycle:
         ns_def = self._namespaces
         key = ns_def.key("", namespace)
         cached = self.cacher.cache_for(ns_def).objects.get(key)
-        if cached is not None:
-            ns = cached.decode()
-        else:
+        ns = cached.decode() if cached is not None else None
+        if ns is not None and self._needs_live_lookup(namespace) and not (ns.get("metadata") or {}).get("deletionTimestamp"):
+            ns = None  # deleted here moments ago, but the cache still shows it active: ask the store
+        if ns is None:
             kv = await self.store.storage.get(key)
             if kv is None:
                 raise NotFound.for_object("namespaces", namespace)
@@ -85,6 +99,15 @@ class NamespaceLifecycle:
                 group=definition.group,
                 kind=definition.plural,
             )
+
+    def _needs_live_lookup(self, namespace: str) -> bool:
+        until = self._live_lookup.get(namespace)
+        if until is None:
+            return False
+        if self._clock() < until:
+            return True
+        del self._live_lookup[namespace]
+        return False
 
     def admit_delete(self, namespace: str) -> None:
         if namespace in _UNDELETABLE:
@@ -101,6 +124,7 @@ class NamespaceLifecycle:
     def namespace_deleted(self, namespace: str) -> None:
         """A namespace was deleted (or went Terminating): remove its content,
         then clear its ``kubernetes`` finalizer and delete it for good."""
+        self._live_lookup[namespace] = self._clock() + LIVE_LOOKUP_TTL
         if namespace in SYSTEM_NAMESPACES or namespace in self._running:
             return
         self._running.add(namespace)
@@ -119,6 +143,9 @@ class NamespaceLifecycle:
     async def _finalize(self, namespace: str) -> None:
         delay = 0.05
         while True:
+            # an object created just before the namespace went Terminating may
+            # not be in the cache yet: never conclude "empty" from a stale view
+            consistent = await self.cacher.wait_consistent()
             remaining = 0
             for definition in self.registry:
                 if not definition.namespaced or definition.converter is not None:
@@ -133,7 +160,7 @@ class NamespaceLifecycle:
                         pass
                     except Exception:
                         log.exception("namespace cleanup failed", extra={"namespace": namespace, "object": obj.key})
-            if not remaining:
+            if not remaining and consistent:
                 break
             await asyncio.sleep(delay)  # let the cache see the deletes; pods may take their grace period
             delay = min(delay * 2, 2.0)
