@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from k8py.client.resources import PODS, STATEFULSETS
+from k8py.client.resources import CORE_EVENTS, PODS, STATEFULSETS
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS
 from tests.controllers.conftest import eventually
 from tests.support.kube import Kubectl
@@ -78,6 +78,8 @@ async def test_ordered_ready_creates_each_pod_after_the_previous_is_ready(client
     assert "volumes" not in pod["spec"]  # no claims yet
     sts = await client.get(STATEFULSETS, "default", "db")
     assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    messages = await eventually(lambda: _event_messages(client, 3))
+    assert "create Pod db-0 in StatefulSet db successful" in messages
 
     # scale down: highest ordinal first, one at a time
     log.clear()
@@ -94,6 +96,12 @@ async def test_parallel_creates_all_pods_without_waiting(client, start_manager, 
     await start_manager("statefulset")
     await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel"), namespace="default")
     await eventually(lambda: _names(client, ["db-0", "db-1", "db-2"]))
+
+
+async def _event_messages(client, at_least: int) -> list[str] | None:
+    events = (await client.list(CORE_EVENTS, "default"))["items"]
+    messages = [e.get("message") for e in events if e.get("reason") == "SuccessfulCreate"]
+    return messages if len(messages) >= at_least else None
 
 
 async def _names(client, names: list[str]) -> bool:

@@ -26,7 +26,6 @@ from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
-from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
@@ -84,7 +83,7 @@ class APIServer:
             on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
@@ -112,13 +111,6 @@ class APIServer:
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
 
-    async def _delete(
-        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
-    ) -> object:
-        """What namespace cleanup deletes with: the handlers' DELETE path."""
-        opts = DeleteOptions(propagation_policy=propagation_policy)
-        return await delete_object(self.store, definition, namespace, name, opts)
-
     @property
     def url(self) -> str:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
@@ -130,7 +122,6 @@ class APIServer:
         await self._bootstrap()
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
-        self.namespaces.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.bind, self.config.port, reuse_address=True, backlog=1024)
@@ -144,7 +135,6 @@ class APIServer:
     async def stop(self) -> None:
         self._ready = False
         await self.cacher.close()
-        await self.namespaces.close()
         await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -33,7 +33,7 @@ import copy
 import logging
 from typing import Any, Mapping
 
-from k8py.api.errors import AlreadyExists, NotFound
+from k8py.api.errors import AlreadyExists, NotFound, StatusError
 from k8py.api.selectors import label_selector_from_dict
 from k8py.client.keys import split_key
 from k8py.client.resources import PODS, STATEFULSETS
@@ -41,7 +41,7 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
-from k8py.controllers.pod_control import PodControl
+from k8py.controllers.pod_control import pod_from_template
 from k8py.controllers.pod_status import is_pod_available, is_pod_ready
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS, HashCollision, RevisionControl
 from k8py.controllers.statefulset.ordinals import (
@@ -82,7 +82,6 @@ class StatefulSetController(KeyedController):
         self.pod_lister = ctx.informers.lister(PODS)
         self.wait_for(self.sets, self.pods, self.revisions)
         self.recorder = ctx.recorder("statefulset-controller")
-        self.pod_control = PodControl(ctx.client, self.recorder)
         self.revision_control = RevisionControl(ctx.client, ctx.informers.lister(CONTROLLER_REVISIONS), "StatefulSet")
         self.sets.add_event_handler(on_add=self.enqueue, on_update=lambda old, new: self.enqueue(new),
                                     on_delete=self.enqueue)
@@ -201,18 +200,42 @@ class StatefulSetController(KeyedController):
             if spec.get("serviceName"):
                 pod["spec"]["subdomain"] = spec["serviceName"]
 
+        pod = pod_from_template(template, meta["namespace"], meta["name"], new_controller_ref(sts, STATEFULSETS))
+        pod["metadata"].pop("generateName", None)
+        pod["metadata"]["name"] = name
+        mutate(pod)
         try:
-            await self.pod_control.create_pod(meta["namespace"], template, sts, STATEFULSETS,
-                                              new_controller_ref(sts, STATEFULSETS), name=name, mutate=mutate)
+            await self.client.create(PODS, pod, namespace=meta["namespace"])
         except AlreadyExists:
             return False  # an old pod of that name is still going away
+        except StatusError as err:
+            self._pod_event(sts, "Create", name, err)
+            raise
+        self._pod_event(sts, "Create", name, None)
         return True
 
+    def _pod_event(self, sts: dict[str, Any], verb: str, pod_name_: str, err: Exception | None) -> None:
+        """Upstream's ``recordPodEvent`` wording ("create Pod db-0 in StatefulSet db successful")."""
+        set_name = sts["metadata"]["name"]
+        if err is None:
+            self.recorder.eventf(sts, "Normal", f"Successful{verb}",
+                                 f"{verb.lower()} Pod {pod_name_} in StatefulSet {set_name} successful",
+                                 resource=STATEFULSETS)
+        else:
+            self.recorder.eventf(sts, "Warning", f"Failed{verb}",
+                                 f"{verb.lower()} Pod {pod_name_} in StatefulSet {set_name} failed error: {err}",
+                                 resource=STATEFULSETS)
+
     async def _delete(self, sts: dict[str, Any], pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
         try:
-            await self.pod_control.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], sts, STATEFULSETS)
+            await self.client.delete(PODS, pod["metadata"]["namespace"], name)
         except NotFound:
-            pass
+            return
+        except StatusError as err:
+            self._pod_event(sts, "Delete", name, err)
+            raise
+        self._pod_event(sts, "Delete", name, None)
 
     async def _update_status(self, sts: dict[str, Any], pods: list[dict[str, Any]], current: dict[str, Any],
                              update: dict[str, Any]) -> None:
