@@ -105,6 +105,7 @@ def test_exec_it_runs_in_a_terminal_and_resizes(cluster):
                     break
 
     try:
+        read_until(b"#")  # the shell's prompt: kubectl has put the terminal in raw mode by then
         os.write(master, b"test -t 0 && echo IS-A-TTY; stty size\n")
         read_until(b"IS-A-TTY\r\n")
         read_until(b"33 101")
