@@ -25,6 +25,7 @@ import orjson
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
 from k8py.api.names import generate_name
 from k8py.apiserver.store.field_managers import FieldManager
+from k8py.apiserver.store.key_locks import KeyLocks
 from k8py.apiserver.store.object_meta import (
     carry_meta_for_update,
     prepare_meta_for_create,
@@ -91,6 +92,8 @@ class ObjectStore:
         #: set by the server: mutating admission for new objects, after
         #: defaulting and before validation (e.g. ClusterIP allocation)
         self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
+        #: read-modify-writes of one object queue up here instead of racing
+        self._update_locks = KeyLocks()
 
     # -- create -------------------------------------------------------------
 
@@ -205,8 +208,33 @@ class ObjectStore:
         manager: FieldManager | None = None,
     ) -> Object:
         """Read, mutate, validate, write guarded on the revision read; retry on
-        conflict unless the client pinned a resourceVersion."""
+        conflict unless the client pinned a resourceVersion.
+
+        A mutation's result inherits the resourceVersion of the object it was
+        given, so that alone is no pin: on a lost race the object is read again
+        and the mutation re-run, and only a version the request itself carried
+        (``precondition_rv``, or one a patch body sets, which then differs from
+        the fresh read) becomes a Conflict, as upstream's GuaranteedUpdate does."""
         key = definition.key(namespace, name)
+        async with self._update_locks.hold(key):
+            return await self._guaranteed_update(
+                definition, key, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
+                dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+            )
+
+    async def _guaranteed_update(
+        self,
+        definition: ResourceDefinition,
+        key: str,
+        name: str,
+        mutate: Mutation,
+        *,
+        subresource: str,
+        precondition_rv: str,
+        dry_run: bool,
+        apply_defaults: bool,
+        manager: FieldManager | None,
+    ) -> Object:
         strategy = definition.strategy
         for _ in range(_MAX_RETRIES):
             kv = await self.storage.get(key)
@@ -269,9 +297,9 @@ class ObjectStore:
                 try:
                     deleted = await self.storage.delete(key, expected_revision=kv.mod_revision)
                 except RevisionConflictError:
-                    if rv:
+                    if precondition_rv:
                         raise Conflict.modified(definition.plural, name, definition.group) from None
-                    continue
+                    continue  # re-read and re-mutate: a pin inside the mutation fails the check above
                 except KeyNotFoundError:
                     raise NotFound.for_object(definition.plural, name, definition.group) from None
                 meta["resourceVersion"] = str(deleted.mod_revision)
@@ -281,9 +309,9 @@ class ObjectStore:
             try:
                 written = await self.storage.update(key, value, expected_revision=kv.mod_revision)
             except RevisionConflictError:
-                if rv:
+                if precondition_rv:
                     raise Conflict.modified(definition.plural, name, definition.group) from None
-                continue
+                continue  # re-read and re-mutate: a pin inside the mutation fails the check above
             except KeyNotFoundError:
                 raise NotFound.for_object(definition.plural, name, definition.group) from None
             except ValueTooLargeError as err:
