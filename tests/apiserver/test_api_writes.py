@@ -133,6 +133,24 @@ def test_a_stale_resource_version_on_update_is_a_409_conflict(k8s, core):
     assert core.read_namespaced_config_map("occ", NS).data == {"k": "first"}
 
 
+def test_concurrent_patches_without_a_resource_version_all_apply(k8s, core):
+    core.create_namespaced_config_map(NS, cm("racy", {}))
+    from concurrent.futures import ThreadPoolExecutor
+
+    def patch(i: int) -> None:
+        kubernetes.client.CoreV1Api(k8s).patch_namespaced_config_map("racy", NS, {"data": {f"k{i}": str(i)}})
+
+    # a lost race re-applies the patch, never a 409; 16 patches in all, so no patch
+    # can lose more often than the server's retry budget (16) even under load
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(patch, range(16)))
+    assert core.read_namespaced_config_map("racy", NS).data == {"k": "v", **{f"k{i}": str(i) for i in range(16)}}
+    stale = {"metadata": {"resourceVersion": "1"}, "data": {"late": "x"}}
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_config_map("racy", NS, stale)  # a patch that names a version is pinned to it
+    assert err.value.status == 409
+
+
 def test_a_conflict_on_a_grouped_resource_names_the_group(apps):
     stale = apps.create_namespaced_deployment(NS, deployment("occ"))
     apps.patch_namespaced_deployment("occ", NS, {"spec": {"replicas": 2}})

@@ -4,7 +4,10 @@ Names follow kube-apiserver's where one exists:
 ``apiserver_request_total{verb,resource,code}``,
 ``apiserver_request_duration_seconds{verb,resource}``,
 ``apiserver_registered_watchers{resource}``,
-``apiserver_watch_events_total{resource}``; plus ``k8py_storage_revision``.
+``apiserver_watch_events_total{resource}``,
+``apiserver_terminated_watchers_total{resource}`` (watch clients closed for
+falling too far behind), ``apiserver_storage_decode_errors_total{resource}``
+(stored values the watch cache could not decode and skipped); plus ``k8py_storage_revision``.
 Each server has its own registry, so several servers can live in one process
 (tests do that).
 """
@@ -44,6 +47,18 @@ class APIMetrics:
         self.watch_events = Counter(
             "apiserver_watch_events_total",
             "Events applied to the watch cache, by resource.",
+            ("resource",),
+            registry=self.registry,
+        )
+        self.terminated_watchers = Counter(
+            "apiserver_terminated_watchers",
+            "Watchers closed because their client fell too far behind, by resource.",
+            ("resource",),
+            registry=self.registry,
+        )
+        self.decode_errors = Counter(
+            "apiserver_storage_decode_errors",
+            "Stored objects the watch cache could not decode (skipped), by resource.",
             ("resource",),
             registry=self.registry,
         )

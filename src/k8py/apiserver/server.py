@@ -24,8 +24,8 @@ from aiohttp import web
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
-from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
@@ -50,6 +50,10 @@ class APIServerConfig:
     port: int = 0  # 0 = pick a free port
     bookmark_interval: float = 30.0
     watch_cache_capacity: int = 10_000
+    #: a watch client owed more than this many bytes is disconnected
+    watch_max_pending_bytes: int = MAX_PENDING_BYTES
+    #: a watch client whose connection stays backed up this long is disconnected
+    watch_slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
     #: the range Service ClusterIPs are allocated from
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
@@ -71,9 +75,15 @@ class APIServer:
             self.registry,
             capacity=self.config.watch_cache_capacity,
             on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
+            watch_limits=WatchLimits(
+                max_pending_bytes=self.config.watch_max_pending_bytes,
+                slow_client_timeout=self.config.watch_slow_client_timeout,
+                on_slow_close=lambda plural: self.metrics.terminated_watchers.labels(plural).inc(),
+            ),
+            on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store, self._delete)
+        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
         self.store.namespace_check = self.namespaces.admit_create
         self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
@@ -101,13 +111,6 @@ class APIServer:
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
 
-    async def _delete(
-        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
-    ) -> object:
-        """What namespace cleanup deletes with: the handlers' DELETE path."""
-        opts = DeleteOptions(propagation_policy=propagation_policy)
-        return await delete_object(self.store, definition, namespace, name, opts)
-
     @property
     def url(self) -> str:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
@@ -119,7 +122,6 @@ class APIServer:
         await self._bootstrap()
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
-        self.namespaces.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.bind, self.config.port, reuse_address=True, backlog=1024)
@@ -133,7 +135,6 @@ class APIServer:
     async def stop(self) -> None:
         self._ready = False
         await self.cacher.close()
-        await self.namespaces.close()
         await self.kubelets.close()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -59,6 +59,8 @@ class ControllerOptions:
     terminated_pod_gc_threshold: int = 12_500
     pod_gc_period: float = 20.0
     """Seconds between PodGC passes (upstream: 20 s)."""
+    pod_gc_quarantine: float = 40.0
+    """Seconds a pod's node must stay missing before PodGC deletes the pod (upstream: 40 s)."""
     cluster_cidr: str = "127.64.0.0/10"
     node_cidr_mask_size: int = 24
     namespace_sync_period: float = 300.0

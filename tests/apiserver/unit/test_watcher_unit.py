@@ -94,8 +94,10 @@ def test_a_backed_up_sink_leaves_the_events_to_the_stream_task(configmaps):
 
 def test_a_watcher_past_its_bound_is_terminated_and_gets_nothing_more(configmaps):
     cache = WatchCache(configmaps)
-    w = watcher_on(cache, configmaps, max_pending=3)
-    for rev in range(2, 6):
+    w = watcher_on(cache, configmaps)
+    cache.apply(put(configmaps, cm("c1"), 1))
+    w.max_pending_bytes = int(w.pending_bytes * 3.5)  # the bound is in bytes: room for three such events
+    for rev in range(2, 5):
         cache.apply(put(configmaps, cm(f"c{rev}"), rev))
     assert w.terminated and w.overflowed
     assert w.wake.is_set()  # the stream's task notices and ends the watch

@@ -5,27 +5,28 @@ created only in a namespace that exists (404 ``namespaces "x" not found``) and
 is not being deleted (403 ``unable to create new content in namespace x
 because it is being terminated``). The namespace is looked up in the watch
 cache first and, if absent there, in the store (the cache may lag a create
-that just happened).
+that just happened). The cache may lag a deletion too: for
+``LIVE_LOOKUP_TTL`` seconds after this server deleted a namespace, a cached
+view that still shows it active is not trusted and the store is read
+(upstream's ``forceLiveLookupCache``), so a create right after the delete is
+refused.
 
 Deletion, as upstream: a namespace is created with ``spec.finalizers:
 [kubernetes]``; deleting it marks it ``Terminating`` (deletionTimestamp,
-``status.phase``), then every namespaced object in it is deleted (gracefully
-for bound pods, as a user's delete would), and once none is left the
-``kubernetes`` finalizer is cleared and the namespace itself deleted.
-Upstream does the middle part in the namespace controller of
-kube-controller-manager; k8py does it in the API server (a task per
-terminating namespace, resumed after a restart) until the controller manager
-exists, through the same generic deletion path: the server hands it a
-:data:`Delete` function (the handlers' ``delete_object``), so admission does
-not import the handlers. It serves the namespaces' ``DeleteHooks``
-(``admit_delete``, ``after_delete``) to the generic DELETE.
+``status.phase``, see ``handlers/deletion``). Removing its content is the
+namespace controller's job (``k8py.controllers.namespace``, in the controller
+manager): it deletes everything in the namespace, then clears the
+``kubernetes`` finalizer through ``/finalize``, and that update deletes the
+namespace once no finalizer is left (``handlers/subresources``). The API
+server keeps only the admission part here, served to the generic DELETE as
+the namespaces' ``DeleteHooks`` (``admit_delete``, ``after_delete``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Awaitable, Protocol
+import time
+from typing import Callable
 
 import orjson
 
@@ -34,31 +35,24 @@ from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
-__all__ = ["Delete", "NamespaceLifecycle", "SYSTEM_NAMESPACES"]
+__all__ = ["NamespaceLifecycle", "SYSTEM_NAMESPACES"]
 
 log = logging.getLogger(__name__)
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _UNDELETABLE = ("default", "kube-system", "kube-public")
-
-
-class Delete(Protocol):
-    """Delete one object as a user's DELETE would (graceful for bound pods,
-    finalizers respected); raises NotFound if it is gone."""
-
-    def __call__(
-        self, definition: ResourceDefinition, namespace: str, name: str, *, propagation_policy: str | None = None
-    ) -> Awaitable[object]: ...
+#: how long after a namespace's deletion its admission reads the store (upstream's forceLiveLookupTTL)
+LIVE_LOOKUP_TTL = 30.0
 
 
 class NamespaceLifecycle:
-    def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore, delete: Delete) -> None:
+    def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = registry
         self.cacher = cacher
         self.store = store
-        self.delete = delete
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._running: set[str] = set()
+        self._clock = clock
+        #: namespace -> until when its admission reads the store, not the cache
+        self._live_lookup: dict[str, float] = {}
 
     @property
     def _namespaces(self) -> ResourceDefinition:
@@ -70,9 +64,10 @@ class NamespaceLifecycle:
         ns_def = self._namespaces
         key = ns_def.key("", namespace)
         cached = self.cacher.cache_for(ns_def).objects.get(key)
-        if cached is not None:
-            ns = cached.decode()
-        else:
+        ns = cached.decode() if cached is not None else None
+        if ns is not None and self._needs_live_lookup(namespace) and not (ns.get("metadata") or {}).get("deletionTimestamp"):
+            ns = None  # deleted here moments ago, but the cache still shows it active: ask the store
+        if ns is None:
             kv = await self.store.storage.get(key)
             if kv is None:
                 raise NotFound.for_object("namespaces", namespace)
@@ -86,6 +81,15 @@ class NamespaceLifecycle:
                 kind=definition.plural,
             )
 
+    def _needs_live_lookup(self, namespace: str) -> bool:
+        until = self._live_lookup.get(namespace)
+        if until is None:
+            return False
+        if self._clock() < until:
+            return True
+        del self._live_lookup[namespace]
+        return False
+
     def admit_delete(self, namespace: str) -> None:
         if namespace in _UNDELETABLE:
             raise Forbidden(
@@ -95,66 +99,6 @@ class NamespaceLifecycle:
             )
 
     def after_delete(self, name: str) -> None:
-        """DeleteHooks: a DELETE of namespace ``name`` went through."""
-        self.namespace_deleted(name)
-
-    def namespace_deleted(self, namespace: str) -> None:
-        """A namespace was deleted (or went Terminating): remove its content,
-        then clear its ``kubernetes`` finalizer and delete it for good."""
-        if namespace in SYSTEM_NAMESPACES or namespace in self._running:
-            return
-        self._running.add(namespace)
-        task = asyncio.get_running_loop().create_task(self._finalize(namespace), name=f"namespace-cleanup-{namespace}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _t: self._running.discard(namespace))
-
-    def resume(self) -> None:
-        """After a restart: finish every namespace left Terminating."""
-        ns_def = self._namespaces
-        for cached in list(self.cacher.cache_for(ns_def).objects.values()):
-            if (cached.decode().get("metadata") or {}).get("deletionTimestamp"):
-                self.namespace_deleted(cached.name)
-
-    async def _finalize(self, namespace: str) -> None:
-        delay = 0.05
-        while True:
-            remaining = 0
-            for definition in self.registry:
-                if not definition.namespaced or definition.converter is not None:
-                    continue  # views (events.k8s.io) share their stored kind's objects
-                for obj in list(self.cacher.cache_for(definition).candidates(namespace)):
-                    remaining += 1
-                    if (obj.decode().get("metadata") or {}).get("deletionTimestamp"):
-                        continue  # already going: graceful pods, finalizers
-                    try:
-                        await self.delete(definition, namespace, obj.name, propagation_policy="Background")
-                    except NotFound:
-                        pass
-                    except Exception:
-                        log.exception("namespace cleanup failed", extra={"namespace": namespace, "object": obj.key})
-            if not remaining:
-                break
-            await asyncio.sleep(delay)  # let the cache see the deletes; pods may take their grace period
-            delay = min(delay * 2, 2.0)
-        ns_def = self._namespaces
-
-        def drop_kubernetes_finalizer(ns: dict) -> dict:
-            spec = ns.setdefault("spec", {})
-            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
-            return ns
-
-        try:
-            await self.store.guaranteed_update(ns_def, "", namespace, drop_kubernetes_finalizer, subresource="finalize")
-            await self.delete(ns_def, "", namespace)
-        except NotFound:
-            pass
-
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except BaseException:
-                pass
+        """DeleteHooks: a DELETE of namespace ``name`` went through (it is
+        Terminating, or gone); the namespace controller takes it from here."""
+        self._live_lookup[name] = self._clock() + LIVE_LOOKUP_TTL

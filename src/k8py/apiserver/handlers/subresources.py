@@ -7,7 +7,8 @@
   the replica count, guarded by the Scale's resourceVersion if it has one.
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
   the pod ``PodScheduled``; a pod already bound is a 409.
-- ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``.
+- ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``; a terminating
+  namespace left with no finalizer is deleted by that update.
 - ``pods/log|exec|attach|portforward`` and ``nodes/proxy[/path]`` are the
   kubelet's: :mod:`k8py.apiserver.streaming` checks and relays them.
 
@@ -32,6 +33,7 @@ from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver import streaming
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
+from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.responses import json_response, object_response
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
@@ -215,10 +217,17 @@ async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefin
     obj = await host.store.guaranteed_update(
         d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
     )
+    meta = obj.get("metadata") or {}
+    if meta.get("deletionTimestamp") and not finalizers and not meta.get("finalizers") and not ctx.dry_run:
+        # the last finalizer of a terminating namespace is gone: it is deleted
+        # by this update (upstream ShouldDeleteNamespaceDuringUpdate)
+        try:
+            await delete_object(host.store, d, "", ctx.path.name, DeleteOptions())
+        except NotFound:
+            pass
     return object_response(d, obj, ctx.fmt)
 
 
-#: subresource name -> its handler (a kind serves those its definition lists)
 async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
     return await streaming.serve_subresource(
         ctx.request,
@@ -231,6 +240,7 @@ async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: Resourc
     )
 
 
+#: subresource name -> its handler (a kind serves those its definition lists)
 SUBRESOURCES: dict[str, SubresourceHandler] = {
     "status": _status,
     "scale": _scale,

@@ -20,8 +20,25 @@ Start semantics (upstream):
   the ring → 200 and one ERROR event carrying a 410 Expired Status; N newer
   than the cache → the changes after N as they come.
 
-``allowWatchBookmarks=true`` adds a BOOKMARK with the cache's revision every
-``bookmark_interval`` seconds. ``timeoutSeconds`` ends the stream cleanly.
+``allowWatchBookmarks=true`` adds a BOOKMARK every ``bookmark_interval``
+seconds, written only when nothing is queued for the watcher: then every
+event up to the cache's revision is on the wire or was not for this watcher,
+so the bookmark's revision never runs ahead of an event still to come (a
+reflector resuming from it would lose that event). ``timeoutSeconds`` ends
+the stream cleanly.
+
+A slow client (:class:`~k8py.apiserver.watch.watcher.WatchLimits`): once its
+connection holds more than ``_HIGH_WATER`` unsent bytes the cacher stops
+writing to it; the stream's task then writes the backlog in frames of at
+most ``frame_bytes``, each after the connection has drained below
+``_LOW_WATER``. A connection that does not drain within
+``slow_client_timeout``, or a backlog beyond ``max_pending_bytes``, ends the
+watch: the connection is aborted (what the client has fully received stays
+valid; it re-watches from its last resourceVersion) and ``on_slow_close``
+counts it. Waiting for the drain polls the transport's buffer every 5 ms:
+asyncio has no public drain signal for a transport written directly, and
+aiohttp owns the protocol's flow-control callbacks (a backing-off poll
+would leave a drained client idle for up to its interval).
 """
 
 from __future__ import annotations
@@ -34,14 +51,14 @@ from typing import Any, Callable, Mapping
 import orjson
 from aiohttp import web
 
-from k8py.api.errors import Cause, Expired, Invalid, StatusError
+from k8py.api.errors import Cause, Expired, InternalError, Invalid, StatusError
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.handlers.codec import ResponseFormat
 from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
 from k8py.apiserver.handlers.query import Query
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
-from k8py.apiserver.watch.watcher import Watcher
+from k8py.apiserver.watch.watcher import WatchLimits, Watcher
 from k8py.apiserver.handlers.request_info import query_bool
 
 __all__ = ["serve_watch"]
@@ -55,6 +72,8 @@ _INITIAL_CHUNK = 512  # initial ADDED events per write
 #: cacher; its task waits until it is under the low mark
 _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 256 * 1024
+#: how often a backed-up stream looks at its connection's buffer
+_DRAIN_POLL = 0.005
 
 
 def _invalid_watch(field: str, message: str) -> Invalid:
@@ -141,7 +160,8 @@ async def serve_watch(
     elif match:
         raise _invalid_watch("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
 
-    watcher = Watcher(query)
+    limits = cacher.watch_limits
+    watcher = Watcher(query, max_pending_bytes=limits.max_pending_bytes)
     initial: list[tuple[str, bytes]] = []
     error: StatusError | None = None
     if send_initial or rv_param in ("", "0"):
@@ -189,26 +209,45 @@ async def serve_watch(
             on_open(1)
             opened = True
         for i in range(0, len(initial), _INITIAL_CHUNK):
-            stream.write(encoder.lines(initial[i : i + _INITIAL_CHUNK]))
-            await stream.drained()
+            try:
+                frame = encoder.lines(initial[i : i + _INITIAL_CHUNK])
+            except Exception as err:
+                log.exception("encoding initial watch events failed", extra={"resource": definition.plural})
+                watcher.fail(f"unable to encode watch events: {err!r}")
+                break
+            stream.write(frame)
+            if not await stream.drained(limits.slow_client_timeout, watcher):
+                if watcher.terminated and not watcher.overflowed:
+                    return response  # the server is closing every watch (shutdown, cache reload)
+                raise _SlowClient()
         initial = []
-        if send_initial:
+        if send_initial and not watcher.terminated:
             stream.write(encoder.bookmark(start_rv, initial_events_end=True))
 
         def sink(events: list[tuple[str, bytes]]) -> bool:
             if stream.gone:
                 watcher.terminate()
                 return True
-            if stream.backed_up:
-                return False  # the task below writes them once the client catches up
+            if stream.backed_up or watcher.pending_bytes > limits.frame_bytes:
+                return False  # the task below writes them, in frames, as the client catches up
             stream.write(encoder.lines(events))
             return True
 
         watcher.sink = sink  # from here on the cacher writes live events directly
-        await _pump(stream, watcher, cache, encoder, bookmarks, bookmark_interval, timeout)
-    except (ConnectionResetError, asyncio.CancelledError) as err:
-        if isinstance(err, asyncio.CancelledError) and not _client_gone(request):
-            raise
+        if not watcher.terminated:
+            await _pump(stream, watcher, cache, encoder, bookmarks, bookmark_interval, timeout, limits)
+        if watcher.overflowed:
+            raise _SlowClient()
+        if watcher.failure is not None and not stream.gone:
+            # this watcher alone failed (its encoding, its selectors): say why, then end
+            stream.write(_error_line(InternalError(watcher.failure)))
+    except _SlowClient:
+        log.info("watch client too slow; closing its watch", extra={"resource": definition.plural, "overflowed": watcher.overflowed})
+        stream.abort()
+        if limits.on_slow_close is not None:
+            limits.on_slow_close(definition.plural)
+    except ConnectionResetError:
+        pass  # the client went away; nothing to tell it
     finally:
         watcher.sink = None
         cache.remove_watcher(watcher)
@@ -230,6 +269,11 @@ class _ChunkedStream:
     def __init__(self, transport: asyncio.BaseTransport | None) -> None:
         self.transport = transport
 
+    def abort(self) -> None:
+        """Drop the connection and whatever it still buffers."""
+        if self.transport is not None:
+            self.transport.abort()  # type: ignore[attr-defined]
+
     @property
     def gone(self) -> bool:
         return self.transport is None or self.transport.is_closing()
@@ -246,17 +290,23 @@ class _ChunkedStream:
             raise ConnectionResetError("the watch client went away")
         self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
 
-    async def drained(self) -> None:
-        """Wait until the client has taken most of what was written."""
+    async def drained(self, timeout: float, watcher: Watcher) -> bool:
+        """Wait until the client has taken most of what was written; False
+        if it has not within ``timeout`` seconds, or the watcher has been
+        terminated meanwhile (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
-            await asyncio.sleep(0.005)
+            if watcher.terminated or loop.time() >= deadline:
+                return False
+            await asyncio.sleep(_DRAIN_POLL)
         if self.gone:
             raise ConnectionResetError("the watch client went away")
+        return True
 
 
-def _client_gone(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
+class _SlowClient(Exception):
+    """The watch client fell too far behind; its watch ends."""
 
 
 async def _pump(
@@ -267,6 +317,7 @@ async def _pump(
     bookmarks: bool,
     bookmark_interval: float,
     timeout: float,
+    limits: WatchLimits,
 ) -> None:
     """The stream's own task: writes what the cacher could not (a backed-up
     client), bookmarks, and ends the stream on time or when told to."""
@@ -286,13 +337,23 @@ async def _pump(
                 await watcher.wake.wait()
             finally:
                 timer.cancel()
-        events = watcher.take()
+        events = watcher.take(limits.frame_bytes)
         if events:
-            stream.write(encoder.lines(events))
-            await stream.drained()
+            try:
+                frame = encoder.lines(events)
+            except Exception as err:
+                log.exception("encoding watch events failed", extra={"resource": encoder.definition.plural})
+                watcher.fail(f"unable to encode watch events: {err!r}")
+                break
+            stream.write(frame)
+            if not await stream.drained(limits.slow_client_timeout, watcher):
+                if watcher.terminated and not watcher.overflowed:
+                    break  # the server is closing every watch (shutdown, cache reload)
+                raise _SlowClient()
         if watcher.terminated or stream.gone:
             break
-        if bookmarks and loop.time() >= next_bookmark:
-            # everything up to the cache's revision has been written or filtered out
+        if bookmarks and loop.time() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
+            # nothing queued: every event up to the cache's revision has been
+            # written or was not for this watcher (see the module docstring)
             stream.write(encoder.bookmark(cache.revision))
             next_bookmark = loop.time() + bookmark_interval

@@ -19,7 +19,15 @@ Invariants:
   registered at run time at exactly the cacher's revision);
 - if the store watch breaks (compaction overtook it, the store failed over),
   every cache is reloaded and every watcher ended: clients re-watch and, if
-  their RV is too old, get 410 and relist, as with upstream.
+  their RV is too old, get 410 and relist, as with upstream;
+- a store watch that merely *lagged* (:class:`~k8py.storage.WatchLaggedError`:
+  everything up to its revision was delivered) is resumed from there, with
+  no reload and no watcher ended;
+- one bad thing never ends every watch: a watcher whose encoding or
+  selectors fail gets an ERROR event and is closed alone (see the watch
+  cache); a stored value that cannot be decoded is logged, counted in
+  ``undecodable`` (and ``on_undecodable``) and skipped, in the watch and in
+  (re)loads alike, so a reload cannot loop on it.
 
 Consistent reads (``wait_for_store_revision``): the caller reads the store's
 current revision, then waits for the cache to reach it. The one watch only
@@ -37,11 +45,12 @@ import asyncio
 import heapq
 import itertools
 import logging
-from typing import Callable
+from typing import Callable, Iterator
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
-from k8py.apiserver.watch.watch_cache import CacheWatcher, WatchCache, build_cached_object
-from k8py.storage import CompactedError, Storage, StorageError, WatchBatch
+from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
+from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
 __all__ = ["Cacher", "resource_of_key"]
 
@@ -67,6 +76,8 @@ class Cacher:
         *,
         capacity: int = 10_000,
         on_event: Callable[[str], None] | None = None,
+        watch_limits: WatchLimits | None = None,
+        on_undecodable: Callable[[str], None] | None = None,
     ) -> None:
         self.storage = storage
         self.registry = registry
@@ -79,6 +90,11 @@ class Cacher:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._on_event = on_event
+        self._on_undecodable = on_undecodable
+        #: stored values skipped because they could not be decoded
+        self.undecodable = 0
+        #: how far a watch client may fall behind (used by every watch stream)
+        self.watch_limits = watch_limits if watch_limits is not None else WatchLimits()
         # consistent reads: confirmed from the cache in time / not
         self.caught_up = 0
         self.fell_behind = 0
@@ -93,16 +109,18 @@ class Cacher:
         self._task = asyncio.create_task(self._run(), name="cacher-watch")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-        for cache in self.caches.values():
-            for watcher in cache.all_watchers():
-                watcher.terminate()
+        """Stop the store watch and end every watch. A cancellation of the
+        caller while the watch task winds down propagates (it is not the
+        watch task's own CancelledError, which ``asyncio.wait`` leaves alone)."""
+        task, self._task = self._task, None
+        try:
+            if task is not None:
+                task.cancel()
+                await asyncio.wait([task])
+        finally:
+            for cache in self.caches.values():
+                for watcher in cache.all_watchers():
+                    watcher.terminate()
 
     def _ensure_cache(self, definition: ResourceDefinition) -> WatchCache:
         name = definition.storage_key_resource
@@ -134,10 +152,7 @@ class Cacher:
         async with self._lock:
             cache = self._ensure_cache(definition)
             result = await self.storage.list(definition.key_prefix, revision=self.revision or 0)
-            cache.reset(
-                (build_cached_object(definition, kv.key, kv.value, kv.mod_revision) for kv in result.kvs),
-                self.revision,
-            )
+            cache.reset(self._decode_all(definition, result.kvs), self.revision)
 
     async def _load(self) -> None:
         """(Re)load every cache from one list of the whole prefix."""
@@ -149,11 +164,23 @@ class Cacher:
             cache = self.caches.get(name)
             if cache is None:
                 continue  # no definition yet: loaded when one is registered
-            d = cache.definition
-            cache.reset((build_cached_object(d, kv.key, kv.value, kv.mod_revision) for kv in kvs), result.revision)
+            cache.reset(self._decode_all(cache.definition, kvs), result.revision)
         self.revision = result.revision
         self.ready.set()
         self._wake_waiters()
+
+    def _decode_all(self, definition: ResourceDefinition, kvs: list[KeyValue]) -> Iterator[CachedObject]:
+        for kv in kvs:
+            try:
+                yield build_cached_object(definition, kv.key, kv.value, kv.mod_revision)
+            except Exception:
+                self._count_undecodable(definition, kv.key)
+
+    def _count_undecodable(self, definition: ResourceDefinition, key: str) -> None:
+        self.undecodable += 1
+        log.error("stored object cannot be decoded; skipped", extra={"key": key, "resource": definition.plural}, exc_info=True)
+        if self._on_undecodable is not None:
+            self._on_undecodable(definition.plural)
 
     async def _run(self) -> None:
         while True:
@@ -163,6 +190,10 @@ class Cacher:
                         self._apply(batch)
             except asyncio.CancelledError:
                 raise
+            except WatchLaggedError as err:
+                # everything up to err.revision was delivered and applied: go on from there
+                log.warning("cacher watch lagged; resuming", extra={"revision": err.revision, "cache_revision": self.revision})
+                continue
             except CompactedError as err:
                 log.warning("cacher watch expired; reloading caches", extra={"error": str(err)})
             except StorageError as err:
@@ -197,7 +228,12 @@ class Cacher:
             cache = self.caches.get(resource_of_key(event.kv.key))
             if cache is None:
                 continue
-            touched.update(cache.apply(event))
+            try:
+                touched.update(cache.apply(event))
+            except UndecodableObject:
+                self._count_undecodable(cache.definition, event.kv.key)
+                touched.update(cache.skip_undecodable(event))
+                continue
             if self._on_event is not None:
                 self._on_event(cache.definition.plural)
         if batch.revision > self.revision:

@@ -24,11 +24,20 @@ Fan-out is one-directional: ``apply`` offers the event to the watchers
 indexed under it (any :class:`CacheWatcher`) and returns the ones that want
 a flush; the caller (the cacher) flushes them once per store batch. A
 watcher never reaches back into the cache or the cacher.
+
+Faults stay local. A stored value that cannot be decoded raises
+:class:`UndecodableObject` from :meth:`WatchCache.apply` before anything
+changes; the cacher logs and counts it and calls
+:meth:`WatchCache.skip_undecodable`: a delete still removes the key, a
+create or update leaves the last good state. A watcher whose ``offer`` raises is failed alone
+(:meth:`Watcher.fail`: an ERROR event, then its stream ends); the other
+watchers, and the rest of the batch, go on.
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol
@@ -39,12 +48,23 @@ from k8py.apiserver.registry import ResourceDefinition
 from k8py.storage import EventType, WatchEvent
 
 __all__ = [
-    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "ADDED", "MODIFIED", "DELETED",
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "UndecodableObject",
+    "ADDED", "MODIFIED", "DELETED",
 ]
+
+log = logging.getLogger(__name__)
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
+
+
+class UndecodableObject(Exception):
+    """A stored value the cache cannot decode (see the module docstring)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"stored value of {key} cannot be decoded")
+        self.key = key
 
 
 class TooOldResourceVersion(Exception):
@@ -111,6 +131,9 @@ class CacheWatcher(Protocol):
 
     def terminate(self) -> None:
         """End the watch (its client re-watches)."""
+
+    def fail(self, reason: str) -> None:
+        """End the watch with an ERROR event carrying ``reason``."""
 
 
 _NO_LABELS: dict[str, str] = {}
@@ -208,9 +231,14 @@ class WatchCache:
 
     def apply(self, event: WatchEvent) -> list[CacheWatcher]:
         """Apply one store event and offer it to the watchers it may concern;
-        returns those that queued something to flush."""
+        returns those that queued something to flush. Raises
+        :class:`UndecodableObject` (with nothing changed) if the stored value
+        cannot be decoded."""
         kv = event.kv
-        cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+        try:
+            cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+        except Exception as err:
+            raise UndecodableObject(kv.key) from err
         if event.type is EventType.DELETE:
             prev = self.objects.pop(kv.key, None)
             if prev is not None:
@@ -223,6 +251,24 @@ class WatchCache:
             self.oldest_rv = self.ring[0].rv
         self.ring.append(cache_event)
         self.revision = max(self.revision, kv.mod_revision)
+        return self._dispatch(cache_event)
+
+    def skip_undecodable(self, event: WatchEvent) -> list[CacheWatcher]:
+        """Account for an event whose value :meth:`apply` could not decode: a
+        delete still removes the key (watchers get the last good state), a
+        create or update is skipped (the last good state stays)."""
+        kv = event.kv
+        self.revision = max(self.revision, kv.mod_revision)
+        if event.type is not EventType.DELETE:
+            return []
+        prev = self.objects.pop(kv.key, None)
+        if prev is None:
+            return []
+        self._unindex(prev)
+        cache_event = CacheEvent(DELETED, kv.mod_revision, prev, prev)
+        if len(self.ring) == self.ring.maxlen:
+            self.oldest_rv = self.ring[0].rv
+        self.ring.append(cache_event)
         return self._dispatch(cache_event)
 
     def advance(self, revision: int) -> None:
@@ -313,8 +359,12 @@ class WatchCache:
         touched: list[CacheWatcher] = []
         for group in targets:
             for watcher in list(group):
-                if watcher.offer(event):
-                    touched.append(watcher)
+                try:
+                    if watcher.offer(event):
+                        touched.append(watcher)
+                except Exception as err:  # this watcher's selectors or encoding: fail it alone
+                    log.exception("watcher failed on an event; closing it", extra={"resource": self.definition.plural, "key": event.obj.key})
+                    watcher.fail(f"unable to process the watch event for {event.obj.key}: {err!r}")
         return touched
 
     def all_watchers(self) -> list[CacheWatcher]:

@@ -21,20 +21,29 @@ the store batch (the watcher knows neither of them): everything
 queued goes out in one write straight to the connection, with no task switch
 per watcher per event. While the initial events are still being written, or
 when the connection's buffer is backed up, the stream's own task writes them
-instead (and waits for the buffer to drain). The queue is bounded
-(``max_pending``): a watcher that falls that far behind is terminated, and
-its client re-watches from the last resourceVersion it saw, as with upstream's
-slow-watcher handling. ``offer`` never awaits.
+instead (and waits for the buffer to drain). The queue is bounded in
+*bytes* (:attr:`WatchLimits.max_pending_bytes`; a count of events says
+nothing about memory when one object is 1 MB): a watcher that falls that far
+behind is terminated (``overflowed``), and its client re-watches from the
+last resourceVersion it saw, as with upstream's slow-watcher handling.
+``offer`` never awaits.
+
+The queued events hold references to the cache's encoded bytes, shared by
+every watcher, so the bound is what the client is owed rather than memory
+the watcher holds alone (a converted or Table-printed watch encodes its own
+copy only when it writes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 
-__all__ = ["Selection", "Sink", "Watcher"]
+__all__ = ["Selection", "Sink", "Watcher", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
 
 
 class Selection(Protocol):
@@ -52,6 +61,26 @@ class Selection(Protocol):
     def matches(self, obj: CachedObject) -> bool:
         """True if ``obj`` is selected."""
 
+MAX_PENDING_BYTES = 64 * 1024 * 1024
+SLOW_CLIENT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class WatchLimits:
+    """How far a watch client may fall behind before the server gives up on it."""
+
+    #: bytes queued for one watcher beyond which it is terminated
+    max_pending_bytes: int = MAX_PENDING_BYTES
+    #: the largest frame the stream's task writes at once (then it waits for the client)
+    frame_bytes: int = 1024 * 1024
+    #: a client whose connection stays backed up this long is disconnected
+    #: (upstream's cacher closes an unresponsive watcher the same way)
+    slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
+    #: told the resource's plural when a watcher is closed for being too slow
+    on_slow_close: Callable[[str], None] | None = None
+
+
+log = logging.getLogger(__name__)
 
 #: writes queued events to the stream now; False when it cannot (a slow client)
 Sink = Callable[[list[tuple[str, bytes]]], bool]
@@ -59,25 +88,29 @@ Sink = Callable[[list[tuple[str, bytes]]], bool]
 
 class Watcher:
     __slots__ = (
-        "query", "namespace", "index_value", "pending", "wake", "terminated", "overflowed",
-        "max_pending", "min_rv", "sink",
+        "query", "namespace", "index_value", "pending", "pending_bytes", "wake", "terminated", "overflowed",
+        "max_pending_bytes", "min_rv", "sink", "failure",
     )
 
-    def __init__(self, query: Selection, *, max_pending: int = 20_000) -> None:
+    def __init__(self, query: Selection, *, max_pending_bytes: int = MAX_PENDING_BYTES) -> None:
         self.query = query
         self.namespace = query.namespace
         self.index_value = query.index_value
         self.pending: list[tuple[str, bytes]] = []
+        #: the bytes of the objects in ``pending``
+        self.pending_bytes = 0
         self.wake = asyncio.Event()
         self.terminated = False
         self.overflowed = False
-        self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
         #: events at or below this revision are not for this watcher (a watch
         #: that started from a resourceVersion the cache had not reached)
         self.min_rv = 0
         #: set by the stream once its initial events are out: from then on the
         #: cacher writes each batch's events straight to the connection
         self.sink: Sink | None = None
+        #: why this watcher was failed (its stream ends with an ERROR event saying so)
+        self.failure: str | None = None
 
     def offer(self, event: CacheEvent) -> bool:
         """Queue what ``event`` means to this watcher; True if the queue now
@@ -104,7 +137,8 @@ class Watcher:
 
     def _push(self, type_: str, data: bytes) -> bool:
         self.pending.append((type_, data))
-        if len(self.pending) > self.max_pending:
+        self.pending_bytes += len(data)
+        if self.pending_bytes > self.max_pending_bytes:
             self.overflowed = True
             self.terminate()
             return False
@@ -119,16 +153,46 @@ class Watcher:
         the connection is backed up."""
         if not self.pending or self.terminated or self.sink is None:
             return
-        if self.sink(self.pending):
+        try:
+            written = self.sink(self.pending)
+        except Exception as err:  # encoding for this watcher failed: it alone ends
+            log.exception("writing watch events failed; closing the watch")
+            self.fail(f"unable to encode watch events: {err!r}")
+            return
+        if written:
             self.pending = []
+            self.pending_bytes = 0
         else:
             self.wake.set()
 
-    def take(self) -> list[tuple[str, bytes]]:
-        out, self.pending = self.pending, []
-        self.wake.clear()
+    def take(self, max_bytes: int = 0) -> list[tuple[str, bytes]]:
+        """The queued events, oldest first: all of them, or (``max_bytes``) a
+        prefix of at most that many bytes (at least one event)."""
+        if not max_bytes or self.pending_bytes <= max_bytes:
+            out, self.pending = self.pending, []
+            self.pending_bytes = 0
+            self.wake.clear()
+            return out
+        size = 0
+        count = 0
+        for _, data in self.pending:
+            size += len(data)
+            count += 1
+            if size >= max_bytes:
+                break
+        out = self.pending[:count]
+        del self.pending[:count]
+        self.pending_bytes -= size
         return out
 
     def terminate(self) -> None:
         self.terminated = True
         self.wake.set()
+
+    def fail(self, reason: str) -> None:
+        """End this watcher with an ERROR event carrying ``reason`` (nothing queued is sent)."""
+        if self.failure is None:
+            self.failure = reason
+        self.pending = []
+        self.pending_bytes = 0
+        self.terminate()

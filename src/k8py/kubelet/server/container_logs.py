@@ -71,9 +71,9 @@ def container_logs_handler(ctx: ServerContext, *, poll_interval: float = 0.1) ->
         try:
             async for chunk in read_log(attempt.log_path, options, still_running=still_running, poll_interval=poll_interval):
                 await response.write(chunk)
-        except ConnectionResetError:
-            return response
-        await response.write_eof()
+            await response.write_eof()
+        except ConnectionError:  # the reader went away
+            pass
         return response
 
     return handler  # type: ignore[return-value]

@@ -131,6 +131,8 @@ def exec_handler(ctx: ServerContext) -> Handler:
             return ws
         try:
             await _run_exec(ws, proc, protocol=protocol, command=command)
+        except* ConnectionError:
+            log.debug("exec client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
             await proc.close()
             if not ws.closed:
@@ -207,6 +209,8 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                 reader.cancel()
             if out in done and not ws.closed:
                 await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+        except* ConnectionError:
+            log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
             if fd >= 0:
                 os.close(fd)

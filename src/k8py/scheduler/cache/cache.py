@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from k8py.scheduler.framework.types import NodeInfo, PodInfo
+from k8py.scheduler.framework.types import _GENERATIONS, NodeInfo, PodInfo
 
 __all__ = ["SchedulerCache"]
 
@@ -55,6 +55,10 @@ class SchedulerCache:
         #: affinity plugins skip nodes (and whole cycles) with nothing to check
         self.affinity_nodes: dict[str, int] = {}
         self.anti_affinity_nodes: dict[str, int] = {}
+        #: every NodeInfo ever changed, least recently changed first (removed
+        #: nodes stay as tombstones with node=None): ``changed_since`` walks it
+        #: from the end, as upstream's generation-ordered node list
+        self._recent: dict[str, NodeInfo] = {}
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -70,6 +74,30 @@ class SchedulerCache:
         if info is None:
             info = self._infos[name] = NodeInfo(name)
         return info
+
+    def _touch(self, info: NodeInfo) -> None:
+        self._recent.pop(info.name, None)
+        self._recent[info.name] = info
+
+    @property
+    def generation(self) -> int:
+        """The generation of the latest change (0 before any)."""
+        if not self._recent:
+            return 0
+        return next(reversed(self._recent.values())).generation
+
+    def changed_since(self, generation: int) -> list[NodeInfo]:
+        """Every NodeInfo changed after ``generation`` (tombstones included), newest first."""
+        out = []
+        for info in reversed(self._recent.values()):
+            if info.generation <= generation:
+                break
+            out.append(info)
+        return out
+
+    def all_infos(self) -> list[NodeInfo]:
+        """Every NodeInfo, listed or not (a deleted node still holding pods)."""
+        return list(self._infos.values())
 
     def _count_images(self, info: NodeInfo, sign: int) -> None:
         for image in info.images:
@@ -88,6 +116,7 @@ class SchedulerCache:
         if info.index < 0:
             info.index = len(self.nodes)
             self.nodes.append(info)
+        self._touch(info)
         return info
 
     update_node = add_node
@@ -105,6 +134,9 @@ class SchedulerCache:
                 last.index = info.index
             info.index = -1
         info.node = None
+        info.labels = {}
+        info.generation = next(_GENERATIONS)
+        self._touch(info)
         if not info.pods:
             del self._infos[name]
 
@@ -142,7 +174,9 @@ class SchedulerCache:
         del self._pods[key]
 
     def _place(self, info: PodInfo) -> None:
-        self._info(info.node_name).add_pod(info)
+        node = self._info(info.node_name)
+        node.add_pod(info)
+        self._touch(node)
         self._count_affinity(info, +1)
 
     def _count_affinity(self, info: PodInfo, sign: int) -> None:
@@ -160,6 +194,7 @@ class SchedulerCache:
         if node is not None:
             if node.remove_pod(info.key) is not None:
                 self._count_affinity(info, -1)
+                self._touch(node)
             self._drop_ghost(node)
 
     def add_pod(self, pod: Object) -> PodInfo:

@@ -12,7 +12,7 @@ reads plain attributes instead of walking dicts:
   (the pod object never changes under a PodInfo: an update makes a new one).
 - ``NodeInfo`` holds the node's allocatable, the summed requests of its pods
   (assumed ones included), used host ports, taints split by effect, images,
-  and a ``generation`` bumped on every change.
+  and a ``generation`` taken from one global clock on every change.
 
 Invariants: ``NodeInfo.requested`` always equals the sum of its pods' requests;
 only the cache (``k8py.scheduler.cache``) mutates NodeInfos, and only between
@@ -21,6 +21,7 @@ scheduling cycles (the loop is single-threaded, so a cycle sees a stable view).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from k8py.api.quantity import quantity_milli_value, quantity_value
@@ -28,6 +29,11 @@ from k8py.api.quantity import quantity_milli_value, quantity_value
 __all__ = ["PodInfo", "NodeInfo", "Resources", "pod_requests", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST"]
 
 Object = dict[str, Any]
+
+#: one clock for every NodeInfo: a change anywhere gets a higher generation than
+#: every change before it, so "what changed since G" is well defined (the cache's
+#: incremental aggregates rely on it)
+_GENERATIONS = itertools.count(1)
 
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
@@ -279,7 +285,7 @@ class NodeInfo:
             for name in image.get("names") or ():
                 images[name] = int(image.get("sizeBytes") or 0)
         self.images = images
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def add_pod(self, info: PodInfo) -> None:
         self.pods[info.key] = info
@@ -292,7 +298,7 @@ class NodeInfo:
         for ip, protocol, port in info.host_ports:
             ips = self.used_ports.setdefault((protocol, port), {})
             ips[ip] = ips.get(ip, 0) + 1
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def remove_pod(self, key: str) -> PodInfo | None:
         info = self.pods.pop(key, None)
@@ -310,7 +316,7 @@ class NodeInfo:
                     del ips[ip]
                 if not ips:
                     del self.used_ports[(protocol, port)]
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
         return info
 
     def clone(self) -> NodeInfo:

@@ -23,10 +23,11 @@ the policies).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Any, Sequence
 
 from k8py.api.selectors import LabelSelector, Operator, Requirement, label_selector_from_dict
+from k8py.scheduler.cache.aggregate import NodeAggregate
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState, PreFilterResult
 from k8py.scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
@@ -102,45 +103,81 @@ def _eligible(pod: PodInfo, node: NodeInfo, constraints: Sequence[Constraint], c
 
 
 class SpreadState:
-    __slots__ = ("constraints", "counts", "domains", "pod")
+    """Per constraint: matching pods per domain (``counts``) and the eligible
+    domains (``domains``: value -> eligible nodes). Shared with the aggregate it
+    came from until preemption changes it (copy on write)."""
 
-    def __init__(self, pod: PodInfo, constraints: list[Constraint]) -> None:
+    __slots__ = ("constraints", "counts", "domains", "pod", "owned", "_mins")
+
+    def __init__(self, pod: PodInfo, constraints: list[Constraint], counts: list[dict[str, int]] | None = None,
+                 domains: list[dict[str, int]] | None = None) -> None:
         self.pod = pod
         self.constraints = constraints
-        self.counts: list[dict[str, int]] = [defaultdict(int) for _ in constraints]
-        self.domains: list[set[str]] = [set() for _ in constraints]
+        self.counts: list[dict[str, int]] = counts if counts is not None else [{} for _ in constraints]
+        self.domains: list[dict[str, int]] = domains if domains is not None else [{} for _ in constraints]
+        self.owned = counts is None
+        self._mins: list[int | None] = [None] * len(constraints)
 
     def clone(self) -> SpreadState:
-        c = SpreadState(self.pod, self.constraints)
-        c.counts = [defaultdict(int, d) for d in self.counts]
-        c.domains = [set(d) for d in self.domains]
+        c = SpreadState(self.pod, self.constraints, [dict(d) for d in self.counts], [dict(d) for d in self.domains])
+        c.owned = True
         return c
 
     def min_match(self, i: int) -> int:
-        c = self.constraints[i]
-        if len(self.domains[i]) < c.min_domains:
-            return 0
-        return min((self.counts[i].get(d, 0) for d in self.domains[i]), default=0)
+        cached = self._mins[i]
+        if cached is None:
+            c = self.constraints[i]
+            if len(self.domains[i]) < c.min_domains:
+                cached = 0
+            else:
+                counts = self.counts[i]
+                cached = min((counts.get(d, 0) for d in self.domains[i]), default=0)
+            self._mins[i] = cached
+        return cached
 
     def update_with(self, existing: PodInfo, node: NodeInfo, sign: int) -> None:
+        if not self.owned:
+            self.counts = [dict(d) for d in self.counts]
+            self.domains = [dict(d) for d in self.domains]
+            self.owned = True
+        self._mins = [None] * len(self.constraints)
         for i, c in enumerate(self.constraints):
             value = node.labels.get(c.key)
             if value is None or value not in self.domains[i] or existing.namespace != self.pod.namespace:
                 continue
             if c.selector.matches(existing.labels):
-                self.counts[i][value] += sign
+                self.counts[i][value] = self.counts[i].get(value, 0) + sign
+
+
+def node_contribution(pod: PodInfo, node: NodeInfo, constraints: Sequence[Constraint]) -> list[tuple[Any, str, int]]:
+    """What ``node`` adds for ``pod``: per eligible constraint, its domain and its matching pods."""
+    out: list[tuple[Any, str, int]] = []
+    for i, c in enumerate(constraints):
+        if not _eligible(pod, node, constraints, c):
+            continue
+        value = node.labels[c.key]
+        out.append((("dom", i), value, 1))
+        if node.pods:
+            n = _count_matching(node, c.selector, pod.namespace)
+            if n:
+                out.append((("cnt", i), value, n))
+    return out
+
+
+def _state_from(pod: PodInfo, constraints: list[Constraint], groups: dict[Any, dict[str, int]]) -> SpreadState:
+    return SpreadState(pod, constraints, [groups.get(("cnt", i)) or {} for i in range(len(constraints))],
+                       [groups.get(("dom", i)) or {} for i in range(len(constraints))])
 
 
 def spread_state(pod: PodInfo, nodes: Sequence[NodeInfo], constraints: list[Constraint]) -> SpreadState:
-    state = SpreadState(pod, constraints)
+    """The PreFilter counts over ``nodes`` from scratch (the plugin keeps them incrementally)."""
+    groups: dict[Any, dict[str, int]] = {}
     for node in nodes:
-        for i, c in enumerate(constraints):
-            if not _eligible(pod, node, constraints, c):
-                continue
-            value = node.labels[c.key]
-            state.domains[i].add(value)
-            if node.pods:
-                state.counts[i][value] += _count_matching(node, c.selector, pod.namespace)
+        for group, value, n in node_contribution(pod, node, constraints):
+            values = groups.setdefault(group, {})
+            values[value] = values.get(value, 0) + n
+    state = _state_from(pod, constraints, groups)
+    state.owned = True
     return state
 
 
@@ -169,15 +206,38 @@ class PodTopologySpread:
         self.handle = handle
         policy = args.get("defaultingType") or "System"
         self.defaults = DEFAULT_CONSTRAINTS if policy == "System" else list(args.get("defaultConstraints") or ())
+        self._aggregates: OrderedDict[Any, NodeAggregate] = OrderedDict()
 
     def _all_nodes(self, nodes: Sequence[NodeInfo]) -> Sequence[NodeInfo]:
         return self.handle.nodes if self.handle is not None else nodes
+
+    def _shape(self, pod: PodInfo, constraints: list[Constraint]) -> Any:
+        parts: list[Any] = [pod.namespace]
+        for c in constraints:
+            parts.append((c.key, c.selector.to_string(), c.selector.nothing, c.honor_affinity, c.honor_taints))
+        if any(c.honor_affinity for c in constraints):
+            parts.append(pod.shape("node-affinity"))
+        if any(c.honor_taints for c in constraints):
+            parts.append(pod.shape("tolerations"))
+        return tuple(parts)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         hard = [c for c in constraints_of(pod, self.defaults) if c.hard]
         if not hard:
             return None, Status(Code.SKIP)
-        state.write(_FILTER_KEY, spread_state(pod, nodes, hard))
+        cache = getattr(self.handle, "cache", None)
+        if cache is None:
+            state.write(_FILTER_KEY, spread_state(pod, nodes, hard))
+            return None, None
+        key = self._shape(pod, hard)
+        agg = self._aggregates.get(key)
+        if agg is None:
+            agg = self._aggregates[key] = NodeAggregate(lambda node: node_contribution(pod, node, hard))
+            if len(self._aggregates) > 16:
+                self._aggregates.popitem(last=False)
+        else:
+            self._aggregates.move_to_end(key)
+        state.write(_FILTER_KEY, _state_from(pod, hard, agg.refresh(cache)))
         return None, None
 
     def add_pod(self, state: CycleState, pod: PodInfo, add: PodInfo, node: NodeInfo) -> None:
@@ -193,6 +253,32 @@ class PodTopologySpread:
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         s = state.read(_FILTER_KEY)
         return check_node(s, node) if s is not None else None
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], failed: dict[str, Status]) -> list[NodeInfo]:
+        """The batch form of :func:`check_node`: per constraint, the pod's own match and
+        the minimum are computed once; each node is then a lookup and a compare."""
+        s: SpreadState | None = state.read(_FILTER_KEY)
+        if s is None:
+            return nodes
+        # a node passes constraint i while count[value] <= limit_i
+        checks = [(c.key, s.counts[i], c.max_skew + s.min_match(i) - (1 if c.selector.matches(pod.labels) else 0))
+                  for i, c in enumerate(s.constraints)]
+        missing = unresolvable(REASON_MISSING_LABEL).with_plugin(self.name)
+        skewed = unschedulable(REASON_CONSTRAINTS).with_plugin(self.name)
+        out = []
+        for node in nodes:
+            labels = node.labels
+            for key, counts, limit in checks:
+                value = labels.get(key)
+                if value is None:
+                    failed[node.name] = missing
+                    break
+                if counts.get(value, 0) > limit:
+                    failed[node.name] = skewed
+                    break
+            else:
+                out.append(node)
+        return out
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status | None:
         soft = [c for c in constraints_of(pod, self.defaults) if not c.hard]

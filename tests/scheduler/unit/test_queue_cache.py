@@ -1,0 +1,147 @@
+"""The scheduling queue (on a fake clock) and the cache."""
+
+from __future__ import annotations
+
+from k8py.client.clock import FakeClock
+from k8py.scheduler.cache import SchedulerCache
+from k8py.scheduler.cache.aggregate import NodeAggregate
+from k8py.scheduler.framework.interfaces import ClusterEventHint
+from k8py.scheduler.framework.status import unresolvable
+from k8py.scheduler.plugins.priority_sort import less
+from k8py.scheduler.queue import ACTIVE, BACKOFF, GATED, UNSCHEDULABLE, SchedulingQueue
+from tests.scheduler.conftest import node as node_obj
+from tests.scheduler.conftest import pod as pod_obj
+
+
+def _queue(**kw):
+    clock = FakeClock()
+    return SchedulingQueue(less=less, clock=clock, **kw), clock
+
+
+def test_active_queue_orders_by_priority_then_arrival():
+    q, clock = _queue()
+    q.add(pod_obj("low", priority=1))
+    clock.advance(1)
+    q.add(pod_obj("high", priority=10))
+    clock.advance(1)
+    q.add(pod_obj("low2", priority=1))
+    assert [q.pop_nowait().info.name for _ in range(3)] == ["high", "low", "low2"]
+    assert q.pop_nowait() is None
+
+
+def test_backoff_doubles_from_one_second_to_ten():
+    q, clock = _queue()
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    durations = []
+    for attempts in range(1, 7):
+        qpi.attempts = attempts
+        durations.append(q.backoff_duration(qpi))
+    assert durations == [1, 2, 4, 8, 10, 10]
+
+
+def test_failed_pod_waits_out_its_backoff():
+    q, clock = _queue()
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    assert q.add_unschedulable(qpi, backoff_only=True) == BACKOFF
+    assert q.flush_backoff() == 0
+    clock.advance(1.01)
+    assert q.flush_backoff() == 1 and q.where("default/p") == ACTIVE
+
+
+def test_unschedulable_pods_move_only_on_events_their_plugins_registered():
+    hints = {"NodeResourcesFit": [ClusterEventHint("Node", frozenset({"Add"}), lambda pod, old, new: new.get("fits"))]}
+    q, clock = _queue(hints=hints)
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable(qpi) == UNSCHEDULABLE
+    assert q.move_on_event("Pod", ("Add",)) == 0  # not registered
+    assert q.move_on_event("Node", ("Add",), None, {"fits": False}) == 0  # the hint says it cannot help
+    clock.advance(5)
+    assert q.move_on_event("Node", ("Add",), None, {"fits": True}) == 1
+    assert q.where("default/p") == ACTIVE
+
+
+def test_an_event_during_the_cycle_sends_the_pod_to_backoff():
+    q, clock = _queue()
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    q.move_on_event("Node", ("Add",))  # arrives while the pod is being scheduled
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable(qpi) == BACKOFF
+
+
+def test_leftover_unschedulable_pods_are_flushed_after_five_minutes():
+    q, clock = _queue()
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"X"}
+    q.add_unschedulable(qpi)
+    clock.advance(299)
+    assert q.flush_unschedulable_leftover() == 0
+    clock.advance(2)
+    assert q.flush_unschedulable_leftover() == 1
+
+
+def test_gated_pods_wait_for_pre_enqueue_to_pass():
+    def gate(pod):
+        return unresolvable("gated") if pod.spec.get("schedulingGates") else None
+    q, clock = _queue(pre_enqueue=gate)
+    assert q.add(pod_obj("g", schedulingGates=[{"name": "x"}])) == GATED
+    assert q.pop_nowait() is None
+    assert q.update(pod_obj("g")) == ACTIVE
+    assert q.pop_nowait().info.name == "g"
+
+
+def test_cache_assume_confirm_forget_and_expire():
+    cache = SchedulerCache(assumed_ttl=30)
+    cache.add_node(node_obj("n", cpu="2"))
+    from k8py.scheduler.framework.types import PodInfo
+    p = PodInfo({**pod_obj("p", cpu="1"), "metadata": {"name": "p", "namespace": "default", "uid": "u"}})
+    cache.assume_pod(p.with_node("n"))
+    assert cache.node("n").requested.milli_cpu == 1000 and cache.is_assumed("default/p")
+    cache.forget_pod("default/p")
+    assert cache.node("n").requested.milli_cpu == 0
+    cache.assume_pod(p.with_node("n"))
+    cache.finish_binding("default/p", now=100)
+    assert cache.cleanup_expired(now=129) == []
+    assert cache.cleanup_expired(now=131) == ["default/p"]
+    assert cache.node("n").requested.milli_cpu == 0
+    cache.assume_pod(p.with_node("n"))
+    bound = {**pod_obj("p", cpu="1", nodeName="n")}
+    cache.add_pod(bound)  # the informer confirms it
+    assert not cache.is_assumed("default/p") and cache.node("n").requested.milli_cpu == 1000
+
+
+def test_a_deleted_node_with_pods_is_kept_unlisted():
+    cache = SchedulerCache()
+    cache.add_node(node_obj("n"))
+    cache.add_pod(pod_obj("p", nodeName="n"))
+    cache.remove_node("n")
+    assert cache.nodes == [] and cache.node("n") is None
+    assert cache.dump() == {"n": ["default/p"]}
+    cache.remove_pod("default/p")
+    assert cache.dump() == {}
+
+
+def test_aggregate_follows_only_the_nodes_that_changed():
+    cache = SchedulerCache()
+    for i in range(3):
+        cache.add_node(node_obj(f"n{i}", labels={"zone": "z1" if i < 2 else "z2"}))
+    calls = []
+
+    def contribution(info):
+        calls.append(info.name)
+        return [("pods", info.labels.get("zone", ""), len(info.pods))] if info.pods else []
+    agg = NodeAggregate(contribution)
+    assert agg.refresh(cache) == {}
+    assert len(calls) == 3
+    calls.clear()
+    cache.add_pod(pod_obj("p", nodeName="n2"))
+    assert agg.refresh(cache) == {"pods": {"z2": 1}}
+    assert calls == ["n2"]
+    cache.remove_node("n2")
+    cache.remove_pod("default/p")
+    assert agg.refresh(cache) == {}
