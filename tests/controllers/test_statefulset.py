@@ -175,3 +175,30 @@ async def test_kubectl_rollout_undo_of_a_statefulset(client, server, start_manag
     assert sorted(r["revision"] for r in revisions) == [2, 3]  # revision 1 came back as 3
     history = (await asyncio.to_thread(k.run, "rollout", "history", "statefulset/db")).stdout
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
+
+
+async def test_a_recreated_set_adopts_the_pods_and_history_an_orphaning_delete_left(client, start_manager, driver) -> None:
+    await start_manager("statefulset", "garbagecollector")
+    await client.create(STATEFULSETS, _sts(2), namespace="default")
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1"], "db:1"))
+    before = {n: p["metadata"]["uid"] for n, p in (await _pods(client)).items()}
+    revision_names = {r["metadata"]["name"] for r in (await client.list(CONTROLLER_REVISIONS, "default"))["items"]}
+    await client.delete(STATEFULSETS, "default", "db", propagation_policy="Orphan")
+
+    async def orphaned() -> bool:
+        pods = (await _pods(client)).values()
+        return len(pods) == 2 and all(not p["metadata"].get("ownerReferences") for p in pods)
+
+    await eventually(orphaned)
+    created = await client.create(STATEFULSETS, _sts(2), namespace="default")
+
+    async def adopted() -> bool:
+        pods = (await _pods(client)).values()
+        return len(pods) == 2 and all((p["metadata"].get("ownerReferences") or [{}])[0].get("uid")
+                                      == created["metadata"]["uid"] for p in pods)
+
+    await eventually(adopted)
+    assert {n: p["metadata"]["uid"] for n, p in (await _pods(client)).items()} == before  # kept, not recreated
+    revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
+    assert {r["metadata"]["name"] for r in revisions} == revision_names
+    assert all(r["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"] for r in revisions)

@@ -35,9 +35,10 @@ most ``frame_bytes``, each after the connection has drained below
 ``slow_client_timeout``, or a backlog beyond ``max_pending_bytes``, ends the
 watch: the connection is aborted (what the client has fully received stays
 valid; it re-watches from its last resourceVersion) and ``on_slow_close``
-counts it. Waiting for the drain polls the transport's buffer (5 ms, backing
-off to 50 ms): asyncio has no public drain signal for a transport written
-directly, and aiohttp owns the protocol's flow-control callbacks.
+counts it. Waiting for the drain polls the transport's buffer every 5 ms:
+asyncio has no public drain signal for a transport written directly, and
+aiohttp owns the protocol's flow-control callbacks (a backing-off poll
+would leave a drained client idle for up to its interval).
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ _INITIAL_CHUNK = 512  # initial ADDED events per write
 #: cacher; its task waits until it is under the low mark
 _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 256 * 1024
+#: how often a backed-up stream looks at its connection's buffer
+_DRAIN_POLL = 0.005
 
 
 def _invalid_watch(field: str, message: str) -> Invalid:
@@ -293,12 +296,10 @@ class _ChunkedStream:
         terminated meanwhile (see the module docstring)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        delay = 0.005
         while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
             if watcher.terminated or loop.time() >= deadline:
                 return False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            await asyncio.sleep(_DRAIN_POLL)
         if self.gone:
             raise ConnectionResetError("the watch client went away")
         return True

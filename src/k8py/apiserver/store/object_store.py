@@ -28,6 +28,7 @@ from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.store.key_locks import KeyLocks
 from k8py.apiserver.store.object_meta import (
     carry_meta_for_update,
+    parse_resource_version,
     prepare_meta_for_create,
     raise_if_invalid,
     validate_meta,
@@ -107,6 +108,7 @@ class ObjectStore:
         manager: FieldManager | None = None,
     ) -> Object:
         self._check_type(definition, obj)
+        name_given = bool((obj.get("metadata") or {}).get("name"))
         prepare_meta_for_create(definition, obj, namespace, now=self.clock())
         strategy = definition.strategy
         strategy.default(obj)
@@ -121,7 +123,7 @@ class ObjectStore:
             await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
         if dry_run:
             return obj
-        generated = not (obj.get("metadata") or {}).get("name") or "generateName" in meta
+        generated = not name_given and bool(meta.get("generateName"))
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
@@ -247,7 +249,8 @@ class ObjectStore:
             self._check_type(definition, new)
             new_meta = new.setdefault("metadata", {})
             rv = precondition_rv or new_meta.get("resourceVersion") or ""
-            if rv and rv != str(kv.mod_revision):
+            expected = parse_resource_version(rv)  # "0" is none; unparsable fails as upstream's versioner
+            if expected and expected != kv.mod_revision:
                 raise Conflict.modified(definition.plural, name, definition.group)
             if new_meta.get("uid") and new_meta["uid"] != old["metadata"].get("uid"):
                 raise Conflict.for_object(

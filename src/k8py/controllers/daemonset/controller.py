@@ -38,6 +38,7 @@ from k8py.client.keys import split_key
 from k8py.client.resources import DAEMONSETS, NODES, PODS
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.daemonset.eligibility import add_daemon_tolerations, node_should_run_daemon_pod, pin_to_node
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import ControllerExpectations
 from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
@@ -154,7 +155,7 @@ class DaemonSetController(KeyedController):
             self.expectations.delete(key)
             return None
         ds = copy.deepcopy(cached)
-        revisions = self.revision_control.owned(ds)
+        revisions = await self.revision_control.claim(ds, DAEMONSETS)
         try:
             current, revisions = await self.revision_control.current(ds, revisions)
         except HashCollision:
@@ -163,10 +164,10 @@ class DaemonSetController(KeyedController):
             await self.client.update_status(DAEMONSETS, ds)
             return None
         hash_ = current["metadata"]["labels"][REVISION_HASH_LABEL]
-        uid = ds["metadata"]["uid"]
         selector = label_selector_from_dict((ds.get("spec") or {}).get("selector"))
-        pods = [p for p in self.pod_lister.list(selector, namespace=namespace)
-                if (controller_ref(p) or {}).get("uid") == uid]
+        manager = ControllerRefManager(self.client, ds, DAEMONSETS, PODS, selector,
+                                       recheck_owner(self.client, DAEMONSETS, ds))
+        pods = await manager.claim(self.pod_lister.list(namespace=namespace))
         nodes = self.node_lister.list()
         if not ds["metadata"].get("deletionTimestamp") and self.expectations.satisfied(key):
             await self._manage(key, ds, pods, nodes, hash_)

@@ -38,6 +38,7 @@ from k8py.client.keys import split_key
 from k8py.client.resources import JOBS, PODS
 from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import ControllerExpectations
 from k8py.controllers.job import indexes as ix
 from k8py.controllers.job.backoff import BackoffRecord, remaining_backoff
@@ -122,6 +123,15 @@ class JobController(KeyedController):
         pods = self.pod_lister.list(label_selector_from_dict(selector), namespace=job["metadata"]["namespace"])
         return [p for p in pods if (controller_ref(p) or {}).get("uid") == uid]
 
+    async def _claim_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Job's pods, adopting orphans its selector matches (upstream ``getPodsForJob``)."""
+        selector = (job.get("spec") or {}).get("selector")
+        if not selector:
+            return []
+        manager = ControllerRefManager(self.client, job, JOBS, PODS, label_selector_from_dict(selector),
+                                       recheck_owner(self.client, JOBS, job))
+        return await manager.claim(self.pod_lister.list(namespace=job["metadata"]["namespace"]))
+
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         job = self.job_lister.try_get(namespace, name)
@@ -130,7 +140,7 @@ class JobController(KeyedController):
             self.backoffs.pop(key, None)
             return None
         job = copy.deepcopy(job)
-        pods = self._owned_pods(job)
+        pods = await self._claim_pods(job)
         if is_finished(job):
             await self._remove_finalizers([p for p in pods if _has_finalizer(p)])
             return None

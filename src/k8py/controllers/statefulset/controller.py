@@ -38,6 +38,7 @@ from k8py.api.selectors import label_selector_from_dict
 from k8py.client.keys import split_key
 from k8py.client.resources import PODS, STATEFULSETS
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
@@ -100,7 +101,7 @@ class StatefulSetController(KeyedController):
         if cached is None:
             return None
         sts = copy.deepcopy(cached)
-        revisions = self.revision_control.owned(sts)
+        revisions = await self.revision_control.claim(sts, STATEFULSETS)
         try:
             update_rev, revisions = await self.revision_control.current(sts, revisions)
         except HashCollision:
@@ -110,10 +111,12 @@ class StatefulSetController(KeyedController):
             return None
         current_name = (sts.get("status") or {}).get("currentRevision")
         current_rev = next((r for r in revisions if r["metadata"]["name"] == current_name), update_rev)
-        uid = sts["metadata"]["uid"]
         selector = label_selector_from_dict((sts.get("spec") or {}).get("selector"))
-        pods = [p for p in self.pod_lister.list(selector, namespace=namespace)
-                if (controller_ref(p) or {}).get("uid") == uid]
+        manager = ControllerRefManager(self.client, sts, STATEFULSETS, PODS, selector,
+                                       recheck_owner(self.client, STATEFULSETS, sts))
+        # upstream isMemberOf: an orphan is adopted only if its name is one of ours
+        pods = await manager.claim(self.pod_lister.list(namespace=namespace), matches=lambda p: bool(
+            selector.matches((p.get("metadata") or {}).get("labels")) and ordinal_of(p, name) is not None))
         requeue: float | None = None
         if not sts["metadata"].get("deletionTimestamp"):
             requeue = await self._reconcile(sts, pods, current_rev, update_rev)
