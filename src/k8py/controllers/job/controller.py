@@ -265,6 +265,9 @@ class JobController(KeyedController):
                  active: list[dict[str, Any]]) -> Verdict | None:
         completions = spec.get("completions")
         if spec.get("completionMode") == "Indexed":
+            matched = success_policy_rule(spec, completed)
+            if matched is not None:
+                return Verdict("success", "SuccessPolicy", f"Matched rules at index {matched}")
             done = completions is not None and len(completed) >= completions
         elif completions is None:
             done = succeeded > 0 and not active
@@ -403,6 +406,23 @@ class JobController(KeyedController):
     async def _write_status(self, job: dict[str, Any]) -> dict[str, Any]:
         updated = await self.client.update_status(JOBS, job)
         return copy.deepcopy(updated)
+
+
+def success_policy_rule(spec: dict[str, Any], completed: set[int]) -> int | None:
+    """The first ``successPolicy`` rule the succeeded indexes meet (upstream
+    ``matchSuccessPolicy``): all of ``succeededIndexes``, or ``succeededCount``
+    of them (of all indexes when no set is given)."""
+    completions = int(spec.get("completions") or 0)
+    for i, rule in enumerate((spec.get("successPolicy") or {}).get("rules") or ()):
+        count = rule.get("succeededCount")
+        if rule.get("succeededIndexes") is not None:
+            wanted = ix.parse_intervals(rule["succeededIndexes"], completions)
+            met = len(completed & wanted) >= count if count is not None else wanted <= completed
+        else:
+            met = count is not None and len(completed) >= count
+        if met:
+            return i
+    return None
 
 
 def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
