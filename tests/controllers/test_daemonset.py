@@ -245,3 +245,21 @@ async def test_a_failed_daemon_pod_is_replaced(client, start_manager, driver) ->
         return any(e.get("reason") == "FailedDaemonPod" and failed_once[0] in e.get("message", "") for e in events)
 
     await eventually(warned)
+
+
+async def test_the_real_scheduler_binds_each_daemon_pod_to_the_node_it_is_pinned_to(client, start_manager) -> None:
+    from tests.scheduler.conftest import node as schedulable_node, running_scheduler
+
+    for name in ("s1", "s2", "s3"):
+        await client.create(NODES, schedulable_node(name))
+    async with running_scheduler(client, events=False):
+        await start_manager("daemonset")
+        await client.create(DAEMONSETS, _ds(), namespace="default")
+
+        async def bound() -> dict[str, str] | None:
+            pods = await _live_pods(client)
+            placed = {_pinned(p): p["spec"].get("nodeName") for p in pods}
+            return placed if len(pods) == 3 and all(placed.values()) else None
+
+        placed = await eventually(bound)
+    assert placed == {"s1": "s1", "s2": "s2", "s3": "s3"}

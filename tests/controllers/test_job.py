@@ -188,3 +188,27 @@ async def test_kubectl_create_job_wait_and_get(client, server, start_manager, dr
     assert rows[1].split()[:3] == ["pi", "Complete", "1/1"]
     pods = (await asyncio.to_thread(k.run, "get", "pods", "-l", "job-name=pi", "-o", "name")).stdout.split()
     assert len(pods) == 1
+
+
+async def test_a_success_policy_completes_an_indexed_job_and_stops_the_rest(client, start_manager, driver) -> None:
+    def outcome(pod: dict[str, Any]) -> str:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        return "Succeeded" if index == "1" else "Running"
+
+    driver.outcome = outcome
+    await start_manager("job", options=FAST)
+    policy = {"rules": [{"succeededIndexes": "0", "succeededCount": 1}, {"succeededIndexes": "1-2", "succeededCount": 1}]}
+    await client.create(JOBS, _job("leader", completions=3, parallelism=3, completionMode="Indexed",
+                                   successPolicy=policy), namespace="default")
+
+    async def complete():
+        job = await _get(client, "leader")
+        return job if _condition(job, "Complete") else None
+
+    job = await eventually(complete)
+    assert _condition(job, "SuccessCriteriaMet")["reason"] == "SuccessPolicy"
+    assert _condition(job, "Complete")["message"] == "Matched rules at index 1"
+    assert job["status"]["completedIndexes"] == "1"
+    assert job["status"].get("failed", 0) == 0  # the lingering pods were stopped, not failed
+    pods = (await client.list(PODS, "default"))["items"]
+    assert all(p["metadata"].get("deletionTimestamp") or p["status"]["phase"] == "Succeeded" for p in pods)

@@ -49,7 +49,7 @@ class KubeletProcess:
             if not line:
                 break
             self.output.append(line)
-            m = re.search(r"running .*/healthz and /metrics on http://[\d.]+:(\d+)", line)
+            m = re.search(r"running\b.*/healthz and /metrics on http://[\d.]+:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
                 threading.Thread(target=self._drain, daemon=True).start()

@@ -126,6 +126,13 @@ async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> floa
     return None
 
 
+async def _env_and_mounts(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], volume_paths: Mapping[str, str],
+                          pod_ip: str) -> tuple[dict[str, str], list[Any]]:
+    env = await build_env(w.pod, c, get=s.get_object, services=s.services(), pod_ip=pod_ip, host_ip=s.config.address,
+                          node_alloc=s.node_allocatable())
+    return env, VolumeManager.mounts(c, volume_paths)
+
+
 async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], latest: ContainerStatus | None,
                           volume_paths: Mapping[str, str], pod_ip: str) -> float | None:
     pod, name = w.pod, c["name"]
@@ -146,9 +153,11 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
     if name in w.waiting and w.waiting[name][0] in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "InspectFailed"):
         return retry
     try:
-        env = await build_env(pod, c, get=s.get_object, services=s.services(), pod_ip=pod_ip, host_ip=s.config.address,
-                              node_alloc=s.node_allocatable())
-        mounts = VolumeManager.mounts(c, volume_paths)
+        if s.config.simulated:  # no process will read it: spare the API server the lookups
+            env: dict[str, str] = {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if "value" in e}
+            mounts = []
+        else:
+            env, mounts = await _env_and_mounts(s, w, c, volume_paths, pod_ip)
     except (ConfigError, MountError) as err:
         w.waiting[name] = ("CreateContainerConfigError", str(err))
         s.event(pod, "Warning", "Failed", f"Error: {err}")
