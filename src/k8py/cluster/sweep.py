@@ -4,7 +4,7 @@ Containers started by the process runtime run in their own sessions (so a
 kubelet restart does not take them down, and a new kubelet adopts them), so
 stopping the kubelet does not stop them. On ``k8py down`` (and Ctrl-C) every
 process of this user that belongs to the data directory goes: its command
-line names the directory and it is a k8py or bwrap process (component flags,
+line names the directory and it is a k8py component or bwrap process (component flags,
 a container's binds), or its working directory or environment does (a
 container's pod directory), and every descendant of such a process. A
 ``tail -f DATA_DIR/logs/…`` in another terminal is left alone. The caller and its ancestors are never touched.
@@ -43,6 +43,19 @@ def _ancestors(pid: int) -> set[int]:
     return out
 
 
+COMPONENT_COMMANDS = {b"apiserver", b"controller-manager", b"scheduler", b"kubelet", b"proxy", b"dns"}
+
+
+def _is_component(cmdline: bytes) -> bool:
+    """``… k8py <component> …`` (``python -m k8py`` or the script), not
+    ``k8py down``/``status``/``up`` (the caller, or the supervisor)."""
+    args = cmdline.split(b"\0")
+    for i, arg in enumerate(args[:-1]):
+        if arg == b"k8py" or arg.endswith(b"/k8py"):
+            return args[i + 1] in COMPONENT_COMMANDS
+    return False
+
+
 def processes_of(data_dir: str) -> list[int]:
     """Pids (of this uid) that belong to ``data_dir``, descendants included."""
     root = os.path.realpath(data_dir).encode()
@@ -63,7 +76,7 @@ def processes_of(data_dir: str) -> list[int]:
         except OSError:
             cwd = b""
         cmdline = _read(f"/proc/{pid}/cmdline")
-        ours = b"k8py" in cmdline or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
+        ours = _is_component(cmdline) or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
         if ((ours and root in cmdline) or cwd == root or cwd.startswith(root + b"/")
                 or root in _read(f"/proc/{pid}/environ")):
             matched.add(pid)
