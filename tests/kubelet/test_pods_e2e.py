@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import json
 import time
 import urllib.request
@@ -148,3 +149,18 @@ def _log_lines(node: Node, ns: str, pod: str, container: str) -> list[str]:
     assert glob.glob(path), f"no CRI log at {path}"
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed_where_cgroups_allow(node: Node, ns: str) -> None:
+    import pytest
+
+    info = json.loads(node.kubectl.run("get", "node", "node-1", "-o", "json").stdout)
+    if not os.access("/sys/fs/cgroup/memory", os.W_OK):
+        pytest.skip("no writable cgroup v1 memory hierarchy on this machine: limits are only recorded")
+    assert info["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("k8py-process://")
+    node.core.create_namespaced_pod(ns, pod_manifest("hog", [{
+        "name": "c", "image": "python", "command": ["python3", "-c", "x = bytearray(200 * 1024 * 1024); print('survived')"],
+        "resources": {"limits": {"memory": "32Mi"}, "requests": {"memory": "32Mi"}}}], restartPolicy="Never"))
+    pod = node.wait_pod(ns, "hog", phase("Failed"), what="Failed")
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["reason"] == "OOMKilled" and term["exitCode"] == 137

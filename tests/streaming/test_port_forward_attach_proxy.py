@@ -183,5 +183,7 @@ def test_nodes_proxy_reaches_the_kubelet(cluster):
     metrics = cluster.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/metrics/resource").stdout
     assert 'container_memory_working_set_bytes{container="main",namespace="default",pod="web"}' in metrics
     assert "node_cpu_usage_seconds_total " in metrics
+    pods = json.loads(cluster.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/pods").stdout)
+    assert pods["kind"] == "PodList" and [p["metadata"]["name"] for p in pods["items"]] == ["web"]
     missing = cluster.kubectl.run("get", "--raw", "/api/v1/nodes/nope/proxy/healthz", check=False)
     assert 'nodes "nope" not found' in missing.stderr

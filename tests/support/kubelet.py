@@ -89,6 +89,23 @@ class KubeletProcess:
                     os.killpg(rec["pid"], signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        deadline = time.monotonic() + 10
+        for rec in self.container_records():
+            for d in rec.get("cgroups") or []:
+                while os.path.isdir(d) and time.monotonic() < deadline:
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        time.sleep(0.05)
+        from k8py.kubelet.runtime.process.cgroups import _own_path
+
+        for controller in ("memory", "cpu"):  # the kubelet's own k8py-<node> directories
+            own = _own_path(controller)
+            if own is not None:
+                try:
+                    os.rmdir(os.path.join("/sys/fs/cgroup", controller, own.lstrip("/"), f"k8py-{self.node_name}"))
+                except OSError:
+                    pass
 
     def __enter__(self) -> "KubeletProcess":
         return self.start()

@@ -60,6 +60,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
     p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
+    p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default="10Mi")
     p.add_argument("--container-log-max-files", type=int, default=5)
     p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff / image pull back-off start, seconds")
@@ -128,7 +129,8 @@ async def _main(args: argparse.Namespace) -> int:
             config = build_config(args)
             runtime = ProcessRuntime(config.runtime_dir, catalog=ImageCatalog.from_file(config.image_catalog), use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,
-                                     log_max_files=config.container_log_max_files)
+                                     log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                     use_cgroups=not args.no_cgroups)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())
