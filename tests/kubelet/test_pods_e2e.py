@@ -44,7 +44,7 @@ def test_a_bound_nginx_pod_goes_ready_on_its_own_ip_and_serves_the_welcome_page(
     pod = node.wait_pod(ns, "web", ready, what="Ready")
     st = pod["status"]
     assert st["phase"] == "Running" and st["qosClass"] == "Burstable"
-    assert ipaddress.ip_address(st["podIP"]) in ipaddress.ip_network("127.64.0.0/24") and st["podIPs"] == [{"ip": st["podIP"]}]
+    assert ipaddress.ip_address(st["podIP"]) in ipaddress.ip_network("127.64.0.0/10") and st["podIPs"] == [{"ip": st["podIP"]}]
     assert st["hostIP"] == "127.0.0.1" and st["startTime"]
     cs = st["containerStatuses"][0]
     assert cs["ready"] and cs["started"] and cs["restartCount"] == 0 and "running" in cs["state"]
@@ -164,3 +164,16 @@ def test_a_container_over_its_memory_limit_is_oom_killed_where_cgroups_allow(nod
     pod = node.wait_pod(ns, "hog", phase("Failed"), what="Failed")
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert term["reason"] == "OOMKilled" and term["exitCode"] == 137
+
+
+def test_termination_messages_come_from_the_file_or_the_log_tail(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("msgfile", [{
+        "name": "c", "image": "busybox", "command": ["sh", "-c", "echo bye-from-file > /dev/termination-log; exit 1"]}],
+        restartPolicy="Never"))
+    node.core.create_namespaced_pod(ns, pod_manifest("msglog", [{
+        "name": "c", "image": "busybox", "command": ["sh", "-c", "echo first; echo last-words; exit 2"],
+        "terminationMessagePolicy": "FallbackToLogsOnError"}], restartPolicy="Never"))
+    term = node.wait_pod(ns, "msgfile", phase("Failed"), what="Failed")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["message"] == "bye-from-file\n" and term["exitCode"] == 1
+    term = node.wait_pod(ns, "msglog", phase("Failed"), what="Failed")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["message"] == "first\nlast-words\n" and term["exitCode"] == 2
