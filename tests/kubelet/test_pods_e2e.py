@@ -94,6 +94,7 @@ def test_bad_pods_show_upstream_waiting_reasons_and_break_nothing_else(node: Nod
     node.core.create_namespaced_pod(ns, pod_manifest("nocm", [{"name": "c", "image": "busybox", "command": ["sleep", "300"],
                                                                "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k"}}}]}]))
     node.core.create_namespaced_pod(ns, pod_manifest("badname", [{"name": "c", "image": "Bad:Image:Name"}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("neverpull", [{"name": "c", "image": "alpine:3.19", "imagePullPolicy": "Never"}]))
     node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
     node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) == "ImagePullBackOff", what="ImagePullBackOff")
     bad = node.wait_pod(ns, "badcmd", lambda p: waiting_reason(p) in ("RunContainerError", "CrashLoopBackOff")
@@ -103,6 +104,8 @@ def test_bad_pods_show_upstream_waiting_reasons_and_break_nothing_else(node: Nod
     nocm = node.wait_pod(ns, "nocm", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
     assert 'configmap "absent" not found' in nocm["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     node.wait_pod(ns, "badname", lambda p: waiting_reason(p) == "InvalidImageName", what="InvalidImageName")
+    never = node.wait_pod(ns, "neverpull", lambda p: waiting_reason(p) == "ErrImageNeverPull", what="ErrImageNeverPull")
+    assert "is not present with pull policy of Never" in never["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     good = node.wait_pod(ns, "good", phase("Running"), what="Running")
     assert good["status"]["containerStatuses"][0]["restartCount"] == 0
     for name in ("noimage", "badcmd", "nocm"):
@@ -177,3 +180,31 @@ def test_termination_messages_come_from_the_file_or_the_log_tail(node: Node, ns:
     assert term["message"] == "bye-from-file\n" and term["exitCode"] == 1
     term = node.wait_pod(ns, "msglog", phase("Failed"), what="Failed")["status"]["containerStatuses"][0]["state"]["terminated"]
     assert term["message"] == "first\nlast-words\n" and term["exitCode"] == 2
+
+
+def test_a_changed_configmap_reaches_the_running_container_atomically(node: Node, ns: str) -> None:
+    node.core.create_namespaced_config_map(ns, {"metadata": {"name": "live"}, "data": {"v": "one"}})
+    node.core.create_namespaced_pod(ns, pod_manifest("watcher", [{
+        "name": "c", "image": "busybox", "command": ["sleep", "600"],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/live"}]}],
+        volumes=[{"name": "cfg", "configMap": {"name": "live"}}], terminationGracePeriodSeconds=1))
+    node.wait_pod(ns, "watcher", phase("Running"), what="Running")
+    cid = node.pod(ns, "watcher")["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    import asyncio
+
+    async def read() -> str:
+        from k8py.kubelet.runtime.process.launcher import nsenter_argv, command_pid, read_status_file
+
+        rec = next(r for r in node.kubelet.container_records() if r["id"] == cid)
+        ns_init, _ = read_status_file(os.path.join(node.kubelet.root_dir, "runtime", "containers", cid, "bwrap-status.json"))
+        argv = nsenter_argv(command_pid(rec["pid"], ns_init, True), "/", ["cat", "/etc/live/v"])
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        return out.decode()
+
+    assert asyncio.run(read()) == "one"
+    node.core.patch_namespaced_config_map("live", ns, {"data": {"v": "two"}})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and asyncio.run(read()) != "two":
+        time.sleep(0.5)
+    assert asyncio.run(read()) == "two"

@@ -42,7 +42,7 @@ class KubeletProcess:
     def start(self, timeout: float = 60) -> "KubeletProcess":
         args = [sys.executable, "-m", "k8py", "kubelet", "--kubeconfig", self.kubeconfig, "--node-name", self.node_name,
                 "--root-dir", self.root_dir, "--port", "0", "--backoff-base", "1", "--backoff-max", "8",
-                "--node-status-update-frequency", "2", "--lease-renew-interval", "2", "--log-level", "INFO", *self.extra]
+                "--node-status-update-frequency", "2", "--lease-renew-interval", "2", "--sync-frequency", "2", "--log-level", "INFO", *self.extra]
         if "--pod-cidr" not in self.extra:
             # other kubelets may run on this machine at the same time: keep our pod IPs apart
             args += ["--pod-cidr", f"127.{random.randint(65, 127)}.{random.randint(0, 255)}.0/24"]

@@ -67,6 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backoff-max", type=float, default=300.0, help="back-off cap, seconds")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0)
     p.add_argument("--lease-renew-interval", type=float, default=10.0)
+    p.add_argument("--sync-frequency", type=float, default=60.0, help="seconds between full re-syncs of every pod (volumes re-projected)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--log-level", default="WARNING")
@@ -99,6 +100,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config.backoff_base, config.backoff_max = args.backoff_base, args.backoff_max
     config.node_status_update_frequency = args.node_status_update_frequency
     config.node_lease_renew_interval = args.lease_renew_interval
+    if args.sync_frequency != 60.0 or not args.config:
+        config.sync_frequency = args.sync_frequency
     config.simulated = args.simulated
     return config
 

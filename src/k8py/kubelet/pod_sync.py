@@ -149,7 +149,7 @@ class PodSyncer:
         actions = compute_pod_actions(pod, sandbox_ready=ready, latest=latest, ever_initialized=w.initialized,
                                       probe_failed=self.prober.failed, is_started=self.prober.started)
         try:
-            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) > 10
+            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) >= min(10.0, self.config.sync_frequency)
             if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
