@@ -15,7 +15,7 @@ import shutil
 import time
 from typing import Any
 
-from k8py.kubelet.runtime.ipam import PodIPAllocator
+from k8py.kubelet.runtime.ipam import IPExhausted, PodIPAllocator
 from k8py.kubelet.runtime.process.records import read_records, write_record
 from k8py.kubelet.runtime.protocols import NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, SandboxState
 
@@ -48,7 +48,11 @@ class Sandboxes:
         else:
             if self._ipam is None:
                 raise RuntimeErrorStatus("NetworkNotReady", "network is not ready: the runtime has no pod CIDR yet")
-            ip = self._ipam.allocate()
+            try:
+                ip = self._ipam.allocate()
+            except IPExhausted:
+                raise RuntimeErrorStatus("FailedCreatePodSandBox", f"failed to allocate for range 0: no IP addresses available in range "
+                                         f"set: {self._ipam.cidr} (a /24 holds 253 pods: give the node a larger pod CIDR)") from None
         sid = secrets.token_hex(32)
         rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip,
                "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
