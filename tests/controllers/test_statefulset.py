@@ -94,8 +94,11 @@ async def test_ordered_ready_creates_each_pod_after_the_previous_is_ready(client
 async def test_parallel_creates_all_pods_without_waiting(client, start_manager, driver) -> None:
     driver.outcome = lambda pod: None  # nothing ever becomes ready
     await start_manager("statefulset")
-    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel"), namespace="default")
-    await eventually(lambda: _names(client, ["db-0", "db-1", "db-2"]))
+    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel", ordinals={"start": 5}),
+                        namespace="default")
+    await eventually(lambda: _names(client, ["db-5", "db-6", "db-7"]))
+    await client.patch(STATEFULSETS, "default", "db", {"spec": {"replicas": 1}})
+    await eventually(lambda: _names(client, ["db-5"]))  # Parallel: no waiting on unready pods
 
 
 async def _event_messages(client, at_least: int) -> list[str] | None:
@@ -171,6 +174,8 @@ async def test_kubectl_rollout_undo_of_a_statefulset(client, server, start_manag
     await asyncio.to_thread(k.run, "rollout", "undo", "statefulset/db")
     await eventually(lambda: _images(client, {"db-0": "db:1", "db-1": "db:1"}))
     await asyncio.to_thread(k.run, "rollout", "status", "statefulset/db", "--timeout=60s")
+    await asyncio.to_thread(k.run, "scale", "statefulset/db", "--replicas=3")
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1", "db-2"], "db:1"))
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert sorted(r["revision"] for r in revisions) == [2, 3]  # revision 1 came back as 3
     history = (await asyncio.to_thread(k.run, "rollout", "history", "statefulset/db")).stdout

@@ -2,8 +2,10 @@
 
 Commands:
 
-- ``k8py up``: the whole cluster in one command (for now: the API server on
-  the embedded store), writing a kubeconfig for kubectl;
+- ``k8py up``: the whole cluster in one command (API server, controller
+  manager, scheduler, kubelets, each its own supervised process, see
+  ``k8py.cluster``), writing a kubeconfig for kubectl; ``k8py down`` stops it,
+  ``k8py status`` shows it;
 - ``k8py apiserver``: the API server alone, on the embedded store
   (``--data-dir``) or on etcd (``--etcd-servers``);
 - ``k8py etcd``: run a local etcd for k8py;
@@ -32,11 +34,12 @@ from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
 from k8py.cli import proxy as proxy_command
 from k8py.cli import scheduler as scheduler_command
+from k8py.cli import up as up_command
 from k8py.cli.kubeconfig import write_kubeconfig
 
 __all__ = ["main", "build_parser"]
 
-DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".k8py")
+DEFAULT_DATA_DIR = up_command.DEFAULT_DATA_DIR
 
 
 def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
@@ -57,8 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="k8py", description="A Kubernetes-compatible cluster written in Python.")
     parser.add_argument("--version", action="version", version=f"k8py {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start a cluster and write a kubeconfig for kubectl")
-    _add_server_options(up, default_port=6443)
+    up_command.add_parsers(sub)
     api = sub.add_parser("apiserver", help="run the API server")
     _add_server_options(api, default_port=6443)
     etcd_command.add_parser(sub)
@@ -134,7 +136,13 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command in ("apiserver", "up"):
+    if args.command == "up":
+        return up_command.run_up(args)
+    if args.command == "down":
+        return up_command.run_down(args)
+    if args.command == "status":
+        return up_command.run_status(args)
+    if args.command == "apiserver":
         return asyncio.run(_run_apiserver(args))
     if args.command == "etcd":
         return etcd_command.run(args)

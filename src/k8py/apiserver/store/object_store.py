@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 import orjson
 
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
+from k8py.api.go_shape import fill_go_fields
 from k8py.api.names import generate_name
 from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.store.key_locks import KeyLocks
@@ -143,6 +144,7 @@ class ObjectStore:
         if manager is not None:
             obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
+        fill_go_fields(definition.api_version, definition.kind, obj)  # stored and served in upstream's shape
         meta = obj["metadata"]
         if definition.namespaced and self.namespace_check is not None:
             await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
@@ -309,6 +311,7 @@ class ObjectStore:
                 # forbid (spec.nodeName), as upstream's binding REST does
                 causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
+            fill_go_fields(definition.api_version, definition.kind, new)
             value = dump_object(definition, new)
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion

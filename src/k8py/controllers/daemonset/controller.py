@@ -78,6 +78,12 @@ def scaled_value(value: Any, total: int, *, round_up: bool) -> int:
     return int(value or 0)
 
 
+def _eligibility_fields(node: dict[str, Any]) -> tuple[Any, ...]:
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    ready = [c.get("status") for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"]
+    return meta.get("labels"), spec.get("taints"), spec.get("unschedulable"), ready
+
+
 def _deleting(pod: dict[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
@@ -102,7 +108,7 @@ class DaemonSetController(KeyedController):
                                     on_delete=self._set_deleted)
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted)
-        self.nodes.add_event_handler(on_add=self._node_changed, on_update=lambda old, new: self._node_changed(new),
+        self.nodes.add_event_handler(on_add=self._node_changed, on_update=self._node_updated,
                                      on_delete=self._node_changed)
 
     # -- event handlers -------------------------------------------------------------
@@ -134,6 +140,12 @@ class DaemonSetController(KeyedController):
             if not pod["metadata"].get("deletionTimestamp"):  # else observed when it was set
                 self.expectations.deletion_observed(key)
             self.queue.add(key)
+
+    def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Kubelet heartbeats rewrite node status all the time; only what decides
+        eligibility matters (upstream ``shouldIgnoreNodeUpdate``)."""
+        if _eligibility_fields(old) != _eligibility_fields(new):
+            self._node_changed(new)
 
     def _node_changed(self, obj: Any) -> None:
         for ds in self.set_lister.list():

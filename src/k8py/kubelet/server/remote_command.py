@@ -188,12 +188,12 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                     log.info("attach cannot open stdin", extra={"fifo": fifo, "error": str(err)})
 
             async def write(data: bytes) -> None:
-                if fd >= 0:
+                view = memoryview(data)
+                while fd >= 0 and view:
                     try:
-                        os.write(fd, data)
+                        view = view[os.write(fd, view) :]
                     except BlockingIOError:
-                        await asyncio.sleep(0.01)
-                        os.write(fd, data)
+                        await asyncio.sleep(0.01)  # the FIFO is full: the container is not reading its stdin
 
             async def follow() -> None:
                 await _follow_output(ctx, ws, attempt.id, attempt.log_path, stdout=stdout, stderr=stderr, tty=tty, poll=poll_interval)

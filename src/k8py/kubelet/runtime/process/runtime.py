@@ -23,12 +23,13 @@ from typing import Any, AsyncIterator, Sequence
 import k8py
 from k8py.kubelet.runtime.ipam import PodIPAllocator
 from k8py.kubelet.runtime.process import launcher
+from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
-    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
+    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus, RuntimeInfo, SandboxState,
 )
 
 __all__ = ["ProcessRuntime"]
@@ -41,11 +42,13 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
 class ProcessRuntime:
     def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
-                 node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5) -> None:
+                 node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5,
+                 cgroup_name: str = "kubelet", use_cgroups: bool = True) -> None:
         self.state_dir = state_dir
         self.catalog = catalog or ImageCatalog()
         self.bwrap = launcher.bwrap_path(disabled=not use_bwrap)
         self.node_ip = node_ip
+        self.cgroups = CgroupManager(cgroup_name, enabled=use_cgroups)
         self.log_max_size = log_max_size
         self.log_max_files = log_max_files
         self._sandboxes: dict[str, dict[str, Any]] = {}
@@ -64,7 +67,8 @@ class ProcessRuntime:
     def info(self) -> RuntimeInfo:
         iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
-        return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=False, isolation=iso)
+        iso += "; memory/cpu limits enforced with cgroup v1" if self.cgroups.enabled else "; resource limits recorded only (no writable cgroup v1)"
+        return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=self.cgroups.enabled, isolation=iso)
 
     async def start(self) -> None:
         """Load the state on disk and adopt the containers still running."""
@@ -116,6 +120,7 @@ class ProcessRuntime:
         await asyncio.gather(*self._waiters.values(), return_exceptions=True)
         for log in self._logs.values():
             log.close()
+        self.cgroups.close()
 
     def container_events(self) -> AsyncIterator[ContainerEvent]:
         async def stream() -> AsyncIterator[ContainerEvent]:
@@ -222,7 +227,8 @@ class ProcessRuntime:
             "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
             "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": config.working_dir or recipe.working_dir,
             "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
-            "hostname": sandbox.hostname or sandbox.name,
+            "hostname": sandbox.hostname or sandbox.name, "cgroups": [],
+            "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit],
         }
         os.makedirs(self._cdir(cid), exist_ok=True)
         self._containers[cid] = rec
@@ -286,7 +292,10 @@ class ProcessRuntime:
             launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
                                            working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
                                            fallback_cwd=cdir)
-            proc = await asyncio.create_subprocess_exec(*launch.argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
+            quota, period, memory = rec.get("resources") or (0, 100_000, 0)
+            rec["cgroups"] = self.cgroups.create(container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory))
+            argv = CgroupManager.join_argv(rec["cgroups"], launch.argv)
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
                                                         env=rec["env"], start_new_session=True, pass_fds=(status_fd,))
         except OSError as err:
             log.close()
@@ -337,6 +346,10 @@ class ProcessRuntime:
         log = self._logs.pop(rec["id"], None)
         if log is not None:
             log.close()
+        dirs = rec.get("cgroups") or []
+        if code == 137 and CgroupManager.oom_killed(dirs):
+            reason = "OOMKilled"
+        CgroupManager.remove(dirs)
         rec.update(state=ContainerState.EXITED.value, finished_at=time.time(), exit_code=code, pid=0,
                    reason=reason or ("Completed" if code == 0 else "Error"), message=message)
         self._save(rec)
@@ -372,6 +385,7 @@ class ProcessRuntime:
         await self.stop_container(container_id, 0)
         self._containers.pop(container_id, None)
         self._exited.pop(container_id, None)
+        CgroupManager.remove(rec.get("cgroups") or [])
         shutil.rmtree(self._cdir(container_id), ignore_errors=True)
         self._emit(ContainerEventType.DELETED, rec)
 
