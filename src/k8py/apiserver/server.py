@@ -24,6 +24,7 @@ from aiohttp import web
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.verbs import ResourceHandlers
@@ -54,6 +55,8 @@ class APIServerConfig:
     watch_max_pending_bytes: int = MAX_PENDING_BYTES
     #: a watch client whose connection stays backed up this long is disconnected
     watch_slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
+    #: what watch streams keep time by (tests pass a ManualClock); the event loop's when None
+    watch_clock: WatchClock | None = None
     #: the range Service ClusterIPs are allocated from
     service_cidr: str = "10.96.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
@@ -81,6 +84,7 @@ class APIServer:
                 on_slow_close=lambda plural: self.metrics.terminated_watchers.labels(plural).inc(),
             ),
             on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
+            clock=self.config.watch_clock,
         )
         self.store = ObjectStore(storage)
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
