@@ -90,3 +90,46 @@ def test_cpu_is_the_rate_between_two_scrapes_and_a_cold_request_scrapes_twice():
             await runner.cleanup()
 
     asyncio.run(go())
+
+
+def test_a_container_with_its_own_memory_cgroup_reports_the_cgroups_working_set(tmp_path):
+    """Where cgroup v1 memory is writable (as the process runtime needs for limits); elsewhere
+    the figure is None and the RSS of the process tree is used instead."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    own = None
+    with open("/proc/self/cgroup", encoding="ascii") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "memory" in controllers.split(","):
+                own = path
+    base = os.path.join("/sys/fs/cgroup/memory", (own or "/").lstrip("/"), f"k8py-stats-test-{os.getpid()}")
+    try:
+        os.makedirs(base)
+    except OSError:
+        base = ""
+    # like the runtime's containers: join the cgroup first, then allocate (20 MiB, touched)
+    join = f'echo $$ > "{base}/cgroup.procs"; ' if base else ""
+    program = "x = bytearray(20 << 20)\nimport time\ntime.sleep(60)"
+    proc = subprocess.Popen(["/bin/sh", "-c", f'{join}exec "$0" -c "$1"', sys.executable, program])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            figure = stats.cgroup_working_set(proc.pid)
+            usage = stats.usage_of([proc.pid]).get(proc.pid)
+            if usage is not None and usage.memory_bytes > 20 << 20:
+                break
+            assert time.monotonic() < deadline, (figure, usage)
+            time.sleep(0.05)
+        if base:
+            assert figure is not None and figure > 20 << 20
+        else:
+            assert figure is None
+    finally:
+        proc.kill()
+        proc.wait()
+        if base:
+            os.rmdir(base)

@@ -12,7 +12,8 @@ Commands:
 - ``k8py migrate``: copy a cluster's objects between stores;
 - ``k8py controller-manager``: the controllers (see ``k8py.controllers``);
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
-- ``k8py kubelet``: the node agent (process or simulated runtime).
+- ``k8py kubelet``: the node agent (process or simulated runtime);
+- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
 from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
+from k8py.cli import proxy as proxy_command
 from k8py.cli import scheduler as scheduler_command
 from k8py.cli import up as up_command
 from k8py.cli.kubeconfig import write_kubeconfig
@@ -49,6 +51,8 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
+    p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12",
+                   help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -64,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_command.add_parser(sub)
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
+    proxy_command.add_parsers(sub)
     return parser
 
 
@@ -100,6 +105,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             port=args.port,
             bookmark_interval=args.watch_bookmark_interval,
             watch_cache_capacity=args.watch_cache_size,
+            service_cidr=args.service_cluster_ip_range,
         ),
     )
     try:
@@ -148,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         return scheduler_command.run(args)
     if args.command == "kubelet":
         return kubelet_command.run(args)
+    if args.command == "proxy":
+        return proxy_command.run_proxy(args)
+    if args.command == "dns":
+        return proxy_command.run_dns(args)
     return 2
 
 
