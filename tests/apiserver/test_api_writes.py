@@ -133,6 +133,24 @@ def test_a_stale_resource_version_on_update_is_a_409_conflict(k8s, core):
     assert core.read_namespaced_config_map("occ", NS).data == {"k": "first"}
 
 
+def test_concurrent_patches_without_a_resource_version_all_apply(k8s, core):
+    core.create_namespaced_config_map(NS, cm("racy", {}))
+    from concurrent.futures import ThreadPoolExecutor
+
+    def patch(i: int) -> None:
+        kubernetes.client.CoreV1Api(k8s).patch_namespaced_config_map("racy", NS, {"data": {f"k{i}": str(i)}})
+
+    # a lost race re-applies the patch, never a 409; 16 patches in all, so no patch
+    # can lose more often than the server's retry budget (16) even under load
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(patch, range(16)))
+    assert core.read_namespaced_config_map("racy", NS).data == {"k": "v", **{f"k{i}": str(i) for i in range(16)}}
+    stale = {"metadata": {"resourceVersion": "1"}, "data": {"late": "x"}}
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_config_map("racy", NS, stale)  # a patch that names a version is pinned to it
+    assert err.value.status == 409
+
+
 def test_a_conflict_on_a_grouped_resource_names_the_group(apps):
     stale = apps.create_namespaced_deployment(NS, deployment("occ"))
     apps.patch_namespaced_deployment("occ", NS, {"spec": {"replicas": 2}})
@@ -191,7 +209,7 @@ def test_bootstrap_namespaces_and_the_kubernetes_service_exist(core):
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
     svc = core.read_namespaced_service("kubernetes", NS)
-    assert svc.spec.cluster_ip == "10.96.0.1"
+    assert svc.spec.cluster_ip == "127.192.0.1"
     assert [(p.name, p.port, p.target_port) for p in svc.spec.ports] == [("https", 443, 6443)]
     assert svc.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}
 

@@ -1,6 +1,6 @@
 """Closing the API server's parts never swallows the caller's cancellation.
 
-Each part waits for its own tasks to wind down; if the task doing the
+The cacher waits for its store watch to wind down; if the task doing the
 closing is cancelled meanwhile, that cancellation must reach it (asyncio's
 structured cancellation depends on it), and the parts still clean up.
 """
@@ -12,7 +12,6 @@ from typing import Any, AsyncIterator
 
 import pytest
 
-from k8py.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.watch.cacher import Cacher
@@ -62,27 +61,3 @@ async def test_cacher_close_lets_the_callers_cancellation_through(tmp_path):
         storage.release.set()
         await cacher.close()
         await storage.inner.close()
-
-
-async def test_namespace_lifecycle_close_lets_the_callers_cancellation_through():
-    lifecycle = NamespaceLifecycle(_registry(), cacher=None, store=None, delete=None)  # type: ignore[arg-type]  # close() touches none
-    stopping, release = asyncio.Event(), asyncio.Event()
-
-    async def cleanup_task() -> None:
-        try:
-            await asyncio.Event().wait()
-        finally:
-            stopping.set()
-            await asyncio.shield(release.wait())
-
-    task = asyncio.create_task(cleanup_task(), name="namespace-cleanup-x")
-    lifecycle._tasks.add(task)  # as namespace_deleted registers its tasks
-    await asyncio.sleep(0)
-    closer = asyncio.create_task(lifecycle.close(), name="closer")
-    await stopping.wait()
-    closer.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await closer
-    release.set()
-    await asyncio.wait([task])
-    assert task.cancelled()

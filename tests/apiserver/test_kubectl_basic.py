@@ -133,7 +133,7 @@ def test_kubectl_get_all_shows_the_all_category(kubectl, apiserver, k8s):
     header = next(line for line in out.splitlines() if line.startswith("NAME") and "CLUSTER-IP" in line)
     assert header.split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
     svc = next(line.split() for line in out.splitlines() if line.startswith("service/kubernetes"))
-    assert svc[1:5] == ["ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    assert svc[1:5] == ["ClusterIP", "127.192.0.1", "<none>", "443/TCP"]
 
 
 # -- watch -------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def _cron() -> Obj:
 
 
 _GROUPS = {"Pod": "", "Service": "", "ConfigMap": "", "Secret": "", "Deployment": "apps",
-           "ReplicaSet": "apps", "DaemonSet": "apps", "StatefulSet": "apps", "Job": "batch",
+           "ReplicaSet": "apps", "DaemonSet": "apps", "StatefulSet": "apps", "ControllerRevision": "apps", "Job": "batch",
            "CronJob": "batch"}
 
 
@@ -235,6 +235,19 @@ def test_daemon_set_and_stateful_set_rules() -> None:
 )
 def test_job_errors(obj: Obj, expected: list[str]) -> None:
     assert _errors(obj) == expected
+
+
+def test_controller_revision_data_is_mandatory_then_immutable() -> None:
+    rev = {"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "web-1", "namespace": "default"},
+           "revision": 1, "data": {"spec": {"template": {"$patch": "replace"}}}}
+    assert _errors(rev) == []
+    assert _errors(_edit(lambda: copy.deepcopy(rev), lambda r: r.update(data=None, revision=-1))) == [
+        "data: Required value: data is mandatory", "revision: Invalid value: -1: must be greater than or equal to 0"]
+    renumbered = _edit(lambda: copy.deepcopy(rev), lambda r: r.update(revision=3))
+    assert _errors(renumbered, rev) == []
+    changed = _edit(lambda: copy.deepcopy(rev), lambda r: r.update(data={"spec": {}}))
+    assert [e.split(":")[0] for e in _errors(changed, rev)] == ["data"]
+    assert _errors(changed, rev)[0].endswith("field is immutable")
 
 
 def test_job_template_and_completions_are_immutable() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from k8py.client.resources import DAEMONSETS, NODES, PODS
+from k8py.client.resources import CORE_EVENTS, DAEMONSETS, NODES, PODS
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS
 from tests.controllers.conftest import eventually
 from tests.support.kube import Kubectl
@@ -25,6 +25,10 @@ def _ds(image: str = "agent:1", **spec: Any) -> dict[str, Any]:
             "spec": {"selector": {"matchLabels": {"app": "agent"}},
                      "template": {"metadata": {"labels": {"app": "agent"}},
                                   "spec": {"containers": [{"name": "agent", "image": image}]}}, **spec}}
+
+
+def _image_patch(image: str) -> dict[str, Any]:
+    return {"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}}
 
 
 async def _live_pods(client) -> list[dict[str, Any]]:
@@ -64,14 +68,10 @@ async def test_one_pod_per_untainted_node_and_none_on_the_tainted_one(client, st
         assert "nodeName" not in pod["spec"]  # the scheduler binds it
 
     # the taint is lifted: the third node gets its pod
-    node = await client.get(NODES, None, "n3")
-    node["spec"]["taints"] = []
-    await client.update(NODES, node)
+    await client.patch(NODES, None, "n3", {"spec": {"taints": None}})
     await eventually(lambda: _has_count(client, 3))
     # a NoExecute taint evicts the daemon pod from that node
-    node = await client.get(NODES, None, "n3")
-    node["spec"]["taints"] = [{"key": "dedicated", "effect": "NoExecute"}]
-    await client.update(NODES, node)
+    await client.patch(NODES, None, "n3", {"spec": {"taints": [{"key": "dedicated", "effect": "NoExecute"}]}})
     await eventually(lambda: _has_count(client, 2))
     assert sorted(_pinned(p) for p in await _live_pods(client)) == ["n1", "n2"]
 
@@ -109,9 +109,7 @@ async def test_rolling_update_keeps_at_most_max_unavailable_nodes_without_an_ava
 
     watcher = asyncio.create_task(watch(), name="ds-watch")
     try:
-        ds = await client.get(DAEMONSETS, "default", "agent")
-        ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
-        await client.update(DAEMONSETS, ds)
+        await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
         await eventually(lambda: _ready_on(client, 4, "agent:2"))
     finally:
         watcher.cancel()
@@ -130,11 +128,9 @@ async def test_max_surge_starts_the_new_pod_before_the_old_one_goes(client, star
     await client.create(DAEMONSETS, _ds(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {
         "maxUnavailable": 0, "maxSurge": 1}}), namespace="default")
     await eventually(lambda: _ready_on(client, 1, "agent:1"))
-    ds = await client.get(DAEMONSETS, "default", "agent")
-    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
     gate = {"open": False}
     driver.outcome = lambda pod: "Ready" if gate["open"] or pod["spec"]["containers"][0]["image"] == "agent:1" else None
-    await client.update(DAEMONSETS, ds)
+    await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
     # the new pod starts beside the old one, and the old one stays while the new one is not ready
     await eventually(lambda: _images(client, ["agent:1", "agent:2"]))
     await eventually(lambda: _status_where(client, observedGeneration=2, numberAvailable=1, updatedNumberScheduled=1))
@@ -151,9 +147,7 @@ async def test_on_delete_replaces_only_deleted_pods(client, start_manager, drive
     await start_manager("daemonset")
     await client.create(DAEMONSETS, _ds(updateStrategy={"type": "OnDelete"}), namespace="default")
     await eventually(lambda: _ready_on(client, 2, "agent:1"))
-    ds = await client.get(DAEMONSETS, "default", "agent")
-    ds["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
-    await client.update(DAEMONSETS, ds)
+    await client.patch(DAEMONSETS, "default", "agent", _image_patch("agent:2"))
     await eventually(lambda: _observed(client, 2))
     assert {p["spec"]["containers"][0]["image"] for p in await _live_pods(client)} == {"agent:1"}
     victim = (await _live_pods(client))[0]
@@ -203,3 +197,69 @@ async def test_kubectl_rollout_status_history_and_undo_for_a_daemonset(client, s
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert max(r["revision"] for r in revisions) == 3  # the undo is a new revision, no duplicate
     assert len(revisions) == 2
+
+
+async def test_failed_pods_on_a_node_are_deleted_with_a_doubling_backoff(client) -> None:
+    from k8py.client.clock import FakeClock
+    from k8py.client.event_recorder import EventBroadcaster
+    from k8py.client.informer_factory import InformerFactory
+    from k8py.controllers.context import ControllerContext
+    from k8py.controllers.daemonset import DaemonSetController
+
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client),
+                            broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = DaemonSetController(ctx)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0  # first deletion at once
+    assert controller._failed_pod_backoff("default/agent", "n1") == 1.0
+    assert controller._failed_pod_backoff("default/agent", "n2") == 0  # per node
+    clock.advance(1.0)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0
+    clock.advance(1.5)
+    assert controller._failed_pod_backoff("default/agent", "n1") == 0.5  # now 2 s
+    clock.advance(10_000)
+    for _ in range(20):
+        controller._failed_pod_backoff("default/agent", "n1")
+        clock.advance(10_000)
+    assert controller._failed_backoff[("default/agent", "n1")][0] == 900.0
+
+
+async def test_a_failed_daemon_pod_is_replaced(client, start_manager, driver) -> None:
+    await client.create(NODES, _node("n1"))
+    failed_once: list[str] = []
+
+    def outcome(pod: dict[str, Any]) -> str:
+        if not failed_once or failed_once == [pod["metadata"]["name"]]:
+            failed_once[:] = [pod["metadata"]["name"]]
+            return "Failed"
+        return "Ready"
+
+    driver.outcome = outcome
+    await start_manager("daemonset")
+    await client.create(DAEMONSETS, _ds(), namespace="default")
+    await eventually(lambda: _ready_on(client, 1, "agent:1"))
+    assert (await _live_pods(client))[0]["metadata"]["name"] != failed_once[0]
+
+    async def warned() -> bool:
+        events = (await client.list(CORE_EVENTS, "default"))["items"]
+        return any(e.get("reason") == "FailedDaemonPod" and failed_once[0] in e.get("message", "") for e in events)
+
+    await eventually(warned)
+
+
+async def test_the_real_scheduler_binds_each_daemon_pod_to_the_node_it_is_pinned_to(client, start_manager) -> None:
+    from tests.scheduler.conftest import node as schedulable_node, running_scheduler
+
+    for name in ("s1", "s2", "s3"):
+        await client.create(NODES, schedulable_node(name))
+    async with running_scheduler(client, events=False):
+        await start_manager("daemonset")
+        await client.create(DAEMONSETS, _ds(), namespace="default")
+
+        async def bound() -> dict[str, str] | None:
+            pods = await _live_pods(client)
+            placed = {_pinned(p): p["spec"].get("nodeName") for p in pods}
+            return placed if len(pods) == 3 and all(placed.values()) else None
+
+        placed = await eventually(bound)
+    assert placed == {"s1": "s1", "s2": "s2", "s3": "s3"}

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from k8py.client.resources import JOBS, PODS
 from k8py.controllers.context import ControllerOptions
 from tests.controllers.conftest import eventually
+from tests.support.kube import Kubectl
 
 FAST = ControllerOptions(extra={"job_pod_failure_backoff": 0.05, "job_pod_failure_backoff_max": 0.2})
 
@@ -41,7 +45,7 @@ async def test_a_job_whose_pods_fail_stops_at_the_backoff_limit(client, start_ma
     assert job["status"]["failed"] == 3  # backoffLimit + 1 pods, each counted once
     assert _condition(job, "FailureTarget")["reason"] == "BackoffLimitExceeded"
     assert _condition(job, "Failed")["message"] == "Job has reached the specified backoff limit"
-    assert job["status"].get("uncountedTerminatedPods") in ({}, {"succeeded": [], "failed": []}, None)
+    assert job["status"]["uncountedTerminatedPods"] == {}
     pods = (await client.list(PODS, "default"))["items"]
     assert len(pods) == 3
     assert all("batch.kubernetes.io/job-tracking" not in (p["metadata"].get("finalizers") or []) for p in pods)
@@ -142,7 +146,7 @@ async def test_suspend_deletes_active_pods_and_resume_starts_them_again(client, 
     async def suspended():
         job = await _get(client, "sus")
         pods = [p for p in (await client.list(PODS, "default"))["items"] if not p["metadata"].get("deletionTimestamp")]
-        return job if _condition(job, "Suspended") and not pods and job["status"].get("active") == 0 else None
+        return job if _condition(job, "Suspended") and not pods and job["status"].get("active", 0) == 0 else None
 
     job = await eventually(suspended)
     assert _condition(job, "Suspended")["reason"] == "JobSuspended"
@@ -168,4 +172,43 @@ async def test_active_deadline_fails_a_running_job(client, start_manager, driver
 
 async def _active(client, name: str, n: int) -> bool:
     job = await _get(client, name)
-    return (job.get("status") or {}).get("active") == n
+    return (job.get("status") or {}).get("active", 0) == n
+
+
+@pytest.mark.kubectl
+async def test_kubectl_create_job_wait_and_get(client, server, start_manager, driver, tmp_path) -> None:
+    driver.outcome = lambda pod: "Succeeded"
+    await start_manager("job")
+    k = Kubectl(server.url, str(tmp_path / "home"))
+    await asyncio.to_thread(k.run, "create", "job", "pi", "--image=busybox")
+    out = await asyncio.to_thread(k.run, "wait", "--for=condition=complete", "job/pi", "--timeout=60s")
+    assert out.stdout == "job.batch/pi condition met\n"
+    rows = (await asyncio.to_thread(k.run, "get", "job", "pi")).stdout.splitlines()
+    assert rows[0].split() == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert rows[1].split()[:3] == ["pi", "Complete", "1/1"]
+    pods = (await asyncio.to_thread(k.run, "get", "pods", "-l", "job-name=pi", "-o", "name")).stdout.split()
+    assert len(pods) == 1
+
+
+async def test_a_success_policy_completes_an_indexed_job_and_stops_the_rest(client, start_manager, driver) -> None:
+    def outcome(pod: dict[str, Any]) -> str:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        return "Succeeded" if index == "1" else "Running"
+
+    driver.outcome = outcome
+    await start_manager("job", options=FAST)
+    policy = {"rules": [{"succeededIndexes": "0", "succeededCount": 1}, {"succeededIndexes": "1-2", "succeededCount": 1}]}
+    await client.create(JOBS, _job("leader", completions=3, parallelism=3, completionMode="Indexed",
+                                   successPolicy=policy), namespace="default")
+
+    async def complete():
+        job = await _get(client, "leader")
+        return job if _condition(job, "Complete") else None
+
+    job = await eventually(complete)
+    assert _condition(job, "SuccessCriteriaMet")["reason"] == "SuccessPolicy"
+    assert _condition(job, "Complete")["message"] == "Matched rules at index 1"
+    assert job["status"]["completedIndexes"] == "1"
+    assert job["status"].get("failed", 0) == 0  # the lingering pods were stopped, not failed
+    pods = (await client.list(PODS, "default"))["items"]
+    assert all(p["metadata"].get("deletionTimestamp") or p["status"]["phase"] == "Succeeded" for p in pods)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from k8py.client.resources import PODS, STATEFULSETS
+from k8py.client.resources import CORE_EVENTS, PODS, STATEFULSETS
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS
 from tests.controllers.conftest import eventually
 from tests.support.kube import Kubectl
@@ -78,6 +78,8 @@ async def test_ordered_ready_creates_each_pod_after_the_previous_is_ready(client
     assert "volumes" not in pod["spec"]  # no claims yet
     sts = await client.get(STATEFULSETS, "default", "db")
     assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    messages = await eventually(lambda: _event_messages(client, 3))
+    assert "create Pod db-0 in StatefulSet db successful" in messages
 
     # scale down: highest ordinal first, one at a time
     log.clear()
@@ -92,8 +94,17 @@ async def test_ordered_ready_creates_each_pod_after_the_previous_is_ready(client
 async def test_parallel_creates_all_pods_without_waiting(client, start_manager, driver) -> None:
     driver.outcome = lambda pod: None  # nothing ever becomes ready
     await start_manager("statefulset")
-    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel"), namespace="default")
-    await eventually(lambda: _names(client, ["db-0", "db-1", "db-2"]))
+    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel", ordinals={"start": 5}),
+                        namespace="default")
+    await eventually(lambda: _names(client, ["db-5", "db-6", "db-7"]))
+    await client.patch(STATEFULSETS, "default", "db", {"spec": {"replicas": 1}})
+    await eventually(lambda: _names(client, ["db-5"]))  # Parallel: no waiting on unready pods
+
+
+async def _event_messages(client, at_least: int) -> list[str] | None:
+    events = (await client.list(CORE_EVENTS, "default"))["items"]
+    messages = [e.get("message") for e in events if e.get("reason") == "SuccessfulCreate"]
+    return messages if len(messages) >= at_least else None
 
 
 async def _names(client, names: list[str]) -> bool:
@@ -163,7 +174,36 @@ async def test_kubectl_rollout_undo_of_a_statefulset(client, server, start_manag
     await asyncio.to_thread(k.run, "rollout", "undo", "statefulset/db")
     await eventually(lambda: _images(client, {"db-0": "db:1", "db-1": "db:1"}))
     await asyncio.to_thread(k.run, "rollout", "status", "statefulset/db", "--timeout=60s")
+    await asyncio.to_thread(k.run, "scale", "statefulset/db", "--replicas=3")
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1", "db-2"], "db:1"))
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert sorted(r["revision"] for r in revisions) == [2, 3]  # revision 1 came back as 3
     history = (await asyncio.to_thread(k.run, "rollout", "history", "statefulset/db")).stdout
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
+
+
+async def test_a_recreated_set_adopts_the_pods_and_history_an_orphaning_delete_left(client, start_manager, driver) -> None:
+    await start_manager("statefulset", "garbagecollector")
+    await client.create(STATEFULSETS, _sts(2), namespace="default")
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1"], "db:1"))
+    before = {n: p["metadata"]["uid"] for n, p in (await _pods(client)).items()}
+    revision_names = {r["metadata"]["name"] for r in (await client.list(CONTROLLER_REVISIONS, "default"))["items"]}
+    await client.delete(STATEFULSETS, "default", "db", propagation_policy="Orphan")
+
+    async def orphaned() -> bool:
+        pods = (await _pods(client)).values()
+        return len(pods) == 2 and all(not p["metadata"].get("ownerReferences") for p in pods)
+
+    await eventually(orphaned)
+    created = await client.create(STATEFULSETS, _sts(2), namespace="default")
+
+    async def adopted() -> bool:
+        pods = (await _pods(client)).values()
+        return len(pods) == 2 and all((p["metadata"].get("ownerReferences") or [{}])[0].get("uid")
+                                      == created["metadata"]["uid"] for p in pods)
+
+    await eventually(adopted)
+    assert {n: p["metadata"]["uid"] for n, p in (await _pods(client)).items()} == before  # kept, not recreated
+    revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
+    assert {r["metadata"]["name"] for r in revisions} == revision_names
+    assert all(r["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"] for r in revisions)

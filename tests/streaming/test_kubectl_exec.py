@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 
@@ -105,9 +106,22 @@ def test_exec_it_runs_in_a_terminal_and_resizes(cluster):
                     break
 
     try:
+        read_until(b"#")  # the shell's prompt: kubectl has put the terminal in raw mode by then
         os.write(master, b"test -t 0 && echo IS-A-TTY; stty size\n")
         read_until(b"IS-A-TTY\r\n")
         read_until(b"33 101")
+        # the terminal changes size: kubectl (told by SIGWINCH; the pty is not its controlling
+        # terminal here) sends a resize message, and the command's pty follows
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 132, 0, 0))
+        deadline = time.monotonic() + 30
+        while b"50 132" not in seen:
+            assert time.monotonic() < deadline, seen
+            os.kill(proc.pid, signal.SIGWINCH)
+            os.write(master, b"stty size\n")
+            try:
+                read_until(b"50 132", timeout=2)
+            except AssertionError:
+                pass
         os.write(master, b"exit 7\n")
         assert proc.wait(timeout=30) == 7
     finally:
@@ -195,3 +209,16 @@ def test_a_v4_client_gets_the_status_and_its_hang_up_kills_the_command(cluster, 
                 await asyncio.sleep(0.05)
 
     asyncio.run(go())
+
+
+def test_streams_are_counted_as_connect_requests(cluster):
+    import re
+    import urllib.request
+
+    _running(cluster)
+    cluster.kubectl.run("exec", "web", "--", "true")
+    cluster.kubectl.run("logs", "web")
+    with urllib.request.urlopen(cluster.apiserver.url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    verbs = set(re.findall(r'apiserver_request_total\{code="\d+",resource="pods",verb="(\w+)"\}', text))
+    assert {"CONNECT", "GET"} <= verbs

@@ -162,3 +162,38 @@ def test_the_official_client_streams_logs(cluster):
         assert resp.read() == b"b\n"
     finally:
         resp.release_conn()
+
+
+def test_follow_all_containers_streams_each(cluster):
+    cluster.pod("web", "main", "side")
+    a = cluster.runtime.add("default", "web", "main")
+    b = cluster.runtime.add("default", "web", "side")
+    proc = cluster.kubectl.popen("logs", "-f", "--all-containers", "--prefix", "web")
+    try:
+        assert proc.stdout is not None
+        write_log(a.log_path, ("stdout", "from main"))
+        write_log(b.log_path, ("stdout", "from side"))
+        got = {proc.stdout.readline(), proc.stdout.readline()}
+        assert got == {"[pod/web/main] from main\n", "[pod/web/side] from side\n"}
+        cluster.runtime.exit(a.id)
+        cluster.runtime.exit(b.id)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_unreachable_kubelet_is_a_clear_503(cluster):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    from tests.support.kubelet_server import register_node
+
+    register_node(cluster.client, "node-2", dead)
+    cluster.pod("elsewhere", node="node-2")
+    result = cluster.kubectl.run("logs", "elsewhere", check=False)
+    assert result.returncode == 1
+    assert "Error from server (ServiceUnavailable): cannot reach the kubelet of node 'node-2'" in result.stderr
+    assert "is it running?" in result.stderr

@@ -112,8 +112,12 @@ def test_exec_exit_codes_stdin_and_a_terminal(node: Node, ns: str) -> None:
     os.close(slave)
     seen = b""
     try:
-        os.write(master, b"test -t 1 && echo TTY-YES; stty size; exit 9\n")
+        # type only once the shell prompts: kubectl has put the terminal in raw mode by then
         deadline = time.monotonic() + 30
+        while not seen.rstrip().endswith((b"#", b"$")) and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                seen += os.read(master, 4096)
+        os.write(master, b"test -t 1 && echo TTY-YES; stty size; exit 9\n")
         while proc.poll() is None and time.monotonic() < deadline:
             if select.select([master], [], [], 0.5)[0]:
                 try:

@@ -63,9 +63,15 @@ def version_info() -> dict[str, str]:
 _METRIC_VERBS = {"create": "POST", "update": "PUT", "deletecollection": "DELETE"}
 
 
-def _metric_verb(verb: str, request: web.Request) -> str:
+#: subresources whose requests kube-apiserver counts as CONNECT (streams and proxies)
+_CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
+
+
+def _metric_verb(verb: str, request: web.Request, subresource: str = "") -> str:
     if verb == "patch" and request.content_type == "application/apply-patch+yaml":
         return "APPLY"
+    if subresource.split("/", 1)[0] in _CONNECT_SUBRESOURCES:
+        return "CONNECT"
     return _METRIC_VERBS.get(verb, verb.upper())
 
 
@@ -130,7 +136,7 @@ def build_app(
             if resource_path is None:
                 raise not_found()
             ctx = handlers.resolve(request, resource_path)
-            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request)
+            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request, resource_path.subresource)
             request[RESOURCE_KEY] = ctx.definition.plural
             if resource_path.group == METRICS_GROUP and RESOURCE_METRICS in request.app and not resource_path.subresource:
                 # never stored: computed from the kubelets' resource metrics

@@ -60,12 +60,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
     p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
+    p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default="10Mi")
     p.add_argument("--container-log-max-files", type=int, default=5)
     p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff / image pull back-off start, seconds")
     p.add_argument("--backoff-max", type=float, default=300.0, help="back-off cap, seconds")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0)
     p.add_argument("--lease-renew-interval", type=float, default=10.0)
+    p.add_argument("--sync-frequency", type=float, default=60.0, help="seconds between full re-syncs of every pod (volumes re-projected)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--log-level", default="WARNING")
@@ -98,6 +100,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config.backoff_base, config.backoff_max = args.backoff_base, args.backoff_max
     config.node_status_update_frequency = args.node_status_update_frequency
     config.node_lease_renew_interval = args.lease_renew_interval
+    if args.sync_frequency != 60.0 or not args.config:
+        config.sync_frequency = args.sync_frequency
     config.simulated = args.simulated
     return config
 
@@ -128,7 +132,8 @@ async def _main(args: argparse.Namespace) -> int:
             config = build_config(args)
             runtime = ProcessRuntime(config.runtime_dir, catalog=ImageCatalog.from_file(config.image_catalog), use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,
-                                     log_max_files=config.container_log_max_files)
+                                     log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                     use_cgroups=not args.no_cgroups)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())

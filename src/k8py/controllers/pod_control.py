@@ -18,7 +18,7 @@ controller:
 from __future__ import annotations
 
 import asyncio
-import copy
+from k8py.client.indexer import deep_copy
 from typing import Any, Awaitable, Callable, Mapping
 
 from k8py.api.errors import NotFound, StatusError
@@ -42,7 +42,7 @@ def pod_from_template(template: Mapping[str, Any], namespace: str, owner_name: s
         meta["finalizers"] = list(tmeta["finalizers"])
     if ref is not None:
         meta["ownerReferences"] = [dict(ref)]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": deep_copy(template.get("spec") or {})}
 
 
 async def slow_start_batch(count: int, initial_batch_size: int, fn: Callable[[], Awaitable[None]]) -> tuple[int, Exception | None]:

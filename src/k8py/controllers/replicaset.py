@@ -31,7 +31,7 @@ every ReplicaSet whose selector matches it, so one can adopt it.
 from __future__ import annotations
 
 import asyncio
-import copy
+from k8py.client.indexer import deep_copy
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -349,7 +349,7 @@ class ReplicaSetController(KeyedController):
             wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
             if (current.get("status") or {}) == wanted:
                 return current
-            body = copy.deepcopy(dict(current))
+            body = deep_copy(dict(current))
             body["status"] = wanted
             try:
                 return await self.client.update_status(self.kind.resource, body)

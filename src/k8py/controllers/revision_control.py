@@ -4,6 +4,8 @@ The I/O half of :mod:`k8py.controllers.history` (upstream's
 ``constructHistory`` in the DaemonSet controller and ``getStatefulSetRevisions``
 in the StatefulSet one), shared by both controllers:
 
+- :meth:`RevisionControl.claim` adopts orphaned revisions the owner's selector
+  matches, as upstream's ``ControllerRevisionControllerRefManager``;
 - :meth:`RevisionControl.current` finds the revision whose data equals the
   owner's template; if it is not the newest, it is renumbered to newest + 1
   (this is what makes ``kubectl rollout undo`` a new revision); if there is
@@ -21,7 +23,9 @@ from typing import Any, Mapping
 from k8py.api.errors import AlreadyExists, NotFound
 from k8py.client.resource import Resource
 from k8py.client.rest import RestClient
+from k8py.api.selectors import label_selector_from_dict
 from k8py.controllers import history
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.owner_refs import controller_ref
 
 __all__ = ["CONTROLLER_REVISIONS", "HashCollision", "RevisionControl"]
@@ -38,6 +42,14 @@ class RevisionControl:
         self.client = client
         self.lister = lister
         self.kind = kind
+
+    async def claim(self, owner: Mapping[str, Any], owner_resource: Resource) -> list[dict[str, Any]]:
+        """The owner's revisions, adopting orphans its selector matches (left by an
+        ``--cascade=orphan`` delete) and releasing ones that stopped matching."""
+        selector = label_selector_from_dict((owner.get("spec") or {}).get("selector"))
+        manager = ControllerRefManager(self.client, owner, owner_resource, CONTROLLER_REVISIONS, selector,
+                                       recheck_owner(self.client, owner_resource, owner))
+        return await manager.claim(self.lister.list(namespace=owner["metadata"]["namespace"]))
 
     def owned(self, owner: Mapping[str, Any]) -> list[dict[str, Any]]:
         uid = owner["metadata"]["uid"]

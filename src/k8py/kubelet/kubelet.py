@@ -65,7 +65,7 @@ class Kubelet:
                                 get_object=self.get_object, services=lambda: self.service_informer.lister.list(),
                                 node_allocatable=self.node_allocatable, wake=self._wake)
         self.workers = PodWorkers(self.syncer)
-        self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers))
+        self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=config.sync_frequency)
         self.lease = NodeLease(client, config.node_name, duration=config.node_lease_duration_seconds,
                                interval=config.node_lease_renew_interval, node_uid=self._node_uid)
         self.port = config.port

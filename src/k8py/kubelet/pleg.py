@@ -3,7 +3,7 @@
 Upstream's evented PLEG: the runtime pushes container events
 (``ContainerRuntime.container_events``) and each becomes a wake-up of the
 pod's worker, with no polling delay. A relist every ``relist_period``
-seconds (default 30) also wakes every worker, as a safety net against a
+seconds (the kubelet's syncFrequency, 1 min) also wakes every worker, as a safety net against a
 missed event; it does not call the runtime.
 """
 

@@ -20,9 +20,9 @@ import asyncio
 import calendar
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from k8py.client.resources import PODS
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.backoff import Backoff
 from k8py.kubelet.container_start import start_container
@@ -44,6 +44,20 @@ logger = logging.getLogger(__name__)
 
 def _parse_ts(value: str) -> float:
     return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
+
+
+def _log_tail(path: str, lines: int = 80, limit: int = 2048) -> str:
+    try:
+        with open(path, "rb") as f:
+            records = f.read().splitlines()[-lines:]
+    except OSError:
+        return ""
+    out = []
+    for rec in records:
+        parts = rec.split(b" ", 3)
+        if len(parts) == 4:
+            out.append(parts[3] + (b"\n" if parts[2] == b"F" else b""))
+    return b"".join(out)[-limit:].decode("utf-8", "replace")
 
 
 def _by_name(containers: Sequence[ContainerStatus]) -> tuple[dict[str, ContainerStatus], dict[str, ContainerStatus]]:
@@ -134,8 +148,8 @@ class PodSyncer:
         actions = compute_pod_actions(pod, sandbox_ready=ready, latest=latest, ever_initialized=w.initialized,
                                       probe_failed=self.prober.failed, is_started=self.prober.started)
         try:
-            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) > 10
-            if refresh:
+            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) >= min(10.0, self.config.sync_frequency)
+            if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
         except MountError as err:
@@ -231,13 +245,34 @@ class PodSyncer:
         spec = w.pod.get("spec") or {}
 
         def view(c: Mapping[str, Any]) -> ContainerView:
-            cs = latest.get(c["name"])
+            cs = self._with_message(w, c, latest.get(c["name"]))
+            prev = self._with_message(w, c, previous.get(c["name"]))
             reason, message = w.waiting.get(c["name"], ("", ""))
             running = cs is not None and cs.state is ContainerState.RUNNING
-            return ContainerView(c["name"], c.get("image", ""), cs, previous.get(c["name"]), reason, message,
+            return ContainerView(c["name"], c.get("image", ""), cs, prev, reason, message,
                                  ready=running and self.prober.ready(cs.id) and self.prober.started(cs.id) if cs else False,
                                  started=running and self.prober.started(cs.id) if cs else False)
         return [view(c) for c in spec.get("initContainers") or []], [view(c) for c in spec.get("containers") or []]
+
+    def _with_message(self, w: PodWorker, c: Mapping[str, Any], cs: ContainerStatus | None) -> ContainerStatus | None:
+        """terminationMessagePath's content (at most 4096 bytes), or with FallbackToLogsOnError
+        and a failure, the log's last 80 lines (at most 2048 bytes), as upstream."""
+        if cs is None or cs.state is not ContainerState.EXITED or cs.message:
+            return cs
+        key = f"termmsg-{cs.id}"
+        if key not in w.memo:
+            msg = ""
+            host = w.memo.get(f"termlog-{c['name']}-{cs.attempt}")
+            if host:
+                try:
+                    with open(host, "rb") as f:
+                        msg = f.read(4096).decode("utf-8", "replace")
+                except OSError:
+                    pass
+            if not msg and c.get("terminationMessagePolicy") == "FallbackToLogsOnError" and cs.exit_code != 0 and cs.log_path:
+                msg = _log_tail(cs.log_path)
+            w.memo[key] = msg
+        return replace(cs, message=w.memo[key]) if w.memo[key] else cs
 
     # -- terminate and clean up -----------------------------------------------------------
 

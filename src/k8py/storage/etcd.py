@@ -46,12 +46,12 @@ Caveat (etcd 3.4): progress notifications are only as good as etcd's; 3.4
 releases before 3.4.25 may rarely send one ahead of pending events (etcd
 issue #15220). Revisions delivered downstream are still kept monotonic.
 
-Optional capability ``request_progress()`` (not part of the Storage
-contract; the cacher looks for it): every live watch of the whole
-``/registry/`` space soon delivers a progress batch at a revision >= the
-store's revision at the call, so a consistent read can be served from a
-watch cache although etcd's newest revisions belong to other prefixes. It is
-a *fence write*, not etcd's progress request: see ``etcd_progress`` for why
+``request_progress()`` (part of the Storage contract; the cacher asks for
+it): every live watch of the whole ``/registry/`` space soon delivers a
+progress batch at a revision >= the store's revision at the call, so a
+consistent read can be served from a watch cache although etcd's newest
+revisions belong to other prefixes. It is a *fence write*, not etcd's
+progress request: see ``etcd_progress`` for why
 (the gateway cannot stream requests on a POST watch, and etcd < 3.4.31
 answers progress requests ahead of queued events).
 """

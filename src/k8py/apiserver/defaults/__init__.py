@@ -22,6 +22,10 @@ Rules kept from upstream:
 
 Never raises on malformed input (a string where an object belongs): it skips
 what it cannot default and leaves the rest to validation.
+
+Layout (as ``validation/`` beside it): this module holds the per-kind table
+and :func:`apply_defaults`; ``podspec`` the pod-spec defaults every pod
+template shares. Called by ``resources.strategies.StandardStrategy.default``.
 """
 
 from __future__ import annotations

@@ -23,10 +23,11 @@ from k8py.api.errors import BadRequest, MethodNotAllowed, NotFound, UnsupportedM
 from k8py.apiserver.handlers import subresources
 from k8py.apiserver.handlers.context import DeleteHooks, RequestContext, not_found
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.watch_cache import CachedObject, build_cached_object
 from k8py.apiserver.handlers.codec import APPLY_PATCH, PATCH_TYPES, decode_body, media_type_of, negotiate
 from k8py.apiserver.handlers.deletion import delete_object, parse_delete_options
 from k8py.apiserver.admission.field_validation import check_field_validation
-from k8py.apiserver.handlers.listing import list_objects
+from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, list_objects
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.handlers.patching import patch_object
 from k8py.apiserver.printers import build_table
@@ -238,11 +239,13 @@ class ResourceHandlers:
         opts.dry_run = opts.dry_run or ctx.dry_run
         query = parse_query(ctx.definition, ctx.namespace, ctx.params)
         cache = self.cacher.cache_for(ctx.definition)
-        await self.cacher.wait_consistent()
-        targets = sorted(
-            (o for o in cache.candidates(query.namespace, query.index_value) if query.matches(o)),
-            key=lambda o: o.key,
-        )
+        current = await self.storage.current_revision()
+        if await self.cacher.wait_for_store_revision(current, timeout=CONSISTENT_READ_TIMEOUT):
+            candidates = list(cache.candidates(query.namespace, query.index_value))
+        else:
+            # the cache is behind: what to delete comes from the store itself
+            candidates = await self._stored_objects(ctx.definition, query.namespace, current)
+        targets = sorted((o for o in candidates if query.matches(o)), key=lambda o: o.key)
         items: list[Object] = []
         for target in targets:
             try:
@@ -262,6 +265,22 @@ class ResourceHandlers:
             "items": items,
         }
         return json_response(_dumps(body_out))
+
+    async def _stored_objects(self, definition: ResourceDefinition, namespace: str, revision: int) -> list[CachedObject]:
+        """Every object of the resource (in ``namespace``) as the store has them at ``revision``."""
+        prefix = definition.namespace_prefix(namespace)
+        out: list[CachedObject] = []
+        after = ""
+        while True:
+            page = await self.storage.list(prefix, revision=revision, limit=500, start_after=after)
+            for kv in page.kvs:
+                after = kv.key
+                try:
+                    out.append(build_cached_object(definition, kv.key, kv.value, kv.mod_revision))
+                except Exception:
+                    continue  # undecodable: the cache skips it too (and counts it)
+            if not page.more:
+                return out
 
 
 def _dumps(value: Any) -> bytes:

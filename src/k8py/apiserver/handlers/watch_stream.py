@@ -35,9 +35,10 @@ most ``frame_bytes``, each after the connection has drained below
 ``slow_client_timeout``, or a backlog beyond ``max_pending_bytes``, ends the
 watch: the connection is aborted (what the client has fully received stays
 valid; it re-watches from its last resourceVersion) and ``on_slow_close``
-counts it. Waiting for the drain polls the transport's buffer (5 ms, backing
-off to 50 ms): asyncio has no public drain signal for a transport written
-directly, and aiohttp owns the protocol's flow-control callbacks.
+counts it. Waiting for the drain polls the transport's buffer every 5 ms:
+asyncio has no public drain signal for a transport written directly, and
+aiohttp owns the protocol's flow-control callbacks (a backing-off poll
+would leave a drained client idle for up to its interval).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, t
 from k8py.apiserver.handlers.query import Query
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
+from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits, Watcher
 from k8py.apiserver.handlers.request_info import query_bool
 
@@ -71,6 +73,8 @@ _INITIAL_CHUNK = 512  # initial ADDED events per write
 #: cacher; its task waits until it is under the low mark
 _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 256 * 1024
+#: how often a backed-up stream looks at its connection's buffer
+_DRAIN_POLL = 0.005
 
 
 def _invalid_watch(field: str, message: str) -> Invalid:
@@ -198,7 +202,7 @@ async def serve_watch(
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)  # a StreamResponse sends its headers here
-        stream = _ChunkedStream(request.transport)
+        stream = _ChunkedStream(request.transport, cacher.clock)
         if error is not None:
             stream.write(_error_line(error))
             return response
@@ -263,8 +267,9 @@ class _ChunkedStream:
     writes when the handler returns ends the stream properly.
     """
 
-    def __init__(self, transport: asyncio.BaseTransport | None) -> None:
+    def __init__(self, transport: asyncio.BaseTransport | None, clock: WatchClock) -> None:
         self.transport = transport
+        self.clock = clock
 
     def abort(self) -> None:
         """Drop the connection and whatever it still buffers."""
@@ -291,14 +296,11 @@ class _ChunkedStream:
         """Wait until the client has taken most of what was written; False
         if it has not within ``timeout`` seconds, or the watcher has been
         terminated meanwhile (see the module docstring)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        delay = 0.005
+        deadline = self.clock.now() + timeout
         while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
-            if watcher.terminated or loop.time() >= deadline:
+            if watcher.terminated or self.clock.now() >= deadline:
                 return False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            await asyncio.sleep(_DRAIN_POLL)
         if self.gone:
             raise ConnectionResetError("the watch client went away")
         return True
@@ -320,18 +322,18 @@ async def _pump(
 ) -> None:
     """The stream's own task: writes what the cacher could not (a backed-up
     client), bookmarks, and ends the stream on time or when told to."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    next_bookmark = loop.time() + bookmark_interval
+    clock = stream.clock
+    deadline = clock.now() + timeout
+    next_bookmark = clock.now() + bookmark_interval
     while True:
-        now = loop.time()
+        now = clock.now()
         if now >= deadline:
             break
         if not watcher.pending and not watcher.terminated:
             # sleep until woken, the next bookmark, the deadline, or a 5 s
             # check that the client is still there
             wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
-            timer = loop.call_at(wake_at, watcher.wake.set)
+            timer = clock.call_at(wake_at, watcher.wake.set)
             try:
                 await watcher.wake.wait()
             finally:
@@ -351,8 +353,8 @@ async def _pump(
                 raise _SlowClient()
         if watcher.terminated or stream.gone:
             break
-        if bookmarks and loop.time() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
+        if bookmarks and clock.now() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
             # nothing queued: every event up to the cache's revision has been
             # written or was not for this watcher (see the module docstring)
             stream.write(encoder.bookmark(cache.revision))
-            next_bookmark = loop.time() + bookmark_interval
+            next_bookmark = clock.now() + bookmark_interval

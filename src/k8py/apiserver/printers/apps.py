@@ -178,7 +178,7 @@ def _controller_revision(obj: Object, now: datetime) -> list[Any]:
 CONTROLLER_REVISION = Printer(
     (
         name_column(),
-        Column("Controller"),
+        Column("Controller", doc="Controller of the object"),
         Column("Revision", type="integer", doc=(_APPS + "ControllerRevision", "revision")),
         age_column(),
     ),

@@ -8,13 +8,14 @@ functions on dicts, so the generic object store stays readable.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from k8py.api import names
-from k8py.api.errors import BadRequest, Cause, Invalid
+from k8py.api.errors import BadRequest, Cause, Invalid, StatusError
 from k8py.apiserver.registry import ResourceDefinition
 
 __all__ = [
@@ -77,6 +78,34 @@ def _meta(obj: Object) -> Object:
     return meta
 
 
+_UINT = re.compile(r"[0-9]+")
+_UINT64_MAX = 2**64 - 1
+
+
+def parse_resource_version(rv: str) -> int:
+    """A resourceVersion as upstream's ``APIObjectVersioner.ParseResourceVersion``
+    reads it: "" and "0" are 0 (none), otherwise an unsigned 64-bit integer.
+    Anything else fails as upstream's update path fails on it: a 500 whose
+    message names the field (upstream returns the storage InvalidError as is)."""
+    if rv in ("", "0"):
+        return 0
+    if isinstance(rv, str) and _UINT.fullmatch(rv):
+        value = int(rv)
+        if value <= _UINT64_MAX:
+            return value
+        problem = "value out of range"
+    else:
+        problem = "invalid syntax"
+    raise StatusError(f'resourceVersion: Invalid value: "{rv}": strconv.ParseUint: parsing "{rv}": {problem}')
+
+
+def _parses_to_nonzero(rv: object) -> bool:
+    try:
+        return parse_resource_version(rv) != 0  # type: ignore[arg-type]
+    except StatusError:
+        return False
+
+
 def prepare_meta_for_create(
     definition: ResourceDefinition, obj: Object, namespace: str, *, now: float
 ) -> None:
@@ -91,10 +120,13 @@ def prepare_meta_for_create(
         meta["namespace"] = body_ns or namespace
     else:
         meta.pop("namespace", None)
-    if meta.get("resourceVersion"):
+    rv = meta.pop("resourceVersion", None)
+    if rv and _parses_to_nonzero(rv):
+        # upstream refuses only a version its versioner can parse; anything
+        # else ("v1") is cleared and the object created
         raise BadRequest("resourceVersion should not be set on objects to be created")
-    meta.pop("resourceVersion", None)
     if not meta.get("name") and meta.get("generateName"):
+        # generateName is used only when name is empty (upstream BeforeCreate)
         meta["name"] = names.generate_name(meta["generateName"])
     meta["uid"] = new_uid()
     meta["creationTimestamp"] = rfc3339(now)

@@ -17,16 +17,21 @@ resourceVersion and no watch event is produced, as upstream.
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 from typing import Any, Awaitable, Callable
 
 import orjson
 
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
+from k8py.api.go_shape import fill_go_fields
 from k8py.api.names import generate_name
 from k8py.apiserver.store.field_managers import FieldManager
+from k8py.apiserver.store.key_locks import KeyLocks
 from k8py.apiserver.store.object_meta import (
     carry_meta_for_update,
+    parse_resource_version,
     prepare_meta_for_create,
     raise_if_invalid,
     validate_meta,
@@ -91,6 +96,12 @@ class ObjectStore:
         #: set by the server: mutating admission for new objects, after
         #: defaulting and before validation (e.g. ClusterIP allocation)
         self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
+        #: set by the server: allocations for new objects made in the store
+        #: (cluster IPs, node ports), after ``admit_new``; each returns a
+        #: rollback (or None) that is awaited if the object is then not stored
+        self.allocate_new: list[Callable[..., Awaitable[Callable[[], Awaitable[None]] | None]]] = []
+        #: read-modify-writes of one object queue up here instead of racing
+        self._update_locks = KeyLocks()
 
     # -- create -------------------------------------------------------------
 
@@ -104,21 +115,42 @@ class ObjectStore:
         manager: FieldManager | None = None,
     ) -> Object:
         self._check_type(definition, obj)
+        name_given = bool((obj.get("metadata") or {}).get("name"))
         prepare_meta_for_create(definition, obj, namespace, now=self.clock())
         strategy = definition.strategy
         strategy.default(obj)
         strategy.prepare_for_create(obj)
         for admit in self.admit_new:
             admit(definition, obj)
+        rollbacks = []
+        try:
+            for allocate in self.allocate_new:
+                rollback = await allocate(definition, obj, dry_run=dry_run)
+                if rollback is not None:
+                    rollbacks.append(rollback)
+            stored = await self._validate_and_store(definition, obj, dry_run=dry_run, manager=manager, name_given=name_given)
+        except BaseException:
+            for rollback in rollbacks:
+                await asyncio.shield(rollback())
+            raise
+        if dry_run:
+            for rollback in rollbacks:
+                await rollback()
+        return stored
+
+    async def _validate_and_store(self, definition: ResourceDefinition, obj: Object, *, dry_run: bool,
+                                  manager: FieldManager | None, name_given: bool) -> Object:
+        strategy = definition.strategy
         if manager is not None:
             obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
+        fill_go_fields(definition.api_version, definition.kind, obj)  # stored and served in upstream's shape
         meta = obj["metadata"]
         if definition.namespaced and self.namespace_check is not None:
             await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
         if dry_run:
             return obj
-        generated = not (obj.get("metadata") or {}).get("name") or "generateName" in meta
+        generated = not name_given and bool(meta.get("generateName"))
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
@@ -205,8 +237,33 @@ class ObjectStore:
         manager: FieldManager | None = None,
     ) -> Object:
         """Read, mutate, validate, write guarded on the revision read; retry on
-        conflict unless the client pinned a resourceVersion."""
+        conflict unless the client pinned a resourceVersion.
+
+        A mutation's result inherits the resourceVersion of the object it was
+        given, so that alone is no pin: on a lost race the object is read again
+        and the mutation re-run, and only a version the request itself carried
+        (``precondition_rv``, or one a patch body sets, which then differs from
+        the fresh read) becomes a Conflict, as upstream's GuaranteedUpdate does."""
         key = definition.key(namespace, name)
+        async with self._update_locks.hold(key):
+            return await self._guaranteed_update(
+                definition, key, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
+                dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+            )
+
+    async def _guaranteed_update(
+        self,
+        definition: ResourceDefinition,
+        key: str,
+        name: str,
+        mutate: Mutation,
+        *,
+        subresource: str,
+        precondition_rv: str,
+        dry_run: bool,
+        apply_defaults: bool,
+        manager: FieldManager | None,
+    ) -> Object:
         strategy = definition.strategy
         for _ in range(_MAX_RETRIES):
             kv = await self.storage.get(key)
@@ -219,7 +276,8 @@ class ObjectStore:
             self._check_type(definition, new)
             new_meta = new.setdefault("metadata", {})
             rv = precondition_rv or new_meta.get("resourceVersion") or ""
-            if rv and rv != str(kv.mod_revision):
+            expected = parse_resource_version(rv)  # "0" is none; unparsable fails as upstream's versioner
+            if expected and expected != kv.mod_revision:
                 raise Conflict.modified(definition.plural, name, definition.group)
             if new_meta.get("uid") and new_meta["uid"] != old["metadata"].get("uid"):
                 raise Conflict.for_object(
@@ -253,6 +311,7 @@ class ObjectStore:
                 # forbid (spec.nodeName), as upstream's binding REST does
                 causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
+            fill_go_fields(definition.api_version, definition.kind, new)
             value = dump_object(definition, new)
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion
@@ -269,9 +328,9 @@ class ObjectStore:
                 try:
                     deleted = await self.storage.delete(key, expected_revision=kv.mod_revision)
                 except RevisionConflictError:
-                    if rv:
+                    if precondition_rv:
                         raise Conflict.modified(definition.plural, name, definition.group) from None
-                    continue
+                    continue  # re-read and re-mutate: a pin inside the mutation fails the check above
                 except KeyNotFoundError:
                     raise NotFound.for_object(definition.plural, name, definition.group) from None
                 meta["resourceVersion"] = str(deleted.mod_revision)
@@ -281,9 +340,9 @@ class ObjectStore:
             try:
                 written = await self.storage.update(key, value, expected_revision=kv.mod_revision)
             except RevisionConflictError:
-                if rv:
+                if precondition_rv:
                     raise Conflict.modified(definition.plural, name, definition.group) from None
-                continue
+                continue  # re-read and re-mutate: a pin inside the mutation fails the check above
             except KeyNotFoundError:
                 raise NotFound.for_object(definition.plural, name, definition.group) from None
             except ValueTooLargeError as err:

@@ -63,9 +63,9 @@ async def serve_node_proxy(request: web.Request, kubelets: KubeletClient, node: 
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
-        except (ConnectionResetError, aiohttp.ClientConnectionError):
+            await response.write_eof()
+        except (ConnectionError, aiohttp.ClientConnectionError):
             log.debug("node proxy stream ended early", extra={"node": name})
-        await response.write_eof()
         return response
     finally:
         upstream.release()

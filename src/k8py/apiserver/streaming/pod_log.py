@@ -11,7 +11,6 @@ becomes the same Status for the client.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 from typing import Mapping
@@ -91,11 +90,10 @@ async def serve_pod_log(
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
-        except (ConnectionResetError, aiohttp.ClientConnectionError):
+            await response.write_eof()
+        except (ConnectionError, aiohttp.ClientConnectionError):
+            # the client went away, or the kubelet did: the response just ends
             log.debug("log stream ended early", extra={"pod": f"{namespace}/{name}"})
-        except asyncio.CancelledError:
-            raise
-        await response.write_eof()
         return response
     finally:
         upstream.release()

@@ -1,4 +1,5 @@
-"""apps/v1 semantic validation: Deployment, ReplicaSet, DaemonSet, StatefulSet.
+"""apps/v1 semantic validation: Deployment, ReplicaSet, DaemonSet, StatefulSet,
+ControllerRevision.
 
 Upstream: ``pkg/apis/apps/validation/validation.go``. All four share the
 selector/template rules (``ValidatePodTemplateSpecForReplicaSet``): a selector
@@ -229,7 +230,20 @@ def _stateful_set(obj: Object, old: Object | None) -> list[Cause]:
     return causes
 
 
+def _controller_revision(obj: Object, old: Object | None) -> list[Cause]:
+    """Upstream ``ValidateControllerRevisionCreate``/``Update``: data is
+    mandatory and, once written, immutable; the revision number is non-negative."""
+    causes: list[Cause] = []
+    if obj.get("data") is None:
+        causes.append(required("data", "data is mandatory"))
+    causes += nonnegative(obj.get("revision"), "revision")
+    if old is not None and obj.get("data") != old.get("data"):
+        causes.append(immutable("data", Raw("runtime.RawExtension")))
+    return causes
+
+
 VALIDATORS: dict[str, Validator] = {
+    "ControllerRevision": _controller_revision,
     "Deployment": _deployment,
     "ReplicaSet": _replica_set,
     "DaemonSet": _daemon_set,

@@ -9,7 +9,8 @@ Upstream: ``pkg/controller/daemon`` (``daemon_controller.go``, ``update.go``).
 2. for every node decides should-run / should-continue-running
    (:mod:`.eligibility`) and plans: create a pod where one should run and none
    does, delete pods where none may continue, delete failed pods (to be
-   recreated) and all but the oldest of duplicates; pods for nodes that no
+   recreated; per node no sooner than a backoff of 1 s doubling to 15 min,
+   ``FailedDaemonPod``) and all but the oldest of duplicates; pods for nodes that no
    longer exist are deleted too. Pods are placed by the scheduler: each is
    pinned to its node through required node affinity, never ``nodeName``;
 3. with ``RollingUpdate`` replaces old pods: with ``maxSurge`` 0 it deletes
@@ -37,6 +38,7 @@ from k8py.client.keys import split_key
 from k8py.client.resources import DAEMONSETS, NODES, PODS
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.daemonset.eligibility import add_daemon_tolerations, node_should_run_daemon_pod, pin_to_node
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import ControllerExpectations
 from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
@@ -50,6 +52,8 @@ __all__ = ["DaemonSetController", "target_node", "scaled_value"]
 logger = logging.getLogger(__name__)
 
 TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+FAILED_POD_BACKOFF = 1.0
+MAX_FAILED_POD_BACKOFF = 900.0
 
 
 def target_node(pod: dict[str, Any]) -> str | None:
@@ -74,6 +78,12 @@ def scaled_value(value: Any, total: int, *, round_up: bool) -> int:
     return int(value or 0)
 
 
+def _eligibility_fields(node: dict[str, Any]) -> tuple[Any, ...]:
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    ready = [c.get("status") for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"]
+    return meta.get("labels"), spec.get("taints"), spec.get("unschedulable"), ready
+
+
 def _deleting(pod: dict[str, Any]) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
@@ -93,11 +103,12 @@ class DaemonSetController(KeyedController):
         self.pod_control = PodControl(ctx.client, self.recorder)
         self.revision_control = RevisionControl(ctx.client, ctx.informers.lister(CONTROLLER_REVISIONS), "DaemonSet")
         self.expectations = ControllerExpectations(clock=ctx.clock)
+        self._failed_backoff: dict[tuple[str, str], tuple[float, float]] = {}
         self.sets.add_event_handler(on_add=self.enqueue, on_update=lambda old, new: self.enqueue(new),
                                     on_delete=self._set_deleted)
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted)
-        self.nodes.add_event_handler(on_add=self._node_changed, on_update=lambda old, new: self._node_changed(new),
+        self.nodes.add_event_handler(on_add=self._node_changed, on_update=self._node_updated,
                                      on_delete=self._node_changed)
 
     # -- event handlers -------------------------------------------------------------
@@ -130,6 +141,12 @@ class DaemonSetController(KeyedController):
                 self.expectations.deletion_observed(key)
             self.queue.add(key)
 
+    def _node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Kubelet heartbeats rewrite node status all the time; only what decides
+        eligibility matters (upstream ``shouldIgnoreNodeUpdate``)."""
+        if _eligibility_fields(old) != _eligibility_fields(new):
+            self._node_changed(new)
+
     def _node_changed(self, obj: Any) -> None:
         for ds in self.set_lister.list():
             self.enqueue(ds)
@@ -137,7 +154,9 @@ class DaemonSetController(KeyedController):
     def _set_deleted(self, obj: Any) -> None:
         ds = unwrap_tombstone(obj)
         if isinstance(ds, dict):
-            self.expectations.delete(f"{ds['metadata'].get('namespace')}/{ds['metadata'].get('name')}")
+            key = f"{ds['metadata'].get('namespace')}/{ds['metadata'].get('name')}"
+            self.expectations.delete(key)
+            self._failed_backoff = {k: v for k, v in self._failed_backoff.items() if k[0] != key}
 
     # -- sync -------------------------------------------------------------------------
 
@@ -148,7 +167,7 @@ class DaemonSetController(KeyedController):
             self.expectations.delete(key)
             return None
         ds = copy.deepcopy(cached)
-        revisions = self.revision_control.owned(ds)
+        revisions = await self.revision_control.claim(ds, DAEMONSETS)
         try:
             current, revisions = await self.revision_control.current(ds, revisions)
         except HashCollision:
@@ -157,10 +176,10 @@ class DaemonSetController(KeyedController):
             await self.client.update_status(DAEMONSETS, ds)
             return None
         hash_ = current["metadata"]["labels"][REVISION_HASH_LABEL]
-        uid = ds["metadata"]["uid"]
         selector = label_selector_from_dict((ds.get("spec") or {}).get("selector"))
-        pods = [p for p in self.pod_lister.list(selector, namespace=namespace)
-                if (controller_ref(p) or {}).get("uid") == uid]
+        manager = ControllerRefManager(self.client, ds, DAEMONSETS, PODS, selector,
+                                       recheck_owner(self.client, DAEMONSETS, ds))
+        pods = await manager.claim(self.pod_lister.list(namespace=namespace))
         nodes = self.node_lister.list()
         if not ds["metadata"].get("deletionTimestamp") and self.expectations.satisfied(key):
             await self._manage(key, ds, pods, nodes, hash_)
@@ -194,7 +213,16 @@ class DaemonSetController(KeyedController):
                 create_on.append(node_name)
             elif eligibility.should_continue_running and here:
                 failed = [p for p in here if (p.get("status") or {}).get("phase") == "Failed"]
-                delete.extend(failed)
+                for pod in failed:
+                    wait = self._failed_pod_backoff(key, node_name)
+                    if wait > 0:
+                        self.queue.add_after(key, wait)  # the kubelet keeps rejecting it: no hot loop
+                        continue
+                    self.recorder.eventf(ds, "Warning", "FailedDaemonPod",
+                                         "Found failed daemon pod %s/%s on node %s, will try to kill it",
+                                         pod["metadata"]["namespace"], pod["metadata"]["name"], node_name,
+                                         resource=DAEMONSETS)
+                    delete.append(pod)
                 running = sorted((p for p in here if p not in failed),
                                  key=lambda p: p["metadata"].get("creationTimestamp", ""))
                 surge = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate" and \
@@ -226,6 +254,17 @@ class DaemonSetController(KeyedController):
                 await self.pod_control.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], ds, DAEMONSETS)
             except NotFound:
                 self.expectations.deletion_observed(key)
+
+    def _failed_pod_backoff(self, key: str, node_name: str) -> float:
+        """Seconds to wait before deleting another failed pod on this node (upstream's
+        ``failedPodsBackoff``: 1 s doubling to 15 min); 0 records a deletion now."""
+        now = self.clock.monotonic()
+        delay, last = self._failed_backoff.get((key, node_name), (0.0, -1e18))
+        if now - last < delay:
+            return delay - (now - last)
+        delay = FAILED_POD_BACKOFF if delay == 0 else min(delay * 2, MAX_FAILED_POD_BACKOFF)
+        self._failed_backoff[(key, node_name)] = (delay, now)
+        return 0.0
 
     def _rolling_update(self, ds: dict[str, Any], by_node: dict[str, list[dict[str, Any]]],
                         nodes: list[dict[str, Any]], hash_: str,

@@ -28,7 +28,7 @@ written through the status subresource, as upstream does.
 
 from __future__ import annotations
 
-import copy
+from k8py.client.indexer import deep_copy
 import logging
 from typing import Any, Mapping
 
@@ -157,7 +157,7 @@ class DeploymentController(KeyedController):
         cached = self.lister.try_get(namespace, name)
         if cached is None:
             return None
-        d = copy.deepcopy(cached)
+        d = deep_copy(cached)
         selector_dict = (d.get("spec") or {}).get("selector")
         if selector_dict == {} or selector_dict is None:
             self.recorder.event(d, "Warning", "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.",
@@ -205,7 +205,7 @@ class DeploymentController(KeyedController):
         spec = d.get("spec") or {}
         now = self.clock.now()
         if existing is not None:
-            rs = copy.deepcopy(existing)
+            rs = deep_copy(existing)
             changed = rsutil.set_new_replica_set_annotations(d, rs, new_revision, True)
             min_ready = int(spec.get("minReadySeconds") or 0)
             if changed or int((rs.get("spec") or {}).get("minReadySeconds") or 0) != min_ready:
@@ -224,10 +224,10 @@ class DeploymentController(KeyedController):
             return None
         status = d.setdefault("status", {})
         collision = status.get("collisionCount")
-        template = copy.deepcopy(spec.get("template") or {})
+        template = deep_copy(spec.get("template") or {})
         pod_hash = rsutil.template_hash(spec.get("template") or {}, collision)
         template.setdefault("metadata", {}).setdefault("labels", {})[rsutil.POD_TEMPLATE_HASH_LABEL] = pod_hash
-        selector = copy.deepcopy(spec.get("selector") or {})
+        selector = deep_copy(spec.get("selector") or {})
         selector.setdefault("matchLabels", {})[rsutil.POD_TEMPLATE_HASH_LABEL] = pod_hash
         name = f"{_meta(d)['name']}-{pod_hash}"
         new_rs: dict[str, Any] = {
@@ -289,7 +289,7 @@ class DeploymentController(KeyedController):
         old_size = rsutil.replicas_of(rs)
         if old_size == size and not rsutil.replicas_annotations_need_update(rs, desired, maximum):
             return False, rs
-        body = copy.deepcopy(rs)
+        body = deep_copy(rs)
         body["spec"]["replicas"] = size
         rsutil.set_replicas_annotations(body, desired, maximum)
         updated = await self.client.update(REPLICASETS, body)

@@ -21,7 +21,7 @@ As ``pkg/controller/deployment/util``:
 
 from __future__ import annotations
 
-import copy
+from k8py.client.indexer import deep_copy
 import math
 from typing import Any, Mapping
 
@@ -92,7 +92,7 @@ def template_hash(template: Obj, collision_count: int | None) -> str:
 
 
 def template_without_hash(template: Obj) -> dict[str, Any]:
-    t = copy.deepcopy(dict(template))
+    t = deep_copy(dict(template))
     labels = (t.get("metadata") or {}).get("labels")
     if isinstance(labels, dict):
         labels.pop(POD_TEMPLATE_HASH_LABEL, None)

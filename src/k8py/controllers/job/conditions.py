@@ -9,7 +9,8 @@ terminal one, once none of its pods is still running or terminating:
   ``BackoffLimitExceeded``, ``DeadlineExceeded``, ``PodFailurePolicy``,
   ``FailedIndexes``, ``MaxFailedIndexesExceeded``;
 - success: ``SuccessCriteriaMet`` then ``Complete`` (reason
-  ``CompletionsReached``), with ``status.completionTime``.
+  ``CompletionsReached``, or ``SuccessPolicy`` when a ``successPolicy`` rule
+  of an Indexed Job matched), with ``status.completionTime``.
 
 ``Suspended`` is ``True`` (``JobSuspended``) while ``spec.suspend`` holds and
 turns ``False`` (``JobResumed``) when it is lifted. All functions here are

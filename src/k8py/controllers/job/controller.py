@@ -38,11 +38,16 @@ from k8py.client.keys import split_key
 from k8py.client.resources import JOBS, PODS
 from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import ControllerExpectations
 from k8py.controllers.job import indexes as ix
 from k8py.controllers.job.backoff import BackoffRecord, remaining_backoff
-from k8py.controllers.job.conditions import MESSAGES, Verdict, find_condition, is_finished, set_condition
-from k8py.controllers.job.pod_failure_policy import match_pod_failure_policy
+from k8py.controllers.job.conditions import find_condition, is_finished, set_condition
+from k8py.controllers.job.verdicts import failure_verdict, pending_verdict, success_verdict
+from k8py.controllers.job.tracking import (
+    TRACKING_FINALIZER, deleting as _deleting, has_finalizer as _has_finalizer, is_failed as _is_failed,
+    tally_finished_pods, terminal as _terminal,
+)
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
 from k8py.controllers.pod_control import PodControl, slow_start_batch
@@ -52,32 +57,8 @@ __all__ = ["JobController", "TRACKING_FINALIZER"]
 
 logger = logging.getLogger(__name__)
 
-TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 DEFAULT_POD_FAILURE_BACKOFF = 10.0
 MAX_POD_FAILURE_BACKOFF = 600.0
-
-
-def _terminal(pod: dict[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _deleting(pod: dict[str, Any]) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _has_finalizer(pod: dict[str, Any]) -> bool:
-    return TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or ())
-
-
-def _is_failed(pod: dict[str, Any], spec: dict[str, Any]) -> bool:
-    """Upstream ``isPodFailed``: a deleted pod that never succeeded counts as failed
-    unless the Job waits for pods to reach ``Failed`` (podFailurePolicy)."""
-    phase = (pod.get("status") or {}).get("phase")
-    if phase == "Failed":
-        return True
-    if spec.get("podFailurePolicy") is not None or spec.get("podReplacementPolicy") == "Failed":
-        return False
-    return _deleting(pod) and phase != "Succeeded"
 
 
 class JobController(KeyedController):
@@ -143,6 +124,15 @@ class JobController(KeyedController):
         pods = self.pod_lister.list(label_selector_from_dict(selector), namespace=job["metadata"]["namespace"])
         return [p for p in pods if (controller_ref(p) or {}).get("uid") == uid]
 
+    async def _claim_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """The Job's pods, adopting orphans its selector matches (upstream ``getPodsForJob``)."""
+        selector = (job.get("spec") or {}).get("selector")
+        if not selector:
+            return []
+        manager = ControllerRefManager(self.client, job, JOBS, PODS, label_selector_from_dict(selector),
+                                       recheck_owner(self.client, JOBS, job))
+        return await manager.claim(self.pod_lister.list(namespace=job["metadata"]["namespace"]))
+
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         job = self.job_lister.try_get(namespace, name)
@@ -151,7 +141,7 @@ class JobController(KeyedController):
             self.backoffs.pop(key, None)
             return None
         job = copy.deepcopy(job)
-        pods = self._owned_pods(job)
+        pods = await self._claim_pods(job)
         if is_finished(job):
             await self._remove_finalizers([p for p in pods if _has_finalizer(p)])
             return None
@@ -174,53 +164,13 @@ class JobController(KeyedController):
         record = self.backoffs.setdefault(key, BackoffRecord())
 
         # 1. count finished pods exactly once
+        tally = tally_finished_pods(spec, status, pods)
+        unc_succeeded, unc_failed = tally.uncounted_succeeded, tally.uncounted_failed
+        completed, failed_indexes, to_release = tally.completed, tally.failed_indexes, tally.to_release
+        fail_job, new_failures, new_successes = tally.fail_job, tally.new_failures, tally.new_successes
         uncounted = status.setdefault("uncountedTerminatedPods", {})
-        unc_succeeded: list[str] = list(uncounted.get("succeeded") or [])
-        unc_failed: list[str] = list(uncounted.get("failed") or [])
-        completed = ix.parse_intervals(status.get("completedIndexes"), completions or 0) if indexed else set()
-        failed_indexes = ix.parse_intervals(status.get("failedIndexes"), completions or 0) if indexed else set()
-        fail_job: Verdict | None = None
-        finishing_success = find_condition(status, "SuccessCriteriaMet") is not None
-        to_release: list[dict[str, Any]] = []
-        new_failures = new_successes = 0
-        for pod in pods:
-            if not _has_finalizer(pod):
-                continue
-            uid = pod["metadata"]["uid"]
-            if uid in unc_succeeded or uid in unc_failed:
-                to_release.append(pod)
-                continue
-            phase = (pod.get("status") or {}).get("phase")
-            if finishing_success and phase != "Succeeded" and _deleting(pod):
-                to_release.append(pod)  # removed because the Job succeeded: not a failure
-                continue
-            index = ix.pod_index(pod, completions or 0) if indexed else None
-            if phase == "Succeeded":
-                if indexed and index is None:
-                    to_release.append(pod)
-                    continue
-                unc_succeeded.append(uid)
-                new_successes += 1
-                if index is not None:
-                    completed.add(index)
-                to_release.append(pod)
-            elif _is_failed(pod, spec):
-                match = match_pod_failure_policy(spec.get("podFailurePolicy"), pod)
-                to_release.append(pod)
-                if not match.counts:
-                    continue
-                unc_failed.append(uid)
-                new_failures += 1
-                if match.action == "FailJob" and fail_job is None:
-                    fail_job = Verdict("failure", "PodFailurePolicy", match.message or "")
-                if index is not None and spec.get("backoffLimitPerIndex") is not None:
-                    failures = ix.annotation_int(pod, ix.INDEX_FAILURE_COUNT) + 1
-                    if match.action == "FailIndex" or failures > spec["backoffLimitPerIndex"]:
-                        failed_indexes.add(index)
-            elif _deleting(pod) and find_condition(status, "FailureTarget") is not None:
-                to_release.append(pod)  # a finishing Job lets go of pods it deleted
         record.record(new_failures=new_failures, new_successes=new_successes, now=self.clock.monotonic())
-        uncounted["succeeded"], uncounted["failed"] = unc_succeeded, unc_failed
+        _set_uncounted(uncounted, unc_succeeded, unc_failed)
         if indexed:
             status["completedIndexes"] = ix.format_intervals(completed)
             if spec.get("backoffLimitPerIndex") is not None:
@@ -234,25 +184,24 @@ class JobController(KeyedController):
         moved_s = [u for u in unc_succeeded if u not in live]
         moved_f = [u for u in unc_failed if u not in live]
         uncounted = status.setdefault("uncountedTerminatedPods", {})
-        uncounted["succeeded"] = [u for u in unc_succeeded if u in live]
-        uncounted["failed"] = [u for u in unc_failed if u in live]
+        _set_uncounted(uncounted, [u for u in unc_succeeded if u in live], [u for u in unc_failed if u in live])
         status["succeeded"] = int(status.get("succeeded") or 0) + len(moved_s)
         if indexed:
             status["succeeded"] = len(completed)
         status["failed"] = int(status.get("failed") or 0) + len(moved_f)
-        failed_total = status["failed"] + len(uncounted["failed"])
+        failed_total = status["failed"] + len(uncounted.get("failed", ()))
         succeeded_total = (len(completed) if indexed else
-                           status["succeeded"] + len(uncounted["succeeded"]))
+                           status["succeeded"] + len(uncounted.get("succeeded", ())))
 
         remaining_pods = [p for p in pods if not _terminal(p)]
         active = [p for p in remaining_pods if not _deleting(p)]
         terminating = [p for p in remaining_pods if _deleting(p)]
 
         # 2. has the Job finished?
-        verdict = self._pending_verdict(status) or fail_job or self._failure(
-            job, failed_total, failed_indexes, completed, now)
+        verdict = pending_verdict(status) or fail_job or failure_verdict(
+            job, failed_total, failed_indexes, completed, active, now)
         if verdict is None:
-            verdict = self._success(spec, succeeded_total, completed, active)
+            verdict = success_verdict(spec, succeeded_total, completed, active)
         requeue: float | None = None
         if verdict is not None:
             interim = "FailureTarget" if verdict.kind == "failure" else "SuccessCriteriaMet"
@@ -280,48 +229,12 @@ class JobController(KeyedController):
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if is_pod_ready(p))
         status["terminating"] = len(terminating)
+        for omitempty in ("active", "succeeded", "failed"):  # Go's omitempty; ready/terminating are pointers
+            if not status.get(omitempty):
+                status.pop(omitempty, None)
         if status != before:
             await self._write_status(job)
         return requeue
-
-    def _pending_verdict(self, status: dict[str, Any]) -> Verdict | None:
-        for ctype, kind in (("FailureTarget", "failure"), ("SuccessCriteriaMet", "success")):
-            cond = find_condition(status, ctype)
-            if cond is not None:
-                return Verdict(kind, cond.get("reason", ""), cond.get("message", ""))
-        return None
-
-    def _failure(self, job: dict[str, Any], failed: int, failed_indexes: set[int], completed: set[int],
-                 now: Any) -> Verdict | None:
-        spec = job.get("spec") or {}
-        per_index = spec.get("backoffLimitPerIndex")
-        if per_index is not None:
-            max_failed = spec.get("maxFailedIndexes")
-            if max_failed is not None and len(failed_indexes) > max_failed:
-                return Verdict("failure", "MaxFailedIndexesExceeded", MESSAGES["MaxFailedIndexesExceeded"])
-            if failed_indexes and len(failed_indexes | completed) >= (spec.get("completions") or 0):
-                return Verdict("failure", "FailedIndexes", MESSAGES["FailedIndexes"])
-        elif failed > int(spec.get("backoffLimit", 6)):
-            return Verdict("failure", "BackoffLimitExceeded", MESSAGES["BackoffLimitExceeded"])
-        deadline = spec.get("activeDeadlineSeconds")
-        start = parse_time((job.get("status") or {}).get("startTime"))
-        if deadline is not None and start is not None and not spec.get("suspend") and \
-                (now - start).total_seconds() >= deadline:
-            return Verdict("failure", "DeadlineExceeded", MESSAGES["DeadlineExceeded"])
-        return None
-
-    def _success(self, spec: dict[str, Any], succeeded: int, completed: set[int],
-                 active: list[dict[str, Any]]) -> Verdict | None:
-        completions = spec.get("completions")
-        if spec.get("completionMode") == "Indexed":
-            done = completions is not None and len(completed) >= completions
-        elif completions is None:
-            done = succeeded > 0 and not active
-        else:
-            done = succeeded >= completions
-        if done:
-            return Verdict("success", "CompletionsReached", MESSAGES["CompletionsReached"])
-        return None
 
     # -- pods ---------------------------------------------------------------------
 
@@ -419,21 +332,9 @@ class JobController(KeyedController):
         def mutate(pod: dict[str, Any]) -> None:
             pmeta = pod["metadata"]
             pmeta["finalizers"] = [*(pmeta.get("finalizers") or []), TRACKING_FINALIZER]
-            if index is None:
-                return
-            value = str(index)
-            pmeta["generateName"] = f"{meta['name']}-{value}-"
-            pmeta.setdefault("annotations", {})[ix.COMPLETION_INDEX] = value
-            pmeta.setdefault("labels", {})[ix.COMPLETION_INDEX] = value
-            if (job.get("spec") or {}).get("backoffLimitPerIndex") is not None:
-                pmeta["annotations"][ix.INDEX_FAILURE_COUNT] = str(index_failures)
-            pspec = pod["spec"]
-            pspec.setdefault("hostname", f"{meta['name']}-{value}")
-            env = {"name": ix.COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
-                "apiVersion": "v1", "fieldPath": f"metadata.annotations['{ix.COMPLETION_INDEX}']"}}}
-            for container in [*(pspec.get("initContainers") or []), *(pspec.get("containers") or [])]:
-                envs = [e for e in container.get("env") or [] if e.get("name") != ix.COMPLETION_INDEX_ENV]
-                container["env"] = [*envs, env]
+            if index is not None:
+                ix.decorate_pod(pod, meta["name"], index,
+                                index_failures if (job.get("spec") or {}).get("backoffLimitPerIndex") is not None else None)
 
         await self.pod_control.create_pod(meta["namespace"], template, job, JOBS,
                                           new_controller_ref(job, JOBS), mutate=mutate)
@@ -464,6 +365,15 @@ class JobController(KeyedController):
     async def _write_status(self, job: dict[str, Any]) -> dict[str, Any]:
         updated = await self.client.update_status(JOBS, job)
         return copy.deepcopy(updated)
+
+
+def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
+    """Empty lists are omitted, as Go's ``omitempty`` writes ``uncountedTerminatedPods: {}``."""
+    for key, uids in (("succeeded", succeeded), ("failed", failed)):
+        if uids:
+            uncounted[key] = uids
+        else:
+            uncounted.pop(key, None)
 
 
 def _deletion_rank(pod: dict[str, Any]) -> tuple[int, int, str]:

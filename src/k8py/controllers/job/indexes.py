@@ -72,3 +72,23 @@ def first_pending_indexes(completions: int, done: set[int], active: set[int], co
         if i not in done and i not in active:
             out.append(i)
     return out
+
+
+def decorate_pod(pod: dict[str, Any], job_name: str, index: int, failure_count: int | None) -> None:
+    """Make ``pod`` the pod of ``index``: name prefix, annotation and label,
+    hostname, ``JOB_COMPLETION_INDEX`` in every container, and (with
+    ``backoffLimitPerIndex``) how often the index failed before."""
+    value = str(index)
+    meta = pod["metadata"]
+    meta["generateName"] = f"{job_name}-{value}-"
+    meta.setdefault("annotations", {})[COMPLETION_INDEX] = value
+    meta.setdefault("labels", {})[COMPLETION_INDEX] = value
+    if failure_count is not None:
+        meta["annotations"][INDEX_FAILURE_COUNT] = str(failure_count)
+    spec = pod["spec"]
+    spec.setdefault("hostname", f"{job_name}-{value}")
+    env = {"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
+        "apiVersion": "v1", "fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}}
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        envs = [e for e in container.get("env") or [] if e.get("name") != COMPLETION_INDEX_ENV]
+        container["env"] = [*envs, env]

@@ -33,15 +33,16 @@ import copy
 import logging
 from typing import Any, Mapping
 
-from k8py.api.errors import AlreadyExists, NotFound
+from k8py.api.errors import AlreadyExists, NotFound, StatusError
 from k8py.api.selectors import label_selector_from_dict
 from k8py.client.keys import split_key
 from k8py.client.resources import PODS, STATEFULSETS
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
-from k8py.controllers.pod_control import PodControl
+from k8py.controllers.pod_control import pod_from_template
 from k8py.controllers.pod_status import is_pod_available, is_pod_ready
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS, HashCollision, RevisionControl
 from k8py.controllers.statefulset.ordinals import (
@@ -82,7 +83,6 @@ class StatefulSetController(KeyedController):
         self.pod_lister = ctx.informers.lister(PODS)
         self.wait_for(self.sets, self.pods, self.revisions)
         self.recorder = ctx.recorder("statefulset-controller")
-        self.pod_control = PodControl(ctx.client, self.recorder)
         self.revision_control = RevisionControl(ctx.client, ctx.informers.lister(CONTROLLER_REVISIONS), "StatefulSet")
         self.sets.add_event_handler(on_add=self.enqueue, on_update=lambda old, new: self.enqueue(new),
                                     on_delete=self.enqueue)
@@ -101,7 +101,7 @@ class StatefulSetController(KeyedController):
         if cached is None:
             return None
         sts = copy.deepcopy(cached)
-        revisions = self.revision_control.owned(sts)
+        revisions = await self.revision_control.claim(sts, STATEFULSETS)
         try:
             update_rev, revisions = await self.revision_control.current(sts, revisions)
         except HashCollision:
@@ -111,10 +111,12 @@ class StatefulSetController(KeyedController):
             return None
         current_name = (sts.get("status") or {}).get("currentRevision")
         current_rev = next((r for r in revisions if r["metadata"]["name"] == current_name), update_rev)
-        uid = sts["metadata"]["uid"]
         selector = label_selector_from_dict((sts.get("spec") or {}).get("selector"))
-        pods = [p for p in self.pod_lister.list(selector, namespace=namespace)
-                if (controller_ref(p) or {}).get("uid") == uid]
+        manager = ControllerRefManager(self.client, sts, STATEFULSETS, PODS, selector,
+                                       recheck_owner(self.client, STATEFULSETS, sts))
+        # upstream isMemberOf: an orphan is adopted only if its name is one of ours
+        pods = await manager.claim(self.pod_lister.list(namespace=namespace), matches=lambda p: bool(
+            selector.matches((p.get("metadata") or {}).get("labels")) and ordinal_of(p, name) is not None))
         requeue: float | None = None
         if not sts["metadata"].get("deletionTimestamp"):
             requeue = await self._reconcile(sts, pods, current_rev, update_rev)
@@ -201,18 +203,42 @@ class StatefulSetController(KeyedController):
             if spec.get("serviceName"):
                 pod["spec"]["subdomain"] = spec["serviceName"]
 
+        pod = pod_from_template(template, meta["namespace"], meta["name"], new_controller_ref(sts, STATEFULSETS))
+        pod["metadata"].pop("generateName", None)
+        pod["metadata"]["name"] = name
+        mutate(pod)
         try:
-            await self.pod_control.create_pod(meta["namespace"], template, sts, STATEFULSETS,
-                                              new_controller_ref(sts, STATEFULSETS), name=name, mutate=mutate)
+            await self.client.create(PODS, pod, namespace=meta["namespace"])
         except AlreadyExists:
             return False  # an old pod of that name is still going away
+        except StatusError as err:
+            self._pod_event(sts, "Create", name, err)
+            raise
+        self._pod_event(sts, "Create", name, None)
         return True
 
+    def _pod_event(self, sts: dict[str, Any], verb: str, pod_name_: str, err: Exception | None) -> None:
+        """Upstream's ``recordPodEvent`` wording ("create Pod db-0 in StatefulSet db successful")."""
+        set_name = sts["metadata"]["name"]
+        if err is None:
+            self.recorder.eventf(sts, "Normal", f"Successful{verb}",
+                                 f"{verb.lower()} Pod {pod_name_} in StatefulSet {set_name} successful",
+                                 resource=STATEFULSETS)
+        else:
+            self.recorder.eventf(sts, "Warning", f"Failed{verb}",
+                                 f"{verb.lower()} Pod {pod_name_} in StatefulSet {set_name} failed error: {err}",
+                                 resource=STATEFULSETS)
+
     async def _delete(self, sts: dict[str, Any], pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
         try:
-            await self.pod_control.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], sts, STATEFULSETS)
+            await self.client.delete(PODS, pod["metadata"]["namespace"], name)
         except NotFound:
-            pass
+            return
+        except StatusError as err:
+            self._pod_event(sts, "Delete", name, err)
+            raise
+        self._pod_event(sts, "Delete", name, None)
 
     async def _update_status(self, sts: dict[str, Any], pods: list[dict[str, Any]], current: dict[str, Any],
                              update: dict[str, Any]) -> None:

@@ -75,6 +75,8 @@ def port_forward_handler(ctx: ServerContext) -> Callable[[web.Request], Awaitabl
                 await SpdyPortForward(ws, connect).run()
             else:
                 await _channels(ws, ports, connect)
+        except* ConnectionError:
+            log.debug("port-forward client went away", extra={"pod": f"{ns}/{name}"})
         finally:
             if not ws.closed:
                 await ws.close()

@@ -131,6 +131,8 @@ def exec_handler(ctx: ServerContext) -> Handler:
             return ws
         try:
             await _run_exec(ws, proc, protocol=protocol, command=command)
+        except* ConnectionError:
+            log.debug("exec client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
             await proc.close()
             if not ws.closed:
@@ -186,12 +188,12 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                     log.info("attach cannot open stdin", extra={"fifo": fifo, "error": str(err)})
 
             async def write(data: bytes) -> None:
-                if fd >= 0:
+                view = memoryview(data)
+                while fd >= 0 and view:
                     try:
-                        os.write(fd, data)
+                        view = view[os.write(fd, view) :]
                     except BlockingIOError:
-                        await asyncio.sleep(0.01)
-                        os.write(fd, data)
+                        await asyncio.sleep(0.01)  # the FIFO is full: the container is not reading its stdin
 
             async def follow() -> None:
                 await _follow_output(ctx, ws, attempt.id, attempt.log_path, stdout=stdout, stderr=stderr, tty=tty, poll=poll_interval)
@@ -207,6 +209,8 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                 reader.cancel()
             if out in done and not ws.closed:
                 await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+        except* ConnectionError:
+            log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
             if fd >= 0:
                 os.close(fd)

@@ -1,0 +1,198 @@
+"""Controller manager benchmarks (issue 10), each beside its baseline in the same run.
+
+The API server and the controller manager run as their own processes
+(``python -m k8py apiserver`` / ``controller-manager``), as in production.
+Figures:
+
+1. the API server's raw pod create rate: N pods POSTed by 16 concurrent
+   loopback connections from this process (the same pod template the
+   ReplicaSet uses);
+2. a ReplicaSet scaled from 0 to N pods: seconds until all N exist (counted
+   from a pod watch), its rate as a share of (1) (the controller should be
+   bounded by the server: >= 80 %), and the controller manager's CPU seconds
+   for it (from /proc);
+3. D Deployments of 3 replicas, the test pod driver marking pods ready: time
+   until all are available, then every template changed at once and the time
+   until every rollout completes.
+
+    python bench/controllers_bench.py [--pods 10000] [--deployments 1000]
+
+Quick run: ``--pods 2000 --deployments 100``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import orjson
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from http_load import HttpConnection, pod_body  # noqa: E402
+
+from k8py.cli.kubeconfig import write_kubeconfig  # noqa: E402
+from k8py.client.config import ClientConfig  # noqa: E402
+from k8py.client.resources import DEPLOYMENTS, NAMESPACES, PODS, REPLICASETS  # noqa: E402
+from k8py.client.rest import RestClient, RetryPolicy  # noqa: E402
+
+
+def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, re.Match[str]]:
+    proc = subprocess.Popen([sys.executable, "-m", "k8py", *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(pattern, line)
+        if m:
+            return proc, m
+    raise RuntimeError(f"{cmd[0]} did not start")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def raw_create_rate(addr: str, n: int, namespace: str, concurrency: int = 16) -> float:
+    conns = [await HttpConnection.open(addr) for _ in range(concurrency)]
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def worker(c: HttpConnection, idx: range) -> None:
+        for i in idx:
+            status, _ = await c.request("POST", path, pod_body(f"raw-{i}", namespace))
+            assert status == 201, status
+
+    began = time.perf_counter()
+    await asyncio.gather(*(worker(c, range(k, n, concurrency)) for k, c in enumerate(conns)))
+    elapsed = time.perf_counter() - began
+    for c in conns:
+        c.close()
+    return n / elapsed
+
+
+def template() -> dict:
+    pod = orjson.loads(pod_body("x", "x"))
+    return {"metadata": {"labels": {"app": "bench-rs"}, "annotations": pod["metadata"]["annotations"]}, "spec": pod["spec"]}
+
+
+async def count_pods(client: RestClient, namespace: str, want: int, rv: str) -> float:
+    seen = 0
+    async with client.watch(PODS, namespace, resource_version=rv) as stream:
+        async for event in stream:
+            if event.type == "ADDED":
+                seen += 1
+                if seen >= want:
+                    return time.perf_counter()
+    raise RuntimeError("watch ended")
+
+
+async def replicaset_scale_up(client: RestClient, manager_pid: int, n: int) -> tuple[float, float]:
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rs-bench"}})
+    rv = (await client.list(PODS, "rs-bench"))["metadata"]["resourceVersion"]
+    watcher = asyncio.create_task(count_pods(client, "rs-bench", n, rv), name="count-pods")
+    cpu0 = cpu_seconds(manager_pid)
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "big", "namespace": "rs-bench"},
+          "spec": {"replicas": n, "selector": {"matchLabels": {"app": "bench-rs"}}, "template": template()}}
+    began = time.perf_counter()
+    await client.create(REPLICASETS, rs)
+    done = await asyncio.wait_for(watcher, timeout=max(120.0, n / 50))
+    return done - began, cpu_seconds(manager_pid) - cpu0
+
+
+def deployment(i: int, image: str) -> dict:
+    labels = {"app": f"d{i}"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"d{i}", "namespace": "deploy-bench"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+async def all_complete(client: RestClient, count: int, image: str) -> None:
+    while True:
+        items = (await client.list_all(DEPLOYMENTS, "deploy-bench"))["items"]
+        done = 0
+        for d in items:
+            st = d.get("status") or {}
+            if (st.get("observedGeneration") == d["metadata"]["generation"] and st.get("updatedReplicas") == 3
+                    and st.get("availableReplicas") == 3 and st.get("replicas") == 3
+                    and d["spec"]["template"]["spec"]["containers"][0]["image"] == image):
+                done += 1
+        if done == count:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def deployments_rolled(client: RestClient, count: int) -> tuple[float, float]:
+    from tests.support.pod_driver import PodDriver
+
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "deploy-bench"}})
+    driver = PodDriver(client, namespace="deploy-bench", workers=16)
+    task = asyncio.create_task(driver.run(), name="pod-driver")
+    try:
+        await driver.informer.wait_for_cache_sync()
+        sem = asyncio.Semaphore(16)
+
+        async def create(i: int) -> None:
+            async with sem:
+                await client.create(DEPLOYMENTS, deployment(i, "app:1"))
+
+        began = time.perf_counter()
+        await asyncio.gather(*(create(i) for i in range(count)))
+        await all_complete(client, count, "app:1")
+        created = time.perf_counter() - began
+
+        async def roll(i: int) -> None:
+            async with sem:
+                await client.patch(DEPLOYMENTS, "deploy-bench", f"d{i}",
+                                   {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})
+
+        began = time.perf_counter()
+        await asyncio.gather(*(roll(i) for i in range(count)))
+        await all_complete(client, count, "app:2")
+        return created, time.perf_counter() - began
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--deployments", type=int, default=1_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server, m = start(["apiserver", "--data-dir", tmp, "--port", "0"], r"listening on http://([\d.]+):(\d+)")
+        addr = f"{m.group(1)}:{m.group(2)}"
+        kubeconfig = write_kubeconfig(os.path.join(tmp, "bench-kubeconfig"), f"http://{addr}")
+        manager, _ = start(["controller-manager", "--kubeconfig", kubeconfig, "--port", "0",
+                            "--controllers", "replicaset,deployment"], r"serving /healthz")
+        try:
+            async with RestClient(ClientConfig(server=f"http://{addr}"), retry=RetryPolicy(initial=0.05, cap=1.0)) as client:
+                await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raw"}})
+                raw = await raw_create_rate(addr, args.pods, "raw")
+                print(f"raw pod creates (16 connections):          {raw:8.0f} pods/s", flush=True)
+                seconds, cpu = await replicaset_scale_up(client, manager.pid, args.pods)
+                rate = args.pods / seconds
+                print(f"ReplicaSet 0 -> {args.pods} pods:               {seconds:8.2f} s  ({rate:.0f} pods/s, "
+                      f"{100 * rate / raw:.0f}% of the raw rate; controller manager CPU {cpu:.1f} s)", flush=True)
+                created, rolled = await deployments_rolled(client, args.deployments)
+                print(f"{args.deployments} Deployments x 3 created and available: {created:8.2f} s", flush=True)
+                print(f"{args.deployments} Deployments rolled at once, all complete: {rolled:8.2f} s", flush=True)
+        finally:
+            for proc in (manager, server):
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,178 @@
+"""Many simulated kubelets in one process (``k8py kubelet --simulated --nodes N``), as kwok.
+
+Each node is real as far as the API server can tell: its own Node object
+(registered with fixed capacity: 32 CPUs, 256Gi, ``maxPods``), its own
+Lease renewed every 10 s, and its own pod workers, PLEG and
+:class:`~k8py.kubelet.runtime.simulated.SimulatedRuntime`, so its pods go
+through the same lifecycle code as on a real node. What is shared, to keep
+the API server's load at what N real kubelets would cause or less:
+
+- one pod informer over all pods (instead of N watches), dispatching each
+  pod to the worker set of its ``spec.nodeName``;
+- one status manager and one event broadcaster;
+- one HTTP server (/healthz, /metrics) whose port every Node advertises.
+
+Start-up registers the nodes at most ``concurrency`` at a time, and spreads
+the Lease renewals over the first interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.informer_factory import InformerFactory
+from k8py.client.resources import PODS
+from k8py.client.rest import RestClient
+from k8py.kubelet import server
+from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.node_lease import NodeLease
+from k8py.kubelet.node_status import HostReadings, NodeStatusReporter
+from k8py.kubelet.pleg import PLEG
+from k8py.kubelet.pod_sync import PodSyncer
+from k8py.kubelet.pod_workers import PodWorkers
+from k8py.kubelet.runtime.protocols import ContainerStatus
+from k8py.kubelet.runtime.simulated import SimulatedRuntime
+from k8py.kubelet.server_context import ServerContext
+from k8py.kubelet.status_manager import StatusManager
+from k8py.kubelet.volumes.manager import VolumeManager
+
+__all__ = ["SimulatedNodes", "SimulatedNode"]
+
+logger = logging.getLogger(__name__)
+
+_HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
+                     disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
+                     boot_id="simulated", machine_id="simulated")
+
+
+class SimulatedNode:
+    def __init__(self, parent: "SimulatedNodes", index: int) -> None:
+        base = parent.config
+        self.config = replace(base, node_name=f"{base.node_name}-{index}", simulated=True, node_labels=dict(base.node_labels),
+                              node_status_update_frequency=max(base.node_status_update_frequency, 30.0),
+                              pod_cidr=f"10.{(index // 256) % 256}.{index % 256}.0/24")
+        self.runtime = SimulatedRuntime(node_ip=base.address)
+        self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
+                                volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
+                                event=parent.event, get_object=parent.no_object, services=lambda: [], node_allocatable=dict,
+                                wake=self._wake)
+        self.workers = PodWorkers(self.syncer)
+        self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
+        self.lease = NodeLease(parent.client, self.config.node_name, duration=base.node_lease_duration_seconds,
+                               interval=base.node_lease_renew_interval, node_uid=self._node_uid)
+        self.status = NodeStatusReporter(parent.client, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
+                                         host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr)
+        self.node: dict[str, Any] = {}
+
+    def _wake(self, uid: str) -> None:
+        self.workers.wake(uid)
+
+    async def _node_uid(self) -> str:
+        return str((self.node.get("metadata") or {}).get("uid", ""))
+
+    async def _images(self) -> list[Any]:
+        return list(await self.runtime.list_images())
+
+    async def _on_pod_cidr(self, cidr: str) -> None:
+        await self.runtime.update_runtime_config(pod_cidr=cidr)
+
+    async def register(self, port: int) -> None:
+        self.status.port = port
+        self.node = await self.status.register()
+        if not self.status.pod_cidr:
+            await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
+
+    async def run(self, interval_jitter: float) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.workers.run(), name=f"pod-workers-{self.config.node_name}")
+            tg.create_task(self.pleg.run(), name=f"pleg-{self.config.node_name}")
+            await asyncio.sleep(interval_jitter)
+            tg.create_task(self.lease.run(), name=f"lease-{self.config.node_name}")
+            tg.create_task(self.status.run(), name=f"node-status-{self.config.node_name}")
+
+
+class SimulatedNodes:
+    def __init__(self, client: RestClient, config: KubeletConfig, *, count: int, concurrency: int = 32) -> None:
+        self.client = client
+        self.config = config
+        self.count = count
+        self.concurrency = concurrency
+        self.registry = CollectorRegistry()
+        self.broadcaster = EventBroadcaster(client)
+        self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
+        self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))
+        self.informers = InformerFactory(client)
+        self.pod_informer = self.informers.informer(PODS)
+        self.nodes = [SimulatedNode(self, i) for i in range(count)]
+        self._by_name = {n.config.node_name: n for n in self.nodes}
+        self.ready = asyncio.Event()
+        self.port = 0
+
+    def event(self, obj: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        self.recorder.event(obj, kind, reason, message, resource=PODS)
+
+    async def no_object(self, kind: str, namespace: str, name: str) -> None:
+        return None
+
+    def _node_of(self, pod: Mapping[str, Any]) -> SimulatedNode | None:
+        return self._by_name.get(((pod.get("spec") or {}).get("nodeName")) or "")
+
+    # PodContainers for the shared server
+    def pods(self) -> Sequence[Mapping[str, Any]]:
+        return [w.pod for n in self.nodes for w in n.workers.workers.values()]
+
+    def sandbox_id(self, namespace: str, name: str) -> str | None:
+        return None
+
+    async def containers(self, namespace: str, name: str) -> Sequence[ContainerStatus]:
+        return []
+
+    async def run(self) -> None:
+        ctx = ServerContext(node_name=self.config.node_name, runtime=self.nodes[0].runtime, pods=self, registry=self.registry,
+                            healthy=self.ready.is_set)
+        runner = web.AppRunner(server.build_app(ctx), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, self.config.address, self.config.port).start()
+        self.port = runner.addresses[0][1]
+        try:
+            limit = asyncio.Semaphore(self.concurrency)
+
+            async def register(n: SimulatedNode) -> None:
+                async with limit:
+                    await n.register(self.port)
+
+            await asyncio.gather(*(register(n) for n in self.nodes))
+
+            def on_pod(pod: dict[str, Any]) -> None:
+                n = self._node_of(pod)
+                if n is not None:
+                    n.workers.update_pod(pod)
+
+            def on_delete(obj: Any) -> None:
+                pod = getattr(obj, "obj", obj)
+                n = self._node_of(pod) if isinstance(pod, dict) else None
+                if n is not None:
+                    n.workers.remove_pod(pod)
+
+            self.pod_informer.add_event_handler(on_add=on_pod, on_update=lambda _o, p: on_pod(p), on_delete=on_delete)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.broadcaster.run(), name="simulated-events")
+                tg.create_task(self.status.run(), name="simulated-status-manager")
+                self.informers.start()
+                await self.informers.wait_for_cache_sync()
+                interval = self.config.node_lease_renew_interval
+                for n in self.nodes:
+                    tg.create_task(n.run(random.uniform(0, interval)), name=f"simulated-{n.config.node_name}")
+                self.ready.set()
+                logger.info("simulated nodes running", extra={"nodes": self.count})
+        finally:
+            await self.informers.shutdown()
+            await runner.cleanup()
