@@ -23,7 +23,6 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from k8py.client.resources import PODS
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.backoff import Backoff
 from k8py.kubelet.container_start import start_container
