@@ -24,10 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -136,7 +136,12 @@ async def _scenario(kubeconfig: str, label: str, ns: str, count: int, node: str,
         await client.close()
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=100)
     ap.add_argument("--rate", type=float, default=10.0, help="pods created per second for the latency runs")
@@ -151,8 +156,10 @@ def main() -> int:
         procs.append(api)
         kc = f"{tmp}/api/kubeconfig"
         maxpods = str(max(args.many, args.idle_pods, args.pods) + 10)
+        # a /22 of pod IPs (1,021 pods): a /24 holds only 253; a random one, as other kubelets may share this machine
+        cidr = f"127.{random.randint(65, 127)}.{random.randrange(0, 256, 4)}.0/22"
         kubelet, _ = _start(["kubelet", "--kubeconfig", kc, "--node-name", "bench", "--root-dir", f"{tmp}/kubelet", "--port", "0",
-                             "--max-pods", maxpods], r"running\b")
+                             "--max-pods", maxpods, "--pod-cidr", cidr], r"running\b")
         procs.append(kubelet)
         sim, _ = _start(["kubelet", "--kubeconfig", kc, "--node-name", "sim", "--root-dir", f"{tmp}/sim", "--port", "0",
                          "--simulated", "--nodes", "1", "--max-pods", maxpods], r"running\b")

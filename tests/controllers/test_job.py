@@ -212,3 +212,20 @@ async def test_a_success_policy_completes_an_indexed_job_and_stops_the_rest(clie
     assert job["status"].get("failed", 0) == 0  # the lingering pods were stopped, not failed
     pods = (await client.list(PODS, "default"))["items"]
     assert all(p["metadata"].get("deletionTimestamp") or p["status"]["phase"] == "Succeeded" for p in pods)
+
+
+async def test_deleting_a_job_releases_its_pods_in_background_and_foreground_mode(client, start_manager, driver) -> None:
+    driver.outcome = lambda pod: "Running"
+    await start_manager("job", "garbagecollector", options=FAST)
+    for name in ("bg", "fg"):
+        await client.create(JOBS, _job(name, parallelism=2, completions=2), namespace="default")
+        await eventually(lambda: _active(client, name, 2))
+    await client.delete(JOBS, "default", "bg", propagation_policy="Background")
+    await client.delete(JOBS, "default", "fg", propagation_policy="Foreground")
+
+    async def all_gone() -> bool:
+        pods = (await client.list(PODS, "default"))["items"]
+        jobs = (await client.list(JOBS, "default"))["items"]
+        return not pods and not jobs
+
+    await eventually(all_gone)  # no pod is left holding the job-tracking finalizer

@@ -30,6 +30,7 @@ from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT,
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
+from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -66,6 +67,8 @@ class APIServerConfig:
     service_node_port_range: str = "30000-32767"
     #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
     metrics_window: float = 1.0
+    #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
+    trace: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -108,6 +111,7 @@ class APIServer:
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             delete_hooks={"namespaces": self.namespaces},
+            flow=FlowRecorder() if self.config.trace else None,
         )
         self.app = build_app(
             handlers=self.handlers,

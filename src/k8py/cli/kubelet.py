@@ -11,6 +11,8 @@ new kubelet on the same ``--root-dir`` adopts them.
 
 from __future__ import annotations
 
+from k8py import __version__
+
 import argparse
 import asyncio
 import logging
@@ -110,7 +112,9 @@ async def _main(args: argparse.Namespace) -> int:
     from k8py.client.kubeconfig import load_kubeconfig
     from k8py.client.rest import RestClient
 
-    client = RestClient(load_kubeconfig(args.kubeconfig))
+    client_config = load_kubeconfig(args.kubeconfig)
+    client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
+    client = RestClient(client_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -5,7 +5,7 @@ Commands:
 - ``k8py up``: the whole cluster in one command (API server, controller
   manager, scheduler, kubelets, each its own supervised process, see
   ``k8py.cluster``), writing a kubeconfig for kubectl; ``k8py down`` stops it,
-  ``k8py status`` shows it;
+  ``k8py status`` shows it; ``k8py flow`` prints its list-watch flow (``--trace``);
 - ``k8py apiserver``: the API server alone, on the embedded store
   (``--data-dir``) or on etcd (``--etcd-servers``);
 - ``k8py etcd``: run a local etcd for k8py;
@@ -30,6 +30,7 @@ import time
 from k8py import __version__
 from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
+from k8py.cli import flow as flow_command
 from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
 from k8py.cli import proxy as proxy_command
@@ -51,6 +52,7 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
+    p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
     p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12",
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"k8py {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     up_command.add_parsers(sub)
+    flow_command.add_parser(sub)
     api = sub.add_parser("apiserver", help="run the API server")
     _add_server_options(api, default_port=6443)
     etcd_command.add_parser(sub)
@@ -105,6 +108,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             port=args.port,
             bookmark_interval=args.watch_bookmark_interval,
             watch_cache_capacity=args.watch_cache_size,
+            trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
         ),
     )
@@ -142,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         return up_command.run_down(args)
     if args.command == "status":
         return up_command.run_status(args)
+    if args.command == "flow":
+        return flow_command.run(args)
     if args.command == "apiserver":
         return asyncio.run(_run_apiserver(args))
     if args.command == "etcd":

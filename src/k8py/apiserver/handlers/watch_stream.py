@@ -84,13 +84,18 @@ def _invalid_watch(field: str, message: str) -> Invalid:
 class _Encoder:
     """Turns queued (type, object bytes) into wire bytes for one watcher."""
 
-    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
+    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None,
+                 on_sent: Callable[[list[tuple[str, bytes]]], None] | None = None) -> None:
         self.definition = definition
         self.fmt = fmt
         self.table = table
         self.first_table = True
+        #: told of every batch of events about to be written (the flow recorder)
+        self.on_sent = on_sent
 
     def lines(self, events: list[tuple[str, bytes]]) -> bytes:
+        if self.on_sent is not None:
+            self.on_sent(events)
         converter = self.definition.converter
         if converter is not None:  # a view of another kind's stored form
             events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
@@ -140,6 +145,7 @@ async def serve_watch(
     bookmark_interval: float,
     table: Callable[..., dict] | None = None,
     on_open: Callable[[int], None] | None = None,
+    on_sent: Callable[[list[tuple[str, bytes]]], None] | None = None,
 ) -> web.StreamResponse:
     rv_param = params.get("resourceVersion", "")
     match = params.get("resourceVersionMatch", "")
@@ -196,7 +202,7 @@ async def serve_watch(
             except TooOldResourceVersion as err:
                 error = Expired.too_old(err.requested, err.oldest)
 
-    encoder = _Encoder(definition, fmt, table)
+    encoder = _Encoder(definition, fmt, table, on_sent)
     opened = False
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()

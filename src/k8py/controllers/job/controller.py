@@ -124,6 +124,21 @@ class JobController(KeyedController):
         pods = self.pod_lister.list(label_selector_from_dict(selector), namespace=job["metadata"]["namespace"])
         return [p for p in pods if (controller_ref(p) or {}).get("uid") == uid]
 
+    async def _release_orphans(self, namespace: str, name: str) -> None:
+        """A deleted Job's pods must not keep its tracking finalizer (they could never
+        go); checked against the API server, as a cache may not have the Job yet."""
+        pods = [p for p in self.pod_lister.list(namespace=namespace)
+                if _has_finalizer(p) and (controller_ref(p) or {}).get("kind") == "Job"
+                and (controller_ref(p) or {}).get("name") == name]
+        if not pods:
+            return
+        try:
+            live = await self.client.get(JOBS, namespace, name)
+        except NotFound:
+            live = None
+        live_uid = (live or {}).get("metadata", {}).get("uid")
+        await self._remove_finalizers([p for p in pods if (controller_ref(p) or {}).get("uid") != live_uid])
+
     async def _claim_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         """The Job's pods, adopting orphans its selector matches (upstream ``getPodsForJob``)."""
         selector = (job.get("spec") or {}).get("selector")
@@ -139,11 +154,16 @@ class JobController(KeyedController):
         if job is None:
             self.expectations.delete(key)
             self.backoffs.pop(key, None)
+            await self._release_orphans(namespace, name)
             return None
         job = copy.deepcopy(job)
         pods = await self._claim_pods(job)
         if is_finished(job):
             await self._remove_finalizers([p for p in pods if _has_finalizer(p)])
+            return None
+        if job["metadata"].get("deletionTimestamp"):
+            # being deleted (foreground: the garbage collector waits for these pods)
+            await self._remove_finalizers([p for p in pods if _has_finalizer(p) and (_deleting(p) or _terminal(p))])
             return None
         if (job.get("spec") or {}).get("managedBy") not in (None, "kubernetes.io/job-controller"):
             return None

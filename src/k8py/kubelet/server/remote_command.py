@@ -175,6 +175,9 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             fifo = ctx.runtime.attach_fifo(attempt.id) if stdin else None
             if stdin and fifo is None:
                 log.info("attach stdin ignored: the container has no stdin", extra={"pod": f"{ns}/{pod}", "container": container})
+            if tty:
+                # the runtime gives containers no terminal: their output is a log, so attach streams it as is
+                log.info("attach without a terminal: the container has none", extra={"pod": f"{ns}/{pod}", "container": container})
             protocol = _protocol(request)
         except KubeletError as err:
             return _error(err)
