@@ -74,8 +74,7 @@ class Supervisor:
 
     def __init__(self, spec: ClusterSpec, *, on_progress: Callable[[str], None] = lambda _m: None,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
-                 stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic,
-                 proxy: bool = False, dns: bool = False) -> None:
+                 stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._on_progress = on_progress
         self.backoff_initial, self.backoff_max, self.backoff_reset = backoff_initial, backoff_max, backoff_reset
@@ -84,7 +83,7 @@ class Supervisor:
         self._t0 = clock()
         previous = read_state(spec.data_dir) or {}
         self.ports = all_ports(spec, previous.get("ports"))
-        self.components = [_Running(c) for c in component_specs(spec, self.ports, proxy=proxy, dns=dns)]
+        self.components = [_Running(c) for c in component_specs(spec, self.ports)]
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
         self._stopping = False
