@@ -78,9 +78,11 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
         kubectl.run("scale", "deployment", "web", "--replicas=3")
         wait_for(lambda: len(running_pods(kubectl, "app=web")) == 3, "3 Running pods after the restart")
 
+        before = processes_of(data)
+        assert len(before) >= 4 + 3 + 3, before  # apiserver, cm, scheduler, kubelet, proxy/dns, 3 containers
         down = k8py("down", "--data-dir", data)
         assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
-        assert processes_of(data) == []
+        assert processes_of(data) == [] and not any(os.path.exists(f"/proc/{pid}") for pid in before)
         assert k8py("status", "--data-dir", data).returncode == 1
 
         up = k8py("up", "--detach", "--data-dir", data, "--port", "0")

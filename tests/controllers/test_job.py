@@ -229,3 +229,24 @@ async def test_deleting_a_job_releases_its_pods_in_background_and_foreground_mod
         return not pods and not jobs
 
     await eventually(all_gone)  # no pod is left holding the job-tracking finalizer
+
+
+async def test_lowering_parallelism_deletes_the_surplus_pods(client, start_manager, driver) -> None:
+    driver.outcome = lambda pod: "Running"
+    await start_manager("job", options=FAST)
+    await client.create(JOBS, _job("wide", parallelism=3, completions=10), namespace="default")
+    await eventually(lambda: _active(client, "wide", 3))
+    await client.patch(JOBS, "default", "wide", {"spec": {"parallelism": 1}})
+    await eventually(lambda: _active(client, "wide", 1))
+
+    async def one_live_pod() -> bool:
+        pods = (await client.list(PODS, "default"))["items"]
+        return len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 1
+
+    await eventually(one_live_pod)
+    # a pod deleted before it succeeded counts as failed (upstream isPodFailed), even when
+    # the controller removed it
+    async def failed_two() -> bool:
+        return (await _get(client, "wide"))["status"].get("failed") == 2
+
+    await eventually(failed_two)

@@ -23,6 +23,9 @@ def test_the_node_registers_ready_with_node_info_and_renews_its_lease(node: Node
     assert out["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == node.kubelet.port
     with urllib.request.urlopen(f"http://127.0.0.1:{node.kubelet.port}/healthz", timeout=10) as r:
         assert r.read() == b"ok"
+    reasons = {e["reason"] for e in json.loads(node.kubectl.run("get", "events", "-n", "default", "--field-selector",
+                                                                "involvedObject.kind=Node", "-o", "json").stdout)["items"]}
+    assert {"Starting", "NodeReady"} <= reasons
     first = json.loads(node.kubectl.run("get", "lease", "-n", "kube-node-lease", "node-1", "-o", "json").stdout)
     assert first["spec"]["holderIdentity"] == "node-1" and first["metadata"]["ownerReferences"][0]["kind"] == "Node"
     deadline = time.monotonic() + 30
@@ -57,6 +60,11 @@ def test_a_bound_nginx_pod_goes_ready_on_its_own_ip_and_serves_the_welcome_page(
     assert {"Pulling", "Pulled", "Created", "Started"} <= set(reasons)
     table = node.kubectl.run("get", "pod", "web", "-n", ns, "-o", "wide").stdout
     assert "1/1" in table and "Running" in table and st["podIP"] in table
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.kubelet.port}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    started = [line for line in metrics.splitlines() if line.startswith("kubelet_started_containers_total ")]
+    assert started and float(started[0].split()[1]) >= 1
+    assert "kubelet_pod_start_duration_seconds_count" in metrics and "kubelet_running_pods" in metrics
 
 
 def test_restart_policies_end_in_the_upstream_phases(node: Node, ns: str) -> None:
@@ -208,3 +216,15 @@ def test_a_changed_configmap_reaches_the_running_container_atomically(node: Node
     while time.monotonic() < deadline and asyncio.run(read()) != "two":
         time.sleep(0.5)
     assert asyncio.run(read()) == "two"
+
+
+def test_kubectl_set_image_on_a_pod_restarts_its_container_with_the_new_image(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("img", [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "600"]}],
+                                                     terminationGracePeriodSeconds=1))
+    before = node.wait_pod(ns, "img", phase("Running"), what="Running")["status"]["containerStatuses"][0]["containerID"]
+    node.kubectl.run("set", "image", "-n", ns, "pod/img", "c=busybox:1.37")
+    after = node.wait_pod(ns, "img", lambda p: p["status"]["containerStatuses"][0]["image"] == "busybox:1.37"
+                          and "running" in p["status"]["containerStatuses"][0]["state"], what="running the new image")
+    st = after["status"]["containerStatuses"][0]
+    assert st["containerID"] != before and st["restartCount"] == 1
+    assert any("definition changed" in e["message"] for e in node.events(ns, "img"))

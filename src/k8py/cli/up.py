@@ -36,6 +36,8 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--simulated-nodes", type=int, default=None, help="more nodes on the simulated runtime, in one process")
     up.add_argument("--etcd-servers", default=None, help="comma-separated etcd URLs: the control plane on etcd")
     up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
+    up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
+    up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop it with k8py down")
     up.add_argument("--merge-kubeconfig", action="store_true", help="add a k8py context to ~/.kube/config (or $KUBECONFIG) and use it")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the cluster to be ready")
@@ -59,6 +61,7 @@ def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         nodes=int(pick(args.nodes, "nodes", 1)), simulated_nodes=int(pick(args.simulated_nodes, "simulatedNodes", 0)),
         etcd_servers=[u.strip() for u in etcd if u.strip()], etcd_prefix=doc.get("etcdPrefix", "/registry"),
         trace=bool(pick(args.trace, "trace", False)),
+        proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
         extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
     )
     if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
@@ -93,7 +96,7 @@ def _merge(kubeconfig: str) -> str:
 async def _supervise(args: argparse.Namespace, spec: Any) -> int:
     from k8py.cluster.supervisor import StartError, Supervisor
 
-    supervisor = Supervisor(spec, on_progress=_print, proxy=_has_command("proxy"), dns=_has_command("dns"))
+    supervisor = Supervisor(spec, on_progress=_print)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -126,14 +129,6 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         await supervisor.stop()
 
 
-def _has_command(name: str) -> bool:
-    from k8py.cli.main import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return name in sub.choices
-
-
 def _detach(args: argparse.Namespace, spec: Any) -> int:
     from k8py.cluster.state import pid_alive, read_state, state_path
 
@@ -143,8 +138,9 @@ def _detach(args: argparse.Namespace, spec: Any) -> int:
         value = getattr(args, flag)
         if value not in (None, ""):
             argv += [f"--{flag.replace('_', '-')}", str(value)]
-    if args.trace:
-        argv.append("--trace")
+    for flag, on in (("--trace", args.trace), ("--no-proxy", args.proxy is False), ("--no-dns", args.dns is False)):
+        if on:
+            argv.append(flag)
     with contextlib.suppress(FileNotFoundError):  # the child's first write is then the one followed
         os.remove(state_path(spec.data_dir))
     log = open(os.path.join(spec.log_dir, "supervisor.log"), "ab")

@@ -10,6 +10,8 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     simulatedNodes: 0          # more nodes on the simulated runtime, in one process
     etcdServers: []            # the control plane on etcd instead of the embedded store
     trace: false               # record the list-watch flow (k8py flow)
+    proxy: true                # k8py proxy (one: every node shares this machine's loopback)
+    dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
     components:                # extra arguments, per component
       apiserver: ["--watch-cache-size", "20000"]
       controller-manager: ["--controllers", "*,-cronjob"]
@@ -24,6 +26,7 @@ restarted component comes back where the others expect it.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -31,9 +34,11 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs"]
+__all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
+           "pick_cluster_cidr"]
 
-CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "components"}
+CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "proxy", "dns",
+               "components"}
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
 
 
@@ -51,6 +56,8 @@ class ClusterSpec:
     etcd_servers: list[str] = field(default_factory=list)
     etcd_prefix: str = "/registry"
     trace: bool = False
+    proxy: bool = True
+    dns: bool = True
     extra_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -114,9 +121,20 @@ def _k8py(*args: str) -> list[str]:
     return [sys.executable, "-m", "k8py", *args]
 
 
-def component_specs(spec: ClusterSpec, ports: dict[str, int], *, proxy: bool = False, dns: bool = False) -> list[ComponentSpec]:
+def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
+    """The pod range of a new cluster: a random /16 of 127.64.0.0/10 (256
+    nodes of /24), so that two clusters on one machine (parallel test
+    sessions) rarely hand out the same pod IPs, whose ports would collide;
+    the whole /10 when the cluster has more nodes than a /16 holds."""
+    if spec.expected_nodes > 250:
+        return "127.64.0.0/10"
+    return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
+
+
+def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "") -> list[ComponentSpec]:
     """Every process of the cluster, control plane first. ``ports`` maps
-    component names to their fixed ports (see the module docstring)."""
+    component names to their fixed ports (see the module docstring);
+    ``cluster_cidr`` is the controller manager's pod range."""
     extra = spec.extra_args
     kc = spec.kubeconfig
     log = lambda name: os.path.join(spec.log_dir, f"{name}.log")  # noqa: E731
@@ -130,21 +148,25 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, proxy: bool = F
     host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
     out = [ComponentSpec("apiserver", api + extra.get("apiserver", []), log("apiserver"),
                          f"http://{host}:{ports['apiserver']}/readyz", control_plane=True)]
+    cm_extra = extra.get("controller-manager", [])
+    cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
     out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
-                                                         *extra.get("controller-manager", [])),
+                                                         *cidr, *cm_extra),
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
     out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc, "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
+        if spec.proxy and node == spec.node_names()[0]:
+            # one proxy for all: the nodes share this machine's loopback, so
+            # a second proxy could only fight the first over the same addresses
+            out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc, "--node-name", node, "--port", str(ports["proxy"]),
+                                                    *extra.get("proxy", [])),
+                                     log("proxy"), health(ports["proxy"])))
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc, "--node-name", node, "--port", str(port),
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
                                                           *extra.get("kubelet", [])),
                                  log(f"kubelet-{node}"), health(port)))
-        if proxy:
-            out.append(ComponentSpec(f"proxy/{node}", _k8py("proxy", "--kubeconfig", kc, "--hostname-override", node,
-                                                            *extra.get("proxy", [])),
-                                     log(f"proxy-{node}"), ""))
     if spec.simulated_nodes:
         port = ports["kubelet/simulated"]
         out.append(ComponentSpec("kubelet/simulated", _k8py("kubelet", "--kubeconfig", kc, "--simulated", "--nodes", str(spec.simulated_nodes),
@@ -152,8 +174,9 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, proxy: bool = F
                                                             "--root-dir", os.path.join(spec.data_dir, "kubelet", "simulated"),
                                                             *extra.get("kubelet", [])),
                                  log("kubelet-simulated"), health(port)))
-    if dns:
-        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc, *extra.get("dns", [])), log("dns"), ""))
+    if spec.dns:
+        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc, "--dns-port", str(ports["dns/udp"]), "--port", str(ports["dns"]),
+                                              *extra.get("dns", [])), log("dns"), health(ports["dns"])))
     return out
 
 
@@ -166,9 +189,33 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict
     names = ["controller-manager", "scheduler", *(f"kubelet/{n}" for n in spec.node_names())]
     if spec.simulated_nodes:
         names.append("kubelet/simulated")
+    if spec.proxy and spec.nodes:
+        names.append("proxy")
+    if spec.dns:
+        names.append("dns")
+        ports["dns/udp"] = DNS_PORT if _udp_bindable(DNS_IP, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(DNS_IP))
     for name in names:
         ports[name] = reuse(name)
     return ports
+
+
+#: where ``k8py dns`` answers by default (the kube-dns Service's cluster IP)
+DNS_IP, DNS_PORT = "127.192.0.10", 53
+
+
+def _udp_bindable(bind: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((bind, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_udp_port(bind: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((bind, 0))
+        return int(s.getsockname()[1])
 
 
 def _bindable(bind: str, port: int) -> bool:

@@ -6,7 +6,9 @@ stopping the kubelet does not stop them. On ``k8py down`` (and Ctrl-C) every
 process of this user that belongs to the data directory goes: its command
 line names the directory and it is a k8py component or bwrap process (component flags,
 a container's binds), or its working directory or environment does (a
-container's pod directory), and every descendant of such a process. A
+container's pod directory), or it holds a file under it open (a container's
+log fifos and bwrap status file: a container without volumes is named
+nowhere else), and every descendant of such a process. A
 ``tail -f DATA_DIR/logs/…`` in another terminal is left alone. The caller and its ancestors are never touched.
 """
 
@@ -56,6 +58,24 @@ def _is_component(cmdline: bytes) -> bool:
     return False
 
 
+def _has_open_file_under(pid: int, root: bytes) -> bool:
+    """A container holds its log fifos and bwrap's status file open, all under
+    the kubelets' root directories (``DATA_DIR/kubelet``), even when nothing
+    else names it. (Only there: a ``less DATA_DIR/logs/…`` is left alone.)"""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}").encode()
+        except OSError:
+            continue
+        if target.startswith(root + b"/kubelet/"):
+            return True
+    return False
+
+
 def processes_of(data_dir: str) -> list[int]:
     """Pids (of this uid) that belong to ``data_dir``, descendants included."""
     root = os.path.realpath(data_dir).encode()
@@ -78,7 +98,7 @@ def processes_of(data_dir: str) -> list[int]:
         cmdline = _read(f"/proc/{pid}/cmdline")
         ours = _is_component(cmdline) or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
         if ((ours and root in cmdline) or cwd == root or cwd.startswith(root + b"/")
-                or root in _read(f"/proc/{pid}/environ")):
+                or root in _read(f"/proc/{pid}/environ") or _has_open_file_under(pid, root)):
             matched.add(pid)
     todo, found = list(matched), set()
     while todo:

@@ -194,10 +194,12 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
     try:
         await s.runtime.start_container(cid)
     except RuntimeErrorStatus as err:
+        s.metrics.start_errors.labels(code="RunContainerError").inc()
         w.waiting[name] = ("RunContainerError", err.message)
         s.event(pod, "Warning", "Failed", f"Error: {err.message}")
         return 0.05
     w.waiting.pop(name, None)
+    s.metrics.started.inc()
     s.event(pod, "Normal", "Started", f"Started container {name}")
     w.memo[f"started-at-{name}"] = ts(now)
     await s.after_start(w, c, cid, pod_ip)

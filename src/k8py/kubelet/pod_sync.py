@@ -27,6 +27,7 @@ from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.backoff import Backoff
 from k8py.kubelet.container_start import start_container
 from k8py.kubelet.hooks import run_hook
+from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.pod_actions import compute_pod_actions
 from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, ts
 from k8py.kubelet.pod_workers import PodWorker
@@ -74,7 +75,7 @@ class PodSyncer:
     def __init__(self, *, runtime: Runtime, config: KubeletConfig, status: StatusManager, volumes: VolumeManager,
                  event: Callable[[Mapping[str, Any], str, str, str], None], get_object: Callable[[str, str, str], Awaitable[Any]],
                  services: Callable[[], Sequence[Mapping[str, Any]]], node_allocatable: Callable[[], Mapping[str, str]],
-                 wake: Callable[[str], None]) -> None:
+                 wake: Callable[[str], None], metrics: KubeletMetrics | None = None) -> None:
         self.runtime = runtime
         self.config = config
         self.status = status
@@ -86,6 +87,7 @@ class PodSyncer:
         self.backoff = Backoff(config.backoff_base, config.backoff_max)
         self.prober = ProbeManager(runtime, on_change=wake, event=event)
         self.runtime_name = runtime.info().name
+        self.metrics = metrics or KubeletMetrics()
 
     def event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         self.event_fn(pod, kind, reason, message)
@@ -127,6 +129,7 @@ class PodSyncer:
         api_status = pod.get("status") or {}
         if not w.memo.get("seen"):
             w.memo["seen"] = True
+            w.memo["first-seen"] = time.monotonic()
             if api_status.get("phase") in ("Succeeded", "Failed"):
                 w.terminal_phase = api_status["phase"]
                 w.reason, w.message = api_status.get("reason", ""), api_status.get("message", "")
@@ -165,9 +168,12 @@ class PodSyncer:
                 self.publish(w, "", False)
                 return 2.0
             ready, pod_ip = await self._sandbox(w)
+        names = {cs.id: cs.name for cs in latest.values()}
         for cid, why in actions.kill.items():
             self.event(pod, "Normal", "Killing", why)
             await self._stop(w, cid, self._grace(w))
+            if "definition changed" in why:  # a new image restarts at once, not after a back-off
+                self.backoff.reset(f"{w.uid}/{names.get(cid, '')}")
         if actions.init_failed:
             self.publish(w, pod_ip, ready, await self._containers(w))
             return None
@@ -184,6 +190,9 @@ class PodSyncer:
             w.initialized = True
         self.publish(w, pod_ip, ready, await self._containers(w))
         st = self.status.status(w.uid) or {}
+        if st.get("phase") == "Running" and "started-reported" not in w.memo:
+            w.memo["started-reported"] = True
+            self.metrics.pod_start.observe(max(0.0, time.monotonic() - w.memo.get("first-seen", time.monotonic())))
         if st.get("phase") in ("Succeeded", "Failed"):
             w.terminal_phase = st["phase"]
         return min(wakes) if wakes else None

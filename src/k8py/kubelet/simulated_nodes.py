@@ -33,6 +33,7 @@ from k8py.client.resources import PODS
 from k8py.client.rest import RestClient
 from k8py.kubelet import server
 from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
 from k8py.kubelet.node_status import HostReadings, NodeStatusReporter
 from k8py.kubelet.pleg import PLEG
@@ -63,7 +64,7 @@ class SimulatedNode:
         self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
                                 volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
                                 event=parent.event, get_object=parent.no_object, services=lambda: [], node_allocatable=dict,
-                                wake=self._wake)
+                                wake=self._wake, metrics=parent.metrics)
         self.workers = PodWorkers(self.syncer)
         self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
         self.lease = NodeLease(parent.client, self.config.node_name, duration=base.node_lease_duration_seconds,
@@ -106,6 +107,7 @@ class SimulatedNodes:
         self.count = count
         self.concurrency = concurrency
         self.registry = CollectorRegistry()
+        self.metrics = KubeletMetrics(self.registry)
         self.broadcaster = EventBroadcaster(client)
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
         self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))

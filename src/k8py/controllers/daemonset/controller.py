@@ -243,17 +243,23 @@ class DaemonSetController(KeyedController):
             delete.extend(p for p in old_deletes if p not in delete)
         if create_on or delete:
             self.expectations.set(key, len(create_on), len(delete))
-        for node_name in create_on:
+        errors: list[Exception] = []
+        for node_name in create_on:  # upstream creates in slow-start batches; per node here
             try:
                 await self._create_pod(ds, node_name, hash_)
-            except Exception:
-                self.expectations.creation_observed(key)
-                raise
+            except Exception as err:  # noqa: BLE001 - raised below, after the rest were tried
+                self.expectations.creation_observed(key)  # never coming: do not wait for it
+                errors.append(err)
         for pod in delete:
             try:
                 await self.pod_control.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], ds, DAEMONSETS)
             except NotFound:
                 self.expectations.deletion_observed(key)
+            except Exception as err:  # noqa: BLE001
+                self.expectations.deletion_observed(key)
+                errors.append(err)
+        if errors:
+            raise errors[0]
 
     def _failed_pod_backoff(self, key: str, node_name: str) -> float:
         """Seconds to wait before deleting another failed pod on this node (upstream's

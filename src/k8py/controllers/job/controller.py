@@ -303,7 +303,7 @@ class JobController(KeyedController):
                 target = 0
             want = max(0, target) - busy
             if want < 0:
-                surplus = sorted(active, key=_deletion_rank)[:min(-want, len(active))]
+                surplus = _least_valuable_first(active)[:min(-want, len(active))]
                 want = 0
         if surplus:
             await self._delete_pods(job, surplus)
@@ -396,9 +396,7 @@ def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list
             uncounted.pop(key, None)
 
 
-def _deletion_rank(pod: dict[str, Any]) -> tuple[int, int, str]:
-    """Delete unscheduled, then not-ready, then the newest pods first."""
-    scheduled = 1 if (pod.get("spec") or {}).get("nodeName") else 0
-    ready = 1 if is_pod_ready(pod) else 0
-    created = pod["metadata"].get("creationTimestamp", "")
-    return scheduled, ready, "".join(chr(0x10FFFF - ord(c)) for c in created)
+def _least_valuable_first(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unscheduled, then not-ready pods go first; among equals the newest."""
+    newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
+    return sorted(newest_first, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), is_pod_ready(p)))
