@@ -89,14 +89,17 @@ async def _launch(client: RestClient, ns: str, names: list[str], node: str, rate
     rv = lst["metadata"]["resourceVersion"]
 
     async def watch() -> None:
-        async for ev in client.watch(PODS, ns, resource_version=rv):
-            obj = ev.object
-            name = obj["metadata"]["name"]
-            if name in created and name not in done and _all_running(obj):
-                done[name] = time.perf_counter() - created[name]
-                if len(done) == len(names):
-                    finished.set()
-                    return
+        last = rv
+        while True:  # a watch may end (server timeout): resume from the last event seen
+            async for ev in client.watch(PODS, ns, resource_version=last):
+                obj = ev.object
+                last = (obj.get("metadata") or {}).get("resourceVersion") or last
+                name = obj["metadata"].get("name", "")
+                if name in created and name not in done and _all_running(obj):
+                    done[name] = time.perf_counter() - created[name]
+                    if len(done) == len(names):
+                        finished.set()
+                        return
 
     watcher = asyncio.create_task(watch(), name="bench-watch")
     for name in names:
