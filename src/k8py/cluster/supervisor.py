@@ -36,7 +36,7 @@ from typing import Any, Callable
 import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs
+from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.kubeconfig import write_kubeconfig
@@ -83,7 +83,9 @@ class Supervisor:
         self._t0 = clock()
         previous = read_state(spec.data_dir) or {}
         self.ports = all_ports(spec, previous.get("ports"))
-        self.components = [_Running(c) for c in component_specs(spec, self.ports)]
+        #: the pod range, fixed at the first start (the Nodes' podCIDRs come from it)
+        self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
+        self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr)]
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
         self._stopping = False
@@ -105,7 +107,7 @@ class Supervisor:
     def _write_state(self, *, stopped: bool = False) -> None:
         state: dict[str, Any] = {
             "pid": os.getpid(), "api": self.api_url, "kubeconfig": self.spec.kubeconfig, "dataDir": self.spec.data_dir,
-            "ports": self.ports, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
+            "ports": self.ports, "clusterCIDR": self.cluster_cidr, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
             "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
             "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
                                          "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
