@@ -292,7 +292,13 @@ class ReplicaSetController(KeyedController):
                 manage_error = err
         now = self.clock.now()
         status = calculate_status(rs, pods, manage_error, now)
-        updated = await self.update_status(rs, status)
+        try:
+            updated = await self.update_status(rs, status)
+        except Conflict:
+            # the ReplicaSet changed again (its watch event queues this key): no backoff
+            if manage_error is not None:
+                raise manage_error from None
+            return None
         if manage_error is not None:
             raise manage_error
         min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
