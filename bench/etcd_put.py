@@ -1,4 +1,10 @@
-"""Raw etcd put throughput from Python through k8py's etcd client.
+"""Raw etcd put throughput: etcd's own tool, and from Python through k8py's etcd client.
+
+:func:`etcdctl_write_throughput` is the baseline the API benchmarks divide
+by: ``etcdctl check perf --load=l`` (etcd's own client, in Go: 500 clients
+writing for 60 s, rate-limited at 8,000 writes/s; when the store cannot keep
+up, the figure it reports as too low is the rate it sustained). It is what
+etcd itself delivers on this machine, free of k8py's JSON-gateway client.
 
 Each put is an ``EtcdStorage.create`` (a guarded txn: create_revision == 0 ->
 put) of a 1,012-byte value, the same shape the API server writes, so the
@@ -15,6 +21,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
+import shutil
+import subprocess
 import tempfile
 import time
 import uuid
@@ -45,6 +54,26 @@ async def measure_etcd_put_throughput(
     return n / (time.perf_counter() - started)
 
 
+_ETCDCTL_CAP = 8000.0  # --load=l's rate limit
+
+
+def etcdctl_write_throughput(endpoints: list[str]) -> tuple[float, bool]:
+    """(writes/s sustained by ``etcdctl check perf --load=l``, True if it hit the tool's cap)."""
+    etcdctl = shutil.which("etcdctl")
+    if etcdctl is None:
+        raise RuntimeError("etcdctl not installed (Debian's etcd-client); it measures the raw etcd baseline")
+    done = subprocess.run(
+        [etcdctl, "--endpoints", ",".join(endpoints), "check", "perf", "--load=l", "--prefix", f"/bench-perf-{uuid.uuid4().hex[:8]}/"],
+        capture_output=True, text=True, timeout=300,
+    )
+    out = done.stdout + done.stderr
+    m = re.search(r"Throughput (?:is|too low:) (\d+) writes/s", out)
+    if m is None:
+        raise RuntimeError(f"etcdctl check perf printed no throughput: {out[-500:]}")
+    rate = float(m.group(1))
+    return rate, rate >= _ETCDCTL_CAP
+
+
 async def bench(endpoints: list[str], n: int, rounds: int) -> None:
     storage = EtcdStorage(endpoints, prefix=f"/bench-{uuid.uuid4().hex[:8]}/registry",
                           compaction_interval=None)
@@ -54,9 +83,11 @@ async def bench(endpoints: list[str], n: int, rounds: int) -> None:
         for r in range(1, rounds + 1):
             seq = await measure_etcd_put_throughput(storage, n, 1)
             par = await measure_etcd_put_throughput(storage, n, 16)
-            print(f"round {r}: sequential {seq:7.0f} put/s   16 in flight {par:7.0f} put/s  (n={n})")
+            print(f"round {r}: sequential {seq:7.0f} put/s   16 in flight {par:7.0f} put/s  (n={n}, k8py's client)")
     finally:
         await storage.close()
+    rate, capped = await asyncio.to_thread(etcdctl_write_throughput, endpoints)
+    print(f"etcdctl check perf --load=l: {'>= ' if capped else ''}{rate:,.0f} writes/s (etcd's own client)")
 
 
 def main() -> None:

@@ -19,7 +19,11 @@ with each other's past. Figures:
    with the ``drop_managed_fields`` transform, and the official informer
    (which keeps ``V1Pod`` models).
 
-    python bench/informer_sync.py [--pods 10000] [--events 10000]
+A client that does not finish within ``--timeout`` seconds (default 600) is
+reported as FAILED with how far it got, never as a rate, and the script then
+exits with status 1.
+
+    python bench/informer_sync.py [--pods 10000] [--events 10000] [--timeout 600]
 """
 
 from __future__ import annotations
@@ -54,6 +58,15 @@ from k8py.client.shared_informer import SharedIndexInformer, drop_managed_fields
 from tests.client.fault_proxy import FaultProxy  # noqa: E402
 
 NS = "bench"
+#: how long one client may take for one figure before it counts as failed (set by --timeout)
+TIMEOUT = 600.0
+
+
+class TimedOut(Exception):
+    """A client did not finish a figure in time: a failure, not a slow rate."""
+
+    def __init__(self, what: str, done: int, total: int) -> None:
+        super().__init__(f"{what}: timed out after {TIMEOUT:g}s with {done:,} of {total:,}")
 
 
 def start_server(data_dir: str, cache: int) -> tuple[subprocess.Popen, str]:
@@ -112,8 +125,13 @@ async def k8py_sync(url: str, pods: int, *, transform=None, use_watch_list=None)
         informer.add_event_handler(on_add=lambda o: counter.__setitem__(0, counter[0] + 1))
     started = time.perf_counter()
     task = asyncio.create_task(informer.run(), name="bench-informer")
-    await informer.wait_for_cache_sync()
-    await informer.wait_idle()
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            await informer.wait_for_cache_sync()
+            await informer.wait_idle()
+    except TimeoutError:
+        task.cancel()
+        raise TimedOut("k8py sync", len(informer.indexer), pods) from None
     elapsed = time.perf_counter() - started
     assert len(informer.indexer) == pods, len(informer.indexer)
     task.cancel()
@@ -132,7 +150,11 @@ def official_sync(url: str, pods: int) -> tuple[float, object]:
         informer.add_event_handler(kubernetes.informer.ADDED, lambda o: counter.__setitem__(0, counter[0] + 1))
     started = time.perf_counter()
     informer.start()
+    deadline = time.monotonic() + TIMEOUT
     while counter[0] < 3 * pods:
+        if time.monotonic() > deadline:
+            informer._stop_event.set()
+            raise TimedOut("official sync", counter[0] // 3, pods)
         time.sleep(0.005)
     elapsed = time.perf_counter() - started
     informer._stop_event.set()  # stop() would wait for the watch to time out
@@ -186,7 +208,11 @@ async def k8py_events(url: str, writer: RestClient, pods: int, events: int) -> t
         proxy.block()
         await modify(writer, pods, events)
         proxy.unblock()
+        deadline = time.monotonic() + TIMEOUT
         while seen[0] < events:
+            if time.monotonic() > deadline:
+                task.cancel()
+                raise TimedOut("k8py events", seen[0], events)
             await asyncio.sleep(0.005)
         task.cancel()
         try:
@@ -213,18 +239,25 @@ def official_events(url: str, start_rv: str, events: int) -> float:
     informer.add_event_handler(kubernetes.informer.MODIFIED, lambda o: None)
     informer.add_event_handler(kubernetes.informer.MODIFIED, third)
     informer.start()
-    deadline = time.monotonic() + 600
-    while seen[0] < events and time.monotonic() < deadline:
+    deadline = time.monotonic() + TIMEOUT
+    while seen[0] < events:
+        if time.monotonic() > deadline:
+            informer._stop_event.set()
+            raise TimedOut("official events", seen[0], events)
         time.sleep(0.005)
     informer._stop_event.set()
     return events / (seen[2] - seen[1])
 
 
 async def main() -> None:
+    global TIMEOUT
     parser = argparse.ArgumentParser()
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds one client may take for one figure")
     args = parser.parse_args()
+    TIMEOUT = args.timeout
+    failed = False
     with tempfile.TemporaryDirectory() as data_dir:
         proc, url = start_server(data_dir, cache=args.events + args.pods + 1000)
         try:
@@ -233,17 +266,25 @@ async def main() -> None:
             await populate(writer, args.pods)
             print(f"populated {args.pods} pods in {time.perf_counter() - t0:.1f}s")
 
-            ours, _, client = await k8py_sync(url, args.pods)
-            await client.close()
-            theirs, _ = await asyncio.get_running_loop().run_in_executor(None, official_sync, url, args.pods)
-            paged, _, client = await k8py_sync(url, args.pods, use_watch_list=False)
-            await client.close()
-            print(f"sync {args.pods} pods:   k8py {ours:.2f}s (streaming list), {paged:.2f}s (paged list)   "
-                  f"official {theirs:.2f}s   (official/k8py {theirs / ours:.1f}x)")
+            try:
+                ours, _, client = await k8py_sync(url, args.pods)
+                await client.close()
+                theirs, _ = await asyncio.get_running_loop().run_in_executor(None, official_sync, url, args.pods)
+                paged, _, client = await k8py_sync(url, args.pods, use_watch_list=False)
+                await client.close()
+                print(f"sync {args.pods} pods:   k8py {ours:.2f}s (streaming list), {paged:.2f}s (paged list)   "
+                      f"official {theirs:.2f}s   (official/k8py {theirs / ours:.1f}x)")
+            except TimedOut as err:
+                failed = True
+                print(f"sync {args.pods} pods:   FAILED: {err}")
 
-            our_rate, start_rv = await k8py_events(url, writer, args.pods, args.events)
-            their_rate = await asyncio.get_running_loop().run_in_executor(None, official_events, url, start_rv, args.events)
-            print(f"events/s, 3 handlers: k8py {our_rate:,.0f}   official {their_rate:,.0f}   (k8py/official {our_rate / their_rate:.1f}x)")
+            try:
+                our_rate, start_rv = await k8py_events(url, writer, args.pods, args.events)
+                their_rate = await asyncio.get_running_loop().run_in_executor(None, official_events, url, start_rv, args.events)
+                print(f"events/s, 3 handlers: k8py {our_rate:,.0f}   official {their_rate:,.0f}   (k8py/official {our_rate / their_rate:.1f}x)")
+            except TimedOut as err:
+                failed = True
+                print(f"events/s, 3 handlers: FAILED: {err}")
 
             memory = await memory_per_object(url, args.pods)
             print("memory per cached pod (tracemalloc): " + "   ".join(f"{k} {v / 1024:.1f} KiB" for k, v in memory.items())
@@ -254,6 +295,8 @@ async def main() -> None:
             logging.getLogger("kubernetes").setLevel(logging.CRITICAL)
             proc.terminate()
             proc.wait(30)
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Callable
 
@@ -85,6 +86,10 @@ SPREAD = [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone", "whenUnsa
            "labelSelector": {"matchLabels": {"color": "blue"}}}]
 
 
+def log(message: str) -> None:
+    print(f"  {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
 # -- processes ---------------------------------------------------------------------------------
 
 def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
@@ -93,8 +98,21 @@ def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
     for line in proc.stdout:
         m = re.search(pattern, line)
         if m:
+            # keep reading what it prints, or a full pipe would block the process
+            threading.Thread(target=_drain, args=(proc, cmd[3]), daemon=True).start()
             return proc, m.group(1)
     raise RuntimeError(f"{cmd[3]} did not start")
+
+
+def _drain(proc: subprocess.Popen, name: str) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        DRAINED[name] = DRAINED.get(name, 0) + 1
+        LAST_LINES[name] = line.rstrip()
+
+
+DRAINED: dict[str, int] = {}
+LAST_LINES: dict[str, str] = {}
 
 
 def rss(pid: int) -> int:
@@ -170,7 +188,8 @@ async def metric(url: str, name: str) -> float:
     return 0.0
 
 
-async def watch_bound(addr: str, namespace: str, want: int, rv: str, on_event: Callable[[dict], Any] | None = None) -> float:
+async def watch_bound(addr: str, namespace: str, want: int, rv: str, on_event: Callable[[dict], Any] | None = None,
+                      progress: dict | None = None) -> float:
     """Until ``want`` pods of ``namespace`` have a nodeName; returns the time (perf_counter) the last bound."""
     host, port = addr.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port), limit=2**26)
@@ -179,6 +198,8 @@ async def watch_bound(addr: str, namespace: str, want: int, rv: str, on_event: C
     while (await reader.readline()) not in (b"\r\n", b""):
         pass
     bound: set[str] = set()
+    if progress is not None:
+        progress["bound"] = bound
     buf = b""
     try:
         while len(bound) < want:
@@ -274,6 +295,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         zones = kind == "spread"
         node_reqs = [("/api/v1/nodes", orjson.dumps(node_obj(i, zones=zones))) for i in range(nodes)]
         t_nodes = await post_all(addr, node_reqs)
+        log(f"[{kind}] {nodes} nodes created in {t_nodes:.1f}s")
         init = []
         for i in range(placed):
             if kind == "preemption":
@@ -281,12 +303,13 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             else:
                 body = _measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}")
             init.append(("/api/v1/namespaces/sched-setup/pods", orjson.dumps(body)))
-        await post_all(addr, init)
+        log(f"[{kind}] {placed} placed pods created in {await post_all(addr, init):.1f}s")
         while await metric(sched_url, "scheduler_cache_size{type=\"nodes\"}") < nodes:
             await asyncio.sleep(0.1)
         while await metric(sched_url, "scheduler_cache_size{type=\"pods\"}") < placed:
             await asyncio.sleep(0.1)
         rss1 = rss(sched.pid)
+        log(f"[{kind}] scheduler cache synced; creating {pods} pods")
         rv = await resource_version(addr, "sched-test")
         measured = []
         for i in range(pods):
@@ -298,10 +321,19 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         kubelet = None
         if kind == "preemption":
             kubelet = asyncio.create_task(play_kubelet(addr, await resource_version(addr, "sched-setup")))
-        watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv))
+        progress: dict[str, Any] = {}
+        watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv, progress=progress))
         t0 = time.perf_counter()
         t_create = await post_all(addr, measured)
-        t_last = await asyncio.wait_for(watcher, args.timeout)
+        log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(progress.get('bound', ()))} bound so far")
+        try:
+            t_last = await asyncio.wait_for(watcher, args.timeout)
+        except TimeoutError:
+            conn = await HttpConnection.open(sched_url.split("//", 1)[1])
+            _, text = await conn.request("GET", "/metrics")
+            conn.close()
+            lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
+            raise RuntimeError(f"timed out: {len(progress.get('bound', ()))}/{pods} bound; scheduler: {lines}") from None
         if kubelet is not None:
             kubelet.cancel()
         return {"kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),

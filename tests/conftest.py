@@ -50,12 +50,14 @@ def kubectl(apiserver, tmp_path) -> Kubectl:
     return Kubectl(apiserver.url, str(tmp_path / "home"))
 
 
+pytest_plugins = ["tests.support.skip_policy"]  # the run fails on a skip without a listed reason
+
+
 def pytest_sessionstart(session) -> None:  # type: ignore[no-untyped-def]
-    """In CI every test must run: a missing etcd or kubectl is an error, not a skip."""
-    import os
-    import shutil
+    """In CI every test must run: a missing etcd or kubectl is an error, not a
+    skip (found, and CI recognised, as ``scripts/test`` does: tests/support/tools.py)."""
+    from tests.support.tools import in_ci, missing_tools
 
-    from tests.support.etcd import etcd_installed
-
-    if os.environ.get("CI") and (not etcd_installed() or shutil.which("kubectl") is None):
-        raise pytest.UsageError("CI needs etcd and kubectl installed (scripts/test installs etcd)")
+    missing = missing_tools()
+    if in_ci() and missing:
+        raise pytest.UsageError("CI must run every test, but these are missing: " + "; ".join(missing) + " (scripts/test installs etcd)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from typing import Any, Callable
 
 import kubernetes
@@ -18,6 +19,7 @@ import orjson
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from k8py.apiserver.watch.clock import ManualClock
 from tests.support.kube import official_client
 from tests.support.servers import ServerThread, sqlite_storage
 
@@ -228,18 +230,59 @@ def test_official_watch_raises_410_after_its_one_retry_on_an_expired_rv(small_ri
 # -- bookmarks and initial events ---------------------------------------------
 
 
-def test_bookmarks_come_every_interval_only_when_allowed(core):
+@pytest.fixture
+def clocked(tmp_path):
+    """A server whose watches keep time by a ManualClock: time passes only when the test says."""
+    clock = ManualClock()
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), bookmark_interval=1.0, watch_clock=clock) as server:
+        client = official_client(server.url)
+        yield server, clock, kubernetes.client.CoreV1Api(client)
+        client.close()
+
+
+def _advance(server: ServerThread, clock: ManualClock, seconds: float) -> None:
+    async def step() -> None:
+        clock.advance(seconds)
+
+    server.call(step())
+
+
+def _wait_watchers(server: ServerThread, count: int) -> None:
+    """Until the server has registered ``count`` configmap watches (their clocks are set from then)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"{server.url}/metrics") as resp:
+            text = resp.read().decode()
+        line = next((ln for ln in text.splitlines() if ln.startswith('apiserver_registered_watchers{resource="configmaps"}')), "")
+        if line and float(line.split()[-1]) >= count:
+            return
+        assert time.monotonic() < deadline, "the watches never opened"
+        time.sleep(0.02)
+
+
+def _bookmarks(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "BOOKMARK"]
+
+
+def test_bookmarks_come_every_interval_only_when_allowed(clocked):
+    server, clock, core = clocked
     rv = core.create_namespaced_config_map(NS, cm("a")).metadata.resource_version
     with RawWatch(core.list_namespaced_config_map, NS, resource_version=rv, allow_watch_bookmarks=True) as with_bm, RawWatch(
         core.list_namespaced_config_map, NS, resource_version=rv
     ) as without_bm:
-        started = time.monotonic()
-        events = with_bm.wait_for(lambda evs: sum(e["type"] == "BOOKMARK" for e in evs) >= 2, timeout=4)
-        elapsed = time.monotonic() - started
-        assert without_bm.events() == []
-    bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-    assert 1.5 <= elapsed <= 3.5  # bookmark_interval is 1 s
-    for bm in bookmarks:
+        _wait_watchers(server, 2)
+        _advance(server, clock, 0.5)  # half an interval: nothing due yet
+        core.create_namespaced_config_map(NS, cm("b"))
+        before = with_bm.wait_for(lambda evs: ("ADDED", "b") in summary(evs), timeout=30)
+        assert _bookmarks(before) == []
+        _advance(server, clock, 0.5)  # one interval since the watch opened
+        with_bm.wait_for(lambda evs: len(_bookmarks(evs)) == 1, timeout=30)
+        _advance(server, clock, 1.0)
+        events = with_bm.wait_for(lambda evs: len(_bookmarks(evs)) == 2, timeout=30)
+        core.create_namespaced_config_map(NS, cm("c"))
+        plain = without_bm.wait_for(lambda evs: ("ADDED", "c") in summary(evs), timeout=30)
+        assert _bookmarks(plain) == []
+    for bm in _bookmarks(events):
         assert bm["object"] == {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"resourceVersion": bm["object"]["metadata"]["resourceVersion"]}}
         assert int(bm["object"]["metadata"]["resourceVersion"]) >= int(rv)
 
@@ -289,13 +332,15 @@ def test_send_initial_events_requires_not_older_than_and_bookmarks(core):
     assert err.value.status == 422
 
 
-def test_timeout_seconds_closes_the_stream_on_time_without_an_error(core):
-    started = time.monotonic()
+def test_timeout_seconds_closes_the_stream_on_time_without_an_error(clocked):
+    server, clock, core = clocked
     with RawWatch(core.list_namespaced_config_map, NS, resource_version="0", timeout_seconds=1) as w:
-        assert w.wait_end(5)
-        elapsed = time.monotonic() - started
+        _wait_watchers(server, 1)
+        _advance(server, clock, 0.9)
+        assert not w.wait_end(0.3), "ended before its timeoutSeconds"
+        _advance(server, clock, 0.1)
+        assert w.wait_end(30), "still open after its timeoutSeconds"
         events = w.events()
-    assert 0.9 <= elapsed <= 2.5
     assert all(e["type"] == "ADDED" for e in events)
 
 

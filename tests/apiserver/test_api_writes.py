@@ -209,7 +209,7 @@ def test_bootstrap_namespaces_and_the_kubernetes_service_exist(core):
     names = {ns.metadata.name for ns in core.list_namespace().items}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= names
     svc = core.read_namespaced_service("kubernetes", NS)
-    assert svc.spec.cluster_ip == "10.96.0.1"
+    assert svc.spec.cluster_ip == "127.192.0.1"
     assert [(p.name, p.port, p.target_port) for p in svc.spec.ports] == [("https", 443, 6443)]
     assert svc.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}
 

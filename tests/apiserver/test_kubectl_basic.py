@@ -133,7 +133,7 @@ def test_kubectl_get_all_shows_the_all_category(kubectl, apiserver, k8s):
     header = next(line for line in out.splitlines() if line.startswith("NAME") and "CLUSTER-IP" in line)
     assert header.split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
     svc = next(line.split() for line in out.splitlines() if line.startswith("service/kubernetes"))
-    assert svc[1:5] == ["ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    assert svc[1:5] == ["ClusterIP", "127.192.0.1", "<none>", "443/TCP"]
 
 
 # -- watch -------------------------------------------------------------------------
@@ -225,8 +225,11 @@ def test_kubectl_describe_pod_shows_fields_and_events(kubectl, core):
 def test_kubectl_api_resources_and_api_versions(kubectl):
     table = rows(kubectl.run("api-resources").stdout)
     assert table[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
-    by_name = {r[0]: r for r in table[1:]}
+    by_name: dict[str, list[str]] = {}
+    for r in table[1:]:  # the core group comes first; metrics.k8s.io also has "nodes" and "pods"
+        by_name.setdefault(r[0], r)
     assert by_name["pods"] == ["pods", "po", "v1", "true", "Pod"]
+    assert ["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"] in table
     assert by_name["namespaces"] == ["namespaces", "ns", "v1", "false", "Namespace"]
     assert by_name["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
     assert by_name["leases"][1:] == ["coordination.k8s.io/v1", "true", "Lease"]

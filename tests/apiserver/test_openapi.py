@@ -259,7 +259,7 @@ def _explain_app(service: OpenAPIService) -> web.Application:
 
 
 @pytest.mark.kubectl
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 async def test_kubectl_explain_prints_field_docs_from_our_documents(
     registry: Registry, tmp_path: Path
 ) -> None:

@@ -118,8 +118,10 @@ async def test_a_cancelled_leader_that_does_not_release_is_replaced_within_the_l
         cancelled_at = time.monotonic()
         await wait_until(b.is_leader, timeout=5)
         took = time.monotonic() - cancelled_at
-        # expiry counts from b's last observation of a renewal (at most one retry period before the cancel)
-        assert 2.0 - 0.25 - 0.1 <= took <= 2.0 + 0.25 * 2.2 + 0.5
+        # expiry counts from b's last observation of a renewal (at most one retry period before the
+        # cancel): never sooner; how much later depends on the machine's load, so the exact timing is
+        # asserted on the fake clock below (test_an_expired_lease_is_taken_over_one_lease_duration_after_*)
+        assert took >= 2.0 - 0.25 - 0.1
         lease = await client.get(LEASES, "default", "lock")
         assert lease["spec"]["holderIdentity"] == "b"
         assert lease["spec"]["leaseTransitions"] == 1
@@ -165,7 +167,9 @@ async def test_a_leader_that_cannot_renew_steps_down_within_the_renew_deadline(a
             await wait_until(task_a.done, timeout=5)
             stepped_down = time.monotonic() - partitioned_at
             assert ra.cancelled_work == 1 and len(ra.stopped) == 1
-            assert stepped_down <= 0.25 + 1.5 + 1.5 + 0.3  # retry wait + renew deadline + bounded release attempt
+            # retry wait + renew deadline + a bounded release attempt; exact on the fake clock below
+            # (test_a_leader_steps_down_exactly_at_the_renew_deadline); here only that it steps down
+            assert stepped_down < 5
             await wait_until(lambda: bool(rb.started), timeout=5)
             # the old leader stopped before the new one started: no overlap
             assert ra.stopped[0] < rb.started[0]

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 from tests.support.kube import Kubectl
 
@@ -26,6 +27,14 @@ def _wait_for(check, timeout: float = 20.0):  # type: ignore[no-untyped-def]
         time.sleep(0.2)
 
 
+def _watchers(url: str, resource: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics") as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(f'apiserver_registered_watchers{{resource="{resource}"}}'):
+                return float(line.split()[-1])
+    return 0.0
+
+
 def test_a_kopf_operator_handles_creates_and_updates(kubectl: Kubectl):
     env = {**os.environ, "KUBECONFIG": kubectl.kubeconfig, "HOME": kubectl.home}
     operator = subprocess.Popen(
@@ -36,7 +45,8 @@ def test_a_kopf_operator_handles_creates_and_updates(kubectl: Kubectl):
         text=True,
     )
     try:
-        time.sleep(2)  # the operator lists and starts watching
+        # the operator has listed and is watching configmaps (the server counts its watch)
+        assert _wait_for(lambda: _watchers(kubectl.url, "configmaps") >= 1, timeout=60), "kopf never started watching"
         kubectl.run("create", "configmap", "demo", "--from-literal=a=b")
         kubectl.run("label", "configmap", "demo", "kopf-demo=yes")
 

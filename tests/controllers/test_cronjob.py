@@ -19,6 +19,13 @@ def _cron_job(name: str, **spec: Any) -> dict[str, Any]:
                 **spec}}
 
 
+def _clock_after(obj: dict[str, Any]) -> FakeClock:
+    """A fake clock a second past the object's creation (the server's clock), so
+    the first slot it computes is one the CronJob was created before."""
+    created = datetime.fromisoformat(obj["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return FakeClock(start=max(created, datetime.now(timezone.utc).replace(microsecond=0)) + timedelta(seconds=1))
+
+
 def _slot_name(name: str, t: datetime) -> str:
     return f"{name}-{int(t.timestamp()) // 60}"
 
@@ -42,12 +49,10 @@ async def _complete(client, name: str, when: datetime) -> None:
 
 
 async def test_forbid_skips_a_slot_while_a_job_is_active(client, start_manager) -> None:
-    real_now = datetime.now(timezone.utc)
-    clock = FakeClock(start=real_now.replace(microsecond=0) + timedelta(seconds=1))
+    created = await client.create(CRONJOBS, _cron_job("tick", concurrencyPolicy="Forbid", timeZone="Europe/Paris",
+                                                      startingDeadlineSeconds=30), namespace="default")
+    clock = _clock_after(created)
     await start_manager("cronjob", clock=clock)
-    await client.create(CRONJOBS, _cron_job("tick", concurrencyPolicy="Forbid", timeZone="Europe/Paris",
-                                  startingDeadlineSeconds=30),
-                        namespace="default")
     first = (clock.now() + timedelta(minutes=1)).replace(second=0)
     await clock.step((first - clock.now()).total_seconds() + 1)
     name1 = _slot_name("tick", first)
@@ -84,10 +89,10 @@ async def test_forbid_skips_a_slot_while_a_job_is_active(client, start_manager) 
 
 
 async def test_replace_deletes_the_running_job_and_history_limits_trim_finished_ones(client, start_manager) -> None:
-    clock = FakeClock(start=datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=1))
+    created = await client.create(CRONJOBS, _cron_job("rep", concurrencyPolicy="Replace", successfulJobsHistoryLimit=1),
+                                  namespace="default")
+    clock = _clock_after(created)
     await start_manager("cronjob", clock=clock)
-    await client.create(CRONJOBS, _cron_job("rep", concurrencyPolicy="Replace", successfulJobsHistoryLimit=1),
-                        namespace="default")
     first = (clock.now() + timedelta(minutes=1)).replace(second=0)
     await clock.step((first - clock.now()).total_seconds() + 1)
     await eventually(lambda: _has(client, _slot_name("rep", first)))
@@ -106,10 +111,10 @@ async def test_replace_deletes_the_running_job_and_history_limits_trim_finished_
 
 
 async def test_suspended_cron_job_starts_nothing(client, start_manager) -> None:
-    clock = FakeClock(start=datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=1))
-    await start_manager("cronjob", clock=clock)
     await client.create(CRONJOBS, _cron_job("off", suspend=True), namespace="default")
-    await client.create(CRONJOBS, _cron_job("on"), namespace="default")  # the control
+    created = await client.create(CRONJOBS, _cron_job("on"), namespace="default")  # the control
+    clock = _clock_after(created)
+    await start_manager("cronjob", clock=clock)
     await clock.step(125)
     await eventually(lambda: _cron_has_run(client, "on"))
     cj = await client.get(CRONJOBS, "default", "off")

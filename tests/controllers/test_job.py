@@ -212,3 +212,41 @@ async def test_a_success_policy_completes_an_indexed_job_and_stops_the_rest(clie
     assert job["status"].get("failed", 0) == 0  # the lingering pods were stopped, not failed
     pods = (await client.list(PODS, "default"))["items"]
     assert all(p["metadata"].get("deletionTimestamp") or p["status"]["phase"] == "Succeeded" for p in pods)
+
+
+async def test_deleting_a_job_releases_its_pods_in_background_and_foreground_mode(client, start_manager, driver) -> None:
+    driver.outcome = lambda pod: "Running"
+    await start_manager("job", "garbagecollector", options=FAST)
+    for name in ("bg", "fg"):
+        await client.create(JOBS, _job(name, parallelism=2, completions=2), namespace="default")
+        await eventually(lambda: _active(client, name, 2))
+    await client.delete(JOBS, "default", "bg", propagation_policy="Background")
+    await client.delete(JOBS, "default", "fg", propagation_policy="Foreground")
+
+    async def all_gone() -> bool:
+        pods = (await client.list(PODS, "default"))["items"]
+        jobs = (await client.list(JOBS, "default"))["items"]
+        return not pods and not jobs
+
+    await eventually(all_gone)  # no pod is left holding the job-tracking finalizer
+
+
+async def test_lowering_parallelism_deletes_the_surplus_pods(client, start_manager, driver) -> None:
+    driver.outcome = lambda pod: "Running"
+    await start_manager("job", options=FAST)
+    await client.create(JOBS, _job("wide", parallelism=3, completions=10), namespace="default")
+    await eventually(lambda: _active(client, "wide", 3))
+    await client.patch(JOBS, "default", "wide", {"spec": {"parallelism": 1}})
+    await eventually(lambda: _active(client, "wide", 1))
+
+    async def one_live_pod() -> bool:
+        pods = (await client.list(PODS, "default"))["items"]
+        return len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 1
+
+    await eventually(one_live_pod)
+    # a pod deleted before it succeeded counts as failed (upstream isPodFailed), even when
+    # the controller removed it
+    async def failed_two() -> bool:
+        return (await _get(client, "wide"))["status"].get("failed") == 2
+
+    await eventually(failed_two)

@@ -147,3 +147,27 @@ def test_a_deleted_running_pod_counts_as_failed_unless_the_job_waits_for_failed_
     succeeded = {"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}
     tally = tally_finished_pods({}, succeeded, [pod])
     assert tally.uncounted_failed == [] and tally.to_release == [pod]
+
+
+def test_verdicts_follow_upstreams_order_and_rules() -> None:
+    from datetime import timedelta
+
+    from k8py.controllers.job.verdicts import failure_verdict, success_policy_rule, success_verdict
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    started = {"status": {"startTime": (now - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    job = {"spec": {"backoffLimit": 2, "activeDeadlineSeconds": 30}, **started}
+    assert failure_verdict(job, 3, set(), set(), [], now).reason == "BackoffLimitExceeded"  # before the deadline
+    assert failure_verdict(job, 2, set(), set(), [], now).reason == "DeadlineExceeded"
+    per_index = {"spec": {"completionMode": "Indexed", "completions": 4, "backoffLimitPerIndex": 0,
+                          "maxFailedIndexes": 1}, "status": {}}
+    assert failure_verdict(per_index, 9, {1}, {0}, [], now) is None  # indexes 2 and 3 may still run
+    assert failure_verdict(per_index, 9, {1, 2}, set(), [], now).reason == "MaxFailedIndexesExceeded"
+    assert failure_verdict(per_index, 9, {1}, {0, 2, 3}, [], now).reason == "FailedIndexes"
+    policy = {"completionMode": "Indexed", "completions": 5, "successPolicy": {"rules": [
+        {"succeededIndexes": "0-1"}, {"succeededCount": 3}]}}
+    assert success_policy_rule(policy, {0}) is None
+    assert success_policy_rule(policy, {0, 1}) == 0
+    assert success_policy_rule(policy, {2, 3, 4}) == 1
+    assert success_verdict({"completions": None}, 1, set(), [{"running": True}]) is None  # work queue: wait
+    assert success_verdict({"completions": None}, 1, set(), []).reason == "CompletionsReached"

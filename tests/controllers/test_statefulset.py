@@ -94,8 +94,11 @@ async def test_ordered_ready_creates_each_pod_after_the_previous_is_ready(client
 async def test_parallel_creates_all_pods_without_waiting(client, start_manager, driver) -> None:
     driver.outcome = lambda pod: None  # nothing ever becomes ready
     await start_manager("statefulset")
-    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel"), namespace="default")
-    await eventually(lambda: _names(client, ["db-0", "db-1", "db-2"]))
+    await client.create(STATEFULSETS, _sts(3, podManagementPolicy="Parallel", ordinals={"start": 5}),
+                        namespace="default")
+    await eventually(lambda: _names(client, ["db-5", "db-6", "db-7"]))
+    await client.patch(STATEFULSETS, "default", "db", {"spec": {"replicas": 1}})
+    await eventually(lambda: _names(client, ["db-5"]))  # Parallel: no waiting on unready pods
 
 
 async def _event_messages(client, at_least: int) -> list[str] | None:
@@ -171,6 +174,8 @@ async def test_kubectl_rollout_undo_of_a_statefulset(client, server, start_manag
     await asyncio.to_thread(k.run, "rollout", "undo", "statefulset/db")
     await eventually(lambda: _images(client, {"db-0": "db:1", "db-1": "db:1"}))
     await asyncio.to_thread(k.run, "rollout", "status", "statefulset/db", "--timeout=60s")
+    await asyncio.to_thread(k.run, "scale", "statefulset/db", "--replicas=3")
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1", "db-2"], "db:1"))
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert sorted(r["revision"] for r in revisions) == [2, 3]  # revision 1 came back as 3
     history = (await asyncio.to_thread(k.run, "rollout", "history", "statefulset/db")).stdout
@@ -202,3 +207,27 @@ async def test_a_recreated_set_adopts_the_pods_and_history_an_orphaning_delete_l
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert {r["metadata"]["name"] for r in revisions} == revision_names
     assert all(r["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"] for r in revisions)
+
+
+async def test_min_ready_seconds_holds_back_the_next_pod_and_counts_available(client, start_manager, driver) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from k8py.client.clock import FakeClock
+
+    clock = FakeClock(start=datetime.now(timezone.utc) + timedelta(seconds=5))
+    await start_manager("statefulset", clock=clock)
+    await client.create(STATEFULSETS, _sts(2, minReadySeconds=30), namespace="default")
+
+    async def ticking(check):  # the informers' sync waits poll on the fake clock too
+        await clock.step(0.1)
+        return await check()
+
+    await eventually(lambda: ticking(lambda: _ready_set(client, ["db-0"])))
+    await eventually(lambda: _sts_where(client, readyReplicas=1, availableReplicas=0))
+    assert sorted(await _pods(client)) == ["db-0"]  # ready, but not yet available: db-1 waits
+    assert clock.now() < datetime.now(timezone.utc) + timedelta(seconds=25)  # well inside the 30 s
+    await clock.step(31)
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1"]))
+    await clock.step(31)
+    sts = await eventually(lambda: ticking(lambda: _sts_where(client, readyReplicas=2, availableReplicas=2)))
+    assert sts["status"]["replicas"] == 2

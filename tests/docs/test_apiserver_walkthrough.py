@@ -1,73 +1,108 @@
-"""docs/01-apiserver.md: the Verification section, run against a real server process."""
+"""docs/01-apiserver.md, run as written: its own commands, so the doc cannot drift.
+
+Every ``sh`` block of the doc followed by an output block is a step: the
+commands run under bash (the doc's ``/tmp/k8py-demo`` replaced by a temporary
+directory, ``KUBECONFIG`` exported as the doc tells the reader), and every
+line of the output block must appear in what they printed (``…`` matches any
+text, runs of spaces match any spacing, numbers and ``PORT`` match any
+number). Step 1 (``pip install . && k8py apiserver ...``) starts the server
+in the background, without the install (the package is installed).
+"""
 
 from __future__ import annotations
 
-import asyncio
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
 
-import aiohttp
+import pytest
 
-from tests.support.kube import Kubectl
-from tests.support.servers import ServerProcess
+from tests.support.kube import KUBECTL
 
-CONFIGMAP = """apiVersion: v1
-kind: ConfigMap
-metadata: {name: walkthrough}
-data: {greeting: hello}
-"""
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed"),
+]
 
-STALE = """apiVersion: v1
-kind: ConfigMap
-metadata: {name: walkthrough, resourceVersion: "1"}
-data: {greeting: stale}
-"""
-
-
-async def _watch_lines(url: str, seconds: int) -> list[bytes]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url + f"&timeoutSeconds={seconds}") as resp:
-            body = await resp.read()
-    return [line for line in body.split(b"\n") if line]
+DOC = Path(__file__).resolve().parents[2] / "docs" / "01-apiserver.md"
+_INSTALL = "pip install . && "
 
 
-async def _list_rv(url: str) -> str:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url) as resp:
-            return (await resp.json())["metadata"]["resourceVersion"]
+def steps(text: str) -> list[tuple[str, list[str]]]:
+    """(script, expected lines) for each ``sh`` block whose next block is an output block."""
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+    out = []
+    for (lang, script), (next_lang, expected) in zip(blocks, blocks[1:]):
+        if lang == "sh" and next_lang == "":
+            out.append((script, [line for line in expected.splitlines() if line.strip()]))
+    return out
 
 
-def test_walkthrough_verification_steps(tmp_path):
-    with ServerProcess(str(tmp_path / "demo")) as server:
-        assert server.ready_seconds < 5
-        kubectl = Kubectl(server.url, str(tmp_path / "home"))
+def _pattern(expected: str) -> re.Pattern[str]:
+    parts = []
+    for piece in re.split(r"(…|PORT|\d+(?:\.\d+)*|\s+)", expected.strip()):
+        if piece == "…":
+            parts.append(".*?")
+        elif piece == "PORT" or re.fullmatch(r"\d+(?:\.\d+)*", piece or "x"):
+            parts.append(r"\d+(?:\.\d+)*")
+        elif piece and piece.isspace():
+            parts.append(r"\s+")
+        elif piece:
+            parts.append(re.escape(piece))
+    return re.compile("^" + "".join(parts) + "$")
 
-        namespaces = kubectl.run("get", "namespaces").stdout.splitlines()
-        assert namespaces[0].split() == ["NAME", "STATUS", "AGE"]
-        assert [line.split()[:2] for line in namespaces[1:]] == [
-            ["default", "Active"],
-            ["kube-node-lease", "Active"],
-            ["kube-public", "Active"],
-            ["kube-system", "Active"],
-        ]
 
-        assert kubectl.run("apply", "-f", "-", input=CONFIGMAP).stdout.strip() == "configmap/walkthrough created"
-        assert kubectl.run("get", "configmap", "walkthrough", "-o", "jsonpath={.data.greeting}").stdout == "hello"
+def missing(expected: list[str], output: list[str]) -> list[str]:
+    lines = [line.strip() for line in output]
+    return [e for e in expected if not any(_pattern(e).match(line) for line in lines)]
 
-        loop = asyncio.new_event_loop()
-        rv = loop.run_until_complete(_list_rv(f"{server.url}/api/v1/namespaces/default/configmaps"))
-        url = f"{server.url}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"
-        watch = loop.create_task(_watch_lines(url, 2))
-        loop.run_until_complete(asyncio.sleep(0.3))
-        patched = kubectl.run("patch", "configmap", "walkthrough", "--type=merge", "-p", '{"data":{"greeting":"hi"}}')
-        assert patched.stdout.strip() == "configmap/walkthrough patched"
-        lines = loop.run_until_complete(watch)
-        loop.close()
-        assert len(lines) == 1 and lines[0].startswith(b'{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1"')
-        assert b'"data":{"greeting":"hi"}' in lines[0]
 
-        stale = kubectl.run("replace", "-f", "-", input=STALE, check=False)
-        assert stale.returncode == 1
-        assert stale.stderr.strip() == (
-            'Error from server (Conflict): error when replacing "STDIN": Operation cannot be fulfilled on '
-            'configmaps "walkthrough": the object has been modified; please apply your changes to the latest '
-            "version and try again"
-        )
+def test_the_doc_parses_into_steps():
+    found = steps(DOC.read_text())
+    assert found[0][0].startswith(_INSTALL + "k8py apiserver")
+    scripts = "".join(script for script, _ in found)
+    for command in ("kubectl get namespaces", "kubectl apply -f -", "curl -sN", "kubectl patch", "kubectl replace -f -"):
+        assert command in scripts
+    assert all(expected for _, expected in found), "every step states its expected output"
+
+
+def test_the_apiserver_walkthrough_runs_as_written(tmp_path):
+    work = tmp_path / "k8py-demo"
+    home = tmp_path / "home"
+    home.mkdir()
+    text = DOC.read_text().replace("/tmp/k8py-demo", str(work))
+    (start, start_expected), *rest = steps(text)
+    env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(work / "kubeconfig")}
+    server = subprocess.Popen(
+        ["bash", "-c", "exec " + start.strip().removeprefix(_INSTALL)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env=env, start_new_session=True,
+    )
+    printed: list[str] = []
+
+    def read() -> None:
+        assert server.stdout is not None
+        for line in server.stdout:
+            printed.append(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 60
+        while missing(start_expected, printed):  # polls the server's own output, not the clock
+            assert server.poll() is None and time.monotonic() < deadline, "\n".join(printed)
+            time.sleep(0.05)
+        for script, expected in rest:
+            done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, timeout=60)
+            output = (done.stdout + done.stderr).splitlines()
+            assert not missing(expected, output), f"{script}\nexpected {missing(expected, output)}\ngot:\n" + "\n".join(output)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(5)

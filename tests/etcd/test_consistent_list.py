@@ -65,9 +65,9 @@ def test_consistent_list_after_foreign_writes_is_served_from_the_cache(server: S
             listed = core.list_namespaced_config_map("default")
             took.append(time.perf_counter() - start)
             assert [cm.metadata.name for cm in listed.items] == ["mine"]
+        # served from the cache each time (the counters say so; wall-clock durations depend on load)
         assert cacher.fell_behind == behind_before, f"lists read etcd: {took}"
         assert cacher.caught_up - caught_before >= TRIES
-        assert max(took) < 0.2, took
     finally:
         client.close()
 

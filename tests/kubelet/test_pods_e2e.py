@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import json
 import time
 import urllib.request
@@ -22,6 +23,9 @@ def test_the_node_registers_ready_with_node_info_and_renews_its_lease(node: Node
     assert out["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == node.kubelet.port
     with urllib.request.urlopen(f"http://127.0.0.1:{node.kubelet.port}/healthz", timeout=10) as r:
         assert r.read() == b"ok"
+    reasons = {e["reason"] for e in json.loads(node.kubectl.run("get", "events", "-n", "default", "--field-selector",
+                                                                "involvedObject.kind=Node", "-o", "json").stdout)["items"]}
+    assert {"Starting", "NodeReady"} <= reasons
     first = json.loads(node.kubectl.run("get", "lease", "-n", "kube-node-lease", "node-1", "-o", "json").stdout)
     assert first["spec"]["holderIdentity"] == "node-1" and first["metadata"]["ownerReferences"][0]["kind"] == "Node"
     deadline = time.monotonic() + 30
@@ -43,7 +47,7 @@ def test_a_bound_nginx_pod_goes_ready_on_its_own_ip_and_serves_the_welcome_page(
     pod = node.wait_pod(ns, "web", ready, what="Ready")
     st = pod["status"]
     assert st["phase"] == "Running" and st["qosClass"] == "Burstable"
-    assert ipaddress.ip_address(st["podIP"]) in ipaddress.ip_network("127.64.0.0/24") and st["podIPs"] == [{"ip": st["podIP"]}]
+    assert ipaddress.ip_address(st["podIP"]) in ipaddress.ip_network("127.64.0.0/10") and st["podIPs"] == [{"ip": st["podIP"]}]
     assert st["hostIP"] == "127.0.0.1" and st["startTime"]
     cs = st["containerStatuses"][0]
     assert cs["ready"] and cs["started"] and cs["restartCount"] == 0 and "running" in cs["state"]
@@ -56,6 +60,11 @@ def test_a_bound_nginx_pod_goes_ready_on_its_own_ip_and_serves_the_welcome_page(
     assert {"Pulling", "Pulled", "Created", "Started"} <= set(reasons)
     table = node.kubectl.run("get", "pod", "web", "-n", ns, "-o", "wide").stdout
     assert "1/1" in table and "Running" in table and st["podIP"] in table
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.kubelet.port}/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    started = [line for line in metrics.splitlines() if line.startswith("kubelet_started_containers_total ")]
+    assert started and float(started[0].split()[1]) >= 1
+    assert "kubelet_pod_start_duration_seconds_count" in metrics and "kubelet_running_pods" in metrics
 
 
 def test_restart_policies_end_in_the_upstream_phases(node: Node, ns: str) -> None:
@@ -93,6 +102,7 @@ def test_bad_pods_show_upstream_waiting_reasons_and_break_nothing_else(node: Nod
     node.core.create_namespaced_pod(ns, pod_manifest("nocm", [{"name": "c", "image": "busybox", "command": ["sleep", "300"],
                                                                "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k"}}}]}]))
     node.core.create_namespaced_pod(ns, pod_manifest("badname", [{"name": "c", "image": "Bad:Image:Name"}]))
+    node.core.create_namespaced_pod(ns, pod_manifest("neverpull", [{"name": "c", "image": "alpine:3.19", "imagePullPolicy": "Never"}]))
     node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
     node.wait_pod(ns, "noimage", lambda p: waiting_reason(p) == "ImagePullBackOff", what="ImagePullBackOff")
     bad = node.wait_pod(ns, "badcmd", lambda p: waiting_reason(p) in ("RunContainerError", "CrashLoopBackOff")
@@ -102,6 +112,8 @@ def test_bad_pods_show_upstream_waiting_reasons_and_break_nothing_else(node: Nod
     nocm = node.wait_pod(ns, "nocm", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
     assert 'configmap "absent" not found' in nocm["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     node.wait_pod(ns, "badname", lambda p: waiting_reason(p) == "InvalidImageName", what="InvalidImageName")
+    never = node.wait_pod(ns, "neverpull", lambda p: waiting_reason(p) == "ErrImageNeverPull", what="ErrImageNeverPull")
+    assert "is not present with pull policy of Never" in never["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     good = node.wait_pod(ns, "good", phase("Running"), what="Running")
     assert good["status"]["containerStatuses"][0]["restartCount"] == 0
     for name in ("noimage", "badcmd", "nocm"):
@@ -148,3 +160,95 @@ def _log_lines(node: Node, ns: str, pod: str, container: str) -> list[str]:
     assert glob.glob(path), f"no CRI log at {path}"
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed_where_cgroups_allow(node: Node, ns: str) -> None:
+    import pytest
+
+    info = json.loads(node.kubectl.run("get", "node", "node-1", "-o", "json").stdout)
+    if not os.access("/sys/fs/cgroup/memory", os.W_OK):
+        pytest.skip("no writable cgroup v1 memory hierarchy on this machine: limits are only recorded")
+    assert info["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("k8py-process://")
+    node.core.create_namespaced_pod(ns, pod_manifest("hog", [{
+        "name": "c", "image": "python", "command": ["python3", "-c", "x = bytearray(200 * 1024 * 1024); print('survived')"],
+        "resources": {"limits": {"memory": "32Mi"}, "requests": {"memory": "32Mi"}}}], restartPolicy="Never"))
+    pod = node.wait_pod(ns, "hog", phase("Failed"), what="Failed")
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["reason"] == "OOMKilled" and term["exitCode"] == 137
+
+
+def test_termination_messages_come_from_the_file_or_the_log_tail(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("msgfile", [{
+        "name": "c", "image": "busybox", "command": ["sh", "-c", "echo bye-from-file > /dev/termination-log; exit 1"]}],
+        restartPolicy="Never"))
+    node.core.create_namespaced_pod(ns, pod_manifest("msglog", [{
+        "name": "c", "image": "busybox", "command": ["sh", "-c", "echo first; echo last-words; exit 2"],
+        "terminationMessagePolicy": "FallbackToLogsOnError"}], restartPolicy="Never"))
+    term = node.wait_pod(ns, "msgfile", phase("Failed"), what="Failed")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["message"] == "bye-from-file\n" and term["exitCode"] == 1
+    term = node.wait_pod(ns, "msglog", phase("Failed"), what="Failed")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["message"] == "first\nlast-words\n" and term["exitCode"] == 2
+
+
+def test_a_changed_configmap_reaches_the_running_container_atomically(node: Node, ns: str) -> None:
+    node.core.create_namespaced_config_map(ns, {"metadata": {"name": "live"}, "data": {"v": "one"}})
+    node.core.create_namespaced_pod(ns, pod_manifest("watcher", [{
+        "name": "c", "image": "busybox", "command": ["sleep", "600"],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/live"}]}],
+        volumes=[{"name": "cfg", "configMap": {"name": "live"}}], terminationGracePeriodSeconds=1))
+    node.wait_pod(ns, "watcher", phase("Running"), what="Running")
+    cid = node.pod(ns, "watcher")["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    import asyncio
+
+    async def read() -> str:
+        from k8py.kubelet.runtime.process.launcher import nsenter_argv, command_pid, read_status_file
+
+        rec = next(r for r in node.kubelet.container_records() if r["id"] == cid)
+        ns_init, _ = read_status_file(os.path.join(node.kubelet.root_dir, "runtime", "containers", cid, "bwrap-status.json"))
+        argv = nsenter_argv(command_pid(rec["pid"], ns_init, True), "/", ["cat", "/etc/live/v"])
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        return out.decode()
+
+    assert asyncio.run(read()) == "one"
+    node.core.patch_namespaced_config_map("live", ns, {"data": {"v": "two"}})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and asyncio.run(read()) != "two":
+        time.sleep(0.5)
+    assert asyncio.run(read()) == "two"
+
+
+def test_kubectl_set_image_on_a_pod_restarts_its_container_with_the_new_image(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("img", [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "600"]}],
+                                                     terminationGracePeriodSeconds=1))
+    before = node.wait_pod(ns, "img", phase("Running"), what="Running")["status"]["containerStatuses"][0]["containerID"]
+    node.kubectl.run("set", "image", "-n", ns, "pod/img", "c=busybox:1.37")
+    after = node.wait_pod(ns, "img", lambda p: p["status"]["containerStatuses"][0]["image"] == "busybox:1.37"
+                          and "running" in p["status"]["containerStatuses"][0]["state"], what="running the new image")
+    st = after["status"]["containerStatuses"][0]
+    assert st["containerID"] != before and st["restartCount"] == 1
+    assert any("definition changed" in e["message"] for e in node.events(ns, "img"))
+
+
+def test_a_failed_init_container_fails_a_never_pod_and_its_containers_never_start(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("initfail", [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}],
+                                                     restartPolicy="Never",
+                                                     initContainers=[{"name": "init", "image": "busybox", "command": ["sh", "-c", "exit 7"]}]))
+    pod = node.wait_pod(ns, "initfail", phase("Failed"), what="Failed")
+    init = pod["status"]["initContainerStatuses"][0]["state"]["terminated"]
+    assert init["exitCode"] == 7
+    main = pod["status"]["containerStatuses"][0]
+    assert "running" not in main["state"] and main["restartCount"] == 0 and "containerID" not in main
+
+
+def test_working_dir_and_a_failing_post_start_hook(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("wd", [{"name": "c", "image": "busybox", "workingDir": "/tmp",
+                                                             "command": ["sh", "-c", "pwd"]}], restartPolicy="Never"))
+    node.wait_pod(ns, "wd", phase("Succeeded"), what="Succeeded")
+    assert [line.split(" ", 3)[3] for line in _log_lines(node, ns, "wd", "c")] == ["/tmp"]
+    node.core.create_namespaced_pod(ns, pod_manifest("hookfail", [{
+        "name": "c", "image": "busybox", "command": ["sleep", "600"],
+        "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "exit 1"]}}}}], terminationGracePeriodSeconds=1))
+    pod = node.wait_pod(ns, "hookfail", lambda p: ((p["status"].get("containerStatuses") or [{}])[0].get("restartCount") or 0) >= 1,
+                        what="restarted after its postStart hook failed")
+    assert any(e["reason"] == "FailedPostStartHook" for e in node.events(ns, "hookfail"))

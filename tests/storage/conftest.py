@@ -41,7 +41,7 @@ _etcd_clusters: list[EtcdCluster] = []  # one etcd for the whole session, starte
 async def open_etcd(tmp_path: Path) -> Storage:
     """A store under a fresh etcd key prefix of the session's etcd process."""
     if not os.path.exists(ETCD_BINARY):
-        pytest.skip(f"etcd binary not installed at {ETCD_BINARY}")
+        pytest.skip(f"etcd not installed (looked for {ETCD_BINARY})")
     if not _etcd_clusters:
         data_dir = tempfile.mkdtemp(prefix="k8py-etcd-")
         atexit.register(shutil.rmtree, data_dir, True)

@@ -78,3 +78,28 @@ def test_follow_ends_when_the_container_stops_and_reopens_after_rotation(tmp_pat
 
 def test_a_missing_file_reads_as_empty(tmp_path):
     assert _read(tmp_path / "nope.log", LogOptions()) == b""
+
+
+def test_a_rotation_right_after_more_lines_keeps_them_all(tmp_path):
+    path = tmp_path / "0.log"
+    _write(path, "2026-12-01T08:40:00.000000000Z stdout F first")
+    state = {"running": True}
+
+    async def still_running() -> bool:
+        return state["running"]
+
+    async def go() -> list[bytes]:
+        got: list[bytes] = []
+        async for chunk in read_log(str(path), LogOptions(follow=True), still_running=still_running, poll_interval=0.01,
+                                    running_check_interval=0.05):
+            got.append(chunk)
+            if chunk == b"first\n":
+                # the writer appends its last line to the old file, then rotates
+                _write(path, "2026-12-01T08:40:00.500000000Z stdout F last of the old file")
+                os.rename(path, str(path) + ".20261201-084000")
+                _write(path, "2026-12-01T08:40:01.000000000Z stdout F first of the new file")
+            elif chunk.endswith(b"first of the new file\n"):
+                state["running"] = False
+        return got
+
+    assert b"".join(asyncio.run(asyncio.wait_for(go(), 30))) == b"first\nlast of the old file\nfirst of the new file\n"

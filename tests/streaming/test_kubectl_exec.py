@@ -209,3 +209,16 @@ def test_a_v4_client_gets_the_status_and_its_hang_up_kills_the_command(cluster, 
                 await asyncio.sleep(0.05)
 
     asyncio.run(go())
+
+
+def test_streams_are_counted_as_connect_requests(cluster):
+    import re
+    import urllib.request
+
+    _running(cluster)
+    cluster.kubectl.run("exec", "web", "--", "true")
+    cluster.kubectl.run("logs", "web")
+    with urllib.request.urlopen(cluster.apiserver.url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    verbs = set(re.findall(r'apiserver_request_total\{code="\d+",resource="pods",verb="(\w+)"\}', text))
+    assert {"CONNECT", "GET"} <= verbs

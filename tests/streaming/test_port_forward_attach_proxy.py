@@ -183,5 +183,45 @@ def test_nodes_proxy_reaches_the_kubelet(cluster):
     metrics = cluster.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/metrics/resource").stdout
     assert 'container_memory_working_set_bytes{container="main",namespace="default",pod="web"}' in metrics
     assert "node_cpu_usage_seconds_total " in metrics
+    pods = json.loads(cluster.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/pods").stdout)
+    assert pods["kind"] == "PodList" and [p["metadata"]["name"] for p in pods["items"]] == ["web"]
     missing = cluster.kubectl.run("get", "--raw", "/api/v1/nodes/nope/proxy/healthz", check=False)
     assert 'nodes "nope" not found' in missing.stderr
+
+
+def test_kubectl_forwards_two_ports_at_once_and_parallel_connections(cluster, pod_port):
+    import concurrent.futures
+
+    second = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Welcome)
+    threading.Thread(target=second.serve_forever, name="pod-port-2", daemon=True).start()
+    try:
+        cluster.pod("web")
+        cluster.runtime.add("default", "web", "main")
+        a, b = _free_port(), _free_port()
+        proc = cluster.kubectl.popen("port-forward", "pod/web", f"{a}:{pod_port}", f"{b}:{second.server_address[1]}")
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("Forwarding from")
+            deadline = time.monotonic() + 30
+            while True:  # kubectl prints one line per port and address family; wait until both listen
+                try:
+                    for port in (a, b):
+                        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+
+            def fetch(port: int) -> bytes:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
+                    return resp.read()
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                bodies = list(pool.map(fetch, [a, b] * 4))
+            assert all(body == _Welcome.body for body in bodies)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    finally:
+        second.shutdown()
+        second.server_close()

@@ -12,15 +12,12 @@ import shutil
 import tempfile
 import uuid
 
-from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
+from k8py.cli.etcd import EtcdCluster, start_etcd_cluster
+from tests.support.tools import ETCD_MISSING, etcd_installed
 
-__all__ = ["session_etcd", "fresh_prefix", "etcd_installed"]
+__all__ = ["session_etcd", "fresh_prefix", "etcd_installed", "ETCD_MISSING"]
 
 _clusters: list[EtcdCluster] = []
-
-
-def etcd_installed() -> bool:
-    return os.path.exists(ETCD_BINARY)
 
 
 def session_etcd() -> EtcdCluster:

@@ -1,7 +1,8 @@
 """A real kubelet for tests: ``python -m k8py kubelet`` as a child process.
 
 :class:`KubeletProcess` starts it against a test API server's kubeconfig on
-a free port (``--port 0``) with its own ``--root-dir``, waits for the line
+a free port (``--port 0``) with its own ``--root-dir`` and a random ``--pod-cidr``
+inside 127.64.0.0/10 (so concurrent test kubelets never share pod IPs), waits for the line
 saying it runs, and keeps its output for failure messages. Back-offs and
 heartbeats are shortened through flags. ``stop`` sends SIGTERM (containers
 keep running, for adoption tests); ``kill_containers`` stops whatever the
@@ -14,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -40,7 +42,10 @@ class KubeletProcess:
     def start(self, timeout: float = 60) -> "KubeletProcess":
         args = [sys.executable, "-m", "k8py", "kubelet", "--kubeconfig", self.kubeconfig, "--node-name", self.node_name,
                 "--root-dir", self.root_dir, "--port", "0", "--backoff-base", "1", "--backoff-max", "8",
-                "--node-status-update-frequency", "2", "--lease-renew-interval", "2", "--log-level", "INFO", *self.extra]
+                "--node-status-update-frequency", "2", "--lease-renew-interval", "2", "--sync-frequency", "2", "--log-level", "INFO", *self.extra]
+        if "--pod-cidr" not in self.extra:
+            # other kubelets may run on this machine at the same time: keep our pod IPs apart
+            args += ["--pod-cidr", f"127.{random.randint(65, 127)}.{random.randint(0, 255)}.0/24"]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -88,6 +93,23 @@ class KubeletProcess:
                 try:
                     os.killpg(rec["pid"], signal.SIGKILL)
                 except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for rec in self.container_records():
+            for d in rec.get("cgroups") or []:
+                while os.path.isdir(d) and time.monotonic() < deadline:
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        time.sleep(0.05)
+        from k8py.kubelet.runtime.process.cgroups import _own_path
+
+        for controller in ("memory", "cpu"):  # the kubelet's own k8py-<node> directories
+            own = _own_path(controller)
+            if own is not None:
+                try:
+                    os.rmdir(os.path.join("/sys/fs/cgroup", controller, own.lstrip("/"), f"k8py-{self.node_name}"))
+                except OSError:
                     pass
 
     def __enter__(self) -> "KubeletProcess":

@@ -19,11 +19,12 @@ import orjson
 from aiohttp import web
 
 from k8py import __version__
-from k8py.api.errors import InternalError, RequestEntityTooLarge, StatusError
+from k8py.api.errors import BadRequest, InternalError, NotFound, RequestEntityTooLarge, StatusError
 from k8py.api.schema import KUBERNETES_VERSION
 from k8py.apiserver.openapi.discovery import Discovery, aggregated_media_type
 from k8py.apiserver.handlers.context import not_found
-from k8py.apiserver.handlers.verbs import ResourceHandlers
+from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
+from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.handlers.request_info import parse_resource_path
@@ -63,10 +64,53 @@ def version_info() -> dict[str, str]:
 _METRIC_VERBS = {"create": "POST", "update": "PUT", "deletecollection": "DELETE"}
 
 
-def _metric_verb(verb: str, request: web.Request) -> str:
+#: subresources whose requests kube-apiserver counts as CONNECT (streams and proxies)
+_CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
+
+
+def _metric_verb(verb: str, request: web.Request, subresource: str = "") -> str:
     if verb == "patch" and request.content_type == "application/apply-patch+yaml":
         return "APPLY"
+    if subresource.split("/", 1)[0] in _CONNECT_SUBRESOURCES:
+        return "CONNECT"
     return _METRIC_VERBS.get(verb, verb.upper())
+
+
+_WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def _record_write(flow: FlowRecorder, request: web.Request, ctx: RequestContext, verb: str, response: web.StreamResponse) -> None:
+    if verb not in _WRITE_VERBS or "dryRun" in request.query:
+        return
+    body = getattr(response, "body", None)
+    flow.record_write(user_agent=request.headers.get("User-Agent", ""), verb=verb, resource=ctx.definition.plural,
+                      subresource=ctx.path.subresource, namespace=ctx.namespace, name=ctx.path.name, code=response.status,
+                      body=body if isinstance(body, bytes) else None)
+
+
+async def serve_flow(request: web.Request, flow: FlowRecorder | None) -> web.StreamResponse:
+    """``GET /debug/flow[?since=SEQ][&follow=true]``: the recorded flow as JSON lines (see :mod:`k8py.apiserver.flow`)."""
+    if flow is None:
+        raise NotFound("the list-watch flow is not being recorded: start the API server with --trace (k8py up --trace)")
+    try:
+        seq = int(request.query.get("since", "0") or 0)
+    except ValueError:
+        raise BadRequest(f"since must be a record number (an integer), not {request.query['since']!r}") from None
+    follow = request.query.get("follow", "") in ("1", "true")
+    response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await response.prepare(request)
+    while True:
+        records = flow.since(seq)
+        if records:
+            seq = records[-1]["seq"]
+            await response.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+        if not follow:
+            break
+        if request.transport is None or request.transport.is_closing():
+            break
+        await flow.wait(seq, timeout=5.0)
+    await response.write_eof()
+    return response
 
 
 def _status_response(err: StatusError) -> web.Response:
@@ -101,6 +145,8 @@ def build_app(
             return web.Response(text="ok", content_type="text/plain")
         if path == "/metrics":
             return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        if path == "/debug/flow":
+            return await serve_flow(request, handlers.flow)
         if path in ("/api", "/apis"):
             media = aggregated_media_type(request.headers.get("Accept"))
             if media is not None:
@@ -130,14 +176,17 @@ def build_app(
             if resource_path is None:
                 raise not_found()
             ctx = handlers.resolve(request, resource_path)
-            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request)
+            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request, resource_path.subresource)
             request[RESOURCE_KEY] = ctx.definition.plural
             if resource_path.group == METRICS_GROUP and RESOURCE_METRICS in request.app and not resource_path.subresource:
                 # never stored: computed from the kubelets' resource metrics
                 return await request.app[RESOURCE_METRICS].serve(
                     request, plural=resource_path.plural, namespace=resource_path.namespace, name=resource_path.name
                 )
-            return await handlers.handle(ctx)
+            response = await handlers.handle(ctx)
+            if handlers.flow is not None and 200 <= response.status < 300:
+                _record_write(handlers.flow, request, ctx, handlers.verb(ctx), response)
+            return response
         if body is None:
             raise not_found()
         return json_body(body)

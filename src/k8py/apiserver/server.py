@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import ipaddress
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ from aiohttp import web
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
+from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -36,7 +39,7 @@ from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
-from k8py.apiserver.admission.service_ips import ServiceIPAllocator
+from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -54,12 +57,18 @@ class APIServerConfig:
     watch_max_pending_bytes: int = MAX_PENDING_BYTES
     #: a watch client whose connection stays backed up this long is disconnected
     watch_slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
+    #: what watch streams keep time by (tests pass a ManualClock); the event loop's when None
+    watch_clock: WatchClock | None = None
     #: the range Service ClusterIPs are allocated from
-    service_cidr: str = "10.96.0.0/12"
-    #: the ClusterIP of the ``kubernetes`` Service (the range's first address)
-    kubernetes_service_ip: str = "10.96.0.1"
+    service_cidr: str = "127.192.0.0/12"
+    #: the ClusterIP of the ``kubernetes`` Service ("" = the range's first address)
+    kubernetes_service_ip: str = ""
+    #: the range node ports are allocated from (``--service-node-port-range``)
+    service_node_port_range: str = "30000-32767"
     #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
     metrics_window: float = 1.0
+    #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
+    trace: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -67,6 +76,8 @@ class APIServer:
     def __init__(self, storage: Storage, config: APIServerConfig | None = None) -> None:
         self.storage = storage
         self.config = config or APIServerConfig()
+        if not self.config.kubernetes_service_ip:
+            self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
         register_builtins(self.registry)
         self.metrics = APIMetrics()
@@ -81,11 +92,15 @@ class APIServer:
                 on_slow_close=lambda plural: self.metrics.terminated_watchers.labels(plural).inc(),
             ),
             on_undecodable=lambda plural: self.metrics.decode_errors.labels(plural).inc(),
+            clock=self.config.watch_clock,
         )
         self.store = ObjectStore(storage)
         self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
         self.store.namespace_check = self.namespaces.admit_create
-        self.store.admit_new.append(ServiceIPAllocator(self.registry, self.cacher, self.config.service_cidr).allocate)
+        self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
+                                                  self.config.service_node_port_range)
+        self.store.allocate_new.append(self.service_allocator.allocate)
+        self._allocator_task: asyncio.Task[None] | None = None
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
@@ -96,6 +111,7 @@ class APIServer:
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             delete_hooks={"namespaces": self.namespaces},
+            flow=FlowRecorder() if self.config.trace else None,
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -119,6 +135,9 @@ class APIServer:
     async def start(self) -> None:
         await self.storage.start()
         await self.cacher.start()
+        await self.service_allocator.repair()
+        self._allocator_task = asyncio.create_task(
+            self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
         await self._bootstrap()
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
@@ -134,6 +153,10 @@ class APIServer:
 
     async def stop(self) -> None:
         self._ready = False
+        if self._allocator_task is not None:
+            self._allocator_task.cancel()
+            await asyncio.gather(self._allocator_task, return_exceptions=True)
+            self._allocator_task = None
         await self.cacher.close()
         await self.kubelets.close()
         if self._runner is not None:

@@ -10,6 +10,8 @@ lease.
 
 from __future__ import annotations
 
+from k8py import __version__
+
 import argparse
 import asyncio
 import logging
@@ -76,6 +78,7 @@ async def _main(args: argparse.Namespace) -> int:
     if args.leader_elect_identity:
         election.identity = args.leader_elect_identity
     config = load_kubeconfig(args.kubeconfig)
+    config.user_agent = f"k8py-controller-manager/{__version__}"  # who wrote it, in the API server's flow record
     async with RestClient(config) as client:
         try:
             manager = ControllerManager(client, controllers=args.controllers, options=options,

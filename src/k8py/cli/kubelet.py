@@ -11,6 +11,8 @@ new kubelet on the same ``--root-dir`` adopts them.
 
 from __future__ import annotations
 
+from k8py import __version__
+
 import argparse
 import asyncio
 import logging
@@ -60,14 +62,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
     p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
+    p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default="10Mi")
     p.add_argument("--container-log-max-files", type=int, default=5)
     p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff / image pull back-off start, seconds")
     p.add_argument("--backoff-max", type=float, default=300.0, help="back-off cap, seconds")
     p.add_argument("--node-status-update-frequency", type=float, default=10.0)
     p.add_argument("--lease-renew-interval", type=float, default=10.0)
+    p.add_argument("--sync-frequency", type=float, default=60.0, help="seconds between full re-syncs of every pod (volumes re-projected)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
+    p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
+    p.add_argument("--simulated-run-seconds", type=float, default=None,
+                   help="with --simulated: seconds a container runs before it exits (default: until stopped)")
+    p.add_argument("--simulated-exit-code", type=int, default=0, help="with --simulated: the exit code of containers that end")
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=run)
     return p
@@ -98,6 +106,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config.backoff_base, config.backoff_max = args.backoff_base, args.backoff_max
     config.node_status_update_frequency = args.node_status_update_frequency
     config.node_lease_renew_interval = args.lease_renew_interval
+    if args.sync_frequency != 60.0 or not args.config:
+        config.sync_frequency = args.sync_frequency
     config.simulated = args.simulated
     return config
 
@@ -106,7 +116,9 @@ async def _main(args: argparse.Namespace) -> int:
     from k8py.client.kubeconfig import load_kubeconfig
     from k8py.client.rest import RestClient
 
-    client = RestClient(load_kubeconfig(args.kubeconfig))
+    client_config = load_kubeconfig(args.kubeconfig)
+    client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
+    client = RestClient(client_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -115,7 +127,11 @@ async def _main(args: argparse.Namespace) -> int:
         if args.simulated:
             from k8py.kubelet.simulated_nodes import SimulatedNodes
 
-            nodes = SimulatedNodes(client, build_config(args), count=args.nodes)
+            from k8py.kubelet.runtime.simulated import SimulationDefaults
+
+            defaults = SimulationDefaults(start_latency=args.simulated_start_latency, run_seconds=args.simulated_run_seconds,
+                                          exit_code=args.simulated_exit_code)
+            nodes = SimulatedNodes(client, build_config(args), count=args.nodes, defaults=defaults)
             runner = asyncio.create_task(nodes.run(), name="simulated-kubelets")
             await nodes.ready.wait()
             print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "
@@ -128,7 +144,8 @@ async def _main(args: argparse.Namespace) -> int:
             config = build_config(args)
             runtime = ProcessRuntime(config.runtime_dir, catalog=ImageCatalog.from_file(config.image_catalog), use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,
-                                     log_max_files=config.container_log_max_files)
+                                     log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                     use_cgroups=not args.no_cgroups)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())

@@ -2,15 +2,18 @@
 
 Commands:
 
-- ``k8py up``: the whole cluster in one command (for now: the API server on
-  the embedded store), writing a kubeconfig for kubectl;
+- ``k8py up``: the whole cluster in one command (API server, controller
+  manager, scheduler, kubelets, each its own supervised process, see
+  ``k8py.cluster``), writing a kubeconfig for kubectl; ``k8py down`` stops it,
+  ``k8py status`` shows it; ``k8py flow`` prints its list-watch flow (``--trace``);
 - ``k8py apiserver``: the API server alone, on the embedded store
   (``--data-dir``) or on etcd (``--etcd-servers``);
 - ``k8py etcd``: run a local etcd for k8py;
 - ``k8py migrate``: copy a cluster's objects between stores;
 - ``k8py controller-manager``: the controllers (see ``k8py.controllers``);
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
-- ``k8py kubelet``: the node agent (process or simulated runtime).
+- ``k8py kubelet``: the node agent (process or simulated runtime);
+- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS.
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ import time
 from k8py import __version__
 from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
+from k8py.cli import flow as flow_command
 from k8py.cli import kubelet as kubelet_command
 from k8py.cli import migrate as migrate_command
+from k8py.cli import proxy as proxy_command
 from k8py.cli import scheduler as scheduler_command
+from k8py.cli import up as up_command
 from k8py.cli.kubeconfig import write_kubeconfig
 
 __all__ = ["main", "build_parser"]
 
-DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".k8py")
+DEFAULT_DATA_DIR = up_command.DEFAULT_DATA_DIR
 
 
 def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
@@ -46,6 +52,9 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
+    p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
+    p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12",
+                   help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -53,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="k8py", description="A Kubernetes-compatible cluster written in Python.")
     parser.add_argument("--version", action="version", version=f"k8py {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start a cluster and write a kubeconfig for kubectl")
-    _add_server_options(up, default_port=6443)
+    up_command.add_parsers(sub)
+    flow_command.add_parser(sub)
     api = sub.add_parser("apiserver", help="run the API server")
     _add_server_options(api, default_port=6443)
     etcd_command.add_parser(sub)
@@ -62,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate_command.add_parser(sub)
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
+    proxy_command.add_parsers(sub)
     return parser
 
 
@@ -98,6 +108,8 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             port=args.port,
             bookmark_interval=args.watch_bookmark_interval,
             watch_cache_capacity=args.watch_cache_size,
+            trace=args.trace,
+            service_cidr=args.service_cluster_ip_range,
         ),
     )
     try:
@@ -128,7 +140,15 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command in ("apiserver", "up"):
+    if args.command == "up":
+        return up_command.run_up(args)
+    if args.command == "down":
+        return up_command.run_down(args)
+    if args.command == "status":
+        return up_command.run_status(args)
+    if args.command == "flow":
+        return flow_command.run(args)
+    if args.command == "apiserver":
         return asyncio.run(_run_apiserver(args))
     if args.command == "etcd":
         return etcd_command.run(args)
@@ -140,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         return scheduler_command.run(args)
     if args.command == "kubelet":
         return kubelet_command.run(args)
+    if args.command == "proxy":
+        return proxy_command.run_proxy(args)
+    if args.command == "dns":
+        return proxy_command.run_dns(args)
     return 2
 
 

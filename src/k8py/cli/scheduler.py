@@ -3,6 +3,8 @@ file, and run :func:`k8py.scheduler.run` until SIGINT/SIGTERM."""
 
 from __future__ import annotations
 
+from k8py import __version__
+
 import argparse
 import asyncio
 import signal
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     leader_elect = config.leader_election.leader_elect if args.config and args.leader_elect is None else bool(args.leader_elect)
     try:
         client_config = load_kubeconfig(args.kubeconfig)
+        client_config.user_agent = f"k8py-scheduler/{__version__}"  # who wrote it, in the API server's flow record
     except Exception as err:  # a missing or broken kubeconfig: say which and stop
         print(f"k8py scheduler: cannot load the kubeconfig: {err}. Pass --kubeconfig FILE.", file=sys.stderr)
         return 1

@@ -24,6 +24,16 @@ A reflector (the producer) turns list and watch results into ``add``,
 - ``has_synced()`` turns true once the items of the first ``replace`` have all
   been popped (or at once if an add/update/delete came first).
 
+**Unbounded, on purpose** (as client-go's): the FIFO holds at most one
+entry per *key* (deltas of a key accumulate in its entry, and a pair of
+deletions collapses), so its size is bounded by the number of objects the
+reflector is mirroring plus those deleted since their last pop, not by the
+event rate. Bounding it would mean blocking the reflector (its watch then
+falls behind and the server closes it) or dropping deltas (the cache would
+diverge silently): both worse than memory proportional to the cache the
+informer keeps anyway. The per-handler buffers downstream are bounded (see
+:mod:`k8py.client.processor_listener`).
+
 ``emit_delta_type_replaced`` defaults to true here, unlike client-go, where the
 false default exists only for compatibility with consumers older than the
 ``Replaced`` type; k8py has none.

@@ -66,6 +66,9 @@ CONTROLLER_MODULES: dict[str, str] = {
     "podgc": "k8py.controllers.pod_gc",
     "nodeipam": "k8py.controllers.node_ipam",
     "ttl-after-finished": "k8py.controllers.ttl_after_finished",
+    "endpoint": "k8py.controllers.endpoints",
+    "endpointslice": "k8py.controllers.endpointslice",
+    "endpointslicemirroring": "k8py.controllers.endpointslice_mirroring",
 }
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset()

@@ -20,12 +20,13 @@ which the worker should try again.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from k8py.kubelet.container_env import ConfigError, build_env, expand
 from k8py.kubelet.pod_status import ts
-from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Resources, RuntimeErrorStatus
+from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
 
 if TYPE_CHECKING:
@@ -126,6 +127,15 @@ async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> floa
     return None
 
 
+def _termination_log(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], attempt: int) -> Mount:
+    """A host file shown at terminationMessagePath (upstream bind-mounts one the same way)."""
+    host = os.path.join(s.volumes.pod_dir(w.uid), "containers", c["name"], str(attempt))
+    os.makedirs(os.path.dirname(host), exist_ok=True)
+    open(host, "wb").close()
+    w.memo[f"termlog-{c['name']}-{attempt}"] = host
+    return Mount(c.get("terminationMessagePath") or "/dev/termination-log", host, False, "termination-log")
+
+
 async def _env_and_mounts(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], volume_paths: Mapping[str, str],
                           pod_ip: str) -> tuple[dict[str, str], list[Any]]:
     env = await build_env(w.pod, c, get=s.get_object, services=s.services(), pod_ip=pod_ip, host_ip=s.config.address,
@@ -158,6 +168,7 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
             mounts = []
         else:
             env, mounts = await _env_and_mounts(s, w, c, volume_paths, pod_ip)
+            mounts.append(_termination_log(s, w, c, latest.attempt + 1 if latest is not None else 0))
     except (ConfigError, MountError) as err:
         w.waiting[name] = ("CreateContainerConfigError", str(err))
         s.event(pod, "Warning", "Failed", f"Error: {err}")
@@ -183,10 +194,12 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
     try:
         await s.runtime.start_container(cid)
     except RuntimeErrorStatus as err:
+        s.metrics.start_errors.labels(code="RunContainerError").inc()
         w.waiting[name] = ("RunContainerError", err.message)
         s.event(pod, "Warning", "Failed", f"Error: {err.message}")
         return 0.05
     w.waiting.pop(name, None)
+    s.metrics.started.inc()
     s.event(pod, "Normal", "Started", f"Started container {name}")
     w.memo[f"started-at-{name}"] = ts(now)
     await s.after_start(w, c, cid, pod_ip)

@@ -21,7 +21,6 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Gauge
 
 from k8py.api.errors import NotFound
 from k8py.client.event_recorder import EventBroadcaster
@@ -30,12 +29,13 @@ from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICES
 from k8py.client.rest import RestClient
 from k8py.kubelet import server
 from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
 from k8py.kubelet.node_status import NodeStatusReporter, read_host
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.pod_workers import PodWorkers
-from k8py.kubelet.runtime.protocols import ContainerStatus, Image, Runtime
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image, Runtime
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
 from k8py.kubelet.status_manager import StatusManager
@@ -51,8 +51,11 @@ class Kubelet:
         self.client = client
         self.config = config
         self.runtime = runtime
-        self.registry = CollectorRegistry()
-        self._pods_gauge = Gauge("kubelet_running_pods", "Pods with a running sandbox", registry=self.registry)
+        self.metrics = KubeletMetrics()
+        self.registry = self.metrics.registry
+        self._running_containers = 0
+        self.metrics.bind(running_pods=lambda: sum(1 for w in self.workers.workers.values() if w.sandbox_id and not w.terminal_phase),
+                          running_containers=lambda: self._running_containers)
         self.broadcaster = EventBroadcaster(client)
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
         self.informers = InformerFactory(client)
@@ -63,9 +66,10 @@ class Kubelet:
         self.volumes = VolumeManager(config.pods_dir, get=self.get_object, node_alloc=self.node_allocatable)
         self.syncer = PodSyncer(runtime=runtime, config=config, status=self.status, volumes=self.volumes, event=self.event,
                                 get_object=self.get_object, services=lambda: self.service_informer.lister.list(),
-                                node_allocatable=self.node_allocatable, wake=self._wake)
+                                node_allocatable=self.node_allocatable, wake=self._wake, metrics=self.metrics)
         self.workers = PodWorkers(self.syncer)
-        self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers))
+        self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=config.sync_frequency,
+                         on_event=self.metrics.pleg_events.inc)
         self.lease = NodeLease(client, config.node_name, duration=config.node_lease_duration_seconds,
                                interval=config.node_lease_renew_interval, node_uid=self._node_uid)
         self.port = config.port
@@ -160,6 +164,9 @@ class Kubelet:
                 self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
                 host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr)
             self._node = await self.node_status.register()
+            node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
+            self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)
+            self.recorder.event(node_ref, "Normal", "NodeReady", f"Node {self.config.node_name} status is now: NodeReady", resource=NODES)
             if not self.node_status.pod_cidr:
                 logger.warning("node has no spec.podCIDR (node IPAM not running?): using --pod-cidr",
                                extra={"node": self.config.node_name, "podCIDR": self.config.pod_cidr})
@@ -198,4 +205,4 @@ class Kubelet:
                 raise
             except Exception:
                 continue
-            self._pods_gauge.set(sum(1 for w in self.workers.workers.values() if w.sandbox_id))
+            self._running_containers = sum(1 for c in await self.runtime.list_containers() if c.state is ContainerState.RUNNING)

@@ -13,7 +13,10 @@ A pure function from the pod spec and what the runtime reports to a
   one that exited is restarted by policy: Always → always, OnFailure → on a
   non-zero exit, Never → never;
 - a container whose liveness or startup probe failed is killed (and then
-  restarted by the same rule).
+  restarted by the same rule);
+- a running container whose image no longer matches the spec (``kubectl set
+  image`` on a pod) is killed and started again from the new image, without
+  back-off.
 
 Back-off is not decided here: the worker checks it for each restart.
 """
@@ -112,6 +115,11 @@ def compute_pod_actions(
         name = c["name"]
         cs = latest.get(name)
         kill_if_failed(cs)
+        if cs is not None and cs.state is running and cs.id not in actions.kill and cs.image != c.get("image", cs.image):
+            # the only mutable part of a container's spec: a new image means a new container
+            actions.kill[cs.id] = f"Container {name} definition changed, will be restarted"
+            actions.start.append(name)
+            continue
         if cs is None:
             actions.start.append(name)
         elif cs.state is ContainerState.EXITED and should_restart(policy, cs):

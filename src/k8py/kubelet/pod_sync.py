@@ -20,13 +20,14 @@ import asyncio
 import calendar
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from k8py.client.resources import PODS
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.backoff import Backoff
 from k8py.kubelet.container_start import start_container
 from k8py.kubelet.hooks import run_hook
+from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.pod_actions import compute_pod_actions
 from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, ts
 from k8py.kubelet.pod_workers import PodWorker
@@ -46,6 +47,20 @@ def _parse_ts(value: str) -> float:
     return float(calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")))
 
 
+def _log_tail(path: str, lines: int = 80, limit: int = 2048) -> str:
+    try:
+        with open(path, "rb") as f:
+            records = f.read().splitlines()[-lines:]
+    except OSError:
+        return ""
+    out = []
+    for rec in records:
+        parts = rec.split(b" ", 3)
+        if len(parts) == 4:
+            out.append(parts[3] + (b"\n" if parts[2] == b"F" else b""))
+    return b"".join(out)[-limit:].decode("utf-8", "replace")
+
+
 def _by_name(containers: Sequence[ContainerStatus]) -> tuple[dict[str, ContainerStatus], dict[str, ContainerStatus]]:
     latest: dict[str, ContainerStatus] = {}
     previous: dict[str, ContainerStatus] = {}
@@ -60,7 +75,7 @@ class PodSyncer:
     def __init__(self, *, runtime: Runtime, config: KubeletConfig, status: StatusManager, volumes: VolumeManager,
                  event: Callable[[Mapping[str, Any], str, str, str], None], get_object: Callable[[str, str, str], Awaitable[Any]],
                  services: Callable[[], Sequence[Mapping[str, Any]]], node_allocatable: Callable[[], Mapping[str, str]],
-                 wake: Callable[[str], None]) -> None:
+                 wake: Callable[[str], None], metrics: KubeletMetrics | None = None) -> None:
         self.runtime = runtime
         self.config = config
         self.status = status
@@ -72,6 +87,7 @@ class PodSyncer:
         self.backoff = Backoff(config.backoff_base, config.backoff_max)
         self.prober = ProbeManager(runtime, on_change=wake, event=event)
         self.runtime_name = runtime.info().name
+        self.metrics = metrics or KubeletMetrics()
 
     def event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         self.event_fn(pod, kind, reason, message)
@@ -113,6 +129,7 @@ class PodSyncer:
         api_status = pod.get("status") or {}
         if not w.memo.get("seen"):
             w.memo["seen"] = True
+            w.memo["first-seen"] = time.monotonic()
             if api_status.get("phase") in ("Succeeded", "Failed"):
                 w.terminal_phase = api_status["phase"]
                 w.reason, w.message = api_status.get("reason", ""), api_status.get("message", "")
@@ -134,7 +151,7 @@ class PodSyncer:
         actions = compute_pod_actions(pod, sandbox_ready=ready, latest=latest, ever_initialized=w.initialized,
                                       probe_failed=self.prober.failed, is_started=self.prober.started)
         try:
-            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) > 10
+            refresh = actions.create_sandbox or now - w.memo.get("volumes-at", 0.0) >= min(10.0, self.config.sync_frequency)
             if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
@@ -151,9 +168,12 @@ class PodSyncer:
                 self.publish(w, "", False)
                 return 2.0
             ready, pod_ip = await self._sandbox(w)
+        names = {cs.id: cs.name for cs in latest.values()}
         for cid, why in actions.kill.items():
             self.event(pod, "Normal", "Killing", why)
             await self._stop(w, cid, self._grace(w))
+            if "definition changed" in why:  # a new image restarts at once, not after a back-off
+                self.backoff.reset(f"{w.uid}/{names.get(cid, '')}")
         if actions.init_failed:
             self.publish(w, pod_ip, ready, await self._containers(w))
             return None
@@ -170,6 +190,9 @@ class PodSyncer:
             w.initialized = True
         self.publish(w, pod_ip, ready, await self._containers(w))
         st = self.status.status(w.uid) or {}
+        if st.get("phase") == "Running" and "started-reported" not in w.memo:
+            w.memo["started-reported"] = True
+            self.metrics.pod_start.observe(max(0.0, time.monotonic() - w.memo.get("first-seen", time.monotonic())))
         if st.get("phase") in ("Succeeded", "Failed"):
             w.terminal_phase = st["phase"]
         return min(wakes) if wakes else None
@@ -231,13 +254,34 @@ class PodSyncer:
         spec = w.pod.get("spec") or {}
 
         def view(c: Mapping[str, Any]) -> ContainerView:
-            cs = latest.get(c["name"])
+            cs = self._with_message(w, c, latest.get(c["name"]))
+            prev = self._with_message(w, c, previous.get(c["name"]))
             reason, message = w.waiting.get(c["name"], ("", ""))
             running = cs is not None and cs.state is ContainerState.RUNNING
-            return ContainerView(c["name"], c.get("image", ""), cs, previous.get(c["name"]), reason, message,
+            return ContainerView(c["name"], c.get("image", ""), cs, prev, reason, message,
                                  ready=running and self.prober.ready(cs.id) and self.prober.started(cs.id) if cs else False,
                                  started=running and self.prober.started(cs.id) if cs else False)
         return [view(c) for c in spec.get("initContainers") or []], [view(c) for c in spec.get("containers") or []]
+
+    def _with_message(self, w: PodWorker, c: Mapping[str, Any], cs: ContainerStatus | None) -> ContainerStatus | None:
+        """terminationMessagePath's content (at most 4096 bytes), or with FallbackToLogsOnError
+        and a failure, the log's last 80 lines (at most 2048 bytes), as upstream."""
+        if cs is None or cs.state is not ContainerState.EXITED or cs.message:
+            return cs
+        key = f"termmsg-{cs.id}"
+        if key not in w.memo:
+            msg = ""
+            host = w.memo.get(f"termlog-{c['name']}-{cs.attempt}")
+            if host:
+                try:
+                    with open(host, "rb") as f:
+                        msg = f.read(4096).decode("utf-8", "replace")
+                except OSError:
+                    pass
+            if not msg and c.get("terminationMessagePolicy") == "FallbackToLogsOnError" and cs.exit_code != 0 and cs.log_path:
+                msg = _log_tail(cs.log_path)
+            w.memo[key] = msg
+        return replace(cs, message=w.memo[key]) if w.memo[key] else cs
 
     # -- terminate and clean up -----------------------------------------------------------
 
@@ -266,7 +310,8 @@ class PodSyncer:
             latest, _ = _by_name(containers)
             codes = [latest[n].exit_code for n in main_names if n in latest and latest[n].state is ContainerState.EXITED]
             w.terminal_phase = "Succeeded" if codes and len(codes) == len(main_names) and all(c == 0 for c in codes) else "Failed"
-        self.publish(w, pod_ip, False, containers)
+        if not w.removed:  # a pod gone from the API has no status left to write
+            self.publish(w, pod_ip, False, containers)
 
     def terminated(self, w: PodWorker) -> None:
         self.status.terminated(w.pod)

@@ -9,7 +9,10 @@ under bwrap the monitor process) and every descendant of it. One scan of
   that already exited are not counted — the figure can go down when a child
   ends; a cgroup would keep it, and containers are not placed in cgroups of
   their own on every machine);
-- memory working set: the tree's resident set (RSS), as bytes.
+- memory working set: when the container has a memory cgroup of its own
+  (the process runtime makes one where cgroup v1 is writable), upstream's
+  figure — ``memory.usage_in_bytes`` minus ``total_inactive_file`` — else
+  the tree's resident set (RSS), as bytes.
 
 The node: busy time from ``/proc/stat`` (all but idle and iowait) and
 ``MemTotal - MemAvailable`` from ``/proc/meminfo``, as the kubelet's summary
@@ -23,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-__all__ = ["Usage", "NodeMemory", "process_table", "tree_usage", "node_cpu_seconds", "node_memory"]
+__all__ = ["Usage", "NodeMemory", "process_table", "tree_usage", "usage_of", "cgroup_working_set", "node_cpu_seconds", "node_memory"]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -102,6 +105,39 @@ def tree_usage(root: int, table: Mapping[int, _Proc], children: Mapping[int, lis
     return Usage(ticks / _TICKS, pages * _PAGE, time.time() if now is None else now)
 
 
+def _memory_cgroup(pid: int | str, proc: str) -> str | None:
+    try:
+        with open(f"{proc}/{pid}/cgroup", encoding="ascii") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    return path
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cgroup_working_set(pid: int, *, proc: str = "/proc", root: str = "/sys/fs/cgroup/memory") -> int | None:
+    """The working set of ``pid``'s memory cgroup (cgroup v1) when it is not
+    the kubelet's own — i.e. the container has one of its own; else None."""
+    path = _memory_cgroup(pid, proc)
+    if path is None or path == _memory_cgroup("self", proc):
+        return None
+    base = os.path.join(root, path.lstrip("/"))
+    try:
+        with open(os.path.join(base, "memory.usage_in_bytes"), encoding="ascii") as f:
+            usage = int(f.read())
+        inactive = 0
+        with open(os.path.join(base, "memory.stat"), encoding="ascii") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "total_inactive_file":
+                    inactive = int(value)
+    except (OSError, ValueError):
+        return None
+    return max(0, usage - inactive)
+
+
 def usage_of(roots: Iterable[int], proc: str = "/proc") -> dict[int, Usage]:
     """Usage for each root pid (one /proc scan for all); missing roots are left out."""
     table = process_table(proc)
@@ -111,7 +147,8 @@ def usage_of(roots: Iterable[int], proc: str = "/proc") -> dict[int, Usage]:
     for root in roots:
         usage = tree_usage(root, table, children, now=now)
         if usage is not None:
-            out[root] = usage
+            memory = cgroup_working_set(root, proc=proc)
+            out[root] = usage if memory is None else Usage(usage.cpu_seconds, memory, usage.timestamp)
     return out
 
 

@@ -56,17 +56,12 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
 
 def select_host(nodes: Sequence[NodeInfo], scores: Sequence[int], rng: Callable[[], float] = random.random) -> str:
     """The highest-scoring node; ties broken uniformly at random."""
-    best = -1
-    chosen = ""
-    ties = 0
-    for node, score in zip(nodes, scores):
-        if score > best:
-            best, chosen, ties = score, node.name, 1
-        elif score == best:
-            ties += 1
-            if rng() * ties < 1:
-                chosen = node.name
-    return chosen
+    if not nodes:
+        return ""
+    best = max(scores)
+    ties = [i for i, s in enumerate(scores) if s == best]
+    pick = ties[0] if len(ties) == 1 else ties[min(int(rng() * len(ties)), len(ties) - 1)]
+    return nodes[pick].name
 
 
 @dataclass(slots=True)

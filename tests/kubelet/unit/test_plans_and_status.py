@@ -138,3 +138,10 @@ def test_var_expansion_and_service_environment() -> None:
     assert env["MY_SVC_SERVICE_HOST"] == "10.0.0.5" and env["MY_SVC_PORT_80_TCP_ADDR"] == "10.0.0.5" and env["MY_SVC_SERVICE_PORT_HTTP"] == "80"
     assert env["KUBERNETES_SERVICE_HOST"] == "10.0.0.1" and env["KUBERNETES_PORT"] == "tcp://10.0.0.1:443"
     assert "MY_SVC_SERVICE_HOST" not in service_env([svc, master], "d", links=False)
+
+
+def test_a_new_image_in_the_spec_restarts_the_running_container() -> None:
+    p = pod()
+    p["spec"]["containers"][0]["image"] = "busybox:1.37"
+    a = plan(p, {"a": cs("a", ContainerState.RUNNING, cid="x")}, initialized=True)
+    assert "definition changed" in a.kill["x"] and a.start == ["a"]

@@ -1,89 +1,267 @@
-"""ClusterIP allocation for Services (upstream's service IP allocator).
+"""Cluster IPs and node ports for Services (upstream's service IP and node
+port allocators, with the repair loop).
 
-A Service of type ClusterIP, NodePort or LoadBalancer created without
-``spec.clusterIP`` gets a free address from the service CIDR (default
-``10.96.0.0/12``, whose first address belongs to the ``kubernetes`` Service);
-``clusterIP: None`` makes a headless Service and is left alone. A requested
-address must be inside the range and free (422 otherwise).
+On create (:meth:`ServiceAllocator.allocate`, after defaulting and before
+validation):
 
-Which addresses are taken is read from the Services watch cache. A random
-free address is picked, so two concurrent creates collide only with
-probability ~1/2^20; upstream serializes allocations through a bitmap in
-the store, which k8py can adopt if that ever matters.
+- a Service of type ClusterIP, NodePort or LoadBalancer gets a cluster IP
+  from ``--service-cluster-ip-range`` (default ``127.192.0.0/12``; the
+  network and broadcast addresses are never handed out, and the first usable
+  one is the ``kubernetes`` Service's); ``clusterIP: None`` is headless and
+  left alone; a requested address must be in the range and free (422 with
+  upstream's message otherwise);
+- each port of a NodePort or LoadBalancer Service gets a node port from
+  ``--service-node-port-range`` (30000-32767), a requested one checked the
+  same way; two ports of one Service with the same number share it;
+- the claims are made in the store (:mod:`.range_claims`) so that no
+  address or port is ever handed out twice — across concurrent creates,
+  several API servers on one store, or restarts. The caller gets back a
+  rollback that frees them if the Service is then not stored.
+
+Updates: a change to NodePort or LoadBalancer allocates node ports for
+ports without one (:meth:`allocate_update`).
+
+Releases follow the store, not a request path: :meth:`run` watches Service
+keys and frees the claims of every deleted Service (by uid, so a Service
+re-created under the same name keeps its own), however it was deleted. At
+start :meth:`repair` frees claims whose Service no longer exists.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
-import random
-from typing import Any
+import logging
+from typing import Any, Awaitable, Callable
 
 import orjson
 
 from k8py.api.errors import Cause, Invalid
-from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.admission.range_claims import RangeClaims
 from k8py.apiserver.registry import Registry, ResourceDefinition
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.storage import Storage
+from k8py.storage.interface import EventType, StorageError
 
-__all__ = ["ServiceIPAllocator"]
+__all__ = ["ServiceAllocator", "IP_PREFIX", "NODE_PORT_PREFIX", "parse_port_range"]
 
-_SKIP_TYPES = ("ExternalName",)
+log = logging.getLogger(__name__)
+
+IP_PREFIX = "/registry/ranges/serviceips"
+NODE_PORT_PREFIX = "/registry/ranges/servicenodeports"
+_NO_CLUSTER_IP = ("ExternalName",)
+_NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
+
+Rollback = Callable[[], Awaitable[None]]
 
 
-class ServiceIPAllocator:
-    def __init__(self, registry: Registry, cacher: Cacher, cidr: str = "10.96.0.0/12") -> None:
+def parse_port_range(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    return int(low), int(high or low)
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    return {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "uid": meta.get("uid", "")}
+
+
+def _invalid(name: str, field: str, message: str) -> Invalid:
+    return Invalid.for_object("Service", name, [Cause("FieldValueInvalid", message, field)])
+
+
+class ServiceAllocator:
+    def __init__(self, registry: Registry, cacher: Cacher, storage: Storage, cidr: str = "127.192.0.0/12",
+                 node_port_range: str = "30000-32767") -> None:
         self.registry = registry
         self.cacher = cacher
+        self.storage = storage
         self.network = ipaddress.ip_network(cidr)
-        self._rng = random.Random()
+        self.node_ports = parse_port_range(node_port_range)
+        self.ips = RangeClaims(storage, IP_PREFIX)
+        self.ports = RangeClaims(storage, NODE_PORT_PREFIX)
+        self._ip_candidates: list[str] | None = None
 
-    def _used(self) -> set[str]:
-        services = self.registry.get("", "v1", "services")
-        assert services is not None
-        used: set[str] = set()
-        for cached in self.cacher.cache_for(services).objects.values():
-            spec = orjson.loads(cached.data).get("spec") or {}
-            used.update(ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip)
-        return used
+    @property
+    def _services(self) -> ResourceDefinition:
+        definition = self.registry.get("", "v1", "services")
+        assert definition is not None
+        return definition
 
-    def allocate(self, definition: ResourceDefinition, obj: dict[str, Any]) -> None:
-        """Fill ``spec.clusterIP(s)`` of a new Service in place (or check the requested one)."""
+    def _cached_specs(self) -> list[dict[str, Any]]:
+        return [(orjson.loads(c.data).get("spec") or {}) for c in self.cacher.cache_for(self._services).objects.values()]
+
+    def _candidates(self) -> list[str]:
+        if self._ip_candidates is None:
+            size = self.network.num_addresses
+            # hosts only; a very large range is sampled lazily through the index
+            self._ip_candidates = _AddressRange(self.network) if size > 4096 else [str(ip) for ip in self.network.hosts()]  # type: ignore[assignment]
+        return self._ip_candidates  # type: ignore[return-value]
+
+    async def allocate(self, definition: ResourceDefinition, obj: dict[str, Any], *, dry_run: bool = False) -> Rollback | None:
+        """Fill ``spec.clusterIP(s)`` and node ports of a new Service in place."""
+        if definition.group != "" or definition.kind != "Service":
+            return None
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return None
+        claims: list[tuple[RangeClaims, str]] = []
+        owner = _owner(obj)
+
+        async def rollback() -> None:
+            for claims_of, item in claims:
+                await claims_of.release(item, owner["uid"])
+
+        try:
+            if spec.get("type", "ClusterIP") not in _NO_CLUSTER_IP:
+                ip = await self._allocate_ip(obj, spec, owner, dry_run)
+                if ip:
+                    claims.append((self.ips, ip))
+            if spec.get("type") in _NODE_PORT_TYPES:
+                claims.extend((self.ports, p) for p in await self._allocate_node_ports(obj, spec, owner, dry_run, {}))
+        except BaseException:
+            await rollback()
+            raise
+        return rollback
+
+    async def allocate_update(self, definition: ResourceDefinition, old: dict[str, Any], new: dict[str, Any]) -> None:
         if definition.group != "" or definition.kind != "Service":
             return
-        spec = obj.get("spec")
-        if not isinstance(spec, dict) or spec.get("type", "ClusterIP") in _SKIP_TYPES:
+        spec = new.get("spec")
+        if not isinstance(spec, dict) or spec.get("type") not in _NODE_PORT_TYPES:
             return
+        mine = {int(p["nodePort"]) for p in ((old.get("spec") or {}).get("ports") or []) if p.get("nodePort")}
+        await self._allocate_node_ports(new, spec, _owner(new), False, {n: True for n in mine})
+
+    async def _allocate_ip(self, obj: dict[str, Any], spec: dict[str, Any], owner: dict[str, str], dry_run: bool) -> str | None:
+        name = owner["name"]
         requested = spec.get("clusterIP") or ((spec.get("clusterIPs") or [None])[0])
         if requested == "None":
             spec["clusterIPs"] = ["None"]
             spec["clusterIP"] = "None"
-            return
-        used = self._used()
-        name = (obj.get("metadata") or {}).get("name", "")
+            return None
         if requested:
             try:
                 address = ipaddress.ip_address(requested)
             except ValueError:
-                return  # validation reports the malformed address
-            if address not in self.network:
-                raise Invalid.for_object("Service", name, [Cause(
-                    "FieldValueInvalid",
-                    f'Invalid value: "{requested}": provided IP is not in the valid range. The range of valid IPs is {self.network}',
-                    "spec.clusterIPs",
-                )])
-            if requested in used:
-                raise Invalid.for_object("Service", name, [Cause(
-                    "FieldValueInvalid",
-                    f'Invalid value: "{requested}": provided IP is already allocated',
-                    "spec.clusterIPs",
-                )])
+                return None  # validation reports the malformed address
+            if address not in self.network or address in (self.network.network_address, self.network.broadcast_address):
+                raise _invalid(name, "spec.clusterIPs", f'Invalid value: []string{{"{requested}"}}: failed to allocate IP {requested}: '
+                               f"the provided IP ({requested}) is not in the valid range. The range of valid IPs is {self.network}")
+            if dry_run:
+                taken = any(requested in (s.get("clusterIPs") or [s.get("clusterIP")]) for s in self._cached_specs())
+            else:
+                taken = not await self.ips.claim(requested, owner)
+            if taken:
+                raise _invalid(name, "spec.clusterIPs", f'Invalid value: []string{{"{requested}"}}: failed to allocate IP {requested}: '
+                               "provided IP is already allocated")
             spec["clusterIP"] = requested
             spec["clusterIPs"] = [requested]
-            return
-        size = self.network.num_addresses
-        for _ in range(64):
-            candidate = str(self.network[self._rng.randrange(2, size - 1)])
-            if candidate not in used:
-                spec["clusterIP"] = candidate
-                spec["clusterIPs"] = [candidate]
+            return None if dry_run else requested
+        used = {ip for s in self._cached_specs() for ip in (s.get("clusterIPs") or [s.get("clusterIP")]) if ip}
+        if dry_run:
+            ip = next((c for c in _sample(self._candidates(), 64) if c not in used), None)
+        else:
+            ip = await self.ips.claim_any(self._candidates(), owner, skip=used)
+        if ip is None:
+            raise _invalid(name, "spec.clusterIPs", f"Internal error: failed to allocate a serviceIP: range is full ({self.network})")
+        spec["clusterIP"] = ip
+        spec["clusterIPs"] = [ip]
+        return None if dry_run else ip
+
+    async def _allocate_node_ports(self, obj: dict[str, Any], spec: dict[str, Any], owner: dict[str, str], dry_run: bool,
+                                   already: dict[int, bool]) -> list[str]:
+        low, high = self.node_ports
+        claimed: list[str] = []
+        assigned: dict[tuple[int, str], int] = {}
+        for i, port in enumerate(spec.get("ports") or []):
+            if not isinstance(port, dict):
+                continue
+            requested = port.get("nodePort")
+            if requested:
+                if not isinstance(requested, int):
+                    continue  # validation reports it
+                if requested in already or requested in claimed_numbers(claimed):
+                    continue
+                if not low <= requested <= high:
+                    raise _invalid(owner["name"], f"spec.ports[{i}].nodePort",
+                                   f"Invalid value: {requested}: provided port is not in the valid range. The range of valid ports is {low}-{high}")
+                if not dry_run and not await self.ports.claim(str(requested), owner):
+                    raise _invalid(owner["name"], f"spec.ports[{i}].nodePort",
+                                   f"Invalid value: {requested}: provided port is already allocated")
+                claimed.append(str(requested))
+                continue
+            same = assigned.get((int(port.get("port") or 0), "any"))
+            if same is not None:
+                port["nodePort"] = same
+                continue
+            used = {int(p["nodePort"]) for s in self._cached_specs() for p in s.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+            if dry_run:
+                number = next((n for n in range(low, high + 1) if n not in used), None)
+                got = str(number) if number is not None else None
+            else:
+                got = await self.ports.claim_any([str(n) for n in range(low, high + 1)], owner, skip={str(u) for u in used})
+            if got is None:
+                raise _invalid(owner["name"], f"spec.ports[{i}].nodePort", "Internal error: failed to allocate a nodePort: range is full")
+            port["nodePort"] = int(got)
+            assigned[(int(port.get("port") or 0), "any")] = int(got)
+            claimed.append(got)
+        return [] if dry_run else claimed
+
+    async def release(self, service: dict[str, Any]) -> None:
+        spec = service.get("spec") or {}
+        uid = (service.get("metadata") or {}).get("uid", "")
+        for ip in spec.get("clusterIPs") or [spec.get("clusterIP")]:
+            if ip and ip != "None":
+                await self.ips.release(ip, uid)
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict) and port.get("nodePort"):
+                await self.ports.release(str(port["nodePort"]), uid)
+
+    async def repair(self) -> None:
+        result = await self.storage.list(self._services.key_prefix)
+        live = {orjson.loads(kv.value).get("metadata", {}).get("uid", "") for kv in result.kvs}
+        await self.ips.repair(live)
+        await self.ports.repair(live)
+
+    async def run(self, after: int) -> None:
+        """Free the claims of deleted Services, from the store's watch, until cancelled."""
+        prefix = self._services.key_prefix
+        while True:
+            try:
+                async for batch in self.storage.watch(prefix, after=after):
+                    for event in batch.events:
+                        if event.type is EventType.DELETE:
+                            await self.release(orjson.loads(event.kv.value))
+                    after = batch.revision
                 return
-        raise Invalid.for_object("Service", name, [Cause("FieldValueInvalid", "Internal error: no free ClusterIP found; the range is full", "spec.clusterIPs")])
+            except asyncio.CancelledError:
+                raise
+            except StorageError as err:
+                log.warning("service allocation watch failed; repairing and resuming", extra={"error": str(err)})
+                await asyncio.sleep(1.0)
+                after = await self.storage.current_revision()
+                await self.repair()
+
+
+def claimed_numbers(claimed: list[str]) -> set[int]:
+    return {int(c) for c in claimed}
+
+
+def _sample(candidates: Any, n: int) -> list[str]:
+    import random
+
+    size = len(candidates)
+    return [candidates[random.randrange(size)] for _ in range(min(n, size))]
+
+
+class _AddressRange:
+    """The usable addresses of a large network as a lazy sequence."""
+
+    def __init__(self, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> None:
+        self.network = network
+
+    def __len__(self) -> int:
+        return self.network.num_addresses - 2
+
+    def __getitem__(self, i: int) -> str:
+        return str(self.network[i + 1])

@@ -37,6 +37,7 @@ from k8py.apiserver.handlers.request_info import ResourcePath, query_bool
 from k8py.apiserver.handlers.responses import json_response, list_response, object_response
 from k8py.apiserver.admission.time_fields import needs_normalizing, normalize_times
 from k8py.apiserver.handlers.watch_stream import serve_watch
+from k8py.apiserver.flow import FlowRecorder
 from k8py.storage import Storage
 
 __all__ = ["ResourceHandlers", "RequestContext", "not_found"]
@@ -55,6 +56,7 @@ class ResourceHandlers:
         bookmark_interval: float,
         on_watch: Callable[[str, int], None] | None = None,
         delete_hooks: Mapping[str, DeleteHooks] | None = None,
+        flow: FlowRecorder | None = None,
     ) -> None:
         self.registry = registry
         self.storage = storage
@@ -64,6 +66,8 @@ class ResourceHandlers:
         self.on_watch = on_watch
         #: qualified resource ("namespaces") -> what its lifecycle is told of a DELETE
         self.delete_hooks: Mapping[str, DeleteHooks] = delete_hooks or {}
+        #: the list-watch flow recorder (``--trace``), or None
+        self.flow = flow
 
     def resolve(self, request: web.Request, path: ResourcePath) -> RequestContext:
         definition = self.registry.get(path.group, path.version, path.plural)
@@ -152,6 +156,8 @@ class ResourceHandlers:
             bookmark_interval=self.bookmark_interval,
             table=build_table,
             on_open=on_open,
+            on_sent=None if self.flow is None else self.flow.new_watcher(
+                ctx.request.headers.get("User-Agent", ""), ctx.definition.plural, ctx.namespace),
         )
 
     # -- writes ------------------------------------------------------------

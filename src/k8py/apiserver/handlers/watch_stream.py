@@ -58,6 +58,7 @@ from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, t
 from k8py.apiserver.handlers.query import Query
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
+from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits, Watcher
 from k8py.apiserver.handlers.request_info import query_bool
 
@@ -83,13 +84,18 @@ def _invalid_watch(field: str, message: str) -> Invalid:
 class _Encoder:
     """Turns queued (type, object bytes) into wire bytes for one watcher."""
 
-    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None) -> None:
+    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None,
+                 on_sent: Callable[[list[tuple[str, bytes]]], None] | None = None) -> None:
         self.definition = definition
         self.fmt = fmt
         self.table = table
         self.first_table = True
+        #: told of every batch of events about to be written (the flow recorder)
+        self.on_sent = on_sent
 
     def lines(self, events: list[tuple[str, bytes]]) -> bytes:
+        if self.on_sent is not None:
+            self.on_sent(events)
         converter = self.definition.converter
         if converter is not None:  # a view of another kind's stored form
             events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
@@ -139,6 +145,7 @@ async def serve_watch(
     bookmark_interval: float,
     table: Callable[..., dict] | None = None,
     on_open: Callable[[int], None] | None = None,
+    on_sent: Callable[[list[tuple[str, bytes]]], None] | None = None,
 ) -> web.StreamResponse:
     rv_param = params.get("resourceVersion", "")
     match = params.get("resourceVersionMatch", "")
@@ -195,13 +202,13 @@ async def serve_watch(
             except TooOldResourceVersion as err:
                 error = Expired.too_old(err.requested, err.oldest)
 
-    encoder = _Encoder(definition, fmt, table)
+    encoder = _Encoder(definition, fmt, table, on_sent)
     opened = False
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     try:
         await response.prepare(request)  # a StreamResponse sends its headers here
-        stream = _ChunkedStream(request.transport)
+        stream = _ChunkedStream(request.transport, cacher.clock)
         if error is not None:
             stream.write(_error_line(error))
             return response
@@ -266,8 +273,9 @@ class _ChunkedStream:
     writes when the handler returns ends the stream properly.
     """
 
-    def __init__(self, transport: asyncio.BaseTransport | None) -> None:
+    def __init__(self, transport: asyncio.BaseTransport | None, clock: WatchClock) -> None:
         self.transport = transport
+        self.clock = clock
 
     def abort(self) -> None:
         """Drop the connection and whatever it still buffers."""
@@ -294,10 +302,9 @@ class _ChunkedStream:
         """Wait until the client has taken most of what was written; False
         if it has not within ``timeout`` seconds, or the watcher has been
         terminated meanwhile (see the module docstring)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = self.clock.now() + timeout
         while not self.gone and self.transport.get_write_buffer_size() > _LOW_WATER:  # type: ignore[union-attr]
-            if watcher.terminated or loop.time() >= deadline:
+            if watcher.terminated or self.clock.now() >= deadline:
                 return False
             await asyncio.sleep(_DRAIN_POLL)
         if self.gone:
@@ -321,18 +328,18 @@ async def _pump(
 ) -> None:
     """The stream's own task: writes what the cacher could not (a backed-up
     client), bookmarks, and ends the stream on time or when told to."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    next_bookmark = loop.time() + bookmark_interval
+    clock = stream.clock
+    deadline = clock.now() + timeout
+    next_bookmark = clock.now() + bookmark_interval
     while True:
-        now = loop.time()
+        now = clock.now()
         if now >= deadline:
             break
         if not watcher.pending and not watcher.terminated:
             # sleep until woken, the next bookmark, the deadline, or a 5 s
             # check that the client is still there
             wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
-            timer = loop.call_at(wake_at, watcher.wake.set)
+            timer = clock.call_at(wake_at, watcher.wake.set)
             try:
                 await watcher.wake.wait()
             finally:
@@ -352,8 +359,8 @@ async def _pump(
                 raise _SlowClient()
         if watcher.terminated or stream.gone:
             break
-        if bookmarks and loop.time() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
+        if bookmarks and clock.now() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
             # nothing queued: every event up to the cache's revision has been
             # written or was not for this watcher (see the module docstring)
             stream.write(encoder.bookmark(cache.revision))
-            next_bookmark = loop.time() + bookmark_interval
+            next_bookmark = clock.now() + bookmark_interval

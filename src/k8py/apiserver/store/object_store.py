@@ -17,12 +17,15 @@ resourceVersion and no watch event is produced, as upstream.
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 from typing import Any, Awaitable, Callable
 
 import orjson
 
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
+from k8py.api.go_shape import fill_go_fields
 from k8py.api.names import generate_name
 from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.store.key_locks import KeyLocks
@@ -93,6 +96,10 @@ class ObjectStore:
         #: set by the server: mutating admission for new objects, after
         #: defaulting and before validation (e.g. ClusterIP allocation)
         self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
+        #: set by the server: allocations for new objects made in the store
+        #: (cluster IPs, node ports), after ``admit_new``; each returns a
+        #: rollback (or None) that is awaited if the object is then not stored
+        self.allocate_new: list[Callable[..., Awaitable[Callable[[], Awaitable[None]] | None]]] = []
         #: read-modify-writes of one object queue up here instead of racing
         self._update_locks = KeyLocks()
 
@@ -115,9 +122,29 @@ class ObjectStore:
         strategy.prepare_for_create(obj)
         for admit in self.admit_new:
             admit(definition, obj)
+        rollbacks = []
+        try:
+            for allocate in self.allocate_new:
+                rollback = await allocate(definition, obj, dry_run=dry_run)
+                if rollback is not None:
+                    rollbacks.append(rollback)
+            stored = await self._validate_and_store(definition, obj, dry_run=dry_run, manager=manager, name_given=name_given)
+        except BaseException:
+            for rollback in rollbacks:
+                await asyncio.shield(rollback())
+            raise
+        if dry_run:
+            for rollback in rollbacks:
+                await rollback()
+        return stored
+
+    async def _validate_and_store(self, definition: ResourceDefinition, obj: Object, *, dry_run: bool,
+                                  manager: FieldManager | None, name_given: bool) -> Object:
+        strategy = definition.strategy
         if manager is not None:
             obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
+        fill_go_fields(definition.api_version, definition.kind, obj)  # stored and served in upstream's shape
         meta = obj["metadata"]
         if definition.namespaced and self.namespace_check is not None:
             await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
@@ -284,6 +311,7 @@ class ObjectStore:
                 # forbid (spec.nodeName), as upstream's binding REST does
                 causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
+            fill_go_fields(definition.api_version, definition.kind, new)
             value = dump_object(definition, new)
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion

@@ -5,7 +5,7 @@ What ``kubectl top nodes|pods`` reads. Upstream serves it from metrics-server
 API server does that scrape itself, on demand:
 
 - a request scrapes the kubelets it needs (every node for NodeMetrics, the
-  pods' nodes for PodMetrics) concurrently;
+  pods' nodes for PodMetrics), at most 32 at a time;
 - CPU usage is a *rate*: the difference of cumulative core-seconds between
   this scrape and an earlier one of the same node at least ``min_window``
   seconds older and at most ``max_age`` old (kept per node). With none (the
@@ -135,6 +135,8 @@ class ResourceMetrics:
         self._max_age = max_age
         self._clock = clock
         self._history: dict[str, deque[NodeScrape]] = {}
+        #: at most this many kubelets scraped at once (a simulated cluster has thousands)
+        self._scrapes = asyncio.Semaphore(32)
 
     # -- scraping ---------------------------------------------------------------
 
@@ -142,7 +144,7 @@ class ResourceMetrics:
         name = node["metadata"]["name"]
         try:
             where = node_location(node)
-            async with self._kubelets.session.get(f"{where.base_url}/metrics/resource") as resp:
+            async with self._scrapes, self._kubelets.session.get(f"{where.base_url}/metrics/resource") as resp:
                 if resp.status != 200:
                     raise OSError(f"HTTP {resp.status}")
                 scrape = parse_resource_metrics(await resp.text(), self._clock())

@@ -49,6 +49,7 @@ from typing import Callable, Iterator
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
 from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
+from k8py.apiserver.watch.clock import LoopClock, WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
@@ -78,6 +79,7 @@ class Cacher:
         on_event: Callable[[str], None] | None = None,
         watch_limits: WatchLimits | None = None,
         on_undecodable: Callable[[str], None] | None = None,
+        clock: WatchClock | None = None,
     ) -> None:
         self.storage = storage
         self.registry = registry
@@ -95,6 +97,8 @@ class Cacher:
         self.undecodable = 0
         #: how far a watch client may fall behind (used by every watch stream)
         self.watch_limits = watch_limits if watch_limits is not None else WatchLimits()
+        #: the clock watch streams keep time by (bookmarks, timeoutSeconds, slow clients)
+        self.clock: WatchClock = clock if clock is not None else LoopClock()
         # consistent reads: confirmed from the cache in time / not
         self.caught_up = 0
         self.fell_behind = 0

@@ -2,7 +2,8 @@
 
 Watches Jobs and pods; writes pods (create, delete, the job-tracking
 finalizer) and Job status. It is the source of truth for a Job's counts and
-conditions. Modules: :mod:`.controller` (the sync), :mod:`.conditions`,
+conditions. Modules: :mod:`.controller` (the sync), :mod:`.tracking` (counting finished
+pods once), :mod:`.verdicts` (finished or not), :mod:`.conditions`,
 :mod:`.indexes` (Indexed mode), :mod:`.pod_failure_policy`, :mod:`.backoff`.
 """
 

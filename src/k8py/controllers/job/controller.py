@@ -42,7 +42,8 @@ from k8py.controllers.controller_ref_manager import ControllerRefManager, rechec
 from k8py.controllers.expectations import ControllerExpectations
 from k8py.controllers.job import indexes as ix
 from k8py.controllers.job.backoff import BackoffRecord, remaining_backoff
-from k8py.controllers.job.conditions import MESSAGES, Verdict, find_condition, is_finished, set_condition
+from k8py.controllers.job.conditions import find_condition, is_finished, set_condition
+from k8py.controllers.job.verdicts import failure_verdict, pending_verdict, success_verdict
 from k8py.controllers.job.tracking import (
     TRACKING_FINALIZER, deleting as _deleting, has_finalizer as _has_finalizer, is_failed as _is_failed,
     tally_finished_pods, terminal as _terminal,
@@ -123,6 +124,21 @@ class JobController(KeyedController):
         pods = self.pod_lister.list(label_selector_from_dict(selector), namespace=job["metadata"]["namespace"])
         return [p for p in pods if (controller_ref(p) or {}).get("uid") == uid]
 
+    async def _release_orphans(self, namespace: str, name: str) -> None:
+        """A deleted Job's pods must not keep its tracking finalizer (they could never
+        go); checked against the API server, as a cache may not have the Job yet."""
+        pods = [p for p in self.pod_lister.list(namespace=namespace)
+                if _has_finalizer(p) and (controller_ref(p) or {}).get("kind") == "Job"
+                and (controller_ref(p) or {}).get("name") == name]
+        if not pods:
+            return
+        try:
+            live = await self.client.get(JOBS, namespace, name)
+        except NotFound:
+            live = None
+        live_uid = (live or {}).get("metadata", {}).get("uid")
+        await self._remove_finalizers([p for p in pods if (controller_ref(p) or {}).get("uid") != live_uid])
+
     async def _claim_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         """The Job's pods, adopting orphans its selector matches (upstream ``getPodsForJob``)."""
         selector = (job.get("spec") or {}).get("selector")
@@ -138,11 +154,16 @@ class JobController(KeyedController):
         if job is None:
             self.expectations.delete(key)
             self.backoffs.pop(key, None)
+            await self._release_orphans(namespace, name)
             return None
         job = copy.deepcopy(job)
         pods = await self._claim_pods(job)
         if is_finished(job):
             await self._remove_finalizers([p for p in pods if _has_finalizer(p)])
+            return None
+        if job["metadata"].get("deletionTimestamp"):
+            # being deleted (foreground: the garbage collector waits for these pods)
+            await self._remove_finalizers([p for p in pods if _has_finalizer(p) and (_deleting(p) or _terminal(p))])
             return None
         if (job.get("spec") or {}).get("managedBy") not in (None, "kubernetes.io/job-controller"):
             return None
@@ -197,10 +218,10 @@ class JobController(KeyedController):
         terminating = [p for p in remaining_pods if _deleting(p)]
 
         # 2. has the Job finished?
-        verdict = self._pending_verdict(status) or fail_job or self._failure(
+        verdict = pending_verdict(status) or fail_job or failure_verdict(
             job, failed_total, failed_indexes, completed, active, now)
         if verdict is None:
-            verdict = self._success(spec, succeeded_total, completed, active)
+            verdict = success_verdict(spec, succeeded_total, completed, active)
         requeue: float | None = None
         if verdict is not None:
             interim = "FailureTarget" if verdict.kind == "failure" else "SuccessCriteriaMet"
@@ -234,48 +255,6 @@ class JobController(KeyedController):
         if status != before:
             await self._write_status(job)
         return requeue
-
-    def _pending_verdict(self, status: dict[str, Any]) -> Verdict | None:
-        for ctype, kind in (("FailureTarget", "failure"), ("SuccessCriteriaMet", "success")):
-            cond = find_condition(status, ctype)
-            if cond is not None:
-                return Verdict(kind, cond.get("reason", ""), cond.get("message", ""))
-        return None
-
-    def _failure(self, job: dict[str, Any], failed: int, failed_indexes: set[int], completed: set[int],
-                 active: list[dict[str, Any]], now: Any) -> Verdict | None:
-        spec = job.get("spec") or {}
-        per_index = spec.get("backoffLimitPerIndex")
-        if per_index is not None:
-            max_failed = spec.get("maxFailedIndexes")
-            if max_failed is not None and len(failed_indexes) > max_failed:
-                return Verdict("failure", "MaxFailedIndexesExceeded", MESSAGES["MaxFailedIndexesExceeded"])
-            if failed_indexes and len(failed_indexes | completed) >= (spec.get("completions") or 0):
-                return Verdict("failure", "FailedIndexes", MESSAGES["FailedIndexes"])
-        elif failed > int(spec.get("backoffLimit", 6)) or _past_backoff_limit_on_failure(spec, active):
-            return Verdict("failure", "BackoffLimitExceeded", MESSAGES["BackoffLimitExceeded"])
-        deadline = spec.get("activeDeadlineSeconds")
-        start = parse_time((job.get("status") or {}).get("startTime"))
-        if deadline is not None and start is not None and not spec.get("suspend") and \
-                (now - start).total_seconds() >= deadline:
-            return Verdict("failure", "DeadlineExceeded", MESSAGES["DeadlineExceeded"])
-        return None
-
-    def _success(self, spec: dict[str, Any], succeeded: int, completed: set[int],
-                 active: list[dict[str, Any]]) -> Verdict | None:
-        completions = spec.get("completions")
-        if spec.get("completionMode") == "Indexed":
-            matched = success_policy_rule(spec, completed)
-            if matched is not None:
-                return Verdict("success", "SuccessPolicy", f"Matched rules at index {matched}")
-            done = completions is not None and len(completed) >= completions
-        elif completions is None:
-            done = succeeded > 0 and not active
-        else:
-            done = succeeded >= completions
-        if done:
-            return Verdict("success", "CompletionsReached", MESSAGES["CompletionsReached"])
-        return None
 
     # -- pods ---------------------------------------------------------------------
 
@@ -324,7 +303,7 @@ class JobController(KeyedController):
                 target = 0
             want = max(0, target) - busy
             if want < 0:
-                surplus = sorted(active, key=_deletion_rank)[:min(-want, len(active))]
+                surplus = _least_valuable_first(active)[:min(-want, len(active))]
                 want = 0
         if surplus:
             await self._delete_pods(job, surplus)
@@ -408,23 +387,6 @@ class JobController(KeyedController):
         return copy.deepcopy(updated)
 
 
-def success_policy_rule(spec: dict[str, Any], completed: set[int]) -> int | None:
-    """The first ``successPolicy`` rule the succeeded indexes meet (upstream
-    ``matchSuccessPolicy``): all of ``succeededIndexes``, or ``succeededCount``
-    of them (of all indexes when no set is given)."""
-    completions = int(spec.get("completions") or 0)
-    for i, rule in enumerate((spec.get("successPolicy") or {}).get("rules") or ()):
-        count = rule.get("succeededCount")
-        if rule.get("succeededIndexes") is not None:
-            wanted = ix.parse_intervals(rule["succeededIndexes"], completions)
-            met = len(completed & wanted) >= count if count is not None else wanted <= completed
-        else:
-            met = count is not None and len(completed) >= count
-        if met:
-            return i
-    return None
-
-
 def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
     """Empty lists are omitted, as Go's ``omitempty`` writes ``uncountedTerminatedPods: {}``."""
     for key, uids in (("succeeded", succeeded), ("failed", failed)):
@@ -434,21 +396,7 @@ def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list
             uncounted.pop(key, None)
 
 
-def _past_backoff_limit_on_failure(spec: dict[str, Any], active: list[dict[str, Any]]) -> bool:
-    """With ``restartPolicy: OnFailure`` the kubelet restarts containers in place:
-    their restarts count against ``backoffLimit`` (upstream ``pastBackoffLimitOnFailure``)."""
-    if ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") != "OnFailure":
-        return False
-    restarts = sum(int(cs.get("restartCount") or 0) for pod in active
-                   for cs in [*((pod.get("status") or {}).get("initContainerStatuses") or ()),
-                              *((pod.get("status") or {}).get("containerStatuses") or ())])
-    limit = int(spec.get("backoffLimit", 6))
-    return restarts > 0 if limit == 0 else restarts >= limit
-
-
-def _deletion_rank(pod: dict[str, Any]) -> tuple[int, int, str]:
-    """Delete unscheduled, then not-ready, then the newest pods first."""
-    scheduled = 1 if (pod.get("spec") or {}).get("nodeName") else 0
-    ready = 1 if is_pod_ready(pod) else 0
-    created = pod["metadata"].get("creationTimestamp", "")
-    return scheduled, ready, "".join(chr(0x10FFFF - ord(c)) for c in created)
+def _least_valuable_first(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Unscheduled, then not-ready pods go first; among equals the newest."""
+    newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
+    return sorted(newest_first, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), is_pod_ready(p)))

@@ -7,6 +7,7 @@ The server owns no pod state; it reads the runtime and the kubelet's pods
 through the context. Routes (upstream's paths):
 
 - ``/healthz``, ``/metrics`` — health and the kubelet's own Prometheus registry;
+- ``/pods`` — the pods bound to this node as the kubelet knows them (a PodList);
 - ``/containerLogs/NS/POD/CONTAINER`` — :mod:`.container_logs` (CRI log files, :mod:`.cri_logs`);
 - ``/exec/NS/POD/CONTAINER``, ``/attach/NS/POD/CONTAINER`` — :mod:`.remote_command`
   (WebSocket ``v5``/``v4.channel.k8s.io``; commands spawned by :mod:`.exec_process`);
@@ -45,9 +46,15 @@ def build_app(ctx: ServerContext, *, poll_interval: float = 0.1) -> web.Applicat
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(ctx.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    async def pods(_: web.Request) -> web.Response:
+        # upstream's /pods: the pods this kubelet was given, as a PodList
+        items = [dict(p) for p in ctx.pods.pods()]
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
     container = "/{namespace}/{pod}/{container}"
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/pods", pods)
     app.router.add_get("/metrics/resource", resource_metrics_handler(ctx))
     app.router.add_get("/stats/summary", summary_handler(ctx))
     app.router.add_get("/containerLogs" + container, container_logs_handler(ctx, poll_interval=poll_interval))

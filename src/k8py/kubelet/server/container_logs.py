@@ -10,7 +10,7 @@ arrive; a refusal is a ``Status`` with its HTTP code.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
@@ -48,7 +48,7 @@ def log_options_from_query(query: "dict[str, str]", now: Callable[[], float] = t
     )
 
 
-def container_logs_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Callable[[web.Request], "web.StreamResponse"]:
+def container_logs_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def handler(request: web.Request) -> web.StreamResponse:
         ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
         query = {k: request.query[k] for k in request.query}
@@ -76,4 +76,4 @@ def container_logs_handler(ctx: ServerContext, *, poll_interval: float = 0.1) ->
             pass
         return response
 
-    return handler  # type: ignore[return-value]
+    return handler

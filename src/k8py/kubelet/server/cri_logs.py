@@ -139,6 +139,7 @@ async def read_log(
         fh.seek(start)
         inode = os.fstat(fh.fileno()).st_ino
         pending = b""
+        draining = False
         quiet_since = 0.0
         loop = asyncio.get_running_loop()
         while True:
@@ -170,6 +171,11 @@ async def read_log(
             except FileNotFoundError:
                 st = None
             if st is not None and (st.st_ino != inode or st.st_size < fh.tell()):
+                if st.st_ino != inode and not draining:
+                    # what the writer added to the old file before renaming it is still ours to read
+                    draining = True
+                    continue
+                draining = False
                 fh.close()
                 fh = open(path, "rb")
                 inode = os.fstat(fh.fileno()).st_ino

@@ -175,6 +175,9 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             fifo = ctx.runtime.attach_fifo(attempt.id) if stdin else None
             if stdin and fifo is None:
                 log.info("attach stdin ignored: the container has no stdin", extra={"pod": f"{ns}/{pod}", "container": container})
+            if tty:
+                # the runtime gives containers no terminal: their output is a log, so attach streams it as is
+                log.info("attach without a terminal: the container has none", extra={"pod": f"{ns}/{pod}", "container": container})
             protocol = _protocol(request)
         except KubeletError as err:
             return _error(err)
@@ -188,12 +191,12 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                     log.info("attach cannot open stdin", extra={"fifo": fifo, "error": str(err)})
 
             async def write(data: bytes) -> None:
-                if fd >= 0:
+                view = memoryview(data)
+                while fd >= 0 and view:
                     try:
-                        os.write(fd, data)
+                        view = view[os.write(fd, view) :]
                     except BlockingIOError:
-                        await asyncio.sleep(0.01)
-                        os.write(fd, data)
+                        await asyncio.sleep(0.01)  # the FIFO is full: the container is not reading its stdin
 
             async def follow() -> None:
                 await _follow_output(ctx, ws, attempt.id, attempt.log_path, stdout=stdout, stderr=stderr, tty=tty, poll=poll_interval)

@@ -53,12 +53,15 @@ def shape_id(key: Any) -> int:
 class LocalPlan:
     """The local filters and scorers of one cycle and the memo key of its pod."""
 
-    __slots__ = ("filters", "others", "scorers", "key")
+    __slots__ = ("filters", "others", "scorers", "key", "passed_scores")
 
     def __init__(self, filters: list[Any], others: list[Any], scorers: list[Any], pod: PodInfo) -> None:
         self.filters = filters
         self.others = others
         self.scorers = scorers
+        #: node name -> raw local scores, for the nodes that passed the local filters
+        #: this cycle (so scoring need not look the memo up again)
+        self.passed_scores: dict[str, tuple[int, ...]] = {}
         self.key = shape_id((tuple(p.name for p in filters), tuple(p.name for p in scorers),
                              tuple(p.local_key(pod) for p in filters), tuple(p.local_key(pod) for p in scorers)))
 
@@ -81,26 +84,28 @@ class LocalPlan:
         return e
 
     def scores(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, ...]]:
-        key = self.key
+        passed = self.passed_scores
         out = []
         append = out.append
         for node in nodes:
-            e = node.memo.get(key)
-            if e is None or e[0] != node.generation or e[1] is not None:
-                e = self.entry(state, pod, node)
-            append(e[2])
+            raw = passed.get(node.name)
+            if raw is None:
+                raw = self.entry(state, pod, node)[2]
+            append(raw)
         return out
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], failed: dict[str, Status]) -> list[NodeInfo]:
         key = self.key
         passed = []
         append = passed.append
+        scores = self.passed_scores
         for node in nodes:
             e = node.memo.get(key)
             if e is None or e[0] != node.generation:
                 e = self.entry(state, pod, node)
             if e[1] is None:
                 append(node)
+                scores[node.name] = e[2]
             else:
                 failed[node.name] = e[1]
         return passed

@@ -73,6 +73,8 @@ def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/p
     """bwrap arguments for the root view plus the volumes (see the module docstring)."""
     rebuilt: list[str] = []
     for m in mounts:
+        if any(m.container_path == h or m.container_path.startswith(h + "/") for h in hidden):
+            continue  # bwrap makes /dev, /proc and /tmp itself: mount points there can be created
         for d in _missing_ancestor_chain(m.container_path):
             if d not in rebuilt:
                 rebuilt.append(d)

@@ -21,14 +21,15 @@ import time
 from typing import Any, AsyncIterator, Sequence
 
 import k8py
-from k8py.kubelet.runtime.ipam import PodIPAllocator
-from k8py.kubelet.runtime.process import launcher
+from k8py.kubelet.runtime.process import container_exec, launcher
+from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
+from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
-    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
+    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus, RuntimeInfo,
 )
 
 __all__ = ["ProcessRuntime"]
@@ -41,35 +42,35 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
 class ProcessRuntime:
     def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
-                 node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5) -> None:
+                 node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5,
+                 cgroup_name: str = "kubelet", use_cgroups: bool = True) -> None:
         self.state_dir = state_dir
         self.catalog = catalog or ImageCatalog()
         self.bwrap = launcher.bwrap_path(disabled=not use_bwrap)
         self.node_ip = node_ip
+        self.cgroups = CgroupManager(cgroup_name, enabled=use_cgroups)
         self.log_max_size = log_max_size
         self.log_max_files = log_max_files
-        self._sandboxes: dict[str, dict[str, Any]] = {}
+        self.sandboxes = Sandboxes(state_dir, node_ip=node_ip)
         self._containers: dict[str, dict[str, Any]] = {}
         self._exited: dict[str, asyncio.Event] = {}
         self._logs: dict[str, ContainerLog] = {}
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()
-        self._ipam: PodIPAllocator | None = None
         self._pulled: set[str] = set()
         os.makedirs(os.path.join(state_dir, "containers"), exist_ok=True)
-        os.makedirs(os.path.join(state_dir, "sandboxes"), exist_ok=True)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def info(self) -> RuntimeInfo:
         iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
-        return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=False, isolation=iso)
+        iso += "; memory/cpu limits enforced with cgroup v1" if self.cgroups.enabled else "; resource limits recorded only (no writable cgroup v1)"
+        return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=self.cgroups.enabled, isolation=iso)
 
     async def start(self) -> None:
         """Load the state on disk and adopt the containers still running."""
-        for rec in read_records(os.path.join(self.state_dir, "sandboxes")):
-            self._sandboxes[rec["id"]] = rec
+        self.sandboxes.load()
         for rec in read_records(os.path.join(self.state_dir, "containers"), "record.json"):
             self._containers[rec["id"]] = rec
             self._exited[rec["id"]] = asyncio.Event()
@@ -116,6 +117,7 @@ class ProcessRuntime:
         await asyncio.gather(*self._waiters.values(), return_exceptions=True)
         for log in self._logs.values():
             log.close()
+        self.cgroups.close()
 
     def container_events(self) -> AsyncIterator[ContainerEvent]:
         async def stream() -> AsyncIterator[ContainerEvent]:
@@ -129,70 +131,30 @@ class ProcessRuntime:
     # -- sandboxes -------------------------------------------------------------------------
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
-        if self._ipam is not None and self._ipam.cidr == str(PodIPAllocator(pod_cidr).network):
-            return
-        self._ipam = PodIPAllocator(pod_cidr)
-        for sb in self._sandboxes.values():
-            if sb["state"] == SandboxState.READY.value and sb.get("ip") and not sb["config"].get("host_network"):
-                self._ipam.reserve(sb["ip"])
+        self.sandboxes.set_cidr(pod_cidr)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        if config.host_network:
-            ip = self.node_ip
-        else:
-            if self._ipam is None:
-                raise RuntimeErrorStatus("NetworkNotReady", "network is not ready: the runtime has no pod CIDR yet")
-            ip = self._ipam.allocate()
-        sid = secrets.token_hex(32)
-        rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip,
-               "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
-                          "hostname": config.hostname, "log_directory": config.log_directory, "labels": dict(config.labels),
-                          "annotations": dict(config.annotations), "host_network": config.host_network}}
-        self._sandboxes[sid] = rec
-        os.makedirs(config.log_directory, exist_ok=True)
-        write_record(os.path.join(self.state_dir, "sandboxes", f"{sid}.json"), rec)
-        return sid
-
-    def _sandbox(self, sid: str) -> dict[str, Any]:
-        try:
-            return self._sandboxes[sid]
-        except KeyError:
-            raise NotFoundError(f"pod sandbox {sid} not found") from None
+        return self.sandboxes.create(config)
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
-        sb = self._sandbox(sandbox_id)
+        self.sandboxes.get(sandbox_id)
         running = [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id and c["state"] == ContainerState.RUNNING.value]
         await asyncio.gather(*(self.stop_container(c["id"], 0) for c in running))
-        if sb["state"] == SandboxState.READY.value:
-            sb["state"] = SandboxState.NOTREADY.value
-            if self._ipam is not None and not sb["config"].get("host_network"):
-                self._ipam.release(sb["ip"])
-            write_record(os.path.join(self.state_dir, "sandboxes", f"{sandbox_id}.json"), sb)
+        self.sandboxes.mark_stopped(sandbox_id)
 
     async def remove_pod_sandbox(self, sandbox_id: str) -> None:
-        if sandbox_id not in self._sandboxes:
+        if sandbox_id not in self.sandboxes.records:
             return
         await self.stop_pod_sandbox(sandbox_id)
         for c in [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id]:
             await self.remove_container(c["id"])
-        sb = self._sandboxes.pop(sandbox_id)
-        shutil.rmtree(sb["config"]["log_directory"], ignore_errors=True)
-        try:
-            os.unlink(os.path.join(self.state_dir, "sandboxes", f"{sandbox_id}.json"))
-        except FileNotFoundError:
-            pass
-
-    def _sandbox_status(self, sb: dict[str, Any]) -> PodSandboxStatus:
-        cfg = sb["config"]
-        return PodSandboxStatus(sb["id"], cfg["name"], cfg["namespace"], cfg["uid"], cfg["attempt"], SandboxState(sb["state"]),
-                                sb["created_at"], ip=sb["ip"] if sb["state"] == SandboxState.READY.value else "",
-                                labels=cfg["labels"], annotations=cfg["annotations"])
+        self.sandboxes.delete(sandbox_id)
 
     async def pod_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus:
-        return self._sandbox_status(self._sandbox(sandbox_id))
+        return self.sandboxes.status(self.sandboxes.get(sandbox_id))
 
     async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
-        return [self._sandbox_status(sb) for sb in self._sandboxes.values()]
+        return [self.sandboxes.status(sb) for sb in self.sandboxes.records.values()]
 
     # -- containers -----------------------------------------------------------------------
 
@@ -203,7 +165,7 @@ class ProcessRuntime:
         write_record(os.path.join(self._cdir(rec["id"]), "record.json"), rec)
 
     async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
-        sb = self._sandbox(sandbox_id)
+        sb = self.sandboxes.get(sandbox_id)
         recipe = self.catalog.resolve(config.image)
         argv = recipe.argv(config.command, config.args)
         if not argv:
@@ -222,7 +184,8 @@ class ProcessRuntime:
             "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
             "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": config.working_dir or recipe.working_dir,
             "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
-            "hostname": sandbox.hostname or sandbox.name,
+            "hostname": sandbox.hostname or sandbox.name, "cgroups": [],
+            "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit],
         }
         os.makedirs(self._cdir(cid), exist_ok=True)
         self._containers[cid] = rec
@@ -286,7 +249,10 @@ class ProcessRuntime:
             launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
                                            working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
                                            fallback_cwd=cdir)
-            proc = await asyncio.create_subprocess_exec(*launch.argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
+            quota, period, memory = rec.get("resources") or (0, 100_000, 0)
+            rec["cgroups"] = self.cgroups.create(container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory))
+            argv = CgroupManager.join_argv(rec["cgroups"], launch.argv)
+            proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
                                                         env=rec["env"], start_new_session=True, pass_fds=(status_fd,))
         except OSError as err:
             log.close()
@@ -306,12 +272,14 @@ class ProcessRuntime:
     async def _await_command(self, rec: dict[str, Any], limit: float = 2.0) -> None:
         """Return once bwrap has started the command (so hooks and exec can enter it)."""
         deadline = time.monotonic() + limit
+        pause = 0.001
         while time.monotonic() < deadline and rec["state"] == ContainerState.RUNNING.value:
             ns_init = self._ns_init(rec)
             if ns_init and launcher.command_pid(rec["pid"], ns_init, True):
                 self._save(rec)
                 return
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)  # bwrap takes a few ms; many starting at once must not spin the loop
 
     async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
         rc = await proc.wait()
@@ -337,6 +305,10 @@ class ProcessRuntime:
         log = self._logs.pop(rec["id"], None)
         if log is not None:
             log.close()
+        dirs = rec.get("cgroups") or []
+        if code == 137 and CgroupManager.oom_killed(dirs):
+            reason = "OOMKilled"
+        CgroupManager.remove(dirs)
         rec.update(state=ContainerState.EXITED.value, finished_at=time.time(), exit_code=code, pid=0,
                    reason=reason or ("Completed" if code == 0 else "Error"), message=message)
         self._save(rec)
@@ -372,6 +344,7 @@ class ProcessRuntime:
         await self.stop_container(container_id, 0)
         self._containers.pop(container_id, None)
         self._exited.pop(container_id, None)
+        CgroupManager.remove(rec.get("cgroups") or [])
         shutil.rmtree(self._cdir(container_id), ignore_errors=True)
         self._emit(ContainerEventType.DELETED, rec)
 
@@ -403,34 +376,13 @@ class ProcessRuntime:
         rec = self._rec(container_id)
         if rec["state"] != ContainerState.RUNNING.value:
             raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} is not running")
-        if not rec["bwrap"]:
-            cwd = rec["cwd"] if rec["cwd"] and os.path.isdir(rec["cwd"]) else self._cdir(container_id)
-            return ExecSpec(list(cmd), dict(rec["env"]), cwd)
-        target = launcher.command_pid(rec["pid"], self._ns_init(rec), True)
-        if not target:
-            raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} has no process to enter yet")
-        return ExecSpec(launcher.nsenter_argv(target, rec["cwd"] or "/", cmd), dict(rec["env"]), "/")
+        return container_exec.exec_spec(rec, cmd, ns_init=self._ns_init(rec), fallback_cwd=self._cdir(container_id))
 
     async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
-        spec = await self.exec_spec(container_id, cmd)
-        try:
-            proc = await asyncio.create_subprocess_exec(*spec.argv, env=dict(spec.env), cwd=spec.cwd, stdin=asyncio.subprocess.DEVNULL,
-                                                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
-        except OSError as err:
-            return ExecResult(126, b"", str(err).encode())
-        try:
-            out, err_out = await asyncio.wait_for(proc.communicate(), timeout if timeout > 0 else None)
-        except asyncio.TimeoutError:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            await proc.wait()
-            return ExecResult(-1, b"", b"", timed_out=True)
-        return ExecResult(proc.returncode or 0, out, err_out)
+        return await container_exec.run(await self.exec_spec(container_id, cmd), timeout)
 
     async def port_forward_address(self, sandbox_id: str, port: int) -> tuple[str, int]:
-        return self._sandbox(sandbox_id)["ip"] or self.node_ip, port
+        return self.sandboxes.get(sandbox_id)["ip"] or self.node_ip, port
 
     def attach_fifo(self, container_id: str) -> str | None:
         rec = self._rec(container_id)

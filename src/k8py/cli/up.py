@@ -1,0 +1,224 @@
+"""``k8py up``, ``k8py down`` and ``k8py status``: parse flags, wire the supervisor.
+
+``k8py up`` runs the supervisor (:mod:`k8py.cluster.supervisor`) in this
+process, prints progress, then how to use the cluster, and stops it on
+Ctrl-C/SIGTERM. With ``--detach`` it starts the same command in the
+background (its output in ``DATA_DIR/logs/supervisor.log``), follows its
+progress through ``DATA_DIR/cluster.json`` and returns once the cluster is
+ready. ``k8py down`` stops the supervisor of a data directory (or, when it
+was killed, its components) and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+__all__ = ["add_parsers", "run_up", "run_down", "run_status", "DEFAULT_DATA_DIR"]
+
+DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".k8py")
+
+
+def add_parsers(sub: Any) -> None:
+    up = sub.add_parser("up", help="start a whole cluster (API server, controller manager, scheduler, kubelet)")
+    up.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the cluster's store, kubeconfig and logs (default: %(default)s)")
+    up.add_argument("--config", default="", help="a cluster config file (YAML; see k8py.cluster.spec)")
+    up.add_argument("--bind", default=None, help="API server address (default: 127.0.0.1)")
+    up.add_argument("--port", type=int, default=None, help="API server port; 0 picks a free one (default: 6443)")
+    up.add_argument("--nodes", type=int, default=None, help="kubelets on the process runtime, each its own node (default: 1)")
+    up.add_argument("--simulated-nodes", type=int, default=None, help="more nodes on the simulated runtime, in one process")
+    up.add_argument("--etcd-servers", default=None, help="comma-separated etcd URLs: the control plane on etcd")
+    up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
+    up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
+    up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
+    up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop it with k8py down")
+    up.add_argument("--merge-kubeconfig", action="store_true", help="add a k8py context to ~/.kube/config (or $KUBECONFIG) and use it")
+    up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the cluster to be ready")
+    up.add_argument("--log-level", default="WARNING")
+    down = sub.add_parser("down", help="stop the cluster of a data directory")
+    down.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    down.add_argument("--timeout", type=float, default=60.0)
+    status = sub.add_parser("status", help="show a cluster's components, nodes and logs")
+    status.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+
+
+def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from k8py.cluster.spec import ClusterSpec, load_config_file
+
+    doc = load_config_file(args.config) if args.config else {}
+    pick = lambda flag, key, default: flag if flag is not None else doc.get(key, default)  # noqa: E731
+    etcd = args.etcd_servers.split(",") if args.etcd_servers else doc.get("etcdServers") or []
+    spec = ClusterSpec(
+        data_dir=os.path.abspath(os.path.expanduser(args.data_dir)),
+        bind=pick(args.bind, "bind", "127.0.0.1"), port=int(pick(args.port, "port", 6443)),
+        nodes=int(pick(args.nodes, "nodes", 1)), simulated_nodes=int(pick(args.simulated_nodes, "simulatedNodes", 0)),
+        etcd_servers=[u.strip() for u in etcd if u.strip()], etcd_prefix=doc.get("etcdPrefix", "/registry"),
+        trace=bool(pick(args.trace, "trace", False)),
+        proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
+        extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
+    )
+    if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
+        from k8py.cluster.spec import SpecError
+
+        raise SpecError("a cluster needs at least one node: --nodes N (N >= 1) or --simulated-nodes N")
+    return spec
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def _usage(state_or_spec: Any, merged: str = "") -> None:
+    kubeconfig = state_or_spec.kubeconfig if hasattr(state_or_spec, "kubeconfig") else state_or_spec["kubeconfig"]
+    data_dir = os.path.dirname(kubeconfig)
+    _print("")
+    _print("Use it:" if not merged else f"Use it (context k8py merged into {merged}):")
+    if not merged:
+        _print(f"  export KUBECONFIG={kubeconfig}")
+    _print("  kubectl get nodes")
+    _print("  kubectl create deployment web --image=nginx && kubectl get pods -w")
+    _print(f"Status: k8py status --data-dir {data_dir}    Stop: k8py down --data-dir {data_dir}")
+
+
+def _merge(kubeconfig: str) -> str:
+    from k8py.cli.kubeconfig import merge_into_user_kubeconfig
+
+    return merge_into_user_kubeconfig(kubeconfig)
+
+
+async def _supervise(args: argparse.Namespace, spec: Any) -> int:
+    from k8py.cluster.supervisor import StartError, Supervisor
+
+    supervisor = Supervisor(spec, on_progress=_print)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.create_task(supervisor.start(timeout=args.timeout), name="cluster-start")
+    stopping = asyncio.create_task(stop.wait(), name="wait-for-signal")
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done() and starting.exception() is not None:
+            err = starting.exception()
+            print(f"k8py up: {err}", file=sys.stderr, flush=True)
+            return 1 if isinstance(err, StartError) else 2
+        if stop.is_set():
+            starting.cancel()
+            return 130
+        merged = _merge(spec.kubeconfig) if args.merge_kubeconfig else ""
+        _usage(spec, merged)
+        if sys.stdin is not None and sys.stdin.isatty():
+            _print("(Ctrl-C stops the cluster)")
+        api_gone = asyncio.create_task(supervisor.wait_stopped_components(), name="api-supervision")
+        await asyncio.wait({stopping, api_gone}, return_when=asyncio.FIRST_COMPLETED)
+        api_gone.cancel()
+        return 0
+    finally:
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+        await supervisor.stop()
+
+
+def _detach(args: argparse.Namespace, spec: Any) -> int:
+    from k8py.cluster.state import pid_alive, read_state, state_path
+
+    os.makedirs(spec.log_dir, exist_ok=True)
+    argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level]
+    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers"):
+        value = getattr(args, flag)
+        if value not in (None, ""):
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+    for flag, on in (("--trace", args.trace), ("--no-proxy", args.proxy is False), ("--no-dns", args.dns is False)):
+        if on:
+            argv.append(flag)
+    with contextlib.suppress(FileNotFoundError):  # the child's first write is then the one followed
+        os.remove(state_path(spec.data_dir))
+    log = open(os.path.join(spec.log_dir, "supervisor.log"), "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "k8py", *argv], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
+    log.close()
+    printed = 0
+    deadline = time.monotonic() + args.timeout + 10
+    while True:
+        state = read_state(spec.data_dir) or {}
+        mine = state.get("pid") == proc.pid
+        lines = state.get("progress", []) if mine else []
+        for line in lines[printed:]:
+            _print(line)
+        printed = max(printed, len(lines))
+        if mine and state.get("ready"):
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = open(os.path.join(spec.log_dir, "supervisor.log"), errors="replace").readlines()[-20:]
+            print(f"k8py up: the cluster did not start. {os.path.join(spec.log_dir, 'supervisor.log')} ends:\n" + "".join(tail),
+                  file=sys.stderr, flush=True)
+            if pid_alive(proc.pid):
+                proc.terminate()
+            return 1
+        time.sleep(0.02)
+    merged = _merge(spec.kubeconfig) if args.merge_kubeconfig else ""
+    _usage(spec, merged)
+    return 0
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from k8py.cluster.spec import SpecError
+    from k8py.cluster.state import running_state
+
+    try:
+        spec = _spec(args)
+    except SpecError as err:
+        print(f"k8py up: {err}", file=sys.stderr)
+        return 2
+    running = running_state(spec.data_dir)
+    if running:
+        print(f"k8py up: a cluster is already running in {spec.data_dir} (supervisor pid {running['pid']}, API {running['api']}). "
+              f"See it with `k8py status --data-dir {spec.data_dir}`, stop it with `k8py down --data-dir {spec.data_dir}`.",
+              file=sys.stderr)
+        return 1
+    if args.detach:
+        return _detach(args, spec)
+    return asyncio.run(_supervise(args, spec))
+
+
+def run_down(args: argparse.Namespace) -> int:
+    from k8py.cluster.state import pid_alive, read_state
+    from k8py.cluster.sweep import processes_of, sweep
+
+    data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
+    state = read_state(data_dir)
+    if state and pid_alive(state.get("pid")):
+        os.kill(state["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + args.timeout
+        while pid_alive(state["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pid_alive(state["pid"]):
+            os.kill(state["pid"], signal.SIGKILL)
+    elif not processes_of(data_dir):
+        print(f"k8py down: no cluster is running in {data_dir}")
+        return 0
+    for name, comp in ((state or {}).get("components") or {}).items():
+        if pid_alive(comp.get("pid")):
+            try:
+                os.killpg(comp["pid"], signal.SIGTERM)
+            except OSError:
+                pass
+    swept = sweep(data_dir)
+    print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else ""))
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from k8py.cli.status import print_status
+
+    return print_status(os.path.abspath(os.path.expanduser(args.data_dir)))

@@ -1,0 +1,41 @@
+"""Is it up yet? The questions ``k8py up`` asks over HTTP while it starts.
+
+Plain HTTP GETs with short timeouts (the supervisor polls them): a
+component's ``/healthz`` (or the API server's ``/readyz``), and the names of
+the Nodes whose ``Ready`` condition is ``True``. Errors are answers ("not
+yet"), never exceptions: the caller polls until its own deadline.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+import orjson
+
+__all__ = ["http_ok", "ready_nodes", "node_is_ready"]
+
+_TIMEOUT = aiohttp.ClientTimeout(total=5)
+
+
+async def http_ok(session: aiohttp.ClientSession, url: str) -> bool:
+    try:
+        async with session.get(url, timeout=_TIMEOUT) as response:
+            await response.read()
+            return response.status == 200
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        return False
+
+
+def node_is_ready(node: dict) -> bool:  # type: ignore[type-arg]
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or ())
+
+
+async def ready_nodes(session: aiohttp.ClientSession, api_url: str) -> list[str] | None:
+    """Names of the Ready nodes, or None when the API server does not answer."""
+    try:
+        async with session.get(f"{api_url}/api/v1/nodes", timeout=_TIMEOUT) as response:
+            if response.status != 200:
+                return None
+            items = orjson.loads(await response.read()).get("items") or []
+    except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError):
+        return None
+    return sorted(n["metadata"]["name"] for n in items if node_is_ready(n))

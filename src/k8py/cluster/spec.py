@@ -1,0 +1,227 @@
+"""What one ``k8py up`` cluster consists of, and each component's command line.
+
+A :class:`ClusterSpec` comes from the flags of ``k8py up`` over an optional
+config file (``--config FILE``, YAML, as kind's cluster config)::
+
+    kind: Cluster
+    apiVersion: k8py.io/v1alpha1
+    port: 6443                 # 0 picks a free port
+    nodes: 1                   # kubelets on the process runtime, one process each
+    simulatedNodes: 0          # more nodes on the simulated runtime, in one process
+    etcdServers: []            # the control plane on etcd instead of the embedded store
+    trace: false               # record the list-watch flow (k8py flow)
+    proxy: true                # k8py proxy (one: every node shares this machine's loopback)
+    dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
+    components:                # extra arguments, per component
+      apiserver: ["--watch-cache-size", "20000"]
+      controller-manager: ["--controllers", "*,-cronjob"]
+      scheduler: ["--config", "sched.yaml"]
+      kubelet: ["--max-pods", "50"]
+
+Flags given on the command line win over the file. Ports: the supervisor
+fixes every port once (a free one where none is asked for) so that a
+restarted component comes back where the others expect it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+__all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
+           "pick_cluster_cidr"]
+
+CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "proxy", "dns",
+               "components"}
+COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
+
+
+class SpecError(ValueError):
+    """A config file or flag combination that cannot make a cluster; the message says what to fix."""
+
+
+@dataclass
+class ClusterSpec:
+    data_dir: str
+    bind: str = "127.0.0.1"
+    port: int = 6443
+    nodes: int = 1
+    simulated_nodes: int = 0
+    etcd_servers: list[str] = field(default_factory=list)
+    etcd_prefix: str = "/registry"
+    trace: bool = False
+    proxy: bool = True
+    dns: bool = True
+    extra_args: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> str:
+        return os.path.join(self.data_dir, "kubeconfig")
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.data_dir, "logs")
+
+    @property
+    def expected_nodes(self) -> int:
+        return self.nodes + self.simulated_nodes
+
+    def node_names(self) -> list[str]:
+        return [f"k8py-node-{i}" for i in range(self.nodes)]
+
+
+@dataclass
+class ComponentSpec:
+    """One supervised process. ``health`` is the URL whose 200 says it is up."""
+
+    name: str
+    argv: list[str]
+    log: str
+    health: str
+    control_plane: bool = False
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f) or {}
+    except OSError as err:
+        raise SpecError(f"cannot read the config file {path}: {err.strerror or err}") from err
+    except yaml.YAMLError as err:
+        raise SpecError(f"the config file {path} is not valid YAML: {err}") from err
+    if not isinstance(doc, dict):
+        raise SpecError(f"the config file {path} must be a mapping (kind: Cluster, nodes: …)")
+    unknown = set(doc) - CONFIG_KEYS
+    if unknown:
+        raise SpecError(f"the config file {path} has unknown fields {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}")
+    if doc.get("kind", "Cluster") != "Cluster":
+        raise SpecError(f"the config file {path} has kind {doc['kind']!r}; it must be 'Cluster'")
+    components = doc.get("components") or {}
+    if not isinstance(components, dict) or set(components) - set(COMPONENTS):
+        raise SpecError(f"components in {path} must map some of {list(COMPONENTS)} to argument lists")
+    for name, args in components.items():
+        if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+            raise SpecError(f"components.{name} in {path} must be a list of arguments, e.g. [\"--max-pods\", \"50\"]")
+    return doc
+
+
+def free_port(bind: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((bind, 0))
+        return int(s.getsockname()[1])
+
+
+def _k8py(*args: str) -> list[str]:
+    return [sys.executable, "-m", "k8py", *args]
+
+
+def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
+    """The pod range of a new cluster: a random /16 of 127.64.0.0/10 (256
+    nodes of /24), so that two clusters on one machine (parallel test
+    sessions) rarely hand out the same pod IPs, whose ports would collide;
+    the whole /10 when the cluster has more nodes than a /16 holds."""
+    if spec.expected_nodes > 250:
+        return "127.64.0.0/10"
+    return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
+
+
+def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "") -> list[ComponentSpec]:
+    """Every process of the cluster, control plane first. ``ports`` maps
+    component names to their fixed ports (see the module docstring);
+    ``cluster_cidr`` is the controller manager's pod range."""
+    extra = spec.extra_args
+    kc = spec.kubeconfig
+    log = lambda name: os.path.join(spec.log_dir, f"{name}.log")  # noqa: E731
+    health = lambda port: f"http://127.0.0.1:{port}/healthz"  # noqa: E731
+    api = _k8py("apiserver", "--data-dir", spec.data_dir, "--bind", spec.bind, "--port", str(ports["apiserver"]),
+                "--kubeconfig", kc)
+    if spec.etcd_servers:
+        api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
+    if spec.trace:
+        api += ["--trace"]
+    host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
+    out = [ComponentSpec("apiserver", api + extra.get("apiserver", []), log("apiserver"),
+                         f"http://{host}:{ports['apiserver']}/readyz", control_plane=True)]
+    cm_extra = extra.get("controller-manager", [])
+    cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
+                                                         *cidr, *cm_extra),
+                             log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
+    out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc, "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
+                             log("scheduler"), health(ports["scheduler"]), control_plane=True))
+    for node in spec.node_names():
+        port = ports[f"kubelet/{node}"]
+        if spec.proxy and node == spec.node_names()[0]:
+            # one proxy for all: the nodes share this machine's loopback, so
+            # a second proxy could only fight the first over the same addresses
+            out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc, "--node-name", node, "--port", str(ports["proxy"]),
+                                                    *extra.get("proxy", [])),
+                                     log("proxy"), health(ports["proxy"])))
+        out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc, "--node-name", node, "--port", str(port),
+                                                          "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
+                                                          *extra.get("kubelet", [])),
+                                 log(f"kubelet-{node}"), health(port)))
+    if spec.simulated_nodes:
+        port = ports["kubelet/simulated"]
+        out.append(ComponentSpec("kubelet/simulated", _k8py("kubelet", "--kubeconfig", kc, "--simulated", "--nodes", str(spec.simulated_nodes),
+                                                            "--node-name", "k8py-sim", "--port", str(port),
+                                                            "--root-dir", os.path.join(spec.data_dir, "kubelet", "simulated"),
+                                                            *extra.get("kubelet", [])),
+                                 log("kubelet-simulated"), health(port)))
+    if spec.dns:
+        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc, "--dns-port", str(ports["dns/udp"]), "--port", str(ports["dns"]),
+                                              *extra.get("dns", [])), log("dns"), health(ports["dns"])))
+    return out
+
+
+def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict[str, int]:
+    """Fixed ports for every component: the API server's from the spec (a free
+    one for 0), the others' reused from ``previous`` (a resumed cluster) or free."""
+    previous = previous or {}
+    reuse = lambda name, bind="127.0.0.1": previous.get(name) if previous.get(name) and _bindable(bind, previous[name]) else free_port(bind)  # noqa: E731
+    ports = {"apiserver": spec.port or reuse("apiserver", spec.bind)}
+    names = ["controller-manager", "scheduler", *(f"kubelet/{n}" for n in spec.node_names())]
+    if spec.simulated_nodes:
+        names.append("kubelet/simulated")
+    if spec.proxy and spec.nodes:
+        names.append("proxy")
+    if spec.dns:
+        names.append("dns")
+        ports["dns/udp"] = DNS_PORT if _udp_bindable(DNS_IP, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(DNS_IP))
+    for name in names:
+        ports[name] = reuse(name)
+    return ports
+
+
+#: where ``k8py dns`` answers by default (the kube-dns Service's cluster IP)
+DNS_IP, DNS_PORT = "127.192.0.10", 53
+
+
+def _udp_bindable(bind: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((bind, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_udp_port(bind: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((bind, 0))
+        return int(s.getsockname()[1])
+
+
+def _bindable(bind: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((bind, port))
+        except OSError:
+            return False
+    return True

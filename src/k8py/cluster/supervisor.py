@@ -1,0 +1,268 @@
+"""Run one cluster's component processes: start in order, restart with backoff, stop in reverse.
+
+Order: every component at once (a Python process takes longer to import
+than the API server takes to be ready, and each client retries until the
+server answers; the kubeconfig is written first); the API server is stopped
+last. The cluster is *ready*
+when the API server is ready, every component's health endpoint has answered
+once and every expected Node is ``Ready``.
+
+Invariants:
+
+- each component is one child process in its own session (Ctrl-C in the
+  terminal reaches the supervisor only, which stops the children in order),
+  logging stdout and stderr to its file under ``DATA_DIR/logs``;
+- a component that exits while the cluster is not stopping is started again
+  after a backoff (``backoff_initial`` doubling to ``backoff_max``; reset once
+  it has run ``backoff_reset`` seconds), and ``restarts`` counts it;
+- the API server exiting before it was ever ready is fatal (a port in use, a
+  broken data directory): :class:`StartError` carries its log's tail;
+- on stop: SIGTERM to the node and controller processes, then the API server,
+  SIGKILL after ``stop_grace`` seconds, then :func:`~k8py.cluster.sweep.sweep`
+  for the containers the kubelets started; the state then says ``stopped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import aiohttp
+
+from k8py.cluster.readiness import http_ok, ready_nodes
+from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr
+from k8py.cluster.state import read_state, write_state
+from k8py.cluster.sweep import sweep
+from k8py.cluster.kubeconfig import write_kubeconfig
+
+__all__ = ["Supervisor", "StartError", "log_tail"]
+
+logger = logging.getLogger(__name__)
+
+
+class StartError(RuntimeError):
+    """The cluster cannot start; the message says why and where to look."""
+
+
+def log_tail(path: str, lines: int = 15) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Running:
+    spec: ComponentSpec
+    proc: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+    state: str = "pending"
+    healthy: bool = False
+    started_at: float = 0.0
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class Supervisor:
+    """See the module docstring. ``on_progress`` gets each progress line."""
+
+    def __init__(self, spec: ClusterSpec, *, on_progress: Callable[[str], None] = lambda _m: None,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
+                 stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.spec = spec
+        self._on_progress = on_progress
+        self.backoff_initial, self.backoff_max, self.backoff_reset = backoff_initial, backoff_max, backoff_reset
+        self.stop_grace = stop_grace
+        self._clock = clock
+        self._t0 = clock()
+        previous = read_state(spec.data_dir) or {}
+        self.ports = all_ports(spec, previous.get("ports"))
+        #: the pod range, fixed at the first start (the Nodes' podCIDRs come from it)
+        self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
+        self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr)]
+        self.ready = asyncio.Event()
+        self.timings: dict[str, float] = {}
+        self._stopping = False
+        self._progress: list[str] = []
+        host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
+        self.api_url = f"http://{host}:{self.ports['apiserver']}"
+
+    # -- state and progress -------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self._clock() - self._t0
+
+    def progress(self, message: str) -> None:
+        line = f"[{self.elapsed():5.2f}s] {message}"
+        self._progress = (self._progress + [line])[-100:]
+        self._on_progress(line)
+        self._write_state()
+
+    def _write_state(self, *, stopped: bool = False) -> None:
+        state: dict[str, Any] = {
+            "pid": os.getpid(), "api": self.api_url, "kubeconfig": self.spec.kubeconfig, "dataDir": self.spec.data_dir,
+            "ports": self.ports, "clusterCIDR": self.cluster_cidr, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
+            "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
+            "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
+                                         "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
+                           for r in self.components},
+        }
+        write_state(self.spec.data_dir, state)
+
+    # -- processes ----------------------------------------------------------------
+
+    async def _spawn(self, r: _Running) -> None:
+        with open(r.spec.log, "ab") as log:
+            log.write(f"--- k8py up: starting {r.spec.name} (restart {r.restarts}) at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+            log.flush()
+            r.proc = await asyncio.create_subprocess_exec(*r.spec.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log,
+                                                          stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        r.started_at = self._clock()
+        r.state = "starting"
+        self._write_state()
+
+    async def _keep_running(self, r: _Running) -> None:
+        failures = 0
+        while True:
+            assert r.proc is not None
+            code = await r.proc.wait()
+            if self._stopping:
+                r.state = "stopped"
+                return
+            if not r.healthy and r.spec.control_plane and r.spec.name == "apiserver" and not self.ready.is_set():
+                r.state = "failed"
+                return
+            failures = 1 if self._clock() - r.started_at > self.backoff_reset else failures + 1
+            delay = min(self.backoff_initial * 2 ** (failures - 1), self.backoff_max)
+            r.state, r.healthy = "restarting", False
+            self.progress(f"{r.spec.name} exited with code {code}; restarting in {delay:.1f}s (log: {r.spec.log})")
+            await asyncio.sleep(delay)
+            if self._stopping:
+                r.state = "stopped"
+                return
+            r.restarts += 1
+            await self._spawn(r)
+            asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
+
+    async def _watch_health(self, r: _Running) -> None:
+        """Poll the component's health URL until it answers once (a component
+        without one counts as up once started)."""
+        if not r.spec.health:
+            r.healthy, r.state = True, "running"
+            self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
+            return
+        delay = 0.02
+        async with aiohttp.ClientSession() as session:
+            while r.proc is not None and r.proc.returncode is None and not self._stopping:
+                if await http_ok(session, r.spec.health):
+                    r.healthy, r.state = True, "running"
+                    self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
+                    self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {self.api_url}" if r.spec.name == "apiserver" else ""))
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, 0.5)
+
+    def _start(self, r: _Running) -> None:
+        r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
+        asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
+
+    # -- the cluster --------------------------------------------------------------
+
+    async def start(self, timeout: float = 120.0) -> None:
+        """Start everything and return once the cluster is ready; raises
+        :class:`StartError` (after stopping what started) if it cannot be."""
+        os.makedirs(self.spec.log_dir, exist_ok=True)
+        self.progress(f"starting k8py in {self.spec.data_dir} (logs in {self.spec.log_dir})")
+        # The kubeconfig the API server would write, written now: every
+        # component starts at once (their imports take longer than the API
+        # server takes to be ready) and its client retries until it answers.
+        write_kubeconfig(self.spec.kubeconfig, self.api_url)
+        api, *rest = self.components
+        for r in self.components:
+            await self._spawn(r)
+            self._start(r)
+        deadline = self._clock() + timeout
+        while not api.healthy:
+            if api.proc is not None and api.proc.returncode is not None and api.state == "failed":
+                raise StartError(f"the API server exited with code {api.proc.returncode} before it was ready. "
+                                 f"Its log ({api.spec.log}) ends:\n{log_tail(api.spec.log)}")
+            self._check_deadline(deadline, "the API server to be ready", api.spec)
+            await asyncio.sleep(0.01)
+        await self._wait_nodes(deadline)
+        while not all(r.healthy for r in self.components):
+            self._check_deadline(deadline, "every component to be healthy", next(r.spec for r in self.components if not r.healthy))
+            await asyncio.sleep(0.02)
+        self.ready.set()
+        self.timings["ready"] = round(self.elapsed(), 3)
+        self.progress(f"cluster ready in {self.elapsed():.2f}s")
+
+    def _check_deadline(self, deadline: float, what: str, spec: ComponentSpec) -> None:
+        if self._clock() > deadline:
+            raise StartError(f"timed out waiting for {what}. The log of {spec.name} ({spec.log}) ends:\n{log_tail(spec.log)}")
+
+    async def _wait_nodes(self, deadline: float) -> None:
+        expected = self.spec.expected_nodes
+        seen: set[str] = set()
+        async with aiohttp.ClientSession() as session:
+            while len(seen) < expected:
+                names = await ready_nodes(session, self.api_url) or []
+                fresh = [n for n in names if n not in seen]
+                seen.update(names)
+                if fresh and expected <= 5:
+                    for name in fresh:
+                        self.progress(f"node {name} Ready")
+                elif fresh:
+                    self.progress(f"{len(seen)}/{expected} nodes Ready")
+                if len(seen) >= expected:
+                    break
+                kubelets = [r.spec for r in self.components if r.spec.name.startswith("kubelet/")]
+                self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
+                await asyncio.sleep(0.05)
+        self.timings["nodesReady"] = round(self.elapsed(), 3)
+
+    async def wait_stopped_components(self) -> None:
+        """Returns only if the API server failed for good (supervision ended)."""
+        api = self.components[0]
+        if api.task is not None:
+            await api.task
+
+    async def stop(self) -> None:
+        """Stop every component (see the module docstring); idempotent."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.progress("stopping")
+        await self._terminate([r for r in self.components if r.spec.name != "apiserver"])
+        await self._terminate([r for r in self.components if r.spec.name == "apiserver"])
+        for r in self.components:
+            if r.task is not None:
+                r.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await r.task
+            r.state = "stopped"
+        left = await asyncio.to_thread(sweep, self.spec.data_dir)
+        self.progress(f"stopped (and {len(left)} container processes)" if left else "stopped")
+        self._write_state(stopped=True)
+
+    async def _terminate(self, group: list[_Running]) -> None:
+        live = [r for r in group if r.proc is not None and r.proc.returncode is None]
+        for r in live:
+            with contextlib.suppress(ProcessLookupError):
+                r.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        if not live:
+            return
+        waits = [asyncio.create_task(r.proc.wait(), name=f"wait-{r.spec.name}") for r in live]  # type: ignore[union-attr]
+        _done, pending = await asyncio.wait(waits, timeout=self.stop_grace)
+        for r in live:
+            if r.proc is not None and r.proc.returncode is None:
+                logger.warning("component did not stop in time; killing it", extra={"component": r.spec.name})
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(r.proc.pid, signal.SIGKILL)
+        if pending:
+            await asyncio.wait(pending)

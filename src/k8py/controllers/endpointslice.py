@@ -1,0 +1,194 @@
+"""The EndpointSlice controller (``endpointslice``): discovery.k8s.io/v1
+EndpointSlices for every Service with a selector (upstream
+``endpointslice_controller``).
+
+Queue ``endpoint_slice`` of Service keys, fed as the Endpoints controller's
+is (Service changes; pod changes that matter, for the Services selecting the
+pod before and after), plus changes to slices this controller manages
+(``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io``),
+so a slice edited or deleted by someone else is put back.
+
+For each pod that has an IP and is not finished — terminating pods included,
+with their conditions — and each Service port the pod resolves, an endpoint::
+
+    {addresses: [podIP], conditions: {ready, serving, terminating},
+     nodeName, targetRef, hostname?}
+
+``serving`` is the pod's Ready condition, ``terminating`` its deletion,
+``ready`` is serving and not terminating (always true under
+``publishNotReadyAddresses``). Endpoints are grouped by port set and placed
+by :mod:`.endpointslice_reconciler` into slices of at most
+``--max-endpoints-per-slice`` (100), named ``<service>-<random>``, labelled
+``kubernetes.io/service-name`` plus the Service's labels, owned by the
+Service (so the garbage collector removes them with it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from k8py.api.errors import NotFound
+from k8py.client.resources import ENDPOINT_SLICES, PODS, SERVICES
+from k8py.controllers.context import ControllerContext
+from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, plan, port_key, slice_body
+from k8py.controllers.endpoints import HEADLESS_LABEL
+from k8py.controllers.endpointslice_tracker import SliceTracker
+from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
+from k8py.controllers.owner_refs import new_controller_ref
+from k8py.controllers.service_pods import (
+    ServicePodIndex, endpoint_hostname, find_port, is_headless, is_pod_ready, pod_target_ref,
+    pods_changed_for_endpoints, service_selector, should_pod_be_in_endpoints, sorted_pods,
+)
+
+__all__ = ["EndpointSliceController", "new_controller", "desired_endpoints", "CONTROLLER_NAME"]
+
+logger = logging.getLogger(__name__)
+
+CONTROLLER_NAME = "endpointslice-controller.k8s.io"
+DEFAULT_MAX_ENDPOINTS_PER_SLICE = 100
+
+
+def _endpoint(pod: Mapping[str, Any], service: Mapping[str, Any]) -> dict[str, Any]:
+    spec = service.get("spec") or {}
+    terminating = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    serving = is_pod_ready(pod)
+    ready = bool(spec.get("publishNotReadyAddresses")) or (serving and not terminating)
+    endpoint: dict[str, Any] = {
+        "addresses": [pod["status"]["podIP"]],
+        "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
+    }
+    hostname = endpoint_hostname(pod, (service.get("metadata") or {}).get("name", ""))
+    if hostname:
+        endpoint["hostname"] = hostname
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        endpoint["nodeName"] = node
+    endpoint["targetRef"] = pod_target_ref(pod)
+    return endpoint
+
+
+def desired_endpoints(service: Mapping[str, Any], pods: list[Mapping[str, Any]]
+                      ) -> dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """port key -> (ports, endpoints) for ``service`` over its selected ``pods``."""
+    service_ports = (service.get("spec") or {}).get("ports") or []
+    desired: dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for pod in sorted_pods(pods):
+        if not should_pod_be_in_endpoints(pod, include_terminating=True):
+            continue
+        if ":" in pod["status"]["podIP"]:
+            continue  # IPv6 pods go to IPv6 slices; this cluster is IPv4 only
+        ports: list[dict[str, Any]] = []
+        for sp in service_ports:
+            number = find_port(pod, sp)
+            if number is None:
+                continue
+            port: dict[str, Any] = {"name": sp.get("name") or "", "port": number, "protocol": sp.get("protocol") or "TCP"}
+            if sp.get("appProtocol"):
+                port["appProtocol"] = sp["appProtocol"]
+            ports.append(port)
+        if service_ports and not ports and not is_headless(service):
+            continue
+        key = port_key(ports)
+        desired.setdefault(key, (ports, []))[1].append(_endpoint(pod, service))
+    return desired
+
+
+def slice_labels(service: Mapping[str, Any], managed_by: str) -> dict[str, str]:
+    labels = dict((service.get("metadata") or {}).get("labels") or {})
+    labels[SERVICE_NAME] = (service.get("metadata") or {}).get("name", "")
+    labels[MANAGED_BY] = managed_by
+    if is_headless(service):
+        labels[HEADLESS_LABEL] = ""
+    return labels
+
+
+class EndpointSliceController(KeyedController):
+    def __init__(self, ctx: ControllerContext) -> None:
+        super().__init__(ctx, name="endpointslice", queue_name="endpoint_slice")
+        self.max_per_slice = int(ctx.options.extra.get("max_endpoints_per_slice", DEFAULT_MAX_ENDPOINTS_PER_SLICE))
+        self.services = ctx.informers.informer(SERVICES)
+        self.pods = ctx.informers.informer(PODS)
+        self.slices = ctx.informers.informer(ENDPOINT_SLICES)
+        self.index = ServicePodIndex(self.services.lister)
+        self.tracker = SliceTracker(self.slices.lister, CONTROLLER_NAME)
+        self.wait_for(self.services, self.pods, self.slices)
+        self.services.add_event_handler(on_add=self.enqueue, on_update=lambda o, n: self.enqueue(n), on_delete=self.enqueue)
+        self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+        self.slices.add_event_handler(on_add=self._slice_changed, on_update=lambda o, n: self._slice_changed(n),
+                                      on_delete=self._slice_changed)
+
+    def _pod_added(self, pod: Any) -> None:
+        for key in self.index.keys_for_change(None, pod):
+            self.queue.add(key)
+
+    def _pod_updated(self, old: Any, new: Any) -> None:
+        if pods_changed_for_endpoints(old, new):
+            for key in self.index.keys_for_change(old, new):
+                self.queue.add(key)
+
+    def _pod_deleted(self, obj: Any) -> None:
+        pod = unwrap_tombstone(obj)
+        if pod is not None:
+            for key in self.index.keys_for_change(None, pod):
+                self.queue.add(key)
+
+    def _slice_changed(self, obj: Any) -> None:
+        slc = unwrap_tombstone(obj)
+        if slc is None:
+            return
+        meta = slc.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(MANAGED_BY) == CONTROLLER_NAME and labels.get(SERVICE_NAME):
+            self.queue.add(f"{meta.get('namespace')}/{labels[SERVICE_NAME]}")
+
+    async def sync(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        service = self.services.lister.try_get(namespace, name)
+        existing = self.tracker.existing(namespace, name)
+        if service is None or service_selector(service) is None:
+            # a deleted Service's slices go with it (the GC too, by owner); a Service that lost
+            # its selector keeps hand-written endpoints, mirrored by another controller
+            for slc in existing:
+                await self._delete(slc)
+            return
+        if (service.get("spec") or {}).get("type") == "ExternalName":
+            for slc in existing:
+                await self._delete(slc)
+            return
+        pods = self.pods.lister.list(service_selector(service), namespace=namespace)
+        labels = slice_labels(service, CONTROLLER_NAME)
+        owner = new_controller_ref(service, SERVICES)
+        actions = plan(existing, desired_endpoints(service, pods), max_per_slice=self.max_per_slice,
+                       labels_changed=lambda s: ((s.get("metadata") or {}).get("labels") or {}) != labels)
+        for ports, endpoints in actions.create:
+            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner,
+                              ports=ports, endpoints=endpoints)
+            try:
+                created = await self.client.create(ENDPOINT_SLICES, body, namespace=namespace)
+            except NotFound:
+                return  # the namespace is going away
+            self.tracker.wrote(created)
+        for slc, ports, endpoints in actions.update:
+            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner,
+                              ports=ports, endpoints=endpoints, existing=slc)
+            try:
+                updated = await self.client.update(ENDPOINT_SLICES, body)
+            except NotFound:
+                self.tracker.deleted(slc)
+                raise  # gone under us: look again
+            self.tracker.wrote(updated)
+        for slc in actions.delete:
+            await self._delete(slc)
+
+    async def _delete(self, slc: Mapping[str, Any]) -> None:
+        meta = slc.get("metadata") or {}
+        try:
+            await self.client.delete(ENDPOINT_SLICES, meta.get("namespace"), meta.get("name"))
+        except NotFound:
+            pass
+        self.tracker.deleted(slc)
+
+
+def new_controller(ctx: ControllerContext) -> EndpointSliceController:
+    return EndpointSliceController(ctx)

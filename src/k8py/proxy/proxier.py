@@ -1,0 +1,106 @@
+"""Proxier: Services and EndpointSlices in, one backend sync per change out
+(upstream kube-proxy's ``Proxier.syncProxyRules`` loop, minus the rules).
+
+Three informers — Services, EndpointSlices, and this node's Node (for its
+addresses, where node ports listen) — mark the state dirty on any event; one
+task (``proxy-sync``) rebuilds the table with
+:func:`~k8py.proxy.service_table.build_table` whenever it is dirty and hands
+it to the backend when it differs from the last one applied. Events that
+arrive during a sync are folded into the next one, so a burst costs one or
+two syncs, and nothing waits on a timer: the removal of an endpoint reaches
+the backend as soon as its slice update arrives.
+
+Services labelled ``service.kubernetes.io/service-proxy-name`` belong to
+another proxy and are skipped (upstream), which is how the cluster DNS
+Service, answered in place by ``k8py dns``, stays out of the table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from k8py.client.informer_factory import InformerFactory
+from k8py.client.resources import ENDPOINT_SLICES, NODES, SERVICES
+from k8py.proxy.backend import ProxyBackend
+from k8py.proxy.service_table import ServicePort, ServicePortKey, build_table
+
+__all__ = ["Proxier", "SERVICE_PROXY_NAME"]
+
+logger = logging.getLogger(__name__)
+
+SERVICE_PROXY_NAME = "service.kubernetes.io/service-proxy-name"
+
+
+class ProxyMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.sync_duration = Histogram("kubeproxy_sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds",
+                                       registry=self.registry, buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+        self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "The last time proxy rules were successfully synced",
+                               registry=self.registry)
+        self.service_ports = Gauge("k8py_proxy_service_ports", "Service ports in the table", registry=self.registry)
+        self.connections = Counter("k8py_proxy_connections", "TCP connections relayed to an endpoint", registry=self.registry)
+
+
+class Proxier:
+    def __init__(self, informers: InformerFactory, backend: ProxyBackend, *, node_name: str,
+                 node_addresses: Sequence[str] = (), metrics: ProxyMetrics | None = None) -> None:
+        self.backend = backend
+        self.node_name = node_name
+        self.extra_addresses = tuple(node_addresses)
+        self.metrics = metrics or ProxyMetrics()
+        self.services = informers.informer(SERVICES)
+        self.slices = informers.informer(ENDPOINT_SLICES)
+        self.nodes = informers.informer(NODES, field_selector=f"metadata.name={node_name}")
+        self._dirty = asyncio.Event()
+        self.synced = asyncio.Event()
+        self.table: dict[ServicePortKey, ServicePort] = {}
+        self.addresses: tuple[str, ...] = ()
+        self.generation = 0
+        for informer in (self.services, self.slices, self.nodes):
+            informer.add_event_handler(on_add=self._mark, on_update=lambda o, n: self._mark(n), on_delete=self._mark)
+
+    def _mark(self, _obj: Any) -> None:
+        self._dirty.set()
+
+    def node_addresses(self) -> tuple[str, ...]:
+        node = self.nodes.lister.try_get(None, self.node_name)
+        found = list(self.extra_addresses)
+        for addr in ((node or {}).get("status") or {}).get("addresses") or ():
+            if addr.get("type") in ("InternalIP", "ExternalIP") and addr.get("address") and addr["address"] not in found:
+                found.append(addr["address"])
+        return tuple(found or ("127.0.0.1",))
+
+    def build(self) -> dict[ServicePortKey, ServicePort]:
+        services = [s for s in self.services.lister.list()
+                    if SERVICE_PROXY_NAME not in ((s.get("metadata") or {}).get("labels") or {})]
+        return build_table(services, self.slices.lister.list(), self.node_name)
+
+    async def sync_once(self) -> None:
+        started = time.perf_counter()
+        table, addresses = self.build(), self.node_addresses()
+        if table != self.table or addresses != self.addresses:
+            await self.backend.sync(table, addresses)
+            self.table, self.addresses = table, addresses
+            self.generation += 1
+            self.metrics.service_ports.set(len(table))
+        self.metrics.sync_duration.observe(time.perf_counter() - started)
+        self.metrics.last_sync.set(time.time())
+
+    async def run(self) -> None:
+        """Sync until cancelled (the informers are started by their factory)."""
+        for informer in (self.services, self.slices, self.nodes):
+            await informer.wait_for_cache_sync()
+        try:
+            while True:
+                self._dirty.clear()
+                await self.sync_once()
+                self.synced.set()
+                await self._dirty.wait()
+        finally:
+            await self.backend.close()

@@ -1,0 +1,144 @@
+"""UserspaceBackend: kube-proxy's forwarding as asyncio listeners (no root).
+
+For every service port with usable endpoints the backend listens on each
+cluster IP at the Service's port, and — for NodePort and LoadBalancer
+Services — on each of the node's addresses at the node port (any address in
+127.0.0.0/8 can be bound without configuring it). A connection is relayed
+to an endpoint that a :class:`~k8py.proxy.balancer.Balancer` picks
+(:mod:`.tcp_relay`, :mod:`.udp_relay`).
+
+Invariants:
+
+- a listener exists exactly while its service port has a usable endpoint:
+  when the last one goes the listener is closed, so a new connection is
+  refused at once (upstream's REJECT) rather than accepted and hung;
+- a listener reads the *current* table entry at each new connection, so an
+  endpoint removed by a sync is never picked afterwards (connections already
+  relayed to it carry on until either side closes, as upstream's conntrack);
+- a listener that cannot be bound (the address is taken by another process)
+  is logged once and retried at the next sync; the rest of the table is
+  still applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from k8py.proxy.balancer import Balancer
+from k8py.proxy.service_table import Endpoint, ServicePort, ServicePortKey
+from k8py.proxy.tcp_relay import ClientSide
+from k8py.proxy.udp_relay import UDPListener
+
+__all__ = ["UserspaceBackend"]
+
+logger = logging.getLogger(__name__)
+
+ListenKey = tuple[str, int, str]  # (address, port, protocol)
+
+
+@dataclass
+class _Listener:
+    service: ServicePortKey
+    external: bool
+    balancer: Balancer
+    server: asyncio.base_events.Server | None = None
+    udp: UDPListener | None = None
+    connections: int = 0
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class UserspaceBackend:
+    def __init__(self, *, udp_idle_timeout: float = 60.0, on_connection=None) -> None:  # type: ignore[no-untyped-def]
+        self._table: Mapping[ServicePortKey, ServicePort] = {}
+        self._listeners: dict[ListenKey, _Listener] = {}
+        self._failed: set[ListenKey] = set()
+        self.udp_idle_timeout = udp_idle_timeout
+        self._on_connection = on_connection
+        self._lock = asyncio.Lock()
+
+    @property
+    def listening(self) -> list[ListenKey]:
+        return sorted(self._listeners)
+
+    def _endpoints(self, listener: _Listener) -> tuple[Endpoint, ...]:
+        entry = self._table.get(listener.service)
+        if entry is None:
+            return ()
+        return entry.external_endpoints if listener.external else entry.cluster_endpoints
+
+    def _chooser(self, listener: _Listener):  # type: ignore[no-untyped-def]
+        def choose(client_ip: str, exclude: set[tuple[str, int]]) -> Endpoint | None:
+            return listener.balancer.pick(client_ip, self._endpoints(listener), exclude)
+        return choose
+
+    async def sync(self, table: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> None:
+        async with self._lock:
+            self._table = table
+            wanted: dict[ListenKey, tuple[ServicePort, bool]] = {}
+            for entry in table.values():
+                if entry.cluster_endpoints:
+                    for ip in entry.cluster_ips:
+                        wanted[(ip, entry.port, entry.protocol)] = (entry, False)
+                if entry.node_port and entry.external_endpoints:
+                    for address in node_addresses:
+                        wanted.setdefault((address, entry.node_port, entry.protocol), (entry, True))
+            for key in [k for k in self._listeners if k not in wanted or self._listeners[k].service != wanted[k][0].key]:
+                self._close(key)
+            for key, (entry, external) in wanted.items():
+                listener = self._listeners.get(key)
+                if listener is not None:
+                    listener.external = external
+                    listener.balancer.configure(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout)
+                    if listener.udp is not None:
+                        listener.udp.expire()
+                    continue
+                await self._open(key, entry, external)
+            self._failed &= set(wanted)
+
+    async def _open(self, key: ListenKey, entry: ServicePort, external: bool) -> None:
+        address, port, protocol = key
+        listener = _Listener(entry.key, external, Balancer(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout))
+        loop = asyncio.get_running_loop()
+        try:
+            if protocol == "TCP":
+                listener.server = await loop.create_server(
+                    lambda: ClientSide(self._chooser(listener), listener.tasks, self._on_connection),
+                    address, port, reuse_address=True, backlog=1024)
+            elif protocol == "UDP":
+                udp = UDPListener(self._chooser(listener), lambda: {ep.address for ep in self._endpoints(listener)},
+                                  idle_timeout=self.udp_idle_timeout)
+                await loop.create_datagram_endpoint(lambda: udp, local_addr=(address, port), family=socket.AF_INET)
+                listener.udp = udp
+            else:
+                if key not in self._failed:
+                    logger.warning("protocol not supported by the userspace proxy", extra={"service": str(entry), "protocol": protocol})
+                    self._failed.add(key)
+                return
+        except OSError as err:
+            if key not in self._failed:
+                reason = "address in use" if err.errno == errno.EADDRINUSE else str(err)
+                logger.warning("cannot listen for a service port; will retry", extra={"service": str(entry), "listen": f"{address}:{port}/{protocol}", "reason": reason})
+                self._failed.add(key)
+            return
+        self._failed.discard(key)
+        self._listeners[key] = listener
+        logger.info("listening for a service port", extra={"service": str(entry), "listen": f"{address}:{port}/{protocol}"})
+
+    def _close(self, key: ListenKey) -> None:
+        listener = self._listeners.pop(key)
+        if listener.server is not None:
+            listener.server.close()
+        if listener.udp is not None:
+            listener.udp.close()
+        logger.info("stopped listening for a service port", extra={"listen": f"{key[0]}:{key[1]}/{key[2]}"})
+
+    async def close(self) -> None:
+        async with self._lock:
+            for key in list(self._listeners):
+                self._close(key)
+            self._table = {}

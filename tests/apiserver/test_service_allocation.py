@@ -1,0 +1,106 @@
+"""Cluster IPs and node ports claimed in the store: no double allocation
+under concurrent creates or across a restart, explicit values honoured or
+refused with upstream's messages, releases on delete."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+
+import pytest
+
+from k8py.api.errors import Invalid
+from k8py.client.config import ClientConfig
+from k8py.client.resources import SERVICES
+from k8py.client.rest import RestClient
+from tests.support.servers import ServerThread, sqlite_storage
+
+CIDR = "127.200.7.0/26"  # 62 usable addresses: small enough to fill
+
+
+def _svc(name: str, **spec) -> dict:
+    return {"metadata": {"name": name}, "spec": {"ports": [{"port": 80}], **spec}}
+
+
+@pytest.fixture
+def server(tmp_path):
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), service_cidr=CIDR, service_node_port_range="30000-30009") as s:
+        yield s
+
+
+async def test_concurrent_creates_never_share_an_address_and_a_full_range_is_refused(server):
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        kube = await client.get(SERVICES, "default", "kubernetes")
+        assert kube["spec"]["clusterIP"] == "127.200.7.1"
+        results = await asyncio.gather(*(client.create(SERVICES, _svc(f"s{i}"), namespace="default") for i in range(61)),
+                                       return_exceptions=True)
+        ips = [r["spec"]["clusterIP"] for r in results if isinstance(r, dict)]
+        assert len(ips) == 61 and len(set(ips) | {"127.200.7.1"}) == 62
+        assert all(ipaddress.ip_address(ip) in ipaddress.ip_network(CIDR) for ip in ips)
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, _svc("full"), namespace="default")
+        assert "range is full" in err.value.message
+        # a delete gives the address back
+        freed = ips[0]
+        await client.delete(SERVICES, "default", "s0")
+
+        async def reusable():
+            while True:
+                try:
+                    return await client.create(SERVICES, _svc("again", clusterIP=freed), namespace="default")
+                except Invalid:
+                    await asyncio.sleep(0.05)
+
+        again = await asyncio.wait_for(reusable(), 20)
+        assert again["spec"]["clusterIPs"] == [freed]
+
+
+async def test_requested_addresses_are_honoured_or_refused_as_upstream(server):
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        ok = await client.create(SERVICES, _svc("a", clusterIP="127.200.7.20"), namespace="default")
+        assert ok["spec"]["clusterIPs"] == ["127.200.7.20"]
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, _svc("b", clusterIP="127.200.7.20"), namespace="default")
+        assert "provided IP is already allocated" in err.value.message
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, _svc("c", clusterIP="127.201.0.5"), namespace="default")
+        assert "is not in the valid range. The range of valid IPs is 127.200.7.0/26" in err.value.message
+        headless = await client.create(SERVICES, _svc("h", clusterIP="None"), namespace="default")
+        assert headless["spec"]["clusterIPs"] == ["None"]
+        # a dry run claims nothing
+        dry = await client.create(SERVICES, _svc("d", clusterIP="127.200.7.21"), namespace="default", dry_run=True)
+        assert dry["spec"]["clusterIP"] == "127.200.7.21"
+        real = await client.create(SERVICES, _svc("d", clusterIP="127.200.7.21"), namespace="default")
+        assert real["spec"]["clusterIP"] == "127.200.7.21"
+
+
+async def test_node_ports_come_from_the_range_and_are_never_shared(server):
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        first = await client.create(SERVICES, _svc("np1", type="NodePort"), namespace="default")
+        port = first["spec"]["ports"][0]["nodePort"]
+        assert 30000 <= port <= 30009
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, {"metadata": {"name": "np2"}, "spec": {"type": "NodePort",
+                                "ports": [{"port": 80, "nodePort": port}]}}, namespace="default")
+        assert f"spec.ports[0].nodePort: Invalid value: {port}: provided port is already allocated" in err.value.message
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, {"metadata": {"name": "np3"}, "spec": {"type": "NodePort",
+                                "ports": [{"port": 80, "nodePort": 31000}]}}, namespace="default")
+        assert "provided port is not in the valid range. The range of valid ports is 30000-30009" in err.value.message
+        # the failed creates did not keep their cluster IPs or ports
+        rest = await asyncio.gather(*(client.create(SERVICES, _svc(f"n{i}", type="NodePort"), namespace="default")
+                                      for i in range(9)))
+        ports = {s["spec"]["ports"][0]["nodePort"] for s in rest} | {port}
+        assert ports == set(range(30000, 30010))
+
+
+async def test_claims_survive_a_restart(tmp_path):
+    storage = sqlite_storage(str(tmp_path / "data"))
+    with ServerThread(storage, service_cidr=CIDR) as first:
+        async with RestClient(ClientConfig(server=first.url)) as client:
+            kept = await client.create(SERVICES, _svc("kept", clusterIP="127.200.7.30"), namespace="default")
+    assert kept["spec"]["clusterIP"] == "127.200.7.30"
+    with ServerThread(storage, service_cidr=CIDR) as second:
+        async with RestClient(ClientConfig(server=second.url)) as client:
+            with pytest.raises(Invalid):
+                await client.create(SERVICES, _svc("thief", clusterIP="127.200.7.30"), namespace="default")

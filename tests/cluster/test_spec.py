@@ -1,0 +1,82 @@
+"""The cluster spec: config files, component command lines, kubeconfig merging."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from k8py.cluster.kubeconfig import merge_into_user_kubeconfig, write_kubeconfig
+from k8py.cluster.spec import ClusterSpec, SpecError, all_ports, component_specs, load_config_file, pick_cluster_cidr
+
+
+def test_a_config_file_with_an_unknown_field_is_refused_with_the_known_ones(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: Cluster\nnode: 3\n")
+    with pytest.raises(SpecError, match=r"unknown fields \['node'\].*known:.*'nodes'"):
+        load_config_file(str(path))
+
+
+def test_component_arguments_must_be_lists(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("components: {kubelet: '--max-pods 5'}\n")
+    with pytest.raises(SpecError, match="components.kubelet"):
+        load_config_file(str(path))
+
+
+def test_each_node_gets_its_own_kubelet_root_and_port_and_simulated_nodes_one_process(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=2, simulated_nodes=50, extra_args={"kubelet": ["--max-pods", "7"]})
+    ports = all_ports(spec)
+    comps = {c.name: c for c in component_specs(spec, ports)}
+    assert list(comps) == ["apiserver", "controller-manager", "scheduler", "proxy", "kubelet/k8py-node-0", "kubelet/k8py-node-1",
+                           "kubelet/simulated", "dns"]
+    tcp = {k: v for k, v in ports.items() if k != "dns/udp"}
+    assert len(set(tcp.values())) == len(tcp) and ports["apiserver"] != 0
+    assert comps["proxy"].argv[comps["proxy"].argv.index("--node-name") + 1] == "k8py-node-0"  # one proxy: one loopback
+    k0, k1, sim = comps["kubelet/k8py-node-0"].argv, comps["kubelet/k8py-node-1"].argv, comps["kubelet/simulated"].argv
+    assert k0[k0.index("--root-dir") + 1] != k1[k1.index("--root-dir") + 1]
+    assert k0[-2:] == ["--max-pods", "7"] and sim[sim.index("--nodes") + 1] == "50" and "--simulated" in sim
+    assert comps["apiserver"].health == f"http://127.0.0.1:{ports['apiserver']}/readyz"
+
+
+def test_without_proxy_and_dns_there_are_none(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, proxy=False, dns=False)
+    assert [c.name for c in component_specs(spec, all_ports(spec))] == ["apiserver", "controller-manager", "scheduler", "kubelet/k8py-node-0"]
+
+
+def test_a_cluster_gets_its_own_pod_range_unless_one_is_given(tmp_path):
+    import random
+
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    cidrs = {pick_cluster_cidr(spec, random.Random(seed)) for seed in range(20)}
+    assert len(cidrs) > 10 and all(c.startswith("127.") and c.endswith(".0.0/16") for c in cidrs)
+    assert pick_cluster_cidr(ClusterSpec(data_dir=str(tmp_path), simulated_nodes=1000)) == "127.64.0.0/10"
+    cm = component_specs(spec, all_ports(spec), cluster_cidr="127.70.0.0/16")[1].argv
+    assert cm[cm.index("--cluster-cidr") + 1] == "127.70.0.0/16"
+    spec.extra_args = {"controller-manager": ["--cluster-cidr", "10.0.0.0/8"]}
+    cm = component_specs(spec, all_ports(spec), cluster_cidr="127.70.0.0/16")[1].argv
+    assert cm.count("--cluster-cidr") == 1 and cm[-1] == "10.0.0.0/8"
+
+
+def test_a_resumed_cluster_keeps_its_ports_when_they_are_free(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    first = all_ports(spec)
+    assert all_ports(spec, first) == first
+
+
+def test_merging_adds_a_k8py_context_and_keeps_the_users_others(tmp_path):
+    ours = write_kubeconfig(str(tmp_path / "data" / "kubeconfig"), "http://127.0.0.1:1234")
+    target = tmp_path / "kube" / "config"
+    os.makedirs(target.parent)
+    target.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "prod",
+                                      "clusters": [{"name": "prod", "cluster": {"server": "https://prod"}}],
+                                      "users": [{"name": "prod", "user": {"token": "t"}}],
+                                      "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "prod"}}]}))
+    assert merge_into_user_kubeconfig(ours, target=str(target)) == str(target)
+    merge_into_user_kubeconfig(ours, target=str(target))  # twice: replaced, not duplicated
+    doc = yaml.safe_load(target.read_text())
+    assert doc["current-context"] == "k8py"
+    assert [c["name"] for c in doc["clusters"]] == ["prod", "k8py"]
+    assert next(c for c in doc["clusters"] if c["name"] == "k8py")["cluster"]["server"] == "http://127.0.0.1:1234"
+    assert [c["name"] for c in doc["contexts"]] == ["prod", "k8py"]
