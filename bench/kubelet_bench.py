@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from k8py.client.kubeconfig import load_kubeconfig
@@ -50,6 +51,8 @@ def _start(args: list[str], pattern: str, timeout: float = 120) -> tuple[subproc
         seen.append(line)
         m = re.search(pattern, line)
         if m:
+            # keep reading its output: a full pipe would block the component's next log write
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
             return proc, m
     proc.kill()
     raise RuntimeError("".join(seen))
