@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from k8py.client.kubeconfig import load_kubeconfig
@@ -50,6 +51,8 @@ def _start(args: list[str], pattern: str, timeout: float = 120) -> tuple[subproc
         seen.append(line)
         m = re.search(pattern, line)
         if m:
+            # keep reading its output: a full pipe would block the component's next log write
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
             return proc, m
     proc.kill()
     raise RuntimeError("".join(seen))
@@ -89,14 +92,17 @@ async def _launch(client: RestClient, ns: str, names: list[str], node: str, rate
     rv = lst["metadata"]["resourceVersion"]
 
     async def watch() -> None:
-        async for ev in client.watch(PODS, ns, resource_version=rv):
-            obj = ev.object
-            name = obj["metadata"]["name"]
-            if name in created and name not in done and _all_running(obj):
-                done[name] = time.perf_counter() - created[name]
-                if len(done) == len(names):
-                    finished.set()
-                    return
+        last = rv
+        while True:  # a watch may end (server timeout): resume from the last event seen
+            async for ev in client.watch(PODS, ns, resource_version=last):
+                obj = ev.object
+                last = (obj.get("metadata") or {}).get("resourceVersion") or last
+                name = obj["metadata"].get("name", "")
+                if name in created and name not in done and _all_running(obj):
+                    done[name] = time.perf_counter() - created[name]
+                    if len(done) == len(names):
+                        finished.set()
+                        return
 
     watcher = asyncio.create_task(watch(), name="bench-watch")
     for name in names:

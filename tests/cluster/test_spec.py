@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from k8py.cluster.kubeconfig import merge_into_user_kubeconfig, write_kubeconfig
-from k8py.cluster.spec import ClusterSpec, SpecError, all_ports, component_specs, load_config_file
+from k8py.cluster.spec import ClusterSpec, SpecError, all_ports, component_specs, load_config_file, pick_cluster_cidr
 
 
 def test_a_config_file_with_an_unknown_field_is_refused_with_the_known_ones(tmp_path):
@@ -43,6 +43,20 @@ def test_each_node_gets_its_own_kubelet_root_and_port_and_simulated_nodes_one_pr
 def test_without_proxy_and_dns_there_are_none(tmp_path):
     spec = ClusterSpec(data_dir=str(tmp_path), port=0, proxy=False, dns=False)
     assert [c.name for c in component_specs(spec, all_ports(spec))] == ["apiserver", "controller-manager", "scheduler", "kubelet/k8py-node-0"]
+
+
+def test_a_cluster_gets_its_own_pod_range_unless_one_is_given(tmp_path):
+    import random
+
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    cidrs = {pick_cluster_cidr(spec, random.Random(seed)) for seed in range(20)}
+    assert len(cidrs) > 10 and all(c.startswith("127.") and c.endswith(".0.0/16") for c in cidrs)
+    assert pick_cluster_cidr(ClusterSpec(data_dir=str(tmp_path), simulated_nodes=1000)) == "127.64.0.0/10"
+    cm = component_specs(spec, all_ports(spec), cluster_cidr="127.70.0.0/16")[1].argv
+    assert cm[cm.index("--cluster-cidr") + 1] == "127.70.0.0/16"
+    spec.extra_args = {"controller-manager": ["--cluster-cidr", "10.0.0.0/8"]}
+    cm = component_specs(spec, all_ports(spec), cluster_cidr="127.70.0.0/16")[1].argv
+    assert cm.count("--cluster-cidr") == 1 and cm[-1] == "10.0.0.0/8"
 
 
 def test_a_resumed_cluster_keeps_its_ports_when_they_are_free(tmp_path):

@@ -181,3 +181,44 @@ def test_equal_revisions_numbers_and_trimming() -> None:
 def test_trimming_never_removes_a_live_revision() -> None:
     r1 = new_revision(_sts("a"), kind="DaemonSet", revision=1, collision_count=None)
     assert revisions_to_trim([r1], limit=0, live_hashes=set(), live_names={r1["metadata"]["name"]}) == []
+
+
+# --- DaemonSet: the rolling update plan ------------------------------------------
+
+def _dpod(name: str, hash_: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"controller-revision-hash": hash_}}}
+
+
+def _names(pods: list) -> list[str]:
+    return [p["metadata"]["name"] for p in pods]
+
+
+def test_rolling_update_without_surge_deletes_within_max_unavailable() -> None:
+    from k8py.controllers.daemonset.rolling_update import plan_rolling_update
+
+    pods = {f"n{i}": [_dpod(f"old{i}", "a")] for i in range(4)}
+    up = lambda p: True  # noqa: E731
+    assert _names(plan_rolling_update(list(pods), pods, "b", rolling={"maxUnavailable": 1}, available=up).delete) == ["old0"]
+    assert len(plan_rolling_update(list(pods), pods, "b", rolling={"maxUnavailable": "50%"}, available=up).delete) == 2
+    # a node already without an available pod uses the budget up
+    starting = {**pods, "n0": [_dpod("new0", "b")]}
+    ready = lambda p: p["metadata"]["name"] != "new0"  # noqa: E731
+    assert plan_rolling_update(list(pods), starting, "b", rolling={"maxUnavailable": 1}, available=ready).delete == []
+    # an old pod that is not available anyway goes at once, budget or not
+    broken = lambda p: p["metadata"]["name"] not in ("new0", "old3")  # noqa: E731
+    assert _names(plan_rolling_update(list(pods), starting, "b", rolling={"maxUnavailable": 1}, available=broken).delete) == ["old3"]
+
+
+def test_rolling_update_with_surge_starts_new_pods_beside_old_ones() -> None:
+    from k8py.controllers.daemonset.rolling_update import plan_rolling_update
+
+    pods = {f"n{i}": [_dpod(f"old{i}", "a")] for i in range(3)}
+    plan = plan_rolling_update(list(pods), pods, "b", rolling={"maxSurge": 1, "maxUnavailable": 0}, available=lambda p: True)
+    assert (plan.create_on, plan.delete) == (["n0"], [])
+    surging = {**pods, "n0": [_dpod("old0", "a"), _dpod("new0", "b")]}
+    waiting = plan_rolling_update(list(pods), surging, "b", rolling={"maxSurge": 1, "maxUnavailable": 0},
+                                  available=lambda p: p["metadata"]["name"] != "new0")
+    assert (waiting.create_on, waiting.delete) == ([], [])  # the surge budget is in use
+    done = plan_rolling_update(list(pods), surging, "b", rolling={"maxSurge": 1, "maxUnavailable": 0},
+                               available=lambda p: True)
+    assert _names(done.delete) == ["old0"] and done.create_on == ["n1"]  # the budget moves on at once

@@ -207,3 +207,27 @@ async def test_a_recreated_set_adopts_the_pods_and_history_an_orphaning_delete_l
     revisions = (await client.list(CONTROLLER_REVISIONS, "default"))["items"]
     assert {r["metadata"]["name"] for r in revisions} == revision_names
     assert all(r["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"] for r in revisions)
+
+
+async def test_min_ready_seconds_holds_back_the_next_pod_and_counts_available(client, start_manager, driver) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from k8py.client.clock import FakeClock
+
+    clock = FakeClock(start=datetime.now(timezone.utc) + timedelta(seconds=5))
+    await start_manager("statefulset", clock=clock)
+    await client.create(STATEFULSETS, _sts(2, minReadySeconds=30), namespace="default")
+
+    async def ticking(check):  # the informers' sync waits poll on the fake clock too
+        await clock.step(0.1)
+        return await check()
+
+    await eventually(lambda: ticking(lambda: _ready_set(client, ["db-0"])))
+    await eventually(lambda: _sts_where(client, readyReplicas=1, availableReplicas=0))
+    assert sorted(await _pods(client)) == ["db-0"]  # ready, but not yet available: db-1 waits
+    assert clock.now() < datetime.now(timezone.utc) + timedelta(seconds=25)  # well inside the 30 s
+    await clock.step(31)
+    await eventually(lambda: _ready_set(client, ["db-0", "db-1"]))
+    await clock.step(31)
+    sts = await eventually(lambda: ticking(lambda: _sts_where(client, readyReplicas=2, availableReplicas=2)))
+    assert sts["status"]["replicas"] == 2

@@ -55,6 +55,17 @@ def test_walkthrough_verification_steps(tmp_path):
 
             kubectl.run("run", "web", "--image=nginx", "--port=80", ON_NODE)
             kubectl.run("wait", "--for=condition=Ready", "pod/web", "--timeout=60s")
+            # Ready has no probe to wait for here: wait until the web server listens on the pod's IP
+            pod_ip = kubectl.run("get", "pod", "web", "-o", "jsonpath={.status.podIP}").stdout
+
+            def serving() -> bool:
+                try:
+                    with urllib.request.urlopen(f"http://{pod_ip}/", timeout=5):
+                        return True
+                except OSError:
+                    return False
+
+            wait_for(serving, "nginx to listen")
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 local = s.getsockname()[1]

@@ -157,3 +157,44 @@ def test_sigterm_handler_runs_and_grace_expiry_sends_sigkill(node: Node, ns: str
     final = [e["pod"] for e in seen if e["type"] == "MODIFIED" and e["pod"]["status"].get("phase") == "Failed"]
     assert final, [e["pod"]["status"].get("phase") for e in seen]
     assert final[-1]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+GRPC_SERVER = """
+import asyncio, os, grpc
+async def main():
+    async def check(request, context):
+        # SERVING for the whole server, NOT_SERVING for the service named "broken"
+        return bytes([0x08, 2 if b"broken" in request else 1])
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(check)}),))
+    server.add_insecure_port(os.environ["POD_IP"] + ":9000")
+    await server.start()
+    await server.wait_for_termination()
+asyncio.run(main())
+"""
+
+
+def test_grpc_readiness_probes_use_the_standard_health_check(node: Node, ns: str) -> None:
+    import sys
+
+    def pod(name: str, service: str) -> dict[str, Any]:
+        probe: dict[str, Any] = {"grpc": {"port": 9000}, "periodSeconds": 1, "failureThreshold": 1}
+        if service:
+            probe["grpc"]["service"] = service
+        return pod_manifest(name, [{
+            "name": "c", "image": "python", "command": [sys.executable, "-c", GRPC_SERVER],
+            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "readinessProbe": probe}], terminationGracePeriodSeconds=1)
+
+    node.core.create_namespaced_pod(ns, pod("grpc-ok", ""))
+    node.core.create_namespaced_pod(ns, pod("grpc-broken", "broken"))
+    node.wait_pod(ns, "grpc-ok", ready, what="Ready")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        messages = [e["message"] for e in node.events(ns, "grpc-broken")]
+        if any("NOT_SERVING" in m for m in messages):
+            break
+        time.sleep(0.5)
+    assert any(m.startswith("Readiness probe failed: service unhealthy") and "NOT_SERVING" in m for m in messages), messages
+    assert not ready(node.pod(ns, "grpc-broken"))

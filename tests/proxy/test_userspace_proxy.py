@@ -173,3 +173,27 @@ async def test_an_endpoint_that_refuses_is_skipped_for_the_next(cluster):
     await eventually(lambda: _set_eq(_answers(vip, 80, 4), {"r-1", "r-2"}))
     cluster.stop_pod_servers("r-1")  # the process died; its endpoint is still listed
     assert set(await _answers(vip, 80, 10)) == {"r-2"}
+
+
+async def test_the_api_server_proxies_to_pods_and_services(server, cluster):
+    import aiohttp
+
+    await cluster.start_pod("px-1", {"app": "px"})
+    await _service(cluster.client, "px")
+    base = f"{server.url}/api/v1/namespaces/{NS}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/pods/px-1:8080/proxy/") as r:
+            assert r.status == 200 and await r.text() == "px-1"
+        async with http.get(f"{base}/pods/px-1:http/proxy/some/path?x=1") as r:
+            assert r.status == 200 and await r.text() == "px-1"
+        # services/proxy reads the Endpoints object, which the Endpoints controller writes
+        async with http.get(f"{base}/services/px:web/proxy/") as r:
+            body = await r.text()
+            assert r.status == 503 and 'no endpoints available for service \\"px\\"' in body, body
+        await cluster.client.create(ENDPOINTS, {"metadata": {"name": "px"}, "subsets": [{
+            "addresses": [{"ip": (await cluster.client.get(PODS, NS, "px-1"))["status"]["podIP"]}],
+            "ports": [{"name": "web", "port": 8080}]}]}, namespace=NS)
+        async with http.get(f"{base}/services/px:web/proxy/") as r:
+            assert r.status == 200 and await r.text() == "px-1"
+        async with http.get(f"{base}/services/px/proxy/") as r:
+            assert r.status == 200 and await r.text() == "px-1"

@@ -53,9 +53,24 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 def quantity_value(value: str | int | float) -> int:
     """Whole units, rounded up (``Quantity.Value``): ``1Ki`` -> 1024, ``0.5`` -> 1."""
+    if isinstance(value, str):
+        return _value_of_text(value)
     return math.ceil(parse_quantity(value))
 
 
 def quantity_milli_value(value: str | int | float) -> int:
     """Thousandths, rounded up (``Quantity.MilliValue``): ``100m`` -> 100, ``2`` -> 2000."""
+    if isinstance(value, str):
+        return _milli_of_text(value)
     return math.ceil(parse_quantity(value) * 1000)
+
+
+# the same few strings recur in every pod: remember their integer readings
+@functools.lru_cache(maxsize=4096)
+def _value_of_text(text: str) -> int:
+    return math.ceil(_parse_text(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli_of_text(text: str) -> int:
+    return math.ceil(_parse_text(text) * 1000)

@@ -98,7 +98,7 @@ class FlowRecorder:
                      code: int, body: bytes | None) -> None:
         record: dict[str, Any] = {"kind": "write", "component": component_of(user_agent), "userAgent": user_agent, "verb": verb,
                                   "resource": resource, "subresource": subresource, "namespace": namespace, "name": name,
-                                  "code": code, "rv": ""}
+                                  "code": code, "rv": "", "summary": {}}
         if body:
             try:
                 obj = orjson.loads(body)

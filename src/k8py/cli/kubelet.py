@@ -72,6 +72,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--sync-frequency", type=float, default=60.0, help="seconds between full re-syncs of every pod (volumes re-projected)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
+    p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
+    p.add_argument("--simulated-run-seconds", type=float, default=None,
+                   help="with --simulated: seconds a container runs before it exits (default: until stopped)")
+    p.add_argument("--simulated-exit-code", type=int, default=0, help="with --simulated: the exit code of containers that end")
     p.add_argument("--log-level", default="WARNING")
     p.set_defaults(func=run)
     return p
@@ -123,7 +127,11 @@ async def _main(args: argparse.Namespace) -> int:
         if args.simulated:
             from k8py.kubelet.simulated_nodes import SimulatedNodes
 
-            nodes = SimulatedNodes(client, build_config(args), count=args.nodes)
+            from k8py.kubelet.runtime.simulated import SimulationDefaults
+
+            defaults = SimulationDefaults(start_latency=args.simulated_start_latency, run_seconds=args.simulated_run_seconds,
+                                          exit_code=args.simulated_exit_code)
+            nodes = SimulatedNodes(client, build_config(args), count=args.nodes, defaults=defaults)
             runner = asyncio.create_task(nodes.run(), name="simulated-kubelets")
             await nodes.ready.wait()
             print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "

@@ -26,6 +26,7 @@ restarted component comes back where the others expect it.
 from __future__ import annotations
 
 import os
+import random
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs"]
+__all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
+           "pick_cluster_cidr"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "proxy", "dns",
                "components"}
@@ -119,9 +121,20 @@ def _k8py(*args: str) -> list[str]:
     return [sys.executable, "-m", "k8py", *args]
 
 
-def component_specs(spec: ClusterSpec, ports: dict[str, int]) -> list[ComponentSpec]:
+def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
+    """The pod range of a new cluster: a random /16 of 127.64.0.0/10 (256
+    nodes of /24), so that two clusters on one machine (parallel test
+    sessions) rarely hand out the same pod IPs, whose ports would collide;
+    the whole /10 when the cluster has more nodes than a /16 holds."""
+    if spec.expected_nodes > 250:
+        return "127.64.0.0/10"
+    return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
+
+
+def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "") -> list[ComponentSpec]:
     """Every process of the cluster, control plane first. ``ports`` maps
-    component names to their fixed ports (see the module docstring)."""
+    component names to their fixed ports (see the module docstring);
+    ``cluster_cidr`` is the controller manager's pod range."""
     extra = spec.extra_args
     kc = spec.kubeconfig
     log = lambda name: os.path.join(spec.log_dir, f"{name}.log")  # noqa: E731
@@ -135,8 +148,10 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int]) -> list[ComponentS
     host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
     out = [ComponentSpec("apiserver", api + extra.get("apiserver", []), log("apiserver"),
                          f"http://{host}:{ports['apiserver']}/readyz", control_plane=True)]
+    cm_extra = extra.get("controller-manager", [])
+    cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
     out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
-                                                         *extra.get("controller-manager", [])),
+                                                         *cidr, *cm_extra),
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
     out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc, "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))

@@ -40,7 +40,7 @@ from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.pod_workers import PodWorkers
 from k8py.kubelet.runtime.protocols import ContainerStatus
-from k8py.kubelet.runtime.simulated import SimulatedRuntime
+from k8py.kubelet.runtime.simulated import SimulatedRuntime, SimulationDefaults
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
@@ -60,7 +60,7 @@ class SimulatedNode:
         self.config = replace(base, node_name=f"{base.node_name}-{index}", simulated=True, node_labels=dict(base.node_labels),
                               node_status_update_frequency=max(base.node_status_update_frequency, 30.0),
                               pod_cidr=f"10.{(index // 256) % 256}.{index % 256}.0/24")
-        self.runtime = SimulatedRuntime(node_ip=base.address)
+        self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address)
         self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
                                 volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
                                 event=parent.event, get_object=parent.no_object, services=lambda: [], node_allocatable=dict,
@@ -101,7 +101,9 @@ class SimulatedNode:
 
 
 class SimulatedNodes:
-    def __init__(self, client: RestClient, config: KubeletConfig, *, count: int, concurrency: int = 32) -> None:
+    def __init__(self, client: RestClient, config: KubeletConfig, *, count: int, concurrency: int = 32,
+                 defaults: SimulationDefaults | None = None) -> None:
+        self.defaults = defaults or SimulationDefaults()
         self.client = client
         self.config = config
         self.count = count

@@ -88,9 +88,9 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
             await health.stop()
 
 
-async def _register(client: RestClient, options: DNSOptions) -> None:
-    ports = [{"name": "dns", "port": options.port, "protocol": "UDP", "targetPort": options.port},
-             {"name": "dns-tcp", "port": options.port, "protocol": "TCP", "targetPort": options.port}]
+async def _register(client: RestClient, options: DNSOptions, port: int) -> None:
+    ports = [{"name": "dns", "port": port, "protocol": "UDP", "targetPort": port},
+             {"name": "dns-tcp", "port": port, "protocol": "TCP", "targetPort": port}]
     labels = {"k8s-app": "kube-dns", "kubernetes.io/name": "k8py-dns", SERVICE_PROXY_NAME: "k8py-dns"}
     service = {"apiVersion": "v1", "kind": "Service",
                "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
@@ -159,7 +159,7 @@ async def run_dns(config: ClientConfig, options: DNSOptions, *, on_serving: Call
         try:
             if options.register_service:
                 try:
-                    await _register(client, options)
+                    await _register(client, options, server.port)
                 except StatusError as err:
                     logger.warning("could not advertise kube-system/kube-dns", extra={"reason": str(err)})
             if on_serving is not None:

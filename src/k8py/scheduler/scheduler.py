@@ -32,7 +32,7 @@ from k8py.scheduler.event_handlers import EventHandlers
 from k8py.scheduler.framework.diagnosis import Diagnosis, FitError
 from k8py.scheduler.framework.interfaces import ClusterEventHint, CycleState
 from k8py.scheduler.framework.runtime import Framework
-from k8py.scheduler.framework.status import Code, Status
+from k8py.scheduler.framework.status import Code, Status, as_error
 from k8py.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from k8py.scheduler.framework.waiting_pods import WaitingPods
 from k8py.scheduler.metrics import SchedulerMetrics
@@ -277,13 +277,19 @@ class Scheduler:
 
     async def _binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                              node_name: str, start: float) -> None:
-        status = await fwk.wait_on_permit(assumed)
-        if status is None:
-            status = await fwk.run_pre_bind(state, assumed, node_name)
-        if status is None:
-            bind_start = self.clock.monotonic()
-            status = await fwk.run_bind(state, assumed, node_name)
-            self.metrics.binding_duration.observe(self.clock.monotonic() - bind_start)
+        try:
+            status = await fwk.wait_on_permit(assumed)
+            if status is None:
+                status = await fwk.run_pre_bind(state, assumed, node_name)
+            if status is None:
+                bind_start = self.clock.monotonic()
+                status = await fwk.run_bind(state, assumed, node_name)
+                self.metrics.binding_duration.observe(self.clock.monotonic() - bind_start)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # e.g. the API server unreachable: undo and retry the pod
+            logger.warning("binding cycle failed", extra={"pod": assumed.key, "error": str(err)})
+            status = as_error(err)
         if status is not None:
             self._undo(fwk, state, assumed, node_name)
             # the freed resources may let an unschedulable pod fit

@@ -9,6 +9,8 @@ checks each request as upstream's pod REST storage does, then relays:
 - ``pods/exec|attach``  → :mod:`.pod_streams`  (WebSocket, v5/v4.channel.k8s.io)
 - ``pods/portforward``  → :mod:`.pod_streams`  (WebSocket; SPDY tunnelled by kubectl)
 - ``nodes/proxy/...``   → :mod:`.node_proxy`   (HTTP)
+- ``pods/proxy/...``, ``services/proxy/...`` → :mod:`.service_proxy` (HTTP, to the pod
+  or one endpoint of the Service)
 - ``metrics.k8s.io``    → :mod:`.resource_metrics` (NodeMetrics / PodMetrics from
   each kubelet's ``/metrics/resource``, as metrics-server computes them)
 
@@ -28,6 +30,7 @@ from k8py.apiserver.streaming.node_proxy import serve_node_proxy
 from k8py.apiserver.streaming.pod_log import serve_pod_log
 from k8py.apiserver.streaming.pod_streams import serve_attach, serve_exec, serve_portforward
 from k8py.apiserver.streaming.resource_metrics import ResourceMetrics
+from k8py.apiserver.streaming.service_proxy import serve_pod_proxy, serve_service_proxy
 
 __all__ = ["KUBELETS", "RESOURCE_METRICS", "KubeletClient", "ResourceMetrics", "serve_subresource", "POD_SUBRESOURCES", "NODE_SUBRESOURCES", "is_streaming"]
 
@@ -44,7 +47,8 @@ def is_streaming(plural: str, group: str, subresource: str) -> bool:
     if group:
         return False
     head = subresource.split("/", 1)[0]
-    return (plural == "pods" and subresource in POD_SUBRESOURCES) or (plural == "nodes" and head in NODE_SUBRESOURCES)
+    return (plural == "pods" and (subresource in POD_SUBRESOURCES or head == "proxy")) or \
+        (plural in ("nodes", "services") and head in NODE_SUBRESOURCES)
 
 
 async def serve_subresource(
@@ -58,6 +62,10 @@ async def serve_subresource(
     params: Mapping[str, str],
 ) -> web.StreamResponse:
     method = request.method
+    if plural in ("pods", "services") and subresource.split("/", 1)[0] == "proxy":
+        path = subresource[len("proxy/") :] if "/" in subresource else ""
+        serve = serve_pod_proxy if plural == "pods" else serve_service_proxy
+        return await serve(request, kubelets, namespace, name, path)
     if plural == "pods":
         if subresource == "log":
             if method != "GET":

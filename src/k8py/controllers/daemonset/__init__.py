@@ -3,7 +3,7 @@
 Watches DaemonSets, pods, nodes and ControllerRevisions; writes pods (pinned
 to their node by node affinity; the scheduler binds them), ControllerRevisions
 and DaemonSet status. Modules: :mod:`.eligibility` (which nodes),
-:mod:`.controller` (the sync and the rolling update).
+:mod:`.rolling_update` (the update plan), :mod:`.controller` (the sync).
 """
 
 from __future__ import annotations

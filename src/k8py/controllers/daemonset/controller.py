@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 from typing import Any
 
 from k8py.api.errors import NotFound
@@ -37,6 +36,7 @@ from k8py.api.selectors import label_selector_from_dict
 from k8py.client.keys import split_key
 from k8py.client.resources import DAEMONSETS, NODES, PODS
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.daemonset.rolling_update import plan_rolling_update, scaled_value
 from k8py.controllers.daemonset.eligibility import add_daemon_tolerations, node_should_run_daemon_pod, pin_to_node
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import ControllerExpectations
@@ -47,7 +47,7 @@ from k8py.controllers.pod_control import PodControl
 from k8py.controllers.pod_status import is_pod_available, is_pod_ready
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS, HashCollision, RevisionControl
 
-__all__ = ["DaemonSetController", "target_node", "scaled_value"]
+__all__ = ["DaemonSetController", "target_node"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +68,6 @@ def target_node(pod: dict[str, Any]) -> str | None:
             if req.get("key") == "metadata.name" and req.get("operator") == "In" and len(req.get("values") or ()) == 1:
                 return str(req["values"][0])
     return None
-
-
-def scaled_value(value: Any, total: int, *, round_up: bool) -> int:
-    """An int-or-percent (``maxUnavailable: 10%``) against ``total``."""
-    if isinstance(value, str) and value.endswith("%"):
-        fraction = int(value[:-1]) * total / 100
-        return math.ceil(fraction) if round_up else math.floor(fraction)
-    return int(value or 0)
 
 
 def _eligibility_fields(node: dict[str, Any]) -> tuple[Any, ...]:
@@ -276,47 +268,16 @@ class DaemonSetController(KeyedController):
                         nodes: list[dict[str, Any]], hash_: str,
                         already_deleting: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
         spec = ds.get("spec") or {}
-        rolling = (spec.get("updateStrategy") or {}).get("rollingUpdate") or {}
         template_spec = (spec.get("template") or {}).get("spec") or {}
         now = self.clock.now()
         min_ready = int(spec.get("minReadySeconds") or 0)
         desired = [n["metadata"]["name"] for n in nodes if node_should_run_daemon_pod(template_spec, n).should_run]
-        max_surge = scaled_value(rolling.get("maxSurge", 0), len(desired), round_up=True)
-        max_unavailable = scaled_value(rolling.get("maxUnavailable", 1), len(desired), round_up=False)
-        if max_surge == 0 and max_unavailable == 0:
-            max_unavailable = 1
-        creates: list[str] = []
-        deletes: list[dict[str, Any]] = []
-        unavailable = 0
-        old_available: list[tuple[str, dict[str, Any]]] = []
-        surging = 0
-        for node_name in desired:
-            here = [p for p in by_node.get(node_name, []) if not _deleting(p) and p not in already_deleting]
-            new = [p for p in here if revision_of_pod(p) == hash_]
-            old = [p for p in here if revision_of_pod(p) != hash_]
-            new_ok = any(is_pod_available(p, min_ready, now) for p in new)
-            old_ok = [p for p in old if is_pod_available(p, min_ready, now)]
-            if not new_ok and not old_ok:
-                unavailable += 1
-            if not old:
-                continue
-            if new:
-                if new_ok:
-                    deletes.extend(old)  # the replacement is up: the old pod goes
-                else:
-                    surging += 1
-                continue
-            if not old_ok:
-                deletes.extend(old)  # already unavailable: replacing it costs nothing
-            else:
-                old_available.append((node_name, old_ok[0]))
-        if max_surge > 0:
-            room = max(0, max_surge - surging)
-            creates = [node for node, _ in old_available[:room]]
-        else:
-            room = max(0, max_unavailable - unavailable)
-            deletes.extend(pod for _, pod in old_available[:room])
-        return creates, deletes
+        live = {node: [p for p in pods if not _deleting(p) and p not in already_deleting]
+                for node, pods in by_node.items()}
+        plan = plan_rolling_update(desired, live, hash_,
+                                   rolling=(spec.get("updateStrategy") or {}).get("rollingUpdate") or {},
+                                   available=lambda p: is_pod_available(p, min_ready, now))
+        return plan.create_on, plan.delete
 
     async def _create_pod(self, ds: dict[str, Any], node_name: str, hash_: str) -> None:
         template = (ds.get("spec") or {}).get("template") or {}

@@ -5,8 +5,9 @@
   container port name) with ``path`` and ``httpHeaders``; 200–399 succeed
   (redirects are not followed, as upstream does not follow them off-host);
 - tcpSocket: a TCP connection opens;
-- grpc: the standard ``grpc.health.v1.Health/Check`` — needs the optional
-  ``grpcio`` package; without it the probe fails and says so.
+- grpc: the standard ``grpc.health.v1.Health/Check`` on the pod IP; SERVING
+  succeeds. It needs the optional ``grpcio`` package (``k8py[grpc]``); without
+  it the probe fails and says so.
 
 A probe that takes longer than ``timeoutSeconds`` fails ("timeout").
 """
@@ -49,6 +50,64 @@ async def _http(host: str, port: int, spec: Mapping[str, Any], timeout: float) -
         writer.close()
 
 
+def _health_request(service: str) -> bytes:
+    """grpc.health.v1.HealthCheckRequest: field 1 (service), a length-delimited string."""
+    data = service.encode()
+    return (b"\x0a" + _varint(len(data)) + data) if data else b""
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _health_status(msg: bytes) -> int:
+    """HealthCheckResponse.status (field 1, a varint); 0 (UNKNOWN) when absent."""
+    i = 0
+    while i < len(msg):
+        key = msg[i]
+        i += 1
+        if key == 0x08:
+            value = shift = 0
+            while i < len(msg):
+                b = msg[i]
+                i += 1
+                value |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            return value
+        return 0
+    return 0
+
+
+_HEALTH = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+async def _grpc(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
+    """The standard health check (grpc.health.v1.Health/Check) as upstream's gRPC probe makes it."""
+    try:
+        import grpc
+    except ImportError:
+        return False, "grpc probes need the grpcio package on the node (pip install 'k8py[grpc]')"
+    async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        try:
+            reply = await check(_health_request(service), timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return False, f"timeout: health rpc did not complete within {timeout:g}s"
+            return False, f"error: health rpc probe failed: {err.code().name}: {err.details()}"
+    status = _health_status(reply)
+    if status == 1:
+        return True, ""
+    return False, f"service unhealthy (responded with \"{_HEALTH.get(status, status)}\")"
+
+
 async def run_probe(probe: Mapping[str, Any], *, runtime: StreamingRuntime, container_id: str, container: Mapping[str, Any],
                     pod_ip: str) -> tuple[bool, str]:
     timeout = float(probe.get("timeoutSeconds") or 1)
@@ -80,11 +139,7 @@ async def run_probe(probe: Mapping[str, Any], *, runtime: StreamingRuntime, cont
             except (OSError, asyncio.TimeoutError) as err:
                 return False, f"dial tcp {host}:{port}: connect: {getattr(err, 'strerror', None) or 'timeout'}"
         if "grpc" in probe:
-            try:
-                import grpc  # noqa: F401
-            except ImportError:
-                return False, "grpc probes need the grpcio package on the node (pip install grpcio)"
-            return False, "grpc probes are not implemented by k8py's kubelet yet"
+            return await _grpc(pod_ip, int(probe["grpc"]["port"]), probe["grpc"].get("service") or "", timeout)
     except ValueError as err:
         return False, str(err)
     except RuntimeErrorStatus as err:  # e.g. the container's process is not up yet

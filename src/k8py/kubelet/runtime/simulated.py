@@ -10,7 +10,8 @@ override the defaults (``<container>`` suffix for one container)::
     k8py.io/simulated-exit-code: "1"
     k8py.io/simulated-start-latency: "0.2"
 
-Images always pull (except ``InvalidImageName``); exec probes succeed; logs
+The defaults come from ``--simulated-start-latency``, ``--simulated-run-seconds``
+and ``--simulated-exit-code``. Images always pull (except ``InvalidImageName``); exec probes succeed; logs
 are empty files. Everything lives in memory: a restart of the process
 starts from nothing (simulated pods are then recreated by their workers).
 """

@@ -272,12 +272,14 @@ class ProcessRuntime:
     async def _await_command(self, rec: dict[str, Any], limit: float = 2.0) -> None:
         """Return once bwrap has started the command (so hooks and exec can enter it)."""
         deadline = time.monotonic() + limit
+        pause = 0.001
         while time.monotonic() < deadline and rec["state"] == ContainerState.RUNNING.value:
             ns_init = self._ns_init(rec)
             if ns_init and launcher.command_pid(rec["pid"], ns_init, True):
                 self._save(rec)
                 return
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)  # bwrap takes a few ms; many starting at once must not spin the loop
 
     async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
         rc = await proc.wait()
