@@ -70,6 +70,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--node-status-update-frequency", type=float, default=None, help="seconds between node status checks (default: 10)")
     p.add_argument("--lease-renew-interval", type=float, default=None, help="seconds between Lease renewals (default: 10)")
     p.add_argument("--sync-frequency", type=float, default=None, help="seconds between full re-syncs of every pod, volumes re-projected (default: 60)")
+    p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for ClusterFirst pods' resolv.conf")
+    p.add_argument("--cluster-domain", default="", help="the cluster's DNS domain (default: cluster.local)")
+    p.add_argument("--resolv-conf", default="", help="the resolv.conf Default-policy pods get (default: /etc/resolv.conf)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
@@ -104,6 +107,12 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config.image_catalog = args.image_catalog
     config.use_bwrap = not args.no_bwrap
     config.simulated = args.simulated
+    if args.cluster_dns:
+        config.cluster_dns = [a.strip() for a in args.cluster_dns.split(",") if a.strip()]
+    if args.cluster_domain:
+        config.cluster_domain = args.cluster_domain
+    if args.resolv_conf:
+        config.resolv_conf = args.resolv_conf
     return config
 
 
