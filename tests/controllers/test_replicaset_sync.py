@@ -125,3 +125,11 @@ def test_partly_labelled_pods_are_not_fully_labelled():
     rs["spec"]["template"]["metadata"]["labels"]["tier"] = "front"
     status = calculate_status(rs, [pod("a", labels={"app": "web"})], None, now)
     assert status["replicas"] == 1 and "fullyLabeledReplicas" not in status
+
+
+def test_the_next_sync_starts_from_the_biggest_batch_that_succeeded():
+    from k8py.controllers.replicaset import _largest_batch
+
+    assert _largest_batch(500, 1) == 245  # 1, 2, 4, ..., 128, then the 245 left
+    assert _largest_batch(500, 245) == 255
+    assert _largest_batch(1, 1) == 1

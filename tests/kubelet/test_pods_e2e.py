@@ -228,3 +228,27 @@ def test_kubectl_set_image_on_a_pod_restarts_its_container_with_the_new_image(no
     st = after["status"]["containerStatuses"][0]
     assert st["containerID"] != before and st["restartCount"] == 1
     assert any("definition changed" in e["message"] for e in node.events(ns, "img"))
+
+
+def test_a_failed_init_container_fails_a_never_pod_and_its_containers_never_start(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("initfail", [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}],
+                                                     restartPolicy="Never",
+                                                     initContainers=[{"name": "init", "image": "busybox", "command": ["sh", "-c", "exit 7"]}]))
+    pod = node.wait_pod(ns, "initfail", phase("Failed"), what="Failed")
+    init = pod["status"]["initContainerStatuses"][0]["state"]["terminated"]
+    assert init["exitCode"] == 7
+    main = pod["status"]["containerStatuses"][0]
+    assert "running" not in main["state"] and main["restartCount"] == 0 and "containerID" not in main
+
+
+def test_working_dir_and_a_failing_post_start_hook(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("wd", [{"name": "c", "image": "busybox", "workingDir": "/tmp",
+                                                             "command": ["sh", "-c", "pwd"]}], restartPolicy="Never"))
+    node.wait_pod(ns, "wd", phase("Succeeded"), what="Succeeded")
+    assert [line.split(" ", 3)[3] for line in _log_lines(node, ns, "wd", "c")] == ["/tmp"]
+    node.core.create_namespaced_pod(ns, pod_manifest("hookfail", [{
+        "name": "c", "image": "busybox", "command": ["sleep", "600"],
+        "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "exit 1"]}}}}], terminationGracePeriodSeconds=1))
+    pod = node.wait_pod(ns, "hookfail", lambda p: ((p["status"].get("containerStatuses") or [{}])[0].get("restartCount") or 0) >= 1,
+                        what="restarted after its postStart hook failed")
+    assert any(e["reason"] == "FailedPostStartHook" for e in node.events(ns, "hookfail"))

@@ -310,7 +310,8 @@ class PodSyncer:
             latest, _ = _by_name(containers)
             codes = [latest[n].exit_code for n in main_names if n in latest and latest[n].state is ContainerState.EXITED]
             w.terminal_phase = "Succeeded" if codes and len(codes) == len(main_names) and all(c == 0 for c in codes) else "Failed"
-        self.publish(w, pod_ip, False, containers)
+        if not w.removed:  # a pod gone from the API has no status left to write
+            self.publish(w, pod_ip, False, containers)
 
     def terminated(self, w: PodWorker) -> None:
         self.status.terminated(w.pod)

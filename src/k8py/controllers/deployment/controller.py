@@ -153,6 +153,17 @@ class DeploymentController(KeyedController):
     # -- sync ----------------------------------------------------------------------------
 
     async def sync(self, key: str) -> float | None:
+        try:
+            return await self._sync(key)
+        except Conflict:
+            # our cache is behind a Deployment or ReplicaSet we wrote: the watch
+            # event of the newer version queues this key again, so waiting for
+            # it beats a rate-limited retry (which a busy cluster turns into
+            # minutes of backoff)
+            logger.debug("conflict; waiting for the newer version", extra={"key": key})
+            return None
+
+    async def _sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         cached = self.lister.try_get(namespace, name)
         if cached is None:
