@@ -80,3 +80,23 @@ def test_merging_adds_a_k8py_context_and_keeps_the_users_others(tmp_path):
     assert [c["name"] for c in doc["clusters"]] == ["prod", "k8py"]
     assert next(c for c in doc["clusters"] if c["name"] == "k8py")["cluster"]["server"] == "http://127.0.0.1:1234"
     assert [c["name"] for c in doc["contexts"]] == ["prod", "k8py"]
+
+
+def test_on_etcd_the_api_server_gets_the_servers_and_prefix(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, etcd_servers=["http://127.0.0.1:2379", "http://127.0.0.1:22379"],
+                       etcd_prefix="/k8py", trace=True)
+    api = component_specs(spec, all_ports(spec))[0].argv
+    assert api[api.index("--etcd-servers") + 1] == "http://127.0.0.1:2379,http://127.0.0.1:22379"
+    assert api[api.index("--etcd-prefix") + 1] == "/k8py" and "--trace" in api
+
+
+def test_flags_win_over_the_config_file(tmp_path):
+    from k8py.cli.main import build_parser
+    from k8py.cli.up import _spec
+
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: Cluster\nnodes: 3\nsimulatedNodes: 5\nport: 7000\ndns: false\ncomponents: {scheduler: ['--no-events']}\n")
+    args = build_parser().parse_args(["up", "--config", str(path), "--data-dir", str(tmp_path / "d"), "--nodes", "2"])
+    spec = _spec(args)
+    assert (spec.nodes, spec.simulated_nodes, spec.port, spec.dns, spec.proxy) == (2, 5, 7000, False, True)
+    assert spec.extra_args == {"scheduler": ["--no-events"]}
