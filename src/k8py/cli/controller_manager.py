@@ -35,6 +35,9 @@ CONCURRENCY_FLAGS: dict[str, str] = {
     "concurrent-namespace-syncs": "namespace",
     "concurrent-serviceaccount-syncs": "serviceaccount",
     "concurrent-ttl-after-finished-syncs": "ttl-after-finished",
+    "concurrent-endpoint-syncs": "endpoint",
+    "concurrent-service-endpoint-syncs": "endpointslice",
+    "mirroring-concurrent-service-endpoint-syncs": "endpointslicemirroring",
 }
 
 
@@ -59,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
                    help="seconds without a node heartbeat before the node is Unknown (default: %(default)s)")
     p.add_argument("--node-startup-grace-period", type=float, default=60.0,
                    help="the same for a node that never posted Ready (default: %(default)s)")
+    p.add_argument("--max-endpoints-per-slice", type=int, default=100, help="endpoints in one EndpointSlice (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -77,6 +81,7 @@ async def _main(args: argparse.Namespace) -> int:
         cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
         node_monitor_period=args.node_monitor_period, node_monitor_grace_period=args.node_monitor_grace_period,
         node_startup_grace_period=args.node_startup_grace_period,
+        extra={"max_endpoints_per_slice": args.max_endpoints_per_slice},
     )
     election = LeaderElectionConfig(
         enabled=args.leader_elect, lease_duration=args.leader_elect_lease_duration,
