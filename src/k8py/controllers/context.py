@@ -47,6 +47,9 @@ DEFAULT_CONCURRENT_SYNCS: dict[str, int] = {
     "namespace": 10,
     "serviceaccount": 5,
     "ttl-after-finished": 5,
+    "endpoint": 5,
+    "endpointslice": 5,
+    "endpointslicemirroring": 5,
 }
 
 
