@@ -212,6 +212,8 @@ class PodSyncer:
         for cs in await self._containers(w):
             if cs.name == name and cs.id not in keep and cs.state is ContainerState.EXITED:
                 self.prober.stop_container(cs.id)
+                w.memo.pop(f"termmsg-{cs.id}", None)
+                w.memo.pop(f"termlog-{name}-{cs.attempt}", None)
                 await self.runtime.remove_container(cs.id)
 
     @staticmethod
