@@ -171,7 +171,8 @@ class PodSyncer:
         names = {cs.id: cs.name for cs in latest.values()}
         for cid, why in actions.kill.items():
             self.event(pod, "Normal", "Killing", why)
-            await self._stop(w, cid, self._grace(w))
+            grace = self.prober.failed_grace(cid)  # a probe's own terminationGracePeriodSeconds wins (upstream)
+            await self._stop(w, cid, self._grace(w) if grace is None else grace, self._spec_of(w, names.get(cid, "")))
             if "definition changed" in why:  # a new image restarts at once, not after a back-off
                 self.backoff.reset(f"{w.uid}/{names.get(cid, '')}")
         if actions.init_failed:
@@ -212,6 +213,11 @@ class PodSyncer:
             if cs.name == name and cs.id not in keep and cs.state is ContainerState.EXITED:
                 self.prober.stop_container(cs.id)
                 await self.runtime.remove_container(cs.id)
+
+    @staticmethod
+    def _spec_of(w: PodWorker, name: str) -> Mapping[str, Any] | None:
+        spec = w.pod.get("spec") or {}
+        return next((c for c in (spec.get("initContainers") or []) + (spec.get("containers") or []) if c["name"] == name), None)
 
     def _grace(self, w: PodWorker) -> float:
         meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
