@@ -18,9 +18,9 @@ def _or_na(value: object) -> str:
 PDB = Printer(
     (
         name_column(),
-        Column("Min Available", doc=(_PDB, "spec", "minAvailable")),
-        Column("Max Unavailable", doc=(_PDB, "spec", "maxUnavailable")),
-        Column("Allowed Disruptions", type="integer", doc=(_PDB, "status", "disruptionsAllowed")),
+        Column("Min Available", doc=(_PDB + "Spec", "minAvailable")),
+        Column("Max Unavailable", doc=(_PDB + "Spec", "maxUnavailable")),
+        Column("Allowed Disruptions", type="integer", doc=(_PDB + "Status", "disruptionsAllowed")),
         age_column(),
     ),
     lambda obj, now: [
