@@ -201,3 +201,22 @@ def test_grpc_readiness_probes_use_the_standard_health_check(node: Node, ns: str
         time.sleep(0.5)
     assert any(m.startswith("Readiness probe failed: service unhealthy") and "NOT_SERVING" in m for m in messages), messages
     assert not ready(node.pod(ns, "grpc-broken"))
+
+
+def test_a_force_deleted_pod_has_its_containers_stopped(node: Node, ns: str) -> None:
+    from k8py.kubelet.runtime.process.records import is_same_process
+
+    node.core.create_namespaced_pod(ns, pod_manifest("forced", [{"name": "c", "image": "busybox", "command": ["sleep", "600"]}]))
+    pod = node.wait_pod(ns, "forced", phase("Running"), what="Running")
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    rec = next(r for r in node.kubelet.container_records() if r["id"] == cid)
+    assert is_same_process(rec["pid"], rec["start_ticks"])
+    node.kubectl.run("delete", "pod", "forced", "-n", ns, "--grace-period=0", "--force")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and is_same_process(rec["pid"], rec["start_ticks"]):
+        time.sleep(0.1)
+    assert not is_same_process(rec["pid"], rec["start_ticks"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(r["id"] == cid for r in node.kubelet.container_records()):
+        time.sleep(0.1)
+    assert not any(r["id"] == cid for r in node.kubelet.container_records()), "the container was never cleaned up"
