@@ -39,6 +39,7 @@ from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
+from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
@@ -111,6 +112,7 @@ class APIServer:
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,8 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
     up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
     up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
+    up.add_argument("--no-follow-flow", dest="follow_flow", action="store_false", default=True,
+                    help="with --trace in the foreground: do not print the flow live (k8py flow reads it)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop it with k8py down")
     up.add_argument("--merge-kubeconfig", action="store_true", help="add a k8py context to ~/.kube/config (or $KUBECONFIG) and use it")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the cluster to be ready")
@@ -120,8 +123,13 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         if sys.stdin is not None and sys.stdin.isatty():
             _print("(Ctrl-C stops the cluster)")
         api_gone = asyncio.create_task(supervisor.wait_stopped_components(), name="api-supervision")
-        await asyncio.wait({stopping, api_gone}, return_when=asyncio.FIRST_COMPLETED)
-        api_gone.cancel()
+        waits = {stopping, api_gone}
+        if spec.trace and args.follow_flow:
+            _print("The list-watch flow, live (k8py flow --help for filters):")
+            waits.add(asyncio.create_task(_follow_flow(supervisor.api_url), name="follow-flow"))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits - {stopping}:
+            task.cancel()
         return 0
     finally:
         stopping.cancel()
@@ -132,11 +140,34 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         await supervisor.stop()
 
 
+async def _follow_flow(api_url: str) -> None:
+    """``k8py up --trace`` in the foreground: print the flow as it happens
+    (what ``k8py flow --follow`` prints), leases left out."""
+    import aiohttp
+
+    from k8py.cli.flow import format_record
+
+    seq = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as session:
+        while True:
+            try:
+                async with session.get(f"{api_url}/debug/flow", params={"since": str(seq), "follow": "true"}) as response:
+                    async for line in response.content:
+                        if not line.strip():
+                            continue
+                        record = json.loads(line)
+                        seq = record["seq"]
+                        if record["resource"] != "leases":
+                            _print(format_record(record))
+            except (aiohttp.ClientError, OSError):
+                await asyncio.sleep(1.0)  # the API server is restarting: resume where we were
+
+
 def _detach(args: argparse.Namespace, spec: Any) -> int:
     from k8py.cluster.state import pid_alive, read_state, state_path
 
     os.makedirs(spec.log_dir, exist_ok=True)
-    argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level]
+    argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level, "--no-follow-flow"]
     for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers"):
         value = getattr(args, flag)
         if value not in (None, ""):
