@@ -24,6 +24,7 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
+from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
 from k8py.apiserver.endpoint_reconciler import EndpointReconciler
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.clock import WatchClock
@@ -86,6 +87,7 @@ class APIServer:
             self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
         register_builtins(self.registry)
+        self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
         self.cacher = Cacher(
             storage,
@@ -108,6 +110,7 @@ class APIServer:
         self.store.allocate_new.append(self.service_allocator.allocate)
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
+        self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.kubelets = KubeletClient(self._get_object)
@@ -143,6 +146,7 @@ class APIServer:
     async def start(self) -> None:
         await self.storage.start()
         await self.cacher.start()
+        await self.crds.start()
         await self.service_allocator.repair()
         self._allocator_task = asyncio.create_task(
             self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
@@ -175,6 +179,7 @@ class APIServer:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()
         if self._runner is not None:
