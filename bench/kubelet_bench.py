@@ -153,7 +153,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10.0, help="pods created per second for the latency runs")
     ap.add_argument("--many", type=int, default=500)
     ap.add_argument("--idle-pods", type=int, default=100)
-    ap.add_argument("--idle-seconds", type=float, default=20.0)
+    ap.add_argument("--idle-seconds", type=float, default=30.0)
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds between the idle pods running and the CPU measurement")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="kubelet-bench-")
     procs: list[subprocess.Popen[str]] = []
@@ -187,7 +188,7 @@ def main() -> int:
         print(f"{'':<44} all {len(lat)} running after {time.perf_counter() - started:.1f} s; kubelet RSS {_rss_mib(kubelet.pid):.0f} MiB")
         asyncio.run(cleanup("many"))
         asyncio.run(_scenario(kc, f"{args.idle_pods} pods for the idle measurement", "idle", args.idle_pods, "bench", 0))
-        time.sleep(3)
+        time.sleep(args.settle)  # let the start-up tail (status writes, Events) finish first
         before, t0 = _cpu_seconds(kubelet.pid), time.monotonic()
         time.sleep(args.idle_seconds)
         used = (_cpu_seconds(kubelet.pid) - before) / (time.monotonic() - t0) * 100
@@ -213,6 +214,7 @@ def _kill_recorded(root: str) -> None:
     from k8py.kubelet.runtime.process.records import is_same_process
 
     base = os.path.join(root, "runtime", "containers")
+    dirs: list[str] = []
     for cid in os.listdir(base) if os.path.isdir(base) else []:
         try:
             with open(os.path.join(base, cid, "record.json"), encoding="utf-8") as f:
@@ -224,6 +226,14 @@ def _kill_recorded(root: str) -> None:
                 os.killpg(rec["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        dirs.extend(rec.get("cgroups") or [])
+    deadline = time.monotonic() + 20
+    for d in dirs + sorted({os.path.dirname(d) for d in dirs}):  # each container's cgroup, then the kubelet's own
+        while os.path.isdir(d) and time.monotonic() < deadline:
+            try:
+                os.rmdir(d)
+            except OSError:
+                time.sleep(0.05)
 
 
 if __name__ == "__main__":

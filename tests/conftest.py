@@ -43,6 +43,7 @@ def k8s(apiserver):
     client = official_client(apiserver.url)
     yield client
     client.close()
+    client.rest_client.pool_manager.clear()  # close() leaves its keep-alive sockets open
 
 
 @pytest.fixture

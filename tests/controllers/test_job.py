@@ -250,3 +250,29 @@ async def test_lowering_parallelism_deletes_the_surplus_pods(client, start_manag
         return (await _get(client, "wide"))["status"].get("failed") == 2
 
     await eventually(failed_two)
+
+
+async def test_replacement_policy_failed_waits_for_a_terminating_pod_to_fail(client, start_manager) -> None:
+    from tests.controllers.conftest import running
+    from tests.support.pod_driver import PodDriver
+
+    bound = PodDriver(client, node_name="n1", outcome=lambda pod: "Running")
+    async with running(bound.run(), "bound-pod-driver"):
+        await start_manager("job", options=FAST)
+        await client.create(JOBS, _job("patient", podReplacementPolicy="Failed"), namespace="default")
+        await eventually(lambda: _active(client, "patient", 1))
+        [pod] = (await client.list(PODS, "default"))["items"]
+        await client.delete(PODS, "default", pod["metadata"]["name"])  # bound: deleted gracefully
+
+        async def terminating() -> dict[str, Any] | None:
+            job = await _get(client, "patient")
+            return job if job["status"].get("terminating") == 1 and job["status"].get("active", 0) == 0 else None
+
+        await eventually(terminating)
+        assert len((await client.list(PODS, "default"))["items"]) == 1  # no replacement yet
+        dying = await client.get(PODS, "default", pod["metadata"]["name"])
+        dying["status"]["phase"] = "Failed"
+        await client.update_status(PODS, dying)
+        await eventually(lambda: _active(client, "patient", 1))
+        job = await _get(client, "patient")
+        assert job["status"]["failed"] == 1 and job["status"].get("terminating", 0) == 0

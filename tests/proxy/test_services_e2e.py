@@ -4,8 +4,10 @@ processes, ``k8py proxy`` and ``k8py dns``; the real kubectl creates
 everything. The pods are a small Python HTTP server that answers with its
 pod name, with a readiness probe the test can make fail.
 
-DNS is queried from the test process (dnspython), not from inside a pod:
-the kubelet does not write the cluster DNS into pods' resolv.conf yet."""
+DNS is queried both from the test process (dnspython: A, SRV, headless,
+StatefulSet pod names) and from inside a pod (``kubectl exec`` running
+Python's resolver, which reads the resolv.conf the kubelet writes for
+``--cluster-dns``: short names through the search path)."""
 
 from __future__ import annotations
 
@@ -132,14 +134,17 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         kubectl = Kubectl(server.url, str(tmp / "home"))
         kc = kubectl.kubeconfig
         commands = (
-            ["controller-manager", "--kubeconfig", kc, "--port", "0"],
+            # a cluster CIDR of its own: node IPAM would otherwise give node-1 the same pod range
+            # as every other test cluster running on this machine
+            ["controller-manager", "--kubeconfig", kc, "--port", "0", "--cluster-cidr", f"127.{random.randint(65, 127)}.0.0/16"],
             ["scheduler", "--kubeconfig", kc, "--port", "0"],
             ["proxy", "--kubeconfig", kc, "--node-name", "node-1", "--port", "0"],
             ["dns", "--kubeconfig", kc, "--bind", dns_address, "--dns-port", "53", "--port", "0", "--upstream", "127.0.0.1"],
         )
         procs = [subprocess.Popen([sys.executable, "-m", "k8py", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env={**os.environ}) for cmd in commands]
-        kubelet = KubeletProcess(kc, str(tmp / "kubelet"), node_name="node-1", extra=("--address", node_address))
+        kubelet = KubeletProcess(kc, str(tmp / "kubelet"), node_name="node-1",
+                                 extra=("--address", node_address, "--cluster-dns", dns_address))
         try:
             for proc in procs:
                 line = proc.stdout.readline()
@@ -148,8 +153,8 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
             yield Stack(kubectl, node_address, dns_address)
         finally:
             kubectl.run("delete", "deployments,statefulsets,services", "--all", "--wait=false", check=False)
+            kubelet.stop()  # first: a running kubelet would restart what is killed
             kubelet.kill_containers()
-            kubelet.stop()
             for proc in procs:
                 proc.terminate()
             for proc in procs:
@@ -248,7 +253,13 @@ def test_dns_answers_services_srv_headless_and_statefulset_pods(stack):
            "spec": {"serviceName": "db", "replicas": 2, "selector": {"matchLabels": {"app": "db"}},
                     "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [_container("db")]}}}}
     stack.apply(_deployment("named", 1), _service("named"), headless, sts)
-    wait_for(lambda: len(stack.ready_pods("db")) == 2 and len(stack.ready_pods("named")) == 1, "pods ready")
+    try:
+        wait_for(lambda: len(stack.ready_pods("db")) == 2 and len(stack.ready_pods("named")) == 1, "pods ready", timeout=60)
+    except AssertionError:
+        print(stack.kubectl.run("get", "pods", "-o", "wide").stdout)
+        pod = stack.json("pods", "-l", "app=named")["items"][0]["metadata"]["name"]
+        print(stack.kubectl.run("logs", pod, "--previous", check=False).stdout[-3000:])
+        raise
     vip = stack.cluster_ip("named")
 
     def a(name: str) -> list[str]:
@@ -263,6 +274,16 @@ def test_dns_answers_services_srv_headless_and_statefulset_pods(stack):
     assert a("db-1.db.default.svc.cluster.local") == [ips["db-1"]]
     kube_dns = stack.json("service", "kube-dns", "-n", "kube-system")
     assert kube_dns["spec"]["clusterIP"] == stack.dns_address
+
+    # from inside a pod: its resolv.conf names the cluster DNS, with the search path
+    pod = stack.ready_pods("named")[0]["metadata"]["name"]
+    script = ("import socket; print(open('/etc/resolv.conf').read()); "
+              "print(socket.gethostbyname('named')); print(socket.gethostbyname('db-1.db')); "
+              "print(socket.gethostbyname('named.default.svc.cluster.local'))")
+    out = stack.kubectl.run("exec", pod, "--", "python3", "-c", script).stdout
+    assert f"nameserver {stack.dns_address}" in out and "search default.svc.cluster.local svc.cluster.local cluster.local" in out
+    assert "options ndots:5" in out
+    assert out.strip().splitlines()[-3:] == [vip, ips["db-1"], vip]
 
 
 def test_a_service_without_selector_reaches_manual_endpoints(stack):

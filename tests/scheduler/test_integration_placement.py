@@ -135,3 +135,18 @@ async def test_pods_for_another_scheduler_are_left_alone(client):
         await wait_bound(client, "ours")
         await asyncio.sleep(0.3)  # give a wrong scheduler time to act; the assertion is that it did not
         assert await node_of(client, "theirs") == ""
+
+
+async def test_anti_affinity_namespace_selector_reads_namespace_labels(client):
+    from k8py.client.resources import NAMESPACES
+    await client.create(NAMESPACES, {"metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    await create_nodes(client, node("n1"), node("n2"))
+    async with running_scheduler(client):
+        await client.create(PODS, pod("web", namespace="team-a", labels={"app": "web"}, nodeSelector={"kubernetes.io/hostname": "n1"}))
+        assert await wait_bound(client, "web", "team-a") == "n1"
+        anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}, "namespaceSelector": {"matchLabels": {"team": "a"}},
+             "topologyKey": "kubernetes.io/hostname"}]}}
+        for i in range(3):
+            await client.create(PODS, pod(f"avoid-{i}", affinity=anti))
+            assert await wait_bound(client, f"avoid-{i}") == "n2"

@@ -72,3 +72,11 @@ async def test_pod_with_preemption_policy_never_does_not_preempt(client):
                                              "preemption: not eligible due to preemptionPolicy=Never.")
         occupant = await client.get(PODS, "default", "occupant")
         assert not occupant["metadata"].get("deletionTimestamp")
+
+
+async def test_kubectl_get_priorityclasses_prints_upstream_columns(kubectl):
+    out = kubectl.run("get", "priorityclasses").stdout.splitlines()
+    assert out[0].split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    rows = {line.split()[0]: line.split() for line in out[1:]}
+    assert rows["system-node-critical"][1:3] == ["2000001000", "false"]
+    assert rows["system-cluster-critical"][-1] == "PreemptLowerPriority"

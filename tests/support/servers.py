@@ -55,7 +55,15 @@ class ServerThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(self._main())
+        try:
+            self.loop.run_until_complete(self._main())
+        finally:
+            # close the loop's selector and wakeup pipe: a suite of a thousand
+            # servers must not leave a thousand epoll fds (select() callers in
+            # later tests break past fd 1024)
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            self.loop.close()
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()

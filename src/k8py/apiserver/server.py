@@ -24,6 +24,8 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists
 from k8py.apiserver.app import build_app
+from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
+from k8py.apiserver.endpoint_reconciler import EndpointReconciler
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
@@ -37,6 +39,7 @@ from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
+from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
@@ -63,6 +66,10 @@ class APIServerConfig:
     service_cidr: str = "127.192.0.0/12"
     #: the ClusterIP of the ``kubernetes`` Service ("" = the range's first address)
     kubernetes_service_ip: str = ""
+    #: seconds between renewals of this server's Lease / rewrites of the kubernetes Endpoints
+    endpoint_reconciler_interval: float = 10.0
+    #: how long a Lease keeps a server in the kubernetes Endpoints without renewal
+    endpoint_lease_duration: float = 15.0
     #: the range node ports are allocated from (``--service-node-port-range``)
     service_node_port_range: str = "30000-32767"
     #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
@@ -80,6 +87,7 @@ class APIServer:
             self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
         register_builtins(self.registry)
+        self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
         self.cacher = Cacher(
             storage,
@@ -101,7 +109,10 @@ class APIServer:
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
         self._allocator_task: asyncio.Task[None] | None = None
+        self._reconciler_task: asyncio.Task[None] | None = None
+        self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
@@ -135,6 +146,7 @@ class APIServer:
     async def start(self) -> None:
         await self.storage.start()
         await self.cacher.start()
+        await self.crds.start()
         await self.service_allocator.repair()
         self._allocator_task = asyncio.create_task(
             self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
@@ -148,15 +160,26 @@ class APIServer:
         server = site._server  # the bound socket tells the port when 0 was asked
         if server is not None and getattr(server, "sockets", None):
             self.port = server.sockets[0].getsockname()[1]
+        host = "127.0.0.1" if self.config.bind in ("0.0.0.0", "::", "") else self.config.bind
+        self.endpoint_reconciler = EndpointReconciler(
+            self.registry, self.store, address=host, port=self.port,
+            interval=self.config.endpoint_reconciler_interval, lease_duration=self.config.endpoint_lease_duration)
+        self._reconciler_task = asyncio.create_task(self.endpoint_reconciler.run(), name="kubernetes-endpoints")
         self._ready = True
         self.metrics.revision.set_function(lambda: self.cacher.revision)
 
     async def stop(self) -> None:
         self._ready = False
+        if self._reconciler_task is not None:
+            self._reconciler_task.cancel()
+            await asyncio.gather(self._reconciler_task, return_exceptions=True)
+            self._reconciler_task = None
+            await self.endpoint_reconciler.remove_self()
         if self._allocator_task is not None:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()
         if self._runner is not None:

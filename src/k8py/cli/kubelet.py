@@ -53,9 +53,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
-    p.add_argument("--address", default="127.0.0.1", help="address to serve on and report as the node's InternalIP")
-    p.add_argument("--port", type=int, default=10250, help="kubelet HTTP port; 0 picks a free one (default: %(default)s)")
-    p.add_argument("--pod-cidr", default="127.64.0.0/24", help="pod IPs when the Node has no spec.podCIDR (default: %(default)s)")
+    p.add_argument("--address", default=None, help="address to serve on and report as the node's InternalIP (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="kubelet HTTP port; 0 picks a free one (default: 10250)")
+    p.add_argument("--pod-cidr", default=None, help="pod IPs when the Node has no spec.podCIDR (default: 127.64.0.0/24)")
     p.add_argument("--max-pods", type=int, default=None)
     p.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
     p.add_argument("--register-with-taints", default="", help="key=value:Effect,...")
@@ -63,13 +63,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
     p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
-    p.add_argument("--container-log-max-size", default="10Mi")
-    p.add_argument("--container-log-max-files", type=int, default=5)
-    p.add_argument("--backoff-base", type=float, default=10.0, help="CrashLoopBackOff / image pull back-off start, seconds")
-    p.add_argument("--backoff-max", type=float, default=300.0, help="back-off cap, seconds")
-    p.add_argument("--node-status-update-frequency", type=float, default=10.0)
-    p.add_argument("--lease-renew-interval", type=float, default=10.0)
-    p.add_argument("--sync-frequency", type=float, default=60.0, help="seconds between full re-syncs of every pod (volumes re-projected)")
+    p.add_argument("--container-log-max-size", default=None, help="rotate a container log past this size (default: 10Mi)")
+    p.add_argument("--container-log-max-files", type=int, default=None, help="log files kept per container (default: 5)")
+    p.add_argument("--backoff-base", type=float, default=None, help="CrashLoopBackOff / image pull back-off start, seconds (default: 10)")
+    p.add_argument("--backoff-max", type=float, default=None, help="back-off cap, seconds (default: 300)")
+    p.add_argument("--node-status-update-frequency", type=float, default=None, help="seconds between node status checks (default: 10)")
+    p.add_argument("--lease-renew-interval", type=float, default=None, help="seconds between Lease renewals (default: 10)")
+    p.add_argument("--sync-frequency", type=float, default=None, help="seconds between full re-syncs of every pod, volumes re-projected (default: 60)")
+    p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for ClusterFirst pods' resolv.conf")
+    p.add_argument("--cluster-domain", default="", help="the cluster's DNS domain (default: cluster.local)")
+    p.add_argument("--resolv-conf", default="", help="the resolv.conf Default-policy pods get (default: /etc/resolv.conf)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
@@ -87,28 +90,29 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config = KubeletConfig(node_name=node_name or args.node_name, root_dir=args.root_dir)
     if args.config:
         load_kubelet_configuration(args.config, config)
-    defaults = {"address": "127.0.0.1", "port": 10250, "pod_cidr": "127.64.0.0/24"}
-    for attr, default in defaults.items():
-        value = getattr(args, attr)
-        if value != default or not args.config:
+    # a flag given on the command line wins over the file; one not given leaves the file's (or the default) value
+    given = {
+        "address": args.address, "port": args.port, "pod_cidr": args.pod_cidr, "max_pods": args.max_pods,
+        "container_log_max_size": parse_quantity_bytes(args.container_log_max_size) if args.container_log_max_size else None,
+        "container_log_max_files": args.container_log_max_files, "backoff_base": args.backoff_base, "backoff_max": args.backoff_max,
+        "node_status_update_frequency": args.node_status_update_frequency, "node_lease_renew_interval": args.lease_renew_interval,
+        "sync_frequency": args.sync_frequency, "static_pod_path": args.pod_manifest_path or None,
+    }
+    for attr, value in given.items():
+        if value is not None:
             setattr(config, attr, value)
-    if args.max_pods is not None:
-        config.max_pods = args.max_pods
     config.node_labels.update(_labels(args.node_labels))
     if args.register_with_taints:
         config.register_with_taints = _taints(args.register_with_taints)
-    if args.pod_manifest_path:
-        config.static_pod_path = args.pod_manifest_path
     config.image_catalog = args.image_catalog
     config.use_bwrap = not args.no_bwrap
-    config.container_log_max_size = parse_quantity_bytes(args.container_log_max_size)
-    config.container_log_max_files = args.container_log_max_files
-    config.backoff_base, config.backoff_max = args.backoff_base, args.backoff_max
-    config.node_status_update_frequency = args.node_status_update_frequency
-    config.node_lease_renew_interval = args.lease_renew_interval
-    if args.sync_frequency != 60.0 or not args.config:
-        config.sync_frequency = args.sync_frequency
     config.simulated = args.simulated
+    if args.cluster_dns:
+        config.cluster_dns = [a.strip() for a in args.cluster_dns.split(",") if a.strip()]
+    if args.cluster_domain:
+        config.cluster_domain = args.cluster_domain
+    if args.resolv_conf:
+        config.resolv_conf = args.resolv_conf
     return config
 
 

@@ -71,6 +71,11 @@ class KubeletConfig:
     status_concurrency: int = 16
     #: how often every pod is re-synced even without events (upstream syncFrequency 1 m)
     sync_frequency: float = 60.0
+    #: the cluster DNS servers written into ClusterFirst pods' resolv.conf (none: Default policy)
+    cluster_dns: list[str] = field(default_factory=list)
+    cluster_domain: str = "cluster.local"
+    #: the host resolv.conf that Default-policy pods get
+    resolv_conf: str = "/etc/resolv.conf"
 
     @property
     def pods_dir(self) -> str:
@@ -96,6 +101,9 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "nodeLeaseDurationSeconds": ("node_lease_duration_seconds", int),
     "registerWithTaints": ("register_with_taints", list),
     "systemReserved": ("system_reserved", dict),
+    "clusterDNS": ("cluster_dns", list),
+    "clusterDomain": ("cluster_domain", str),
+    "resolvConf": ("resolv_conf", str),
 }
 
 

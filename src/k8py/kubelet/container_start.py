@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from k8py.kubelet.container_env import ConfigError, build_env, expand
+from k8py.kubelet.dns_config import resolv_conf, resolv_conf_mount, write_resolv_conf
 from k8py.kubelet.pod_status import ts
 from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
@@ -140,7 +141,21 @@ async def _env_and_mounts(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], volu
                           pod_ip: str) -> tuple[dict[str, str], list[Any]]:
     env = await build_env(w.pod, c, get=s.get_object, services=s.services(), pod_ip=pod_ip, host_ip=s.config.address,
                           node_alloc=s.node_allocatable())
-    return env, VolumeManager.mounts(c, volume_paths)
+    return env, VolumeManager.mounts(c, volume_paths) + _dns_mounts(s, w)
+
+
+def _dns_mounts(s: PodSyncer, w: PodWorker) -> list[Mount]:
+    """The pod's resolv.conf (see :mod:`k8py.kubelet.dns_config`), when the kubelet has a
+    cluster DNS or the pod asks for its own; otherwise the host's file shows through."""
+    spec = w.pod.get("spec") or {}
+    if not s.config.cluster_dns and spec.get("dnsPolicy") != "None" and not spec.get("dnsConfig"):
+        return []
+    text, warning = resolv_conf(w.pod, cluster_dns=s.config.cluster_dns, cluster_domain=s.config.cluster_domain,
+                                host_resolv_conf=s.config.resolv_conf)
+    if warning and not w.memo.get("dns-warned"):
+        s.event(w.pod, "Warning", "MissingClusterDNS", warning)
+        w.memo["dns-warned"] = True
+    return [resolv_conf_mount(write_resolv_conf(s.volumes.pod_dir(w.uid), text))]
 
 
 async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], latest: ContainerStatus | None,

@@ -82,6 +82,11 @@ class Scheduler:
         h = self.handlers
         self.pod_informer.add_event_handler(h.on_pod_add, h.on_pod_update, h.on_pod_delete)
         self.node_informer.add_event_handler(h.on_node_add, h.on_node_update, h.on_node_delete)
+        #: bumped on every namespace change: plugins that cache by namespace labels
+        #: (InterPodAffinity's namespaceSelector) include it in their keys
+        self.namespace_generation = 0
+        self.namespace_informer.add_event_handler(self._namespace_changed, lambda old, new: self._namespace_changed(new),
+                                                  self._namespace_changed)
         self.metrics.sample_queue(self.queue.counts)
         self.metrics.sample_cache(lambda: len(self.cache.nodes), self.cache.pod_count)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -113,6 +118,9 @@ class Scheduler:
 
     def get_waiting_pod(self, uid: str) -> Any:
         return self.waiting_pods.get(uid)
+
+    def _namespace_changed(self, obj: Any) -> None:
+        self.namespace_generation += 1
 
     def namespace_labels(self, namespace: str) -> dict[str, str] | None:
         ns = self.namespace_informer.indexer.get_by_key(namespace)
@@ -160,6 +168,10 @@ class Scheduler:
         if waiting is not None:
             for plugin in list(waiting.pending):
                 waiting.reject(plugin, message)
+
+    def spawn(self, coro: Any, name: str) -> None:
+        """Run ``coro`` on a task owned by the scheduler (cancelled when it stops)."""
+        self._spawn(coro, name)
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)

@@ -43,7 +43,7 @@ from k8py.controllers.history import REVISION_HASH_LABEL, revision_of_pod
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
 from k8py.controllers.pod_control import pod_from_template
-from k8py.controllers.pod_status import is_pod_available, is_pod_ready
+from k8py.controllers.pod_status import is_pod_available, is_pod_ready, pod_ready_since
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS, HashCollision, RevisionControl
 from k8py.controllers.statefulset.ordinals import (
     POD_INDEX_LABEL, POD_NAME_LABEL, ordinal_of, pod_name, split_pods, start_ordinal,
@@ -161,7 +161,8 @@ class StatefulSetController(KeyedController):
             if ordered and not _healthy(pod):
                 return None  # wait for this one before the next
             if ordered and min_ready and not is_pod_available(pod, min_ready, now):
-                return float(min_ready)
+                since = pod_ready_since(pod)
+                return float(min_ready) if since is None else max(0.1, (since - now).total_seconds() + min_ready)
         for pod in condemned:
             if _deleting(pod):
                 if ordered:
@@ -261,8 +262,9 @@ class StatefulSetController(KeyedController):
             "updateRevision": update["metadata"]["name"],
         })
         replicas = int(spec.get("replicas", 1))
-        if status["updatedReplicas"] == replicas and status["readyReplicas"] == replicas and \
-                status["replicas"] == replicas:
+        rolling = ((spec.get("updateStrategy") or {}).get("type", "RollingUpdate")) == "RollingUpdate"
+        if rolling and status["updatedReplicas"] == replicas and status["readyReplicas"] == replicas and \
+                status["replicas"] == replicas:  # upstream completeRollingUpdate (not for OnDelete)
             status["currentRevision"] = status["updateRevision"]
             status["currentReplicas"] = status["updatedReplicas"]
         for omitempty in ("readyReplicas", "currentReplicas", "updatedReplicas"):

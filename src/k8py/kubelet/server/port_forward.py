@@ -104,20 +104,33 @@ async def _channels(ws: web.WebSocketResponse, ports: list[int], connect: Connec
     for i, port in enumerate(ports):
         await ws.send_bytes(ch.frame(2 * i, ch.port_prefix(port)))
         await ws.send_bytes(ch.frame(2 * i + 1, ch.port_prefix(port)))
-    writers: dict[int, asyncio.StreamWriter] = {}
+    # what the client sends waits here until its port's connection is open (the client may
+    # write at once, before the connect completes); bounded, so a pod that stops reading
+    # stops the client
+    inboxes: dict[int, asyncio.Queue[bytes]] = {2 * i: asyncio.Queue(maxsize=64) for i in range(len(ports))}
 
     async def forward(i: int, port: int) -> None:
         try:
             reader, writer = await connect(port)
         except ConnectionError as err:
+            inboxes.pop(2 * i, None)
             await ws.send_bytes(ch.frame(2 * i + 1, str(err).encode()))
             return
-        writers[2 * i] = writer
+
+        async def to_pod() -> None:
+            inbox = inboxes[2 * i]
+            while True:
+                writer.write(await inbox.get())
+                await writer.drain()
+
+        pump = asyncio.create_task(to_pod(), name=f"portforward-{port}-in")
         try:
             while data := await reader.read(32768):
                 await ws.send_bytes(ch.frame(2 * i, data))
         finally:
-            writers.pop(2 * i, None)
+            inboxes.pop(2 * i, None)
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
             writer.close()
 
     async def from_client() -> None:
@@ -125,10 +138,9 @@ async def _channels(ws: web.WebSocketResponse, ports: list[int], connect: Connec
             data = msg.data.encode() if msg.type == WSMsgType.TEXT else msg.data if msg.type == WSMsgType.BINARY else b""
             if not data:
                 continue
-            writer = writers.get(data[0])
-            if writer is not None:
-                writer.write(data[1:])
-                await writer.drain()
+            inbox = inboxes.get(data[0])
+            if inbox is not None:
+                await inbox.put(data[1:])
 
     async with asyncio.TaskGroup() as tg:
         client = tg.create_task(from_client(), name="portforward-client")

@@ -155,7 +155,10 @@ async def _run_exec(ws: web.WebSocketResponse, proc: ExecProcess, *, protocol: s
         )
         exited = tg.create_task(proc.wait(), name="exec-wait")
         done, _ = await asyncio.wait((output, reader), return_when=asyncio.FIRST_COMPLETED)
-        if reader in done and output not in done:
+        if reader not in done:
+            # the outputs are closed; the command may still run: until it exits or the client leaves
+            done, _ = await asyncio.wait((exited, reader), return_when=asyncio.FIRST_COMPLETED)
+        if reader in done:
             # the client went away: end the command (upstream kills the exec session)
             proc.kill()
             output.cancel()

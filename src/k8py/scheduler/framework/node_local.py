@@ -15,6 +15,10 @@ and reuses it while the generation holds. With 5,000 nodes and one new pod
 per cycle, all but one node of each cycle hit the memo: the per-node cost of
 the whole local filter + score pipeline becomes one dict lookup.
 
+The entry used last also sits in two slots of the NodeInfo (``memo_key``,
+``memo_entry``), so the filter pass and then the score pass over the same
+nodes read attributes instead of hashing.
+
 Invariants: a ``local_key`` plugin's ``filter``/``score`` must not read the
 CycleState or any other node; non-local plugins (InterPodAffinity,
 PodTopologySpread, ImageLocality) run normally after the local ones; a memo
@@ -53,59 +57,58 @@ def shape_id(key: Any) -> int:
 class LocalPlan:
     """The local filters and scorers of one cycle and the memo key of its pod."""
 
-    __slots__ = ("filters", "others", "scorers", "key", "passed_scores")
+    __slots__ = ("filters", "others", "scorers", "key")
 
     def __init__(self, filters: list[Any], others: list[Any], scorers: list[Any], pod: PodInfo) -> None:
         self.filters = filters
         self.others = others
         self.scorers = scorers
-        #: node name -> raw local scores, for the nodes that passed the local filters
-        #: this cycle (so scoring need not look the memo up again)
-        self.passed_scores: dict[str, tuple[int, ...]] = {}
         self.key = shape_id((tuple(p.name for p in filters), tuple(p.name for p in scorers),
                              tuple(p.local_key(pod) for p in filters), tuple(p.local_key(pod) for p in scorers)))
 
     def entry(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None, tuple[int, ...]]:
+        if node.memo_key == self.key and node.memo_entry[0] == node.generation:
+            return node.memo_entry  # type: ignore[no-any-return]
         memo = node.memo
         e = memo.get(self.key)
-        if e is not None and e[0] == node.generation:
-            return e  # type: ignore[no-any-return]
-        status: Status | None = None
-        for plugin in self.filters:
-            s = plugin.filter(state, pod, node)
-            if s is not None and not s.is_success():
-                status = s.with_plugin(plugin.name)
-                break
-        scores = () if status is not None else tuple(p.score(state, pod, node) for p in self.scorers)
-        e = (node.generation, status, scores)
-        if len(memo) >= MAX_SHAPES:
-            memo.clear()
-        memo[self.key] = e
+        if e is None or e[0] != node.generation:
+            status: Status | None = None
+            for plugin in self.filters:
+                s = plugin.filter(state, pod, node)
+                if s is not None and not s.is_success():
+                    status = s.with_plugin(plugin.name)
+                    break
+            scores = () if status is not None else tuple(p.score(state, pod, node) for p in self.scorers)
+            e = (node.generation, status, scores)
+            if len(memo) >= MAX_SHAPES:
+                memo.clear()
+            memo[self.key] = e
+        node.memo_key = self.key
+        node.memo_entry = e
         return e
 
     def scores(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> list[tuple[int, ...]]:
-        passed = self.passed_scores
+        """The raw local scores of ``nodes``: the entries the filter pass just used."""
+        key = self.key
         out = []
         append = out.append
         for node in nodes:
-            raw = passed.get(node.name)
-            if raw is None:
-                raw = self.entry(state, pod, node)[2]
-            append(raw)
+            e = node.memo_entry
+            if node.memo_key != key or e[0] != node.generation or e[1] is not None:
+                e = self.entry(state, pod, node)
+            append(e[2])
         return out
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo], failed: dict[str, Status]) -> list[NodeInfo]:
         key = self.key
         passed = []
         append = passed.append
-        scores = self.passed_scores
         for node in nodes:
-            e = node.memo.get(key)
-            if e is None or e[0] != node.generation:
+            e = node.memo_entry
+            if node.memo_key != key or e[0] != node.generation:
                 e = self.entry(state, pod, node)
             if e[1] is None:
                 append(node)
-                scores[node.name] = e[2]
             else:
                 failed[node.name] = e[1]
         return passed

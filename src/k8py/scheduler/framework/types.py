@@ -245,7 +245,7 @@ class NodeInfo:
     __slots__ = ("name", "node", "labels", "taints", "no_schedule_taints", "prefer_no_schedule_taints",
                  "unschedulable", "allocatable", "requested", "non_zero_requested", "pods",
                  "pods_with_affinity", "pods_with_required_anti_affinity", "used_ports", "images",
-                 "generation", "index", "memo")
+                 "generation", "index", "memo", "memo_key", "memo_entry")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -269,6 +269,9 @@ class NodeInfo:
         #: node-local plugin results by pod shape, valid while ``generation`` holds
         #: (see ``framework.node_local``)
         self.memo: dict[Any, Any] = {}
+        #: the entry of ``memo`` used last, in two slots: the hot path reads these
+        self.memo_key = 0
+        self.memo_entry: Any = None
 
     def set_node(self, node: Object) -> None:
         spec = node.get("spec") or {}
