@@ -105,6 +105,7 @@ class APIServer:
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
+        self.store.allocate_update.append(self.service_allocator)
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
