@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import orjson
@@ -51,6 +52,8 @@ def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, re.Match[str]
     for line in proc.stdout:
         m = re.search(pattern, line)
         if m:
+            # keep reading what it logs: a full pipe would block the process
+            threading.Thread(target=proc.stdout.read, name=f"drain-{cmd[0]}", daemon=True).start()
             return proc, m
     raise RuntimeError(f"{cmd[0]} did not start")
 

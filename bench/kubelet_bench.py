@@ -214,6 +214,7 @@ def _kill_recorded(root: str) -> None:
     from k8py.kubelet.runtime.process.records import is_same_process
 
     base = os.path.join(root, "runtime", "containers")
+    dirs: list[str] = []
     for cid in os.listdir(base) if os.path.isdir(base) else []:
         try:
             with open(os.path.join(base, cid, "record.json"), encoding="utf-8") as f:
@@ -225,6 +226,14 @@ def _kill_recorded(root: str) -> None:
                 os.killpg(rec["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        dirs.extend(rec.get("cgroups") or [])
+    deadline = time.monotonic() + 20
+    for d in dirs + sorted({os.path.dirname(d) for d in dirs}):  # each container's cgroup, then the kubelet's own
+        while os.path.isdir(d) and time.monotonic() < deadline:
+            try:
+                os.rmdir(d)
+            except OSError:
+                time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,13 @@ def rss(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(proc: subprocess.Popen | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.terminate()
@@ -323,6 +330,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             kubelet = asyncio.create_task(play_kubelet(addr, await resource_version(addr, "sched-setup")))
         progress: dict[str, Any] = {}
         watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv, progress=progress))
+        cpu0 = (cpu_seconds(api.pid), cpu_seconds(sched.pid), time.process_time())
         t0 = time.perf_counter()
         t_create = await post_all(addr, measured)
         log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(progress.get('bound', ()))} bound so far")
@@ -334,9 +342,10 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             conn.close()
             lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
             raise RuntimeError(f"timed out: {len(progress.get('bound', ()))}/{pods} bound; scheduler: {lines}") from None
+        cpu = (cpu_seconds(api.pid) - cpu0[0], cpu_seconds(sched.pid) - cpu0[1], time.process_time() - cpu0[2])
         if kubelet is not None:
             kubelet.cancel()
-        return {"kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
+        return {"cpu": cpu, "wall": t_last - t0, "kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
                 "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
                 "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1}
     finally:
@@ -421,6 +430,10 @@ async def main() -> None:
               f"{r['pods_per_s']:,.0f} pods/s end to end (first created -> last bound); "
               f"created at {r['create_per_s']:,.0f}/s; scheduler memory {r['bytes_per_node'] / 1024:.1f} KiB/node "
               f"(RSS {r['sched_rss'] / 2**20:.0f} MiB)", flush=True)
+        api_cpu, sched_cpu, load_cpu = r["cpu"]
+        print(f"[{kind}]   CPU while measured ({r['wall']:.1f}s wall): API server {api_cpu:.1f}s "
+              f"({api_cpu * 1000 / r['pods']:.2f} ms/pod), scheduler {sched_cpu:.1f}s ({sched_cpu * 1000 / r['pods']:.2f} ms/pod), "
+              f"load generator {load_cpu:.1f}s", flush=True)
     binds, creates = await bind_floor(args, python)
     print(f"bind floor (pods/binding alone, {CONNECTIONS} connections): {binds:,.0f} binds/s; "
           f"pod creates alone: {creates:,.0f}/s", flush=True)

@@ -164,3 +164,28 @@ def test_the_seed_scenario_flow_in_order(tmp_path):
     for d in deletes:
         told = flow.first(d["seq"] - 1, kind="watch", component="kubelet", resource="pods", name=d["name"], s_deleting=True)
         flow.first(told["seq"], kind="write", component="kubelet", verb="delete", resource="pods", name=d["name"])
+
+
+def test_up_trace_in_the_foreground_prints_the_flow_live(tmp_path):
+    data = str(tmp_path / "live")
+    proc = subprocess.Popen([sys.executable, "-m", "k8py", "up", "--trace", "--data-dir", data, "--port", "0", "--no-dns", "--no-proxy"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        seen: list[str] = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "The list-watch flow, live" in line:
+                break
+        else:
+            raise AssertionError("".join(seen))
+        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"))
+        kubectl.run("create", "configmap", "live-one")
+        for line in proc.stdout:
+            if "kubectl" in line and "create  configmaps default/live-one" in line:
+                break
+        else:
+            raise AssertionError("the create was never printed")
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0

@@ -100,3 +100,21 @@ def test_flags_win_over_the_config_file(tmp_path):
     spec = _spec(args)
     assert (spec.nodes, spec.simulated_nodes, spec.port, spec.dns, spec.proxy) == (2, 5, 7000, False, True)
     assert spec.extra_args == {"scheduler": ["--no-events"]}
+
+
+def test_more_api_servers_share_etcd_each_on_its_port_and_only_the_first_writes_the_kubeconfig(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, etcd_servers=["http://127.0.0.1:2379"], apiservers=3)
+    ports = all_ports(spec)
+    apis = [c for c in component_specs(spec, ports) if c.name.startswith("apiserver")]
+    assert [c.name for c in apis] == ["apiserver", "apiserver-1", "apiserver-2"]
+    assert len({ports[c.name] for c in apis}) == 3
+    kubeconfigs = [c.argv[c.argv.index("--kubeconfig") + 1] for c in apis]
+    assert kubeconfigs[0] == spec.kubeconfig and len(set(kubeconfigs)) == 3
+
+
+def test_more_api_servers_without_etcd_are_refused_with_what_to_do(tmp_path):
+    from k8py.cli.main import build_parser
+    from k8py.cli.up import _spec
+
+    with pytest.raises(SpecError, match="needs --etcd-servers"):
+        _spec(build_parser().parse_args(["up", "--data-dir", str(tmp_path), "--apiservers", "2"]))

@@ -82,7 +82,7 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
         assert len(before) >= 4 + 3 + 3, before  # apiserver, cm, scheduler, kubelet, proxy/dns, 3 containers
         down = k8py("down", "--data-dir", data)
         assert down.returncode == 0 and "stopped" in down.stdout, down.stdout + down.stderr
-        assert processes_of(data) == [] and not any(os.path.exists(f"/proc/{pid}") for pid in before)
+        assert processes_of(data) == [] and not any(pid_alive(pid) for pid in before)  # (a zombie awaiting its reaper is not alive)
         assert k8py("status", "--data-dir", data).returncode == 1
 
         up = k8py("up", "--detach", "--data-dir", data, "--port", "0")

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -19,11 +20,14 @@ from tests.controllers.test_replicaset import replicaset
 
 
 def start_manager(kubeconfig: str, *extra: str) -> tuple[subprocess.Popen, int]:
+    log = tempfile.TemporaryFile(mode="w+")  # not a pipe: an unread pipe blocks the process once full
     proc = subprocess.Popen([sys.executable, "-m", "k8py", "controller-manager", "--kubeconfig", kubeconfig, "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ})
+                            stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ})
     line = proc.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-    assert m, line + proc.stderr.read()
+    if not m:
+        log.seek(0)
+        raise AssertionError(line + log.read())
     return proc, int(m.group(1))
 
 

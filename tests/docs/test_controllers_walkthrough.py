@@ -41,7 +41,7 @@ def test_walkthrough_verification_steps(tmp_path):
     with ServerProcess(str(tmp_path / "demo")) as server:
         kubectl = Kubectl(server.url, str(tmp_path / "home"))
         manager = subprocess.Popen([sys.executable, "-m", "k8py", "controller-manager", "--kubeconfig", kubectl.kubeconfig,
-                                    "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                    "--port", "0"], stdout=subprocess.PIPE, stderr=open(tmp_path / "cm.log", "w"), text=True)
         try:
             line = manager.stdout.readline()
             port = re.search(r"http://127\.0\.0\.1:(\d+); controllers: replicaset,", line)

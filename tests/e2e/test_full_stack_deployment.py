@@ -37,12 +37,14 @@ def cluster(tmp_path):
             ["scheduler", "--kubeconfig", kc, "--port", "0"],
             ["kubelet", "--kubeconfig", kc, "--simulated", "--nodes", "3", "--port", "0", "--root-dir", str(tmp_path / "kubelet")],
         )
-        procs = [subprocess.Popen([sys.executable, "-m", "k8py", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env={**os.environ}) for cmd in commands]
+        # stderr to files: an unread pipe would block a process once full
+        procs = [subprocess.Popen([sys.executable, "-m", "k8py", *cmd], stdout=subprocess.PIPE,
+                                  stderr=open(tmp_path / f"{cmd[0]}.log", "w"), text=True, env={**os.environ})
+                 for cmd in commands]
         try:
             for proc in procs:
                 line = proc.stdout.readline()
-                assert "/healthz" in line, line + (proc.stderr.read() if proc.poll() is not None else "")
+                assert "/healthz" in line, line + (tmp_path / f"{proc.args[3]}.log").read_text()
             yield kubectl
         finally:
             for proc in procs:

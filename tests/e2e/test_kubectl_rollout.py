@@ -30,11 +30,11 @@ def cluster(tmp_path):
         manager = subprocess.Popen(
             [sys.executable, "-m", "k8py", "controller-manager", "--kubeconfig", kubectl.kubeconfig, "--port", "0",
              "--controllers", "deployment,replicaset"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ},
-        )
+            stdout=subprocess.PIPE, stderr=open(tmp_path / "controller-manager.log", "w"), text=True, env={**os.environ},
+        )  # stderr to a file: an unread pipe would block the process once full
         try:
             line = manager.stdout.readline()
-            assert "serving /healthz" in line, line + manager.stderr.read()
+            assert "serving /healthz" in line, line + (tmp_path / "controller-manager.log").read_text()
             yield server, kubectl
         finally:
             manager.terminate()

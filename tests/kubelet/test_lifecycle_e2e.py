@@ -95,13 +95,16 @@ def test_crash_loop_back_off_doubles_between_restarts(node: Node, ns: str) -> No
 
 
 def test_a_failing_liveness_probe_restarts_the_container(node: Node, ns: str) -> None:
+    # the container ignores SIGTERM: the probe's own grace period (1 s), not the pod's (60 s), bounds the kill
     node.core.create_namespaced_pod(ns, pod_manifest("live", [{
-        "name": "c", "image": "busybox", "command": ["sh", "-c", "touch /tmp/healthy; sleep 2; rm /tmp/healthy; sleep 600"],
-        "livenessProbe": {"exec": {"command": ["cat", "/tmp/healthy"]}, "periodSeconds": 1, "failureThreshold": 1},
-    }], terminationGracePeriodSeconds=1))
+        "name": "c", "image": "busybox",
+        "command": ["sh", "-c", "trap '' TERM; touch /tmp/healthy; sleep 2; rm /tmp/healthy; while true; do sleep 0.1; done"],
+        "livenessProbe": {"exec": {"command": ["cat", "/tmp/healthy"]}, "periodSeconds": 1, "failureThreshold": 1,
+                          "terminationGracePeriodSeconds": 1},
+    }], terminationGracePeriodSeconds=60))
     pod = node.wait_pod(ns, "live", lambda p: ((p["status"].get("containerStatuses") or [{}])[0].get("restartCount") or 0) >= 1,
-                        what="restarted")
-    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] != 0
+                        timeout=40, what="restarted")
+    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 137
     messages = [e["message"] for e in node.events(ns, "live")]
     assert any(m.startswith("Liveness probe failed") for m in messages), messages
     assert any("failed liveness probe, will be restarted" in m for m in messages), messages
@@ -198,3 +201,22 @@ def test_grpc_readiness_probes_use_the_standard_health_check(node: Node, ns: str
         time.sleep(0.5)
     assert any(m.startswith("Readiness probe failed: service unhealthy") and "NOT_SERVING" in m for m in messages), messages
     assert not ready(node.pod(ns, "grpc-broken"))
+
+
+def test_a_force_deleted_pod_has_its_containers_stopped(node: Node, ns: str) -> None:
+    from k8py.kubelet.runtime.process.records import is_same_process
+
+    node.core.create_namespaced_pod(ns, pod_manifest("forced", [{"name": "c", "image": "busybox", "command": ["sleep", "600"]}]))
+    pod = node.wait_pod(ns, "forced", phase("Running"), what="Running")
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    rec = next(r for r in node.kubelet.container_records() if r["id"] == cid)
+    assert is_same_process(rec["pid"], rec["start_ticks"])
+    node.kubectl.run("delete", "pod", "forced", "-n", ns, "--grace-period=0", "--force")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and is_same_process(rec["pid"], rec["start_ticks"]):
+        time.sleep(0.1)
+    assert not is_same_process(rec["pid"], rec["start_ticks"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(r["id"] == cid for r in node.kubelet.container_records()):
+        time.sleep(0.1)
+    assert not any(r["id"] == cid for r in node.kubelet.container_records()), "the container was never cleaned up"

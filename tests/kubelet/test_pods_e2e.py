@@ -252,3 +252,13 @@ def test_working_dir_and_a_failing_post_start_hook(node: Node, ns: str) -> None:
     pod = node.wait_pod(ns, "hookfail", lambda p: ((p["status"].get("containerStatuses") or [{}])[0].get("restartCount") or 0) >= 1,
                         what="restarted after its postStart hook failed")
     assert any(e["reason"] == "FailedPostStartHook" for e in node.events(ns, "hookfail"))
+
+
+def test_an_empty_dir_over_its_size_limit_gets_the_pod_evicted(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("filler", [{
+        "name": "c", "image": "busybox", "command": ["sh", "-c", "head -c 2097152 /dev/zero > /scratch/big; sleep 600"],
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+        volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}], terminationGracePeriodSeconds=1))
+    pod = node.wait_pod(ns, "filler", phase("Failed"), what="Failed (evicted)")
+    assert pod["status"]["reason"] == "Evicted"
+    assert pod["status"]["message"].startswith('Usage of EmptyDir volume "scratch" exceeds the limit "1Mi"')

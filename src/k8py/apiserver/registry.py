@@ -8,7 +8,8 @@ subresources served, the fields a ``fieldSelector`` may use, and a
 Built-in kinds are registered at start-up (``k8py.apiserver.resources``);
 custom resources will be registered the same way at run time, and
 :class:`Registry` tells its listeners (discovery, the watch cache) when the set
-changes.
+changes (``on_change`` for an addition or replacement, ``on_remove`` when a
+resource stops being served).
 
 Invariants:
 
@@ -193,6 +194,14 @@ class ResourceDefinition:
     #: set when this definition is a view of another kind's stored form
     #: (events.k8s.io/v1 Events over core/v1): converts on the way in and out
     converter: Converter | None = None
+    #: served for a CustomResourceDefinition (no strategic merge patch, as upstream)
+    custom: bool = False
+    #: the table printer (a ``k8py.apiserver.printers.Printer``) when the kind
+    #: brings its own (a CRD's additionalPrinterColumns); None: by (group, kind)
+    printer: Any = None
+    #: a custom resource's structural schema (the version's openAPIV3Schema):
+    #: what pruning and fieldValidation walk instead of an upstream definition
+    structural_schema: Mapping[str, Any] | None = None
 
     @property
     def api_version(self) -> str:
@@ -253,6 +262,7 @@ class Registry:
     def __init__(self) -> None:
         self._by_gvr: dict[tuple[str, str, str], ResourceDefinition] = {}
         self._listeners: list[Callable[[ResourceDefinition], None]] = []
+        self._remove_listeners: list[Callable[[ResourceDefinition], None]] = []
         self.generation = 0
 
     def add(self, definition: ResourceDefinition) -> None:
@@ -261,6 +271,20 @@ class Registry:
         self.generation += 1
         for listener in list(self._listeners):
             listener(definition)
+
+    def remove(self, group: str, version: str, plural: str) -> ResourceDefinition | None:
+        """Stop serving a resource (a deleted CustomResourceDefinition);
+        listeners of ``on_remove`` are told. Returns what was removed."""
+        definition = self._by_gvr.pop((group, version, plural), None)
+        if definition is None:
+            return None
+        self.generation += 1
+        for listener in list(self._remove_listeners):
+            listener(definition)
+        return definition
+
+    def on_remove(self, listener: Callable[[ResourceDefinition], None]) -> None:
+        self._remove_listeners.append(listener)
 
     def on_change(self, listener: Callable[[ResourceDefinition], None]) -> None:
         self._listeners.append(listener)

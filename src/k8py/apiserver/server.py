@@ -24,6 +24,7 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.app import build_app
+from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
 from k8py.apiserver.endpoint_reconciler import EndpointReconciler
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.clock import WatchClock
@@ -38,6 +39,7 @@ from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
+from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
@@ -85,6 +87,7 @@ class APIServer:
             self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
         register_builtins(self.registry)
+        self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
         self.cacher = Cacher(
             storage,
@@ -108,7 +111,9 @@ class APIServer:
         self.store.allocate_update.append(self.service_allocator)
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
+        self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
+        self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
@@ -142,6 +147,7 @@ class APIServer:
     async def start(self) -> None:
         await self.storage.start()
         await self.cacher.start()
+        await self.crds.start()
         await self.service_allocator.repair()
         self._allocator_task = asyncio.create_task(
             self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
@@ -179,6 +185,7 @@ class APIServer:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()
         if self._runner is not None:

@@ -57,6 +57,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     p.add_argument("--terminated-pod-gc-threshold", type=int, default=12_500)
     p.add_argument("--cluster-cidr", default="127.64.0.0/10", help="pod addresses of the cluster (default: %(default)s)")
     p.add_argument("--node-cidr-mask-size", type=int, default=24)
+    p.add_argument("--node-monitor-period", type=float, default=5.0, help="seconds between node health checks (default: %(default)s)")
+    p.add_argument("--node-monitor-grace-period", type=float, default=50.0,
+                   help="seconds without a node heartbeat before the node is Unknown (default: %(default)s)")
+    p.add_argument("--node-startup-grace-period", type=float, default=60.0,
+                   help="the same for a node that never posted Ready (default: %(default)s)")
     p.add_argument("--max-endpoints-per-slice", type=int, default=100, help="endpoints in one EndpointSlice (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
     return p
@@ -74,6 +79,8 @@ async def _main(args: argparse.Namespace) -> int:
     options = ControllerOptions(
         concurrent=concurrent, terminated_pod_gc_threshold=args.terminated_pod_gc_threshold,
         cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
+        node_monitor_period=args.node_monitor_period, node_monitor_grace_period=args.node_monitor_grace_period,
+        node_startup_grace_period=args.node_startup_grace_period,
         extra={"max_endpoints_per_slice": args.max_endpoints_per_slice},
     )
     election = LeaderElectionConfig(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -35,9 +36,13 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--nodes", type=int, default=None, help="kubelets on the process runtime, each its own node (default: 1)")
     up.add_argument("--simulated-nodes", type=int, default=None, help="more nodes on the simulated runtime, in one process")
     up.add_argument("--etcd-servers", default=None, help="comma-separated etcd URLs: the control plane on etcd")
+    up.add_argument("--etcd-prefix", default=None, help="etcd key prefix (default: /registry)")
+    up.add_argument("--apiservers", type=int, default=None, help="API servers on the etcd of --etcd-servers (default: 1)")
     up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
     up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
     up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
+    up.add_argument("--no-follow-flow", dest="follow_flow", action="store_false", default=True,
+                    help="with --trace in the foreground: do not print the flow live (k8py flow reads it)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop it with k8py down")
     up.add_argument("--merge-kubeconfig", action="store_true", help="add a k8py context to ~/.kube/config (or $KUBECONFIG) and use it")
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the cluster to be ready")
@@ -50,7 +55,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from k8py.cluster.spec import ClusterSpec, load_config_file
+    from k8py.cluster.spec import ClusterSpec, SpecError, load_config_file
 
     doc = load_config_file(args.config) if args.config else {}
     pick = lambda flag, key, default: flag if flag is not None else doc.get(key, default)  # noqa: E731
@@ -59,15 +64,16 @@ def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         data_dir=os.path.abspath(os.path.expanduser(args.data_dir)),
         bind=pick(args.bind, "bind", "127.0.0.1"), port=int(pick(args.port, "port", 6443)),
         nodes=int(pick(args.nodes, "nodes", 1)), simulated_nodes=int(pick(args.simulated_nodes, "simulatedNodes", 0)),
-        etcd_servers=[u.strip() for u in etcd if u.strip()], etcd_prefix=doc.get("etcdPrefix", "/registry"),
+        etcd_servers=[u.strip() for u in etcd if u.strip()], etcd_prefix=pick(args.etcd_prefix, "etcdPrefix", "/registry"),
+        apiservers=int(pick(args.apiservers, "apiservers", 1)),
         trace=bool(pick(args.trace, "trace", False)),
         proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
         extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
     )
     if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
-        from k8py.cluster.spec import SpecError
-
         raise SpecError("a cluster needs at least one node: --nodes N (N >= 1) or --simulated-nodes N")
+    if spec.apiservers < 1 or (spec.apiservers > 1 and not spec.etcd_servers):
+        raise SpecError("--apiservers N > 1 needs --etcd-servers: several API servers share one etcd (the embedded store is one process's)")
     return spec
 
 
@@ -117,8 +123,13 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         if sys.stdin is not None and sys.stdin.isatty():
             _print("(Ctrl-C stops the cluster)")
         api_gone = asyncio.create_task(supervisor.wait_stopped_components(), name="api-supervision")
-        await asyncio.wait({stopping, api_gone}, return_when=asyncio.FIRST_COMPLETED)
-        api_gone.cancel()
+        waits = {stopping, api_gone}
+        if spec.trace and args.follow_flow:
+            _print("The list-watch flow, live (k8py flow --help for filters):")
+            waits.add(asyncio.create_task(_follow_flow(supervisor.api_url), name="follow-flow"))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits - {stopping}:
+            task.cancel()
         return 0
     finally:
         stopping.cancel()
@@ -129,12 +140,35 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         await supervisor.stop()
 
 
+async def _follow_flow(api_url: str) -> None:
+    """``k8py up --trace`` in the foreground: print the flow as it happens
+    (what ``k8py flow --follow`` prints), leases left out."""
+    import aiohttp
+
+    from k8py.cli.flow import format_record
+
+    seq = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as session:
+        while True:
+            try:
+                async with session.get(f"{api_url}/debug/flow", params={"since": str(seq), "follow": "true"}) as response:
+                    async for line in response.content:
+                        if not line.strip():
+                            continue
+                        record = json.loads(line)
+                        seq = record["seq"]
+                        if record["resource"] != "leases":
+                            _print(format_record(record))
+            except (aiohttp.ClientError, OSError):
+                await asyncio.sleep(1.0)  # the API server is restarting: resume where we were
+
+
 def _detach(args: argparse.Namespace, spec: Any) -> int:
     from k8py.cluster.state import pid_alive, read_state, state_path
 
     os.makedirs(spec.log_dir, exist_ok=True)
-    argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level]
-    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers"):
+    argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level, "--no-follow-flow"]
+    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers"):
         value = getattr(args, flag)
         if value not in (None, ""):
             argv += [f"--{flag.replace('_', '-')}", str(value)]

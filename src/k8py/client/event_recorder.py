@@ -21,8 +21,8 @@ Flow and guarantees:
   for cluster-scoped objects) and put it on the broadcaster's queue.
 - The queue is **bounded** (``queue_size``, 1000 as upstream's
   ``maxQueuedEvents``). When it is full the event is **dropped** and a
-  warning is logged ("dropping event: too many queued events"): recording is
-  advisory and must never stall a controller.
+  warning is logged ("dropping event: too many queued events", once per
+  1000 drops): recording is advisory and must never stall a controller.
 - :meth:`EventBroadcaster.run` is the single writer task: each event goes
   through the :class:`~k8py.client.event_correlator.EventCorrelator`
   (aggregation, dedup, spam filter), then is written: a repeat is a strategic
@@ -219,8 +219,11 @@ class EventBroadcaster:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
-            logger.warning("dropping event: too many queued events",
-                           extra={"reason": event.get("reason"), "object": (event.get("involvedObject") or {}).get("name")})
+            # one warning per 1000 drops: a flood of drops must not become a flood of logs
+            if self.dropped % 1000 == 1:
+                logger.warning("dropping event: too many queued events",
+                               extra={"reason": event.get("reason"), "dropped": self.dropped,
+                                      "object": (event.get("involvedObject") or {}).get("name")})
             return False
         return True
 

@@ -9,6 +9,8 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     nodes: 1                   # kubelets on the process runtime, one process each
     simulatedNodes: 0          # more nodes on the simulated runtime, in one process
     etcdServers: []            # the control plane on etcd instead of the embedded store
+    etcdPrefix: /registry
+    apiservers: 1              # more API servers on that etcd (the kubernetes Service lists them all)
     trace: false               # record the list-watch flow (k8py flow)
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
     dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
@@ -37,7 +39,7 @@ import yaml
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
            "pick_cluster_cidr"]
 
-CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "proxy", "dns",
+CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
                "components"}
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
 
@@ -56,6 +58,8 @@ class ClusterSpec:
     etcd_servers: list[str] = field(default_factory=list)
     etcd_prefix: str = "/registry"
     trace: bool = False
+    #: API servers (more than one needs etcd: they share the store)
+    apiservers: int = 1
     proxy: bool = True
     dns: bool = True
     extra_args: dict[str, list[str]] = field(default_factory=dict)
@@ -121,6 +125,11 @@ def _k8py(*args: str) -> list[str]:
     return [sys.executable, "-m", "k8py", *args]
 
 
+def api_server_name(index: int) -> str:
+    """``apiserver`` for the first (the kubeconfig's), ``apiserver-1``… for the others."""
+    return "apiserver" if index == 0 else f"apiserver-{index}"
+
+
 def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
     """The pod range of a new cluster: a random /16 of 127.64.0.0/10 (256
     nodes of /24), so that two clusters on one machine (parallel test
@@ -139,15 +148,19 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     kc = spec.kubeconfig
     log = lambda name: os.path.join(spec.log_dir, f"{name}.log")  # noqa: E731
     health = lambda port: f"http://127.0.0.1:{port}/healthz"  # noqa: E731
-    api = _k8py("apiserver", "--data-dir", spec.data_dir, "--bind", spec.bind, "--port", str(ports["apiserver"]),
-                "--kubeconfig", kc)
-    if spec.etcd_servers:
-        api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
-    if spec.trace:
-        api += ["--trace"]
     host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
-    out = [ComponentSpec("apiserver", api + extra.get("apiserver", []), log("apiserver"),
-                         f"http://{host}:{ports['apiserver']}/readyz", control_plane=True)]
+    out = []
+    for i in range(spec.apiservers):
+        name = api_server_name(i)
+        # the first one writes the kubeconfig everyone uses; the others their own
+        api = _k8py("apiserver", "--data-dir", spec.data_dir, "--bind", spec.bind, "--port", str(ports[name]),
+                    "--kubeconfig", kc if i == 0 else os.path.join(spec.data_dir, f"kubeconfig-{name}"))
+        if spec.etcd_servers:
+            api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
+        if spec.trace:
+            api += ["--trace"]
+        out.append(ComponentSpec(name, api + extra.get("apiserver", []), log(name), f"http://{host}:{ports[name]}/readyz",
+                                 control_plane=True))
     cm_extra = extra.get("controller-manager", [])
     cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
     out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
@@ -186,7 +199,8 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict
     previous = previous or {}
     reuse = lambda name, bind="127.0.0.1": previous.get(name) if previous.get(name) and _bindable(bind, previous[name]) else free_port(bind)  # noqa: E731
     ports = {"apiserver": spec.port or reuse("apiserver", spec.bind)}
-    names = ["controller-manager", "scheduler", *(f"kubelet/{n}" for n in spec.node_names())]
+    names = [*(api_server_name(i) for i in range(1, spec.apiservers)), "controller-manager", "scheduler",
+             *(f"kubelet/{n}" for n in spec.node_names())]
     if spec.simulated_nodes:
         names.append("kubelet/simulated")
     if spec.proxy and spec.nodes:

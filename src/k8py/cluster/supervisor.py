@@ -135,7 +135,7 @@ class Supervisor:
             if self._stopping:
                 r.state = "stopped"
                 return
-            if not r.healthy and r.spec.control_plane and r.spec.name == "apiserver" and not self.ready.is_set():
+            if not r.healthy and r.spec.name == "apiserver" and not self.ready.is_set():
                 r.state = "failed"
                 return
             failures = 1 if self._clock() - r.started_at > self.backoff_reset else failures + 1
@@ -163,7 +163,7 @@ class Supervisor:
                 if await http_ok(session, r.spec.health):
                     r.healthy, r.state = True, "running"
                     self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
-                    self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {self.api_url}" if r.spec.name == "apiserver" else ""))
+                    self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.1)
@@ -239,8 +239,8 @@ class Supervisor:
             return
         self._stopping = True
         self.progress("stopping")
-        await self._terminate([r for r in self.components if r.spec.name != "apiserver"])
-        await self._terminate([r for r in self.components if r.spec.name == "apiserver"])
+        await self._terminate([r for r in self.components if not r.spec.name.startswith("apiserver")])
+        await self._terminate([r for r in self.components if r.spec.name.startswith("apiserver")])
         for r in self.components:
             if r.task is not None:
                 r.task.cancel()

@@ -70,6 +70,12 @@ class ControllerOptions:
     """Seconds between re-checks of a namespace still being deleted."""
     gc_discovery_period: float = 30.0
     """Seconds between the garbage collector's discovery of served resources."""
+    node_monitor_period: float = 5.0
+    """Seconds between the node lifecycle controller's health checks (upstream: 5 s)."""
+    node_monitor_grace_period: float = 50.0
+    """Seconds a node may go without a heartbeat (Lease or status) before it is Unknown (upstream v1.32: 50 s)."""
+    node_startup_grace_period: float = 60.0
+    """The same for a node that has never posted Ready (upstream: 60 s)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form settings for controllers that need more (tests, later issues)."""
 

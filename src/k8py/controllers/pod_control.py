@@ -18,11 +18,11 @@ controller:
 from __future__ import annotations
 
 import asyncio
-from k8py.client.indexer import deep_copy
 from typing import Any, Awaitable, Callable, Mapping
 
 from k8py.api.errors import NotFound, StatusError
 from k8py.client.event_recorder import EventRecorder
+from k8py.client.indexer import deep_copy
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS
 from k8py.client.rest import RestClient

@@ -69,6 +69,9 @@ CONTROLLER_MODULES: dict[str, str] = {
     "endpoint": "k8py.controllers.endpoints",
     "endpointslice": "k8py.controllers.endpointslice",
     "endpointslicemirroring": "k8py.controllers.endpointslice_mirroring",
+    "disruption": "k8py.controllers.disruption",
+    "nodelifecycle": "k8py.controllers.node_lifecycle",
+    "taint-eviction-controller": "k8py.controllers.taint_eviction",
 }
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset()

@@ -36,7 +36,6 @@ every ReplicaSet whose selector matches it, so one can adopt it.
 from __future__ import annotations
 
 import asyncio
-from k8py.client.indexer import deep_copy
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +43,7 @@ from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
 from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS

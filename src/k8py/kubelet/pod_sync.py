@@ -155,6 +155,11 @@ class PodSyncer:
             if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
+                evict = self.volumes.over_size_limit(pod)
+                if evict:
+                    w.terminal_phase, w.reason, w.message = "Failed", "Evicted", evict
+                    self.event(pod, "Warning", "Evicted", evict)
+                    return None
         except MountError as err:
             self.event(pod, "Warning", "FailedMount", str(err))
             if actions.create_sandbox:
@@ -171,7 +176,8 @@ class PodSyncer:
         names = {cs.id: cs.name for cs in latest.values()}
         for cid, why in actions.kill.items():
             self.event(pod, "Normal", "Killing", why)
-            await self._stop(w, cid, self._grace(w))
+            grace = self.prober.failed_grace(cid)  # a probe's own terminationGracePeriodSeconds wins (upstream)
+            await self._stop(w, cid, self._grace(w) if grace is None else grace, self._spec_of(w, names.get(cid, "")))
             if "definition changed" in why:  # a new image restarts at once, not after a back-off
                 self.backoff.reset(f"{w.uid}/{names.get(cid, '')}")
         if actions.init_failed:
@@ -211,7 +217,14 @@ class PodSyncer:
         for cs in await self._containers(w):
             if cs.name == name and cs.id not in keep and cs.state is ContainerState.EXITED:
                 self.prober.stop_container(cs.id)
+                w.memo.pop(f"termmsg-{cs.id}", None)
+                w.memo.pop(f"termlog-{name}-{cs.attempt}", None)
                 await self.runtime.remove_container(cs.id)
+
+    @staticmethod
+    def _spec_of(w: PodWorker, name: str) -> Mapping[str, Any] | None:
+        spec = w.pod.get("spec") or {}
+        return next((c for c in (spec.get("initContainers") or []) + (spec.get("containers") or []) if c["name"] == name), None)
 
     def _grace(self, w: PodWorker) -> float:
         meta, spec = w.pod["metadata"], w.pod.get("spec") or {}

@@ -12,7 +12,7 @@ so it is tested without any API server, and the benchmark times it alone.
   tried on that node alone before anything else.
 - **Nominated pods count**: on a node where other pods of at least this pod's
   priority are nominated, the filters run with those pods added too.
-- **Ties** between the best scores are broken at random (reservoir sampling).
+- **Ties** between the best scores are broken uniformly at random.
 """
 
 from __future__ import annotations

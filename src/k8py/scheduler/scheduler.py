@@ -169,6 +169,10 @@ class Scheduler:
             for plugin in list(waiting.pending):
                 waiting.reject(plugin, message)
 
+    def spawn(self, coro: Any, name: str) -> None:
+        """Run ``coro`` on a task owned by the scheduler (cancelled when it stops)."""
+        self._spawn(coro, name)
+
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)

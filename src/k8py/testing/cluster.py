@@ -69,7 +69,7 @@ class Cluster:
         argv = [sys.executable, "-m", "k8py", "up", "--data-dir", self.data_dir, "--port", "0", "--nodes", str(self.nodes),
                 "--simulated-nodes", str(self.simulated_nodes), "--timeout", str(self.timeout), *self.extra_args]
         if self.trace:
-            argv.append("--trace")
+            argv += ["--trace", "--no-follow-flow"]
         self._output = os.path.join(self.data_dir, "up.out")
         with open(self._output, "ab") as out:
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

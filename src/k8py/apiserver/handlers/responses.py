@@ -52,7 +52,8 @@ def object_response(
 ) -> web.Response:
     if fmt.kind == "table" and obj.get("kind") == definition.kind:
         body = orjson.dumps(
-            build_table(definition.group, definition.kind, [obj], list_meta=None, include_object=fmt.include_object)
+            build_table(definition.group, definition.kind, [obj], list_meta=None, include_object=fmt.include_object,
+                        printer=definition.printer)
         )
     elif fmt.kind == "partial" and obj.get("kind") == definition.kind:
         body = orjson.dumps(partial_metadata(obj))
@@ -76,7 +77,8 @@ def list_response(definition: ResourceDefinition, page: ListPage, fmt: ResponseF
     meta = _list_meta(page)
     if fmt.kind == "table":
         objects = [orjson.loads(item) for item in page.items]
-        table = build_table(definition.group, definition.kind, objects, list_meta=meta, include_object=fmt.include_object)
+        table = build_table(definition.group, definition.kind, objects, list_meta=meta, include_object=fmt.include_object,
+                            printer=definition.printer)
         return json_response(orjson.dumps(table))
     if fmt.kind == "partial":
         items = [partial_metadata(orjson.loads(item)) for item in page.items]

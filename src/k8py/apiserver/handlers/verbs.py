@@ -40,6 +40,9 @@ from k8py.apiserver.handlers.watch_stream import serve_watch
 from k8py.apiserver.flow import FlowRecorder
 from k8py.storage import Storage
 
+#: refused for custom resources (they have no patch strategies)
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
 __all__ = ["ResourceHandlers", "RequestContext", "not_found"]
 
 Object = dict[str, Any]
@@ -177,6 +180,7 @@ class ResourceHandlers:
             verb=verb,
             kind=ctx.definition.kind,
             version=ctx.definition.version,
+            structural=ctx.definition.structural_schema,
         )
         return obj, warnings
 
@@ -200,6 +204,12 @@ class ResourceHandlers:
 
     async def patch(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         content_type = media_type_of(ctx.request.headers.get("Content-Type"))
+        if ctx.definition.custom and content_type == STRATEGIC_PATCH:
+            # upstream: custom resources have no patch strategies to merge by
+            raise UnsupportedMediaType(
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(t for t in PATCH_TYPES if t != STRATEGIC_PATCH)}"
+            )
         if content_type not in PATCH_TYPES:
             raise UnsupportedMediaType(
                 f"the body of the request was in an unknown format - accepted media types include: "

@@ -114,6 +114,7 @@ class _Encoder:
                 [orjson.loads(data)],
                 list_meta=None,
                 include_object=self.fmt.include_object,
+                printer=self.definition.printer,
             )
             if not self.first_table:
                 table["columnDefinitions"] = None

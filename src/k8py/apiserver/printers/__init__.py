@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 from k8py.api.errors import BadRequest
 
-from . import apps, batch, coordination, core, discovery, scheduling
+from . import apps, batch, coordination, core, discovery, policy, scheduling
 from .accept import table_version
 from .cells import dig
 from .columns import META, Column, Object, Printer, name_column
@@ -68,6 +68,7 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     **{("coordination.k8s.io", kind): p for kind, p in coordination.PRINTERS.items()},
     **{("discovery.k8s.io", kind): p for kind, p in discovery.PRINTERS.items()},
     **{("scheduling.k8s.io", kind): p for kind, p in scheduling.PRINTERS.items()},
+    **{("policy", kind): p for kind, p in policy.PRINTERS.items()},
 }
 
 #: upstream's rest.DefaultTableConvertor, for kinds nobody wrote a printer for.
@@ -89,8 +90,10 @@ def _columns(group: str, kind: str) -> tuple[dict[str, Any], ...]:
     return tuple(c.to_dict() for c in printer_for(group, kind).columns)
 
 
-def table_columns(group: str, kind: str) -> list[dict[str, Any]]:
+def table_columns(group: str, kind: str, printer: Printer | None = None) -> list[dict[str, Any]]:
     """The ``columnDefinitions`` of a kind (fresh dicts; safe to mutate)."""
+    if printer is not None:
+        return [c.to_dict() for c in printer.columns]
     return [dict(c) for c in _columns(group, kind)]
 
 
@@ -127,6 +130,7 @@ def build_table(
     now: datetime | None = None,
     version: str = "v1",
     include_columns: bool = True,
+    printer: Printer | None = None,
 ) -> dict[str, Any]:
     """A ``meta.k8s.io/<version>`` Table of ``objects`` (all of ``group``/``kind``).
 
@@ -134,14 +138,15 @@ def build_table(
     (a GET or a watch event). ``include_object`` is the request's
     ``includeObject`` (BadRequest when unrecognised). ``version`` is the
     negotiated Table version (``v1`` or ``v1beta1``); it also names the
-    ``PartialObjectMetadata`` apiVersion, as upstream does.
+    ``PartialObjectMetadata`` apiVersion, as upstream does. ``printer``
+    overrides the (group, kind) one (custom resources bring theirs).
     """
     include_object = include_object or "Metadata"
     if include_object not in INCLUDE_OBJECT_VALUES:
         raise BadRequest(f'unrecognized includeObject value: "{include_object}"')
     now = now or datetime.now(timezone.utc)
     objects = list(objects)
-    printer = printer_for(group, kind)
+    printer = printer or printer_for(group, kind)
     api_version = f"meta.k8s.io/{version}"
     rows = []
     for obj in objects:
@@ -155,6 +160,6 @@ def build_table(
         "kind": "Table",
         "apiVersion": api_version,
         "metadata": _table_metadata(list_meta, objects),
-        "columnDefinitions": table_columns(group, kind) if include_columns else None,
+        "columnDefinitions": table_columns(group, kind, printer) if include_columns else None,
         "rows": rows,
     }

@@ -91,6 +91,8 @@ class Cacher:
         self._seq = itertools.count()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        #: run-time registrations whose cache is still loading, by storage resource
+        self._loading: dict[str, asyncio.Task[None]] = {}
         self._on_event = on_event
         self._on_undecodable = on_undecodable
         #: stored values skipped because they could not be decoded
@@ -103,6 +105,7 @@ class Cacher:
         self.caught_up = 0
         self.fell_behind = 0
         registry.on_change(self._on_definition)
+        registry.on_remove(self._on_removed)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -148,9 +151,30 @@ class Cacher:
             return
         # registered at run time: load what the store already holds for it at
         # exactly our revision, with the event stream paused
-        asyncio.get_running_loop().create_task(
+        task = asyncio.get_running_loop().create_task(
             self._load_one(definition), name=f"cacher-load-{definition.plural}"
         )
+        self._loading[definition.storage_key_resource] = task
+        task.add_done_callback(lambda t, name=definition.storage_key_resource: self._loading.pop(name, None)
+                               if self._loading.get(name) is t else None)
+
+    async def loaded(self, definition: ResourceDefinition) -> None:
+        """Returns once a definition registered at run time has its cache
+        loaded (at once for one already loaded)."""
+        task = self._loading.get(definition.storage_key_resource)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def _on_removed(self, definition: ResourceDefinition) -> None:
+        """A resource no longer served (a deleted CRD): its watches end and
+        its cache goes, unless another served definition shares the storage."""
+        name = definition.storage_key_resource
+        if any(d.storage_key_resource == name for d in self.registry):
+            return
+        cache = self.caches.pop(name, None)
+        if cache is not None:
+            for watcher in cache.all_watchers():
+                watcher.terminate()
 
     async def _load_one(self, definition: ResourceDefinition) -> None:
         async with self._lock:

@@ -28,12 +28,12 @@ written through the status subresource, as upstream does.
 
 from __future__ import annotations
 
-from k8py.client.indexer import deep_copy
 import logging
 from typing import Any, Mapping
 
 from k8py.api.errors import AlreadyExists, Conflict, NotFound, StatusError
 from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, split_key
 from k8py.client.resources import DEPLOYMENTS, PODS, REPLICASETS
 from k8py.controllers.context import ControllerContext

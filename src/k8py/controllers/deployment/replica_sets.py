@@ -21,11 +21,12 @@ As ``pkg/controller/deployment/util``:
 
 from __future__ import annotations
 
-from k8py.client.indexer import deep_copy
 import math
 from typing import Any, Mapping
 
 import orjson
+
+from k8py.client.indexer import deep_copy
 
 __all__ = [
     "POD_TEMPLATE_HASH_LABEL", "REVISION_ANNOTATION", "REVISION_HISTORY_ANNOTATION", "DESIRED_REPLICAS_ANNOTATION",

@@ -37,6 +37,7 @@ class ProbeManager:
         self._ready: dict[str, bool] = {}
         self._started: dict[str, bool] = {}
         self._failed: dict[str, str] = {}
+        self._failed_grace: dict[str, float] = {}
         self._tasks: dict[str, list[asyncio.Task[None]]] = {}
 
     def ready(self, cid: str) -> bool:
@@ -47,6 +48,10 @@ class ProbeManager:
 
     def failed(self, cid: str) -> str:
         return self._failed.get(cid, "")
+
+    def failed_grace(self, cid: str) -> float | None:
+        """The failed probe's own ``terminationGracePeriodSeconds``, if it set one."""
+        return self._failed_grace.get(cid)
 
     def start(self, pod_get: Callable[[], Mapping[str, Any]], container: Mapping[str, Any], cid: str, pod_ip: str, uid: str) -> None:
         if cid in self._tasks:
@@ -66,6 +71,7 @@ class ProbeManager:
         self._ready.pop(cid, None)
         self._started.pop(cid, None)
         self._failed.pop(cid, None)
+        self._failed_grace.pop(cid, None)
 
     async def close(self) -> None:
         tasks = [t for ts in self._tasks.values() for t in ts]
@@ -116,10 +122,14 @@ class ProbeManager:
                     return
                 if not ok and failures >= failure_threshold:
                     self._failed[cid] = f"Container {container['name']} failed startup probe, will be restarted"
+                    if probe.get("terminationGracePeriodSeconds") is not None:
+                        self._failed_grace[cid] = float(probe["terminationGracePeriodSeconds"])
                     self.on_change(uid)
                     return
             elif not ok and failures >= failure_threshold:
                 self._failed[cid] = f"Container {container['name']} failed liveness probe, will be restarted"
+                if probe.get("terminationGracePeriodSeconds") is not None:
+                    self._failed_grace[cid] = float(probe["terminationGracePeriodSeconds"])
                 self.on_change(uid)
                 return
             await asyncio.sleep(period)

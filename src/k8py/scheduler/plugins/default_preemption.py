@@ -16,7 +16,9 @@ retried (upstream ``defaultpreemption`` + ``preemption.Evaluator``).
    highest-victim priority, the smallest priority sum, the fewest victims,
    and the latest start of the most important victims.
 5. Act: delete the victims (Event ``Preempted`` on each), clear the nomination
-   of lower-priority pods nominated to that node, return the node.
+   of lower-priority pods nominated to that node, return the node. With a
+   handle that can ``spawn`` tasks (the scheduler) this runs on its own task
+   and the node is returned at once (asynchronous preemption).
 
 PodDisruptionBudgets are not consulted: k8py does not serve ``policy/v1`` yet.
 """
@@ -135,12 +137,16 @@ class DefaultPreemption:
         self.min_percentage = int(args.get("minCandidateNodesPercentage", MIN_CANDIDATE_NODES_PERCENTAGE))
         self.min_absolute = int(args.get("minCandidateNodesAbsolute", MIN_CANDIDATE_NODES_ABSOLUTE))
         self.rng = random.Random()
+        #: uids of pods whose victims are being deleted on their own task
+        self.in_flight: set[str] = set()
 
     async def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         metrics = getattr(self.handle, "metrics", None)
         if metrics is not None:
             metrics.preemption_attempts.inc()
         nodes = list(self.handle.nodes)
+        if pod.uid and pod.uid in self.in_flight:
+            return None, unschedulable("preemption: the pod's preemption of other pods is still in progress")
         why = eligible_to_preempt(pod, self.handle.node)
         if why:
             return None, unschedulable(f"preemption: {why}")
@@ -174,10 +180,27 @@ class DefaultPreemption:
             return PostFilterResult(""), unschedulable(f"preemption: {message}")
         if metrics is not None:
             metrics.preemption_victims.observe(len(best.victims))
+        spawn = getattr(self.handle, "spawn", None)
+        if spawn is not None:
+            # asynchronous preemption (upstream's PreemptionAsync): the victims are
+            # deleted on their own task, so the scheduling loop does not wait for
+            # the API calls; the pod is nominated at once and retried when the
+            # deletions free the room (or preempts again if they failed)
+            self.in_flight.add(pod.uid)
+            spawn(self._prepare_logged(pod, best), f"preempt-{pod.key}")
+            return PostFilterResult(best.node), None
         status = await self._prepare(pod, best)
         if status is not None:
             return None, status
         return PostFilterResult(best.node), None
+
+    async def _prepare_logged(self, pod: PodInfo, candidate: Candidate) -> None:
+        try:
+            status = await self._prepare(pod, candidate)
+        finally:
+            self.in_flight.discard(pod.uid)
+        if status is not None:
+            logger.warning("preemption failed", extra={"pod": pod.key, "node": candidate.node, "error": status.message()})
 
     async def _prepare(self, pod: PodInfo, candidate: Candidate) -> Status | None:
         recorder = getattr(self.handle, "recorder", None)

@@ -1,0 +1,108 @@
+"""The resources a CustomResourceDefinition serves.
+
+Each served version of a CRD becomes a
+:class:`~k8py.apiserver.registry.ResourceDefinition` on exactly the path
+built-in kinds take. Custom objects are stored under
+``/registry/<group>/<plural>/...`` (upstream's etcd layout), one key whatever
+version they were written in.
+
+Invariants: a definition built here has ``custom=True`` (so strategic merge
+patch is refused with 415, as upstream does for custom resources) and its
+strategy tracks ``metadata.generation`` (upstream always does for CRs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8py.api.errors import Cause, MethodNotAllowed
+from k8py.apiserver.crd.printer import printer_for_version
+from k8py.apiserver.validation import structural
+from k8py.apiserver.registry import ResourceDefinition, ScaleSpec, Strategy
+
+__all__ = ["CustomResourceStrategy", "definitions_for"]
+
+Object = dict[str, Any]
+
+
+class CustomResourceStrategy(Strategy):
+    tracks_generation = True
+
+    def __init__(self, *, crd_name: str, has_status: bool, schema: Object | None = None,
+                 terminating: bool = False) -> None:
+        self.crd_name = crd_name
+        self.has_status = has_status
+        self.schema = schema
+        self.terminating = terminating
+
+    def default(self, obj: Object) -> None:
+        """Prune what the schema does not declare, then fill its defaults
+        (upstream: on decoding every write)."""
+        if self.schema is not None:
+            structural.unknown_fields(obj, self.schema, prune=True)
+            structural.apply_defaults(obj, self.schema)
+
+    def prepare_for_status_update(self, obj: Object, old: Object) -> None:
+        super().prepare_for_status_update(obj, old)
+        self.default(obj)
+
+    def prepare_for_create(self, obj: Object) -> None:
+        if self.terminating:
+            raise MethodNotAllowed(
+                f"create not allowed while custom resource definition {self.crd_name} is terminating")
+        super().prepare_for_create(obj)
+
+    def validate(self, obj: Object) -> list[Cause]:
+        if self.schema is None:
+            return []
+        return structural.validate(obj, self.schema)
+
+
+def _path(json_path: str) -> tuple[str, ...]:
+    """``.spec.replicas`` -> ("spec", "replicas")."""
+    return tuple(p for p in json_path.split(".") if p)
+
+
+def definitions_for(crd: Object) -> list[ResourceDefinition]:
+    """One definition per served version of ``crd`` (already defaulted)."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec["group"]
+    plural = names["plural"]
+    terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
+    out = []
+    for version in spec.get("versions") or []:
+        if not version.get("served"):
+            continue
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        schema = schema if isinstance(schema, dict) else None
+        subresources = version.get("subresources") or {}
+        served_sub = {s for s in ("status", "scale") if isinstance(subresources.get(s), dict)}
+        scale = None
+        if "scale" in served_sub:
+            raw = subresources["scale"]
+            scale = ScaleSpec(
+                replicas_path=_path(raw.get("specReplicasPath") or ".spec.replicas"),
+                status_replicas_path=_path(raw.get("statusReplicasPath") or ".status.replicas"),
+                selector_path=_path(raw.get("labelSelectorPath") or "") or ("status", "selector"),
+            )
+        out.append(ResourceDefinition(
+            group=group,
+            version=version["name"],
+            kind=names["kind"],
+            plural=plural,
+            singular=names.get("singular") or names["kind"].lower(),
+            namespaced=spec.get("scope") == "Namespaced",
+            short_names=tuple(names.get("shortNames") or ()),
+            categories=tuple(names.get("categories") or ()),
+            subresources=frozenset(served_sub),
+            strategy=CustomResourceStrategy(
+                crd_name=crd["metadata"]["name"], has_status="status" in served_sub, schema=schema,
+                terminating=terminating),
+            storage_resource=f"{group}/{plural}",
+            scale=scale,
+            custom=True,
+            printer=printer_for_version(version),
+            structural_schema=schema,
+        ))
+    return out

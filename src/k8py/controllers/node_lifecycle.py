@@ -1,0 +1,211 @@
+"""Node lifecycle (``nodelifecycle``): notice nodes that stop reporting (upstream
+``pkg/controller/nodelifecycle``, component ``node-controller``).
+
+Every ``node_monitor_period`` seconds (and at once when a node changes):
+
+- **Health.** A node's heartbeat is its ``kube-node-lease`` Lease ``renewTime``
+  or its Ready condition's ``lastHeartbeatTime``; the controller notes, on its
+  own monotonic clock, when it last saw either move (upstream's
+  ``probeTimestamp``, so skew between hosts does not matter). A node silent for
+  longer than ``node_monitor_grace_period`` (``node_startup_grace_period`` if it
+  never posted Ready) has Ready, MemoryPressure, DiskPressure and PIDPressure
+  set to ``Unknown``: reason ``NodeStatusUnknown``, message "Kubelet stopped
+  posting node status." (``NodeStatusNeverUpdated`` / "Kubelet never posted
+  node status." for a condition never posted).
+- **Pods.** When a node's Ready turns from True to anything else, and on every
+  pass while it is Unknown, the Ready condition of its pods is set False (no
+  kubelet will), with a ``NodeNotReady`` Event; the node gets a
+  ``NodeNotReady`` Event too.
+- **Taints.** ``NoSchedule`` taints follow the conditions (``not-ready`` for
+  Ready=False, ``unreachable`` for Unknown, the pressure taints) and
+  ``spec.unschedulable`` (``node.kubernetes.io/unschedulable``, so
+  ``kubectl cordon`` is visible as upstream shows it); ``NoExecute``
+  ``not-ready``/``unreachable`` taints follow Ready, with ``timeAdded``. Only
+  these keys are touched: taints written by users (``kubectl taint``) stay.
+  The taint-eviction controller acts on the ``NoExecute`` ones.
+
+A node that comes back (its kubelet posts Ready=True again) loses the taints on
+the next pass. Writes carry the node's resourceVersion; a conflict just waits
+for the next pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from k8py.api.errors import Conflict, NotFound, StatusError
+from k8py.client.resources import LEASES, NODES, PODS
+from k8py.client.rest import PatchType
+from k8py.controllers.context import ControllerContext
+from k8py.controllers.node_taints import CONDITION_TAINTS, NOT_READY, UNREACHABLE, UNSCHEDULABLE
+from k8py.controllers.pod_status import format_time
+
+__all__ = ["NodeLifecycleController", "new_controller", "LEASE_NAMESPACE"]
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAMESPACE = "kube-node-lease"
+HEALTH_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+OWNED_NO_SCHEDULE = frozenset(CONDITION_TAINTS.values()) | {UNSCHEDULABLE}
+
+
+@dataclass
+class _Health:
+    probe: float
+    heartbeat: str | None
+    renew: str | None
+    ready: str | None
+
+
+def _conditions(node: Any) -> dict[str, dict[str, Any]]:
+    return {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
+
+
+def desired_taints(node: Any, now: str) -> list[dict[str, Any]]:
+    """The node's taints with the controller-owned ones recomputed (others kept, in order)."""
+    conds = _conditions(node)
+    taints = [t for t in (node.get("spec") or {}).get("taints") or () if isinstance(t, dict)]
+    want_ns = {key for (ctype, status), key in CONDITION_TAINTS.items() if (conds.get(ctype) or {}).get("status") == status}
+    if (node.get("spec") or {}).get("unschedulable"):
+        want_ns.add(UNSCHEDULABLE)
+    ready = (conds.get("Ready") or {}).get("status")
+    want_ne = {"False": NOT_READY, "Unknown": UNREACHABLE}.get(ready or "")
+    kept = []
+    for t in taints:
+        key, effect = t.get("key"), t.get("effect")
+        if effect == "NoSchedule" and key in OWNED_NO_SCHEDULE:
+            if key in want_ns:
+                kept.append(t)
+                want_ns.discard(key)
+        elif effect == "NoExecute" and key in (NOT_READY, UNREACHABLE):
+            if key == want_ne:
+                kept.append(t)
+                want_ne = None
+        else:
+            kept.append(t)
+    kept.extend({"key": key, "effect": "NoSchedule"} for key in sorted(want_ns))
+    if want_ne:
+        kept.append({"key": want_ne, "effect": "NoExecute", "timeAdded": now})
+    return kept
+
+
+class NodeLifecycleController:
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.name = "nodelifecycle"
+        self.ctx = ctx
+        self.client = ctx.client
+        self.clock = ctx.clock
+        self.options = ctx.options
+        self.recorder = ctx.recorder("node-controller")
+        self.nodes = ctx.informers.informer(NODES)
+        self.leases = ctx.informers.informer(LEASES)
+        self.pods = ctx.informers.informer(PODS)
+        self._health: dict[str, _Health] = {}
+        self._wake = asyncio.Event()
+        self.nodes.add_event_handler(on_add=lambda n: self._wake.set(), on_update=lambda o, n: self._wake.set())
+
+    async def run(self) -> None:
+        for informer in (self.nodes, self.leases, self.pods):
+            await informer.wait_for_cache_sync()
+        while True:
+            self._wake.clear()
+            try:
+                await self.monitor()
+            except StatusError as err:
+                logger.warning("node health pass failed", extra={"error": str(err)})
+            await self._sleep(self.options.node_monitor_period)
+
+    async def _sleep(self, seconds: float) -> None:
+        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+        waker = asyncio.ensure_future(self._wake.wait())
+        sleeper.set_name("nodelifecycle-period")
+        waker.set_name("nodelifecycle-wake")
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
+
+    async def monitor(self) -> None:
+        nodes = self.nodes.lister.list()
+        names = {n["metadata"]["name"] for n in nodes}
+        for gone in set(self._health) - names:
+            del self._health[gone]
+        for node in nodes:
+            try:
+                await self.monitor_node(node)
+            except (Conflict, NotFound):
+                self._wake.set()  # look again with the newer object
+
+    async def monitor_node(self, node: Any) -> None:
+        name = node["metadata"]["name"]
+        now_mono = self.clock.monotonic()
+        conds = _conditions(node)
+        heartbeat = (conds.get("Ready") or {}).get("lastHeartbeatTime")
+        lease = self.leases.lister.try_get(LEASE_NAMESPACE, name)
+        renew = ((lease or {}).get("spec") or {}).get("renewTime")
+        health = self._health.get(name)
+        if health is None:
+            health = self._health[name] = _Health(now_mono, heartbeat, renew, (conds.get("Ready") or {}).get("status"))
+        if heartbeat != health.heartbeat or (renew and renew != health.renew):
+            health.probe, health.heartbeat, health.renew = now_mono, heartbeat, renew
+        grace = self.options.node_startup_grace_period if "Ready" not in conds else self.options.node_monitor_grace_period
+        if now_mono - health.probe > grace:
+            node = await self._mark_unknown(node) or node
+            conds = _conditions(node)
+        ready = (conds.get("Ready") or {}).get("status")
+        if ready != "True" and (health.ready == "True" or ready == "Unknown"):
+            if health.ready == "True":
+                self.recorder.eventf(node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady", name, resource=NODES)
+            await self._mark_pods_not_ready(name)
+        health.ready = ready
+        taints = desired_taints(node, format_time(self.clock.now()))
+        if taints != ((node.get("spec") or {}).get("taints") or []):
+            await self.client.patch(NODES, None, name, {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                                                         "spec": {"taints": taints or None}}, patch_type=PatchType.MERGE)
+
+    async def _mark_unknown(self, node: Any) -> Any | None:
+        conds = _conditions(node)
+        now = format_time(self.clock.now())
+        changed = []
+        for ctype in HEALTH_CONDITIONS:
+            cond = conds.get(ctype)
+            if cond is None:
+                changed.append({"type": ctype, "status": "Unknown", "reason": "NodeStatusNeverUpdated",
+                                "message": "Kubelet never posted node status.",
+                                "lastHeartbeatTime": node["metadata"].get("creationTimestamp"), "lastTransitionTime": now})
+            elif cond.get("status") != "Unknown":
+                changed.append(dict(cond, status="Unknown", reason="NodeStatusUnknown",
+                                    message="Kubelet stopped posting node status.", lastTransitionTime=now))
+        if not changed:
+            return None
+        logger.info("node stopped posting status", extra={"node": node["metadata"]["name"]})
+        return await self.client.patch(
+            NODES, None, node["metadata"]["name"],
+            {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "status": {"conditions": changed}},
+            patch_type=PatchType.STRATEGIC, subresource="status")
+
+    async def _mark_pods_not_ready(self, node_name: str) -> None:
+        now = format_time(self.clock.now())
+        for pod in self.pods.lister.list():
+            if (pod.get("spec") or {}).get("nodeName") != node_name:
+                continue
+            phase = (pod.get("status") or {}).get("phase")
+            ready = next((c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
+            if phase in ("Succeeded", "Failed") or ready is None or ready.get("status") == "False":
+                continue
+            meta = pod["metadata"]
+            try:
+                await self.client.patch(PODS, meta["namespace"], meta["name"],
+                                        {"status": {"conditions": [dict(ready, status="False", lastTransitionTime=now)]}},
+                                        patch_type=PatchType.STRATEGIC, subresource="status")
+            except NotFound:
+                continue
+            self.recorder.event(pod, "Warning", "NodeNotReady", "Node is not ready", resource=PODS)
+
+
+def new_controller(ctx: ControllerContext) -> NodeLifecycleController:
+    return NodeLifecycleController(ctx)
