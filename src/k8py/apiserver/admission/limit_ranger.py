@@ -2,7 +2,7 @@
 (upstream ``plugin/pkg/admission/limitranger``).
 
 For each LimitRange of the pod's namespace (its items already defaulted when
-it was stored: ``default`` from ``max``, ``defaultRequest`` from ``default``
+it was stored, by ``resources.quota``: ``default`` from ``max``, ``defaultRequest`` from ``default``
 or ``min``, as upstream's LimitRange defaulting):
 
 - ``type: Container`` items first fill what each container (and init
@@ -31,22 +31,9 @@ from k8py.api.quota import format_amount
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.watch.cacher import Cacher
 
-__all__ = ["LimitRanger", "default_limit_range"]
+__all__ = ["LimitRanger"]
 
 Object = dict[str, Any]
-
-
-def default_limit_range(obj: Object) -> None:
-    """Upstream's LimitRange defaulting, applied when the LimitRange is stored."""
-    for item in (obj.get("spec") or {}).get("limits") or ():
-        if not isinstance(item, dict) or item.get("type") != "Container":
-            continue
-        for name, value in (item.get("max") or {}).items():
-            item.setdefault("default", {}).setdefault(name, value)
-        for name, value in (item.get("default") or {}).items():
-            item.setdefault("defaultRequest", {}).setdefault(name, value)
-        for name, value in (item.get("min") or {}).items():
-            item.setdefault("defaultRequest", {}).setdefault(name, value)
 
 
 def _q(value: Any) -> Fraction:

@@ -12,11 +12,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from k8py.apiserver.admission.limit_ranger import default_limit_range
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.resources.strategies import StandardStrategy
 
-__all__ = ["DEFINITIONS"]
+__all__ = ["DEFINITIONS", "default_limit_range"]
+
+Object = dict[str, Any]
+
+
+def default_limit_range(obj: Object) -> None:
+    """Upstream's LimitRange defaulting, applied when the LimitRange is stored."""
+    for item in (obj.get("spec") or {}).get("limits") or ():
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        for name, value in (item.get("max") or {}).items():
+            item.setdefault("default", {}).setdefault(name, value)
+        for name, value in (item.get("default") or {}).items():
+            item.setdefault("defaultRequest", {}).setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            item.setdefault("defaultRequest", {}).setdefault(name, value)
 
 
 class LimitRangeStrategy(StandardStrategy):
