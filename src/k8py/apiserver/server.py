@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from k8py.api.errors import AlreadyExists
+from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.app import build_app
 from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
 from k8py.apiserver.endpoint_reconciler import EndpointReconciler
@@ -108,6 +108,7 @@ class APIServer:
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
+        self.store.allocate_update.append(self.service_allocator)
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
@@ -164,6 +165,11 @@ class APIServer:
         self.endpoint_reconciler = EndpointReconciler(
             self.registry, self.store, address=host, port=self.port,
             interval=self.config.endpoint_reconciler_interval, lease_duration=self.config.endpoint_lease_duration)
+        try:  # before ready: a client's first look already finds the kubernetes Endpoints
+            await self.endpoint_reconciler.reconcile_once()
+            await self.cacher.wait_consistent(timeout=5.0)
+        except (StatusError, OSError) as err:
+            log.warning("could not write the kubernetes endpoints; retrying in the background", extra={"error": str(err)})
         self._reconciler_task = asyncio.create_task(self.endpoint_reconciler.run(), name="kubernetes-endpoints")
         self._ready = True
         self.metrics.revision.set_function(lambda: self.cacher.revision)
