@@ -40,7 +40,9 @@ from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
+from k8py.apiserver.admission.limit_ranger import LimitRanger
 from k8py.apiserver.admission.priority import PriorityAdmission
+from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.storage import Storage
@@ -114,6 +116,8 @@ class APIServer:
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.store.admit_new.append(DefaultTolerationSeconds().admit)
+        self.store.admit_new.append(LimitRanger(self.registry, self.cacher).admit)
+        self.store.allocate_new.append(ResourceQuotaAdmission(self.registry, self.cacher, self.store).allocate)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,

@@ -31,6 +31,8 @@ __all__ = [
     "CUSTOM_RESOURCE_DEFINITIONS",
     "PRIORITY_CLASSES",
     "POD_DISRUPTION_BUDGETS",
+    "RESOURCE_QUOTAS",
+    "LIMIT_RANGES",
 ]
 
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
@@ -56,3 +58,5 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
 )
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget")
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True, "ResourceQuota")
+LIMIT_RANGES = Resource("", "v1", "limitranges", True, "LimitRange")
