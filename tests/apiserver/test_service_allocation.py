@@ -104,3 +104,56 @@ async def test_claims_survive_a_restart(tmp_path):
         async with RestClient(ClientConfig(server=second.url)) as client:
             with pytest.raises(Invalid):
                 await client.create(SERVICES, _svc("thief", clusterIP="127.200.7.30"), namespace="default")
+
+
+async def test_type_changes_on_update_allocate_and_free_as_upstream(server):
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        svc = await client.create(SERVICES, _svc("t"), namespace="default")
+        assert "nodePort" not in svc["spec"]["ports"][0]
+        svc["spec"]["type"] = "NodePort"
+        svc = await client.update(SERVICES, svc)
+        port = svc["spec"]["ports"][0]["nodePort"]
+        assert 30000 <= port <= 30009
+        # another Service cannot take it
+        with pytest.raises(Invalid):
+            await client.create(SERVICES, {"metadata": {"name": "u"}, "spec": {"type": "NodePort",
+                                "ports": [{"port": 80, "nodePort": port}]}}, namespace="default")
+        # back to ClusterIP: the node port is dropped and free again
+        svc["spec"]["type"] = "ClusterIP"
+        svc = await client.update(SERVICES, svc)
+        assert "nodePort" not in svc["spec"]["ports"][0]
+        taken = await client.create(SERVICES, {"metadata": {"name": "u"}, "spec": {"type": "NodePort",
+                                    "ports": [{"port": 80, "nodePort": port}]}}, namespace="default")
+        assert taken["spec"]["ports"][0]["nodePort"] == port
+        # to ExternalName and back: the cluster IP is freed, then a new one allocated
+        ip = svc["spec"]["clusterIP"]
+        svc["spec"] = {"type": "ExternalName", "externalName": "db.example.com", "ports": svc["spec"]["ports"]}
+        svc = await client.update(SERVICES, svc)
+        assert not svc["spec"].get("clusterIP")
+        reuse = await client.create(SERVICES, _svc("reuse", clusterIP=ip), namespace="default")
+        assert reuse["spec"]["clusterIP"] == ip
+        svc["spec"] = {"type": "ClusterIP", "ports": [{"port": 80}]}
+        svc = await client.update(SERVICES, svc)
+        assert svc["spec"]["clusterIP"] not in ("", None, ip)
+
+
+@pytest.mark.etcd
+async def test_two_api_servers_on_one_etcd_never_hand_out_the_same_address():
+    from k8py.storage.etcd import EtcdStorage
+    from tests.support.etcd import fresh_prefix, session_etcd
+
+    urls = session_etcd().client_urls
+    prefix = fresh_prefix()
+
+    def storage():
+        return EtcdStorage(urls, prefix=prefix, compaction_interval=None)
+
+    with ServerThread(storage, service_cidr=CIDR, service_node_port_range="30000-30019") as a, \
+            ServerThread(storage, service_cidr=CIDR, service_node_port_range="30000-30019") as b:
+        async with RestClient(ClientConfig(server=a.url)) as ca, RestClient(ClientConfig(server=b.url)) as cb:
+            created = await asyncio.gather(*(
+                (ca if i % 2 else cb).create(SERVICES, _svc(f"s{i}", type="NodePort"), namespace="default") for i in range(20)))
+    ips = [s["spec"]["clusterIP"] for s in created]
+    ports = [s["spec"]["ports"][0]["nodePort"] for s in created]
+    assert len(set(ips)) == 20 and "127.200.7.1" not in ips
+    assert sorted(ports) == list(range(30000, 30020))

@@ -45,6 +45,10 @@ def sqlite_storage(data_dir: str, **kw: Any) -> Callable[[], Storage]:
 class ServerThread:
     def __init__(self, storage_factory: Callable[[], Storage], **config: Any) -> None:
         self._storage_factory = storage_factory
+        # the kubernetes Endpoints are written once at start, not renewed every 10 s: tests that
+        # check "nothing was written" by the store's revision need a quiet store (tests of the
+        # reconciler pass an interval)
+        config.setdefault("endpoint_reconciler_interval", 0.0)
         self._config = APIServerConfig(**config)
         self.loop = asyncio.new_event_loop()
         self.server: APIServer | None = None

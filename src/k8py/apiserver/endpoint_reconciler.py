@@ -151,14 +151,18 @@ class EndpointReconciler:
         await self._write(await self.live_servers())
 
     async def run(self) -> None:
+        """After the first reconcile (which the server awaits while starting), one
+        every ``interval`` s until cancelled; nothing more with ``interval`` <= 0."""
+        if self.interval <= 0:
+            return
         while True:
+            await asyncio.sleep(self.interval)
             try:
                 await self.reconcile_once()
             except asyncio.CancelledError:
                 raise
             except (StatusError, OSError) as err:
                 log.warning("could not reconcile the kubernetes endpoints", extra={"error": str(err)})
-            await asyncio.sleep(self.interval)
 
     async def remove_self(self) -> None:
         """On a clean stop: drop this server's Lease and rewrite without it."""

@@ -199,6 +199,9 @@ class ResourceDefinition:
     #: the table printer (a ``k8py.apiserver.printers.Printer``) when the kind
     #: brings its own (a CRD's additionalPrinterColumns); None: by (group, kind)
     printer: Any = None
+    #: a custom resource's structural schema (the version's openAPIV3Schema):
+    #: what pruning and fieldValidation walk instead of an upstream definition
+    structural_schema: Mapping[str, Any] | None = None
 
     @property
     def api_version(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from k8py.api.errors import AlreadyExists
+from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.app import build_app
 from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
 from k8py.apiserver.endpoint_reconciler import EndpointReconciler
@@ -40,7 +40,9 @@ from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
+from k8py.apiserver.admission.limit_ranger import LimitRanger
 from k8py.apiserver.admission.priority import PriorityAdmission
+from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.storage import Storage
@@ -108,11 +110,14 @@ class APIServer:
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
+        self.store.allocate_update.append(self.service_allocator)
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
         self.store.admit_new.append(DefaultTolerationSeconds().admit)
+        self.store.admit_new.append(LimitRanger(self.registry, self.cacher).admit)
+        self.store.allocate_new.append(ResourceQuotaAdmission(self.registry, self.cacher, self.store).allocate)
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
@@ -164,6 +169,11 @@ class APIServer:
         self.endpoint_reconciler = EndpointReconciler(
             self.registry, self.store, address=host, port=self.port,
             interval=self.config.endpoint_reconciler_interval, lease_duration=self.config.endpoint_lease_duration)
+        try:  # before ready: a client's first look already finds the kubernetes Endpoints
+            await self.endpoint_reconciler.reconcile_once()
+            await self.cacher.wait_consistent(timeout=5.0)
+        except (StatusError, OSError) as err:
+            log.warning("could not write the kubernetes endpoints; retrying in the background", extra={"error": str(err)})
         self._reconciler_task = asyncio.create_task(self.endpoint_reconciler.run(), name="kubernetes-endpoints")
         self._ready = True
         self.metrics.revision.set_function(lambda: self.cacher.revision)

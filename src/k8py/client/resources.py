@@ -30,6 +30,9 @@ __all__ = [
     "ENDPOINT_SLICES",
     "CUSTOM_RESOURCE_DEFINITIONS",
     "PRIORITY_CLASSES",
+    "POD_DISRUPTION_BUDGETS",
+    "RESOURCE_QUOTAS",
+    "LIMIT_RANGES",
 ]
 
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
@@ -54,3 +57,6 @@ CUSTOM_RESOURCE_DEFINITIONS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
 )
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget")
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True, "ResourceQuota")
+LIMIT_RANGES = Resource("", "v1", "limitranges", True, "LimitRange")

@@ -69,7 +69,9 @@ CONTROLLER_MODULES: dict[str, str] = {
     "endpoint": "k8py.controllers.endpoints",
     "endpointslice": "k8py.controllers.endpointslice",
     "endpointslicemirroring": "k8py.controllers.endpointslice_mirroring",
+    "disruption": "k8py.controllers.disruption",
     "nodelifecycle": "k8py.controllers.node_lifecycle",
+    "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
 }
 

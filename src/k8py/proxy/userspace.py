@@ -94,6 +94,7 @@ class UserspaceBackend:
                 if listener is not None:
                     listener.external = external
                     listener.balancer.configure(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout)
+                    listener.balancer.prune()
                     if listener.udp is not None:
                         listener.udp.expire()
                     continue

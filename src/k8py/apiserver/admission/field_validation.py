@@ -25,11 +25,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Any
+from typing import Any, Mapping
 
 from k8py.api import schema as upstream
 from k8py.api.errors import BadRequest, Cause, Invalid
 from k8py.api.names import go_quote
+from k8py.apiserver.validation.structural import unknown_fields as structural_unknown_fields
 
 __all__ = [
     "MODES",
@@ -268,8 +269,12 @@ def check_field_validation(
     verb: str = "create",
     kind: str = "",
     version: str = "",
+    structural: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Apply a ``fieldValidation`` directive to a decoded body.
+
+    ``structural`` is a custom resource's schema: its unknown fields (see
+    :mod:`k8py.apiserver.validation.structural`) are the problems then.
 
     Unknown fields are removed from ``obj`` (``Warn``, ``Ignore``), as
     upstream's typed decoding drops them before anything is stored.
@@ -290,10 +295,15 @@ def check_field_validation(
             "fieldValidation",
         )
         raise Invalid.for_object(options, "", [cause], group="meta.k8s.io")
-    if mode == "Ignore":
+    if structural is not None:
+        problems = structural_unknown_fields(obj, dict(structural), prune=mode != "Strict")
+        if mode == "Ignore":
+            return []
+    elif mode == "Ignore":
         _unknown_and_count(schema_name, obj, prune=True)
         return []
-    problems = _problems(schema_name, obj, raw, prune=mode == "Warn")
+    else:
+        problems = _problems(schema_name, obj, raw, prune=mode == "Warn")
     if not problems or mode == "Warn":
         return problems
     body_kind, body_version = _kind_version(schema_name, obj)

@@ -18,8 +18,11 @@ validation):
   several API servers on one store, or restarts. The caller gets back a
   rollback that frees them if the Service is then not stored.
 
-Updates: a change to NodePort or LoadBalancer allocates node ports for
-ports without one (:meth:`allocate_update`).
+Updates (:meth:`allocate_update`, :meth:`release_unused`): a change to
+NodePort or LoadBalancer allocates node ports for ports without one, a change
+from ExternalName allocates a cluster IP; a change away from them drops the
+fields left as they were and frees what they held (upstream's
+``dropTypeDependentFields``).
 
 Releases follow the store, not a request path: :meth:`run` watches Service
 keys and frees the claims of every deleted Service (by uid, so a Service
@@ -123,14 +126,49 @@ class ServiceAllocator:
             raise
         return rollback
 
-    async def allocate_update(self, definition: ResourceDefinition, old: dict[str, Any], new: dict[str, Any]) -> None:
-        if definition.group != "" or definition.kind != "Service":
+    def applies(self, definition: ResourceDefinition) -> bool:
+        return definition.group == "" and definition.kind == "Service"
+
+    async def allocate_update(self, definition: ResourceDefinition, old: dict[str, Any], new: dict[str, Any], *,
+                              dry_run: bool = False) -> None:
+        """A type change on update, as upstream: fields the new type cannot have are
+        dropped when the request left them as they were (``dropTypeDependentFields``),
+        and what the new type needs is allocated."""
+        spec, old_spec = new.get("spec"), old.get("spec") or {}
+        if not isinstance(spec, dict):
             return
-        spec = new.get("spec")
-        if not isinstance(spec, dict) or spec.get("type") not in _NODE_PORT_TYPES:
-            return
-        mine = {int(p["nodePort"]) for p in ((old.get("spec") or {}).get("ports") or []) if p.get("nodePort")}
-        await self._allocate_node_ports(new, spec, _owner(new), False, {n: True for n in mine})
+        new_type, old_type = spec.get("type") or "ClusterIP", old_spec.get("type") or "ClusterIP"
+        if new_type not in _NODE_PORT_TYPES and old_type in _NODE_PORT_TYPES:
+            before = [p.get("nodePort") for p in old_spec.get("ports") or [] if isinstance(p, dict)]
+            for port in spec.get("ports") or []:
+                if isinstance(port, dict) and port.get("nodePort") in before:
+                    port.pop("nodePort", None)
+            for field in ("externalTrafficPolicy", "healthCheckNodePort", "allocateLoadBalancerNodePorts"):
+                if field in spec and spec.get(field) == old_spec.get(field):
+                    spec.pop(field)
+        if new_type == "ExternalName" and old_type != "ExternalName":
+            if spec.get("clusterIP") == old_spec.get("clusterIP"):
+                spec.pop("clusterIP", None)
+            if spec.get("clusterIPs") == old_spec.get("clusterIPs"):
+                spec.pop("clusterIPs", None)
+        owner = _owner(old)
+        if old_type == "ExternalName" and new_type != "ExternalName":
+            await self._allocate_ip(new, spec, owner, dry_run)
+        if new_type in _NODE_PORT_TYPES:
+            mine = {int(p["nodePort"]): True for p in old_spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+            await self._allocate_node_ports(new, spec, owner, dry_run, mine)
+
+    async def release_unused(self, old: dict[str, Any], new: dict[str, Any], stored: dict[str, Any] | None) -> None:
+        uid = (old.get("metadata") or {}).get("uid", "")
+        kept_ips, kept_ports = _held(stored) if stored is not None else (set(), set())
+        new_ips, new_ports = _held(new)
+        old_ips, old_ports = _held(old)
+        if stored is None:  # the update failed: what it claimed goes, what the object had stays
+            kept_ips, kept_ports = old_ips, old_ports
+        for ip in (new_ips | old_ips) - kept_ips:
+            await self.ips.release(ip, uid)
+        for port in (new_ports | old_ports) - kept_ports:
+            await self.ports.release(port, uid)
 
     async def _allocate_ip(self, obj: dict[str, Any], spec: dict[str, Any], owner: dict[str, str], dry_run: bool) -> str | None:
         name = owner["name"]
@@ -241,6 +279,13 @@ class ServiceAllocator:
                 await asyncio.sleep(1.0)
                 after = await self.storage.current_revision()
                 await self.repair()
+
+
+def _held(service: dict[str, Any]) -> tuple[set[str], set[str]]:
+    spec = service.get("spec") or {}
+    ips = {ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip and ip != "None"}
+    ports = {str(p["nodePort"]) for p in spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+    return ips, ports
 
 
 def claimed_numbers(claimed: list[str]) -> set[int]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from k8py.api.errors import Cause, MethodNotAllowed
 from k8py.apiserver.crd.printer import printer_for_version
+from k8py.apiserver.validation import structural
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec, Strategy
 
 __all__ = ["CustomResourceStrategy", "definitions_for"]
@@ -27,10 +28,23 @@ Object = dict[str, Any]
 class CustomResourceStrategy(Strategy):
     tracks_generation = True
 
-    def __init__(self, *, crd_name: str, has_status: bool, terminating: bool = False) -> None:
+    def __init__(self, *, crd_name: str, has_status: bool, schema: Object | None = None,
+                 terminating: bool = False) -> None:
         self.crd_name = crd_name
         self.has_status = has_status
+        self.schema = schema
         self.terminating = terminating
+
+    def default(self, obj: Object) -> None:
+        """Prune what the schema does not declare, then fill its defaults
+        (upstream: on decoding every write)."""
+        if self.schema is not None:
+            structural.unknown_fields(obj, self.schema, prune=True)
+            structural.apply_defaults(obj, self.schema)
+
+    def prepare_for_status_update(self, obj: Object, old: Object) -> None:
+        super().prepare_for_status_update(obj, old)
+        self.default(obj)
 
     def prepare_for_create(self, obj: Object) -> None:
         if self.terminating:
@@ -39,7 +53,9 @@ class CustomResourceStrategy(Strategy):
         super().prepare_for_create(obj)
 
     def validate(self, obj: Object) -> list[Cause]:
-        return []
+        if self.schema is None:
+            return []
+        return structural.validate(obj, self.schema)
 
 
 def _path(json_path: str) -> tuple[str, ...]:
@@ -58,6 +74,8 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
     for version in spec.get("versions") or []:
         if not version.get("served"):
             continue
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        schema = schema if isinstance(schema, dict) else None
         subresources = version.get("subresources") or {}
         served_sub = {s for s in ("status", "scale") if isinstance(subresources.get(s), dict)}
         scale = None
@@ -79,10 +97,12 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
             categories=tuple(names.get("categories") or ()),
             subresources=frozenset(served_sub),
             strategy=CustomResourceStrategy(
-                crd_name=crd["metadata"]["name"], has_status="status" in served_sub, terminating=terminating),
+                crd_name=crd["metadata"]["name"], has_status="status" in served_sub, schema=schema,
+                terminating=terminating),
             storage_resource=f"{group}/{plural}",
             scale=scale,
             custom=True,
             printer=printer_for_version(version),
+            structural_schema=schema,
         ))
     return out

@@ -29,6 +29,7 @@ from k8py.apiserver.handlers.request_info import ResourcePath
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.store.field_managers import FieldManager, field_manager_for
 from k8py.apiserver.store.object_store import ObjectStore
+from k8py.apiserver.watch.cacher import Cacher
 
 __all__ = ["RequestContext", "SubresourceHost", "DeleteHooks", "not_found"]
 
@@ -72,6 +73,9 @@ class SubresourceHost(Protocol):
 
     @property
     def store(self) -> ObjectStore: ...
+
+    @property
+    def cacher(self) -> Cacher: ...
 
     async def update(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         """The generic PUT, limited to ``subresource``'s fields."""

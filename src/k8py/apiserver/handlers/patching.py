@@ -51,7 +51,8 @@ async def patch_object(
         if needs_normalizing(raw):
             normalize_times(schema, applied)
         _check_apply_identity(definition, namespace, name, applied)
-        warnings = check_field_validation(validation, schema, applied, None, verb="patch")
+        warnings = check_field_validation(validation, schema, applied, None, verb="patch",
+                                        structural=definition.structural_schema)
         manager = params.get("fieldManager", "")
         force = query_bool(params.get("force", ""))
 
@@ -84,7 +85,8 @@ async def patch_object(
             raise BadRequest("the patched object is not a JSON object")
         if needs_normalizing(raw):
             normalize_times(schema, patched)
-        warnings[:] = check_field_validation(validation, schema, patched, None, verb="patch")
+        warnings[:] = check_field_validation(validation, schema, patched, None, verb="patch",
+                                        structural=definition.structural_schema)
         return patched
 
     obj = await store.guaranteed_update(

@@ -34,6 +34,7 @@ from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver import streaming
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
 from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
+from k8py.apiserver.handlers.eviction import evict
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.responses import json_response, object_response
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
@@ -245,6 +246,7 @@ SUBRESOURCES: dict[str, SubresourceHandler] = {
     "status": _status,
     "scale": _scale,
     "binding": _bind,
+    "eviction": evict,
     "finalize": _finalize,
     **{name: _kubelet_stream for name in ("log", "exec", "attach", "portforward", "proxy")},
 }

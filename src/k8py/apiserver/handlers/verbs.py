@@ -180,6 +180,7 @@ class ResourceHandlers:
             verb=verb,
             kind=ctx.definition.kind,
             version=ctx.definition.version,
+            structural=ctx.definition.structural_schema,
         )
         return obj, warnings
 

@@ -24,6 +24,7 @@ _SUBRESOURCE_VERBS = {
     "status": ("get", "patch", "update"),
     "scale": ("get", "patch", "update"),
     "binding": ("create",),
+    "eviction": ("create",),
     "finalize": ("update",),
     "exec": ("create", "get"),
     "attach": ("create", "get"),
@@ -33,6 +34,7 @@ _SUBRESOURCE_VERBS = {
 _SUBRESOURCE_KIND = {
     "scale": ("autoscaling", "v1", "Scale"),
     "binding": ("", "v1", "Binding"),
+    "eviction": ("policy", "v1", "Eviction"),
     "exec": ("", "v1", "PodExecOptions"),
     "attach": ("", "v1", "PodAttachOptions"),
     "portforward": ("", "v1", "PodPortForwardOptions"),

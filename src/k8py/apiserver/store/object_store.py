@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 import orjson
 
@@ -86,6 +86,21 @@ def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
     return encode_for_store(obj)
 
 
+class UpdateAllocator(Protocol):
+    """Allocations an update may need (a Service turned NodePort needs node ports).
+
+    ``allocate_update`` fills ``new`` in place (claims in the store); after the
+    update, ``release_unused(old, new, stored)`` frees what ``new`` claimed and
+    ``stored`` does not hold (``stored`` None: the update failed), and what
+    ``old`` held that ``stored`` dropped."""
+
+    def applies(self, definition: ResourceDefinition) -> bool: ...
+
+    async def allocate_update(self, definition: ResourceDefinition, old: Object, new: Object, *, dry_run: bool) -> None: ...
+
+    async def release_unused(self, old: Object, new: Object, stored: Object | None) -> None: ...
+
+
 class ObjectStore:
     def __init__(self, storage: Storage, *, clock: Callable[[], float] = time.time) -> None:
         self.storage = storage
@@ -100,6 +115,8 @@ class ObjectStore:
         #: (cluster IPs, node ports), after ``admit_new``; each returns a
         #: rollback (or None) that is awaited if the object is then not stored
         self.allocate_new: list[Callable[..., Awaitable[Callable[[], Awaitable[None]] | None]]] = []
+        #: set by the server: the same for updates (:class:`UpdateAllocator`)
+        self.allocate_update: list[UpdateAllocator] = []
         #: read-modify-writes of one object queue up here instead of racing
         self._update_locks = KeyLocks()
 
@@ -245,11 +262,40 @@ class ObjectStore:
         (``precondition_rv``, or one a patch body sets, which then differs from
         the fresh read) becomes a Conflict, as upstream's GuaranteedUpdate does."""
         key = definition.key(namespace, name)
-        async with self._update_locks.hold(key):
-            return await self._guaranteed_update(
-                definition, key, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
-                dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
-            )
+        hooks = [] if subresource else [h for h in self.allocate_update if h.applies(definition)]
+        if not hooks:
+            async with self._update_locks.hold(key):
+                return await self._guaranteed_update(
+                    definition, key, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+                )
+        seen: list[tuple[Object, Object]] = []
+
+        async def allocating(current: Object) -> Object:
+            old = orjson.loads(orjson.dumps(current))
+            new = mutate(current)
+            if not isinstance(new, dict):
+                new = await new
+            for hook in hooks:
+                await hook.allocate_update(definition, old, new, dry_run=dry_run)
+            seen.append((old, new))
+            return new
+
+        try:
+            async with self._update_locks.hold(key):
+                result = await self._guaranteed_update(
+                    definition, key, name, allocating, subresource=subresource, precondition_rv=precondition_rv,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+                )
+        except BaseException:
+            for hook in hooks:
+                for old, new in seen:
+                    await asyncio.shield(hook.release_unused(old, new, None))
+            raise
+        for hook in hooks:
+            for old, new in seen:
+                await hook.release_unused(old, new, None if dry_run else result)
+        return result
 
     async def _guaranteed_update(
         self,
