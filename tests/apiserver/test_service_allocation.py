@@ -135,3 +135,25 @@ async def test_type_changes_on_update_allocate_and_free_as_upstream(server):
         svc["spec"] = {"type": "ClusterIP", "ports": [{"port": 80}]}
         svc = await client.update(SERVICES, svc)
         assert svc["spec"]["clusterIP"] not in ("", None, ip)
+
+
+@pytest.mark.etcd
+async def test_two_api_servers_on_one_etcd_never_hand_out_the_same_address():
+    from k8py.storage.etcd import EtcdStorage
+    from tests.support.etcd import fresh_prefix, session_etcd
+
+    urls = session_etcd().client_urls
+    prefix = fresh_prefix()
+
+    def storage():
+        return EtcdStorage(urls, prefix=prefix, compaction_interval=None)
+
+    with ServerThread(storage, service_cidr=CIDR, service_node_port_range="30000-30019") as a, \
+            ServerThread(storage, service_cidr=CIDR, service_node_port_range="30000-30019") as b:
+        async with RestClient(ClientConfig(server=a.url)) as ca, RestClient(ClientConfig(server=b.url)) as cb:
+            created = await asyncio.gather(*(
+                (ca if i % 2 else cb).create(SERVICES, _svc(f"s{i}", type="NodePort"), namespace="default") for i in range(20)))
+    ips = [s["spec"]["clusterIP"] for s in created]
+    ports = [s["spec"]["ports"][0]["nodePort"] for s in created]
+    assert len(set(ips)) == 20 and "127.200.7.1" not in ips
+    assert sorted(ports) == list(range(30000, 30020))

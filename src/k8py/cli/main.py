@@ -55,6 +55,8 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
     p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12",
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
+    p.add_argument("--service-node-port-range", default="30000-32767",
+                   help="the range node ports of NodePort Services come from (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -110,6 +112,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             watch_cache_capacity=args.watch_cache_size,
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
+            service_node_port_range=args.service_node_port_range,
         ),
     )
     try:
