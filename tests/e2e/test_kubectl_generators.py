@@ -177,12 +177,13 @@ def test_run_creates_a_pod_from_protobuf(sqlite_kubectl):
     assert (container["env"], container["ports"]) == ([{"name": "A", "value": "1"}], [{"containerPort": 80, "protocol": "TCP"}])
 
 
-def test_autoscale_fails_cleanly_because_hpas_are_not_served(sqlite_kubectl):
+def test_autoscale_creates_a_horizontal_pod_autoscaler(sqlite_kubectl):
     k = sqlite_kubectl
     k.run("create", "deployment", "d1", "--image=nginx")
-    result = k.run("autoscale", "deployment", "d1", "--max=3", check=False)
-    assert result.returncode == 1
-    assert result.stderr.strip() == "Error from server (NotFound): the server could not find the requested resource"
+    result = k.run("autoscale", "deployment", "d1", "--max=3")
+    assert result.stdout == "horizontalpodautoscaler.autoscaling/d1 autoscaled\n"
+    hpa = get(k, "hpa", "d1")
+    assert (hpa["spec"]["scaleTargetRef"]["kind"], hpa["spec"]["maxReplicas"]) == ("Deployment", 3)
 
 
 def test_create_from_a_file_still_sends_json(sqlite_kubectl, tmp_path):
