@@ -157,3 +157,31 @@ def test_additional_printer_columns_in_kubectl_get(crontabs, kubectl) -> None:
     assert lines[0].split() == ["NAME", "SPEC", "REPLICAS", "AGE"]
     assert lines[1].split()[:6] == ["h", "*/5", "*", "*", "*", "*"]
     assert lines[1].split()[6] == "3"
+
+
+def test_kubectl_explain_reads_the_published_schema(crontabs, kubectl) -> None:
+    out = kubectl.run("explain", "crontabs.spec.replicas").stdout
+    assert "KIND:       CronTab" in out and "FIELD: replicas <integer>" in out
+    fields = kubectl.run("explain", "crontab.spec").stdout
+    for name in ("cronSpec", "image", "replicas", "color", "ports"):
+        assert f"  {name}\t" in fields or f"  {name} " in fields, fields
+
+
+def test_server_side_apply_of_a_custom_resource(crontabs, kubectl) -> None:
+    manifest = """\
+apiVersion: stable.example.com/v1
+kind: CronTab
+metadata: {name: ssa}
+spec: {cronSpec: "* * * * *", replicas: 2}
+"""
+    kubectl.run("apply", "--server-side", "--field-manager=first", "-f", "-", input=manifest)
+    got = crontabs.get_namespaced_custom_object(GROUP, "v1", "default", "crontabs", "ssa")
+    assert got["spec"]["replicas"] == 2 and got["spec"]["image"] == "busybox"
+    assert [m["manager"] for m in got["metadata"]["managedFields"]] == ["first"]
+    conflict = kubectl.run("apply", "--server-side", "--field-manager=second", "-f", "-",
+                           input=manifest.replace("replicas: 2", "replicas: 3"), check=False)
+    assert conflict.returncode != 0 and "conflict" in conflict.stderr.lower()
+    kubectl.run("apply", "--server-side", "--force-conflicts", "--field-manager=second", "-f", "-",
+                input=manifest.replace("replicas: 2", "replicas: 3"))
+    got = crontabs.get_namespaced_custom_object(GROUP, "v1", "default", "crontabs", "ssa")
+    assert got["spec"]["replicas"] == 3

@@ -58,6 +58,23 @@ class CustomResourceStrategy(Strategy):
         return structural.validate(obj, self.schema)
 
 
+class VersionConverter:
+    """Conversion ``None`` between a served version and the storage version:
+    only ``apiVersion`` changes (upstream's nopConverter)."""
+
+    field_aliases: dict[str, str] = {}
+
+    def __init__(self, served: str, stored: str) -> None:
+        self.served = served
+        self.stored = stored
+
+    def to_storage(self, obj: Object) -> Object:
+        return {**obj, "apiVersion": self.stored} if "apiVersion" in obj else obj
+
+    def from_storage(self, obj: Object) -> Object:
+        return {**obj, "apiVersion": self.served} if "apiVersion" in obj else obj
+
+
 def _path(json_path: str) -> tuple[str, ...]:
     """``.spec.replicas`` -> ("spec", "replicas")."""
     return tuple(p for p in json_path.split(".") if p)
@@ -71,7 +88,10 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
     plural = names["plural"]
     terminating = bool((crd.get("metadata") or {}).get("deletionTimestamp"))
     out = []
-    for version in spec.get("versions") or []:
+    storage_version = next((v["name"] for v in spec.get("versions") or [] if v.get("storage")), "")
+    # the storage version first: the watch cache takes its definition from it
+    versions = sorted(spec.get("versions") or [], key=lambda v: not v.get("storage"))
+    for version in versions:
         if not version.get("served"):
             continue
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
@@ -102,6 +122,8 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
             storage_resource=f"{group}/{plural}",
             scale=scale,
             custom=True,
+            converter=None if version["name"] == storage_version else
+            VersionConverter(f"{group}/{version['name']}", f"{group}/{storage_version}"),
             printer=printer_for_version(version),
             structural_schema=schema,
         ))

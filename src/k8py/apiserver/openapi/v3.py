@@ -145,11 +145,31 @@ def _collapse_scalar_one_of(out: Schema) -> None:
 
 
 def _permissive_schema(definition: ResourceDefinition) -> Schema:
+    if definition.structural_schema is not None:
+        return _custom_schema(definition)
     return {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": True,
         "x-kubernetes-group-version-kind": [_gvk(definition.group, definition.version, definition.kind)],
     }
+
+
+def _custom_schema(definition: ResourceDefinition) -> Schema:
+    """A CRD version's openAPIV3Schema as upstream publishes it: apiVersion,
+    kind and metadata (ObjectMeta) added at the root, tagged with the GVK."""
+    schema = orjson.loads(orjson.dumps(definition.structural_schema))
+    props = schema.setdefault("properties", {})
+    for field in ("apiVersion", "kind"):
+        if field not in props:
+            type_meta = upstream.definition(_META + "Status") or {}
+            doc = ((type_meta.get("properties") or {}).get(field) or {}).get("description", "")
+            props[field] = {"type": "string", "description": doc}
+    props["metadata"] = {"allOf": [{"$ref": _COMPONENT_PREFIX + _META + "ObjectMeta"}],
+                         "description": "Standard object's metadata. More info: https://git.k8s.io/community/"
+                         "contributors/devel/sig-architecture/api-conventions.md#metadata"}
+    schema.setdefault("type", "object")
+    schema["x-kubernetes-group-version-kind"] = [_gvk(definition.group, definition.version, definition.kind)]
+    return schema
 
 
 def _gvk(group: str, version: str, kind: str) -> dict[str, str]:
