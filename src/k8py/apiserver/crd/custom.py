@@ -37,10 +37,10 @@ class CustomResourceStrategy(Strategy):
         self.terminating = terminating
 
     def default(self, obj: Object) -> None:
-        """Prune what the schema does not declare, then fill its defaults
-        (upstream: on decoding every write)."""
+        """Fill the schema's defaults (upstream: on decoding every write).
+        Unknown fields are already pruned (or refused) by fieldValidation
+        when the request body is decoded, for every write path."""
         if self.schema is not None:
-            structural.unknown_fields(obj, self.schema, prune=True)
             structural.apply_defaults(obj, self.schema)
 
     def prepare_for_status_update(self, obj: Object, old: Object) -> None:
