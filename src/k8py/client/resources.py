@@ -33,6 +33,8 @@ __all__ = [
     "POD_DISRUPTION_BUDGETS",
     "RESOURCE_QUOTAS",
     "LIMIT_RANGES",
+    "HORIZONTAL_POD_AUTOSCALERS",
+    "POD_METRICS",
 ]
 
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
@@ -60,3 +62,5 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False,
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", True, "PodDisruptionBudget")
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True, "ResourceQuota")
 LIMIT_RANGES = Resource("", "v1", "limitranges", True, "LimitRange")
+HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers", True, "HorizontalPodAutoscaler")
+POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", True, "PodMetrics")

@@ -71,6 +71,7 @@ CONTROLLER_MODULES: dict[str, str] = {
     "endpointslicemirroring": "k8py.controllers.endpointslice_mirroring",
     "disruption": "k8py.controllers.disruption",
     "nodelifecycle": "k8py.controllers.node_lifecycle",
+    "horizontalpodautoscaling": "k8py.controllers.podautoscaler",
     "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
 }

@@ -1,0 +1,77 @@
+"""Printer for HorizontalPodAutoscalers:
+``NAME  REFERENCE  TARGETS  MINPODS  MAXPODS  REPLICAS  AGE`` (upstream's
+printHorizontalPodAutoscaler; TARGETS as ``formatHPAMetrics``:
+``cpu: 30%/50%``, ``<unknown>`` before the controller has measured, at most
+two metrics then ``+ N more...``). Works on the v2 form and the v1 view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cells import dig, object_age
+from .columns import Column, Printer, age_column, name_column
+
+__all__ = ["PRINTERS"]
+
+_HPA = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"
+
+
+def _quantity_or_unknown(value: Any, suffix: str = "") -> str:
+    return "<unknown>" if value is None else f"{value}{suffix}"
+
+
+def _targets(obj: dict[str, Any]) -> str:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if "targetCPUUtilizationPercentage" in spec or ("metrics" not in spec and "maxReplicas" in spec):
+        if spec.get("targetCPUUtilizationPercentage") is None:
+            return "<none>"
+        return f"cpu: {_quantity_or_unknown(status.get('currentCPUUtilizationPercentage'), '%')}/{spec['targetCPUUtilizationPercentage']}%"
+    metrics = spec.get("metrics") or []
+    if not metrics:
+        return "<none>"
+    current = {(m.get("type"), (m.get(_field(m)) or {}).get("name")): m for m in status.get("currentMetrics") or ()}
+    parts = []
+    for m in metrics:
+        kind = m.get("type")
+        body = m.get(_field(m)) or {}
+        name = body.get("name") or ((body.get("metric") or {}).get("name")) or ""
+        target = body.get("target") or {}
+        now = ((current.get((kind, body.get("name"))) or {}).get(_field(m)) or {}).get("current") or {}
+        if target.get("type") == "Utilization":
+            parts.append(f"{name}: {_quantity_or_unknown(now.get('averageUtilization'), '%')}/{target.get('averageUtilization')}%")
+        elif target.get("type") == "AverageValue":
+            parts.append(f"{name}: {_quantity_or_unknown(now.get('averageValue'))}/{target.get('averageValue')}")
+        else:
+            parts.append(f"{name}: {_quantity_or_unknown(now.get('value'))}/{target.get('value')}")
+    if len(parts) > 2:
+        return ", ".join(parts[:2]) + f" + {len(parts) - 2} more..."
+    return ", ".join(parts)
+
+
+def _field(metric: dict[str, Any]) -> str:
+    return {"Resource": "resource", "Pods": "pods", "Object": "object", "External": "external",
+            "ContainerResource": "containerResource"}.get(metric.get("type") or "", "resource")
+
+
+HPA = Printer(
+    (
+        name_column(),
+        Column("Reference", doc="Reference is the scaled object"),
+        Column("Targets", doc="Targets are the current/target metric values"),
+        Column("MinPods", doc=(_HPA + "Spec", "minReplicas")),
+        Column("MaxPods", type="integer", doc=(_HPA + "Spec", "maxReplicas")),
+        Column("Replicas", type="integer", doc=(_HPA + "Status", "currentReplicas")),
+        age_column(),
+    ),
+    lambda obj, now: [
+        dig(obj, "metadata", "name", default=""),
+        f"{dig(obj, 'spec', 'scaleTargetRef', 'kind', default='')}/{dig(obj, 'spec', 'scaleTargetRef', 'name', default='')}",
+        _targets(obj),
+        str(dig(obj, "spec", "minReplicas", default=1) or "<unset>"),
+        int(dig(obj, "spec", "maxReplicas", default=0) or 0),
+        int(dig(obj, "status", "currentReplicas", default=0) or 0),
+        object_age(obj, now),
+    ],
+)
+
+PRINTERS = {"HorizontalPodAutoscaler": HPA}

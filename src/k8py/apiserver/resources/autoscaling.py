@@ -1,0 +1,156 @@
+"""autoscaling/v2 and autoscaling/v1 HorizontalPodAutoscalers (``hpa``): one
+stored object (the v2 form), two API versions, converted as upstream does.
+
+- v2 is stored and preferred; defaults as upstream: ``minReplicas: 1`` and,
+  with no metrics, CPU at 80% average utilization; ``behavior`` policies are
+  left to the controller's defaults when absent.
+- v1 is a view (``converter``): ``targetCPUUtilizationPercentage`` is the v2
+  CPU Utilization metric, ``status.currentCPUUtilizationPercentage`` the
+  current one; what v1 cannot say (other metrics, behavior, conditions,
+  current metrics) rides in upstream's ``autoscaling.alpha.kubernetes.io/*``
+  annotations, so a v1 read-modify-write keeps it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+
+from k8py.api.errors import Cause
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.resources.strategies import StandardStrategy
+
+__all__ = ["DEFINITIONS", "AutoscalingV1Converter"]
+
+Object = dict[str, Any]
+_ANN = "autoscaling.alpha.kubernetes.io/"
+_METRICS, _CONDITIONS, _CURRENT, _BEHAVIOR = (_ANN + "metrics", _ANN + "conditions", _ANN + "current-metrics", _ANN + "behavior")
+
+
+def _is_cpu_utilization(metric: Object) -> bool:
+    res = metric.get("resource") or {}
+    return metric.get("type") == "Resource" and res.get("name") == "cpu" and (res.get("target") or {}).get("type") == "Utilization"
+
+
+class HPAStrategy(StandardStrategy):
+    def default(self, obj: Object) -> None:
+        super().default(obj)
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("minReplicas", 1)
+        if not spec.get("metrics"):
+            spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return super().validate(obj) + self._spec(obj)
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return super().validate_update(obj, old) + self._spec(obj)
+
+    @staticmethod
+    def _spec(obj: Object) -> list[Cause]:
+        spec = obj.get("spec") or {}
+        causes = []
+        low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+        if not isinstance(high, int) or high < 1:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {high}: must be greater than or equal to 1", "spec.maxReplicas"))
+        elif isinstance(low, int) and low > high:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {high}: must be greater than or equal to `minReplicas`", "spec.maxReplicas"))
+        if isinstance(low, int) and low < 1:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {low}: must be greater than or equal to 1", "spec.minReplicas"))
+        ref = spec.get("scaleTargetRef") or {}
+        if not ref.get("kind"):
+            causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.kind"))
+        if not ref.get("name"):
+            causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.name"))
+        return causes
+
+
+class AutoscalingV1Converter:
+    """autoscaling/v1 view <-> stored autoscaling/v2."""
+
+    field_aliases: dict[str, str] = {}
+
+    def to_storage(self, obj: Object) -> Object:
+        out = copy.deepcopy({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+        out = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", **out}
+        meta = out.setdefault("metadata", {})
+        ann = dict(meta.get("annotations") or {})
+        spec = dict(out.get("spec") or {})
+        target = spec.pop("targetCPUUtilizationPercentage", None)
+        metrics = orjson.loads(ann.pop(_METRICS)) if _METRICS in ann else []
+        metrics = [m for m in metrics if not _is_cpu_utilization(m)]
+        if target is not None:
+            metrics.insert(0, {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": target}}})
+        if metrics:
+            spec["metrics"] = metrics
+        if _BEHAVIOR in ann:
+            spec["behavior"] = orjson.loads(ann.pop(_BEHAVIOR))
+        out["spec"] = spec
+        status = dict(out.get("status") or {})
+        current = status.pop("currentCPUUtilizationPercentage", None)
+        current_metrics = orjson.loads(ann.pop(_CURRENT)) if _CURRENT in ann else []
+        if current is not None:
+            current_metrics = [m for m in current_metrics if not (m.get("type") == "Resource" and (m.get("resource") or {}).get("name") == "cpu")]
+            current_metrics.insert(0, {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": current}}})
+        if current_metrics:
+            status["currentMetrics"] = current_metrics
+        if _CONDITIONS in ann:
+            status["conditions"] = orjson.loads(ann.pop(_CONDITIONS))
+        if status or "status" in out:
+            out["status"] = status
+        if ann:
+            meta["annotations"] = ann
+        else:
+            meta.pop("annotations", None)
+        return out
+
+    def from_storage(self, obj: Object) -> Object:
+        out = copy.deepcopy({k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+        out = {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", **out}
+        meta = out.setdefault("metadata", {})
+        ann = dict(meta.get("annotations") or {})
+        spec = dict(out.get("spec") or {})
+        metrics = spec.pop("metrics", None) or []
+        cpu = next((m for m in metrics if _is_cpu_utilization(m)), None)
+        if cpu is not None:
+            spec["targetCPUUtilizationPercentage"] = cpu["resource"]["target"].get("averageUtilization")
+        others = [m for m in metrics if m is not cpu]
+        if others:
+            ann[_METRICS] = orjson.dumps(others).decode()
+        if spec.get("behavior"):
+            ann[_BEHAVIOR] = orjson.dumps(spec.pop("behavior")).decode()
+        spec.pop("behavior", None)
+        out["spec"] = spec
+        status = dict(out.get("status") or {})
+        current = status.pop("currentMetrics", None) or []
+        for m in current:
+            if m.get("type") == "Resource" and (m.get("resource") or {}).get("name") == "cpu":
+                value = ((m.get("resource") or {}).get("current") or {}).get("averageUtilization")
+                if value is not None:
+                    status["currentCPUUtilizationPercentage"] = value
+        if current:
+            ann[_CURRENT] = orjson.dumps(current).decode()
+        if status.get("conditions"):
+            ann[_CONDITIONS] = orjson.dumps(status.pop("conditions")).decode()
+        status.pop("conditions", None)
+        if "status" in out:
+            out["status"] = status
+        if ann:
+            meta["annotations"] = ann
+        return out
+
+
+def _hpa(version: str, **kw: Any) -> ResourceDefinition:
+    return ResourceDefinition(
+        group="autoscaling", version=version, kind="HorizontalPodAutoscaler", plural="horizontalpodautoscalers",
+        singular="horizontalpodautoscaler", namespaced=True, short_names=("hpa",), categories=("all",),
+        subresources=frozenset({"status"}),
+        strategy=HPAStrategy("autoscaling", "v2", "HorizontalPodAutoscaler", has_status=True, tracks_generation=True),
+        openapi_name=f"io.k8s.api.autoscaling.{version}.HorizontalPodAutoscaler", storage_resource="horizontalpodautoscalers",
+        **kw,
+    )
+
+
+DEFINITIONS = [_hpa("v2"), _hpa("v1", converter=AutoscalingV1Converter())]

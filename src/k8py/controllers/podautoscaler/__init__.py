@@ -1,0 +1,18 @@
+"""The horizontal pod autoscaler controller (``horizontalpodautoscaling``).
+
+``controller``  the sync: scale subresource, metrics, status, events
+``replicas``    upstream's replica calculation (tolerance, missing/unready pods)
+``behavior``    stabilization windows and scaling policies
+``metrics``     the seam to ``metrics.k8s.io``
+"""
+
+from __future__ import annotations
+
+from k8py.controllers.context import ControllerContext
+from k8py.controllers.podautoscaler.controller import HorizontalController
+
+__all__ = ["HorizontalController", "new_controller"]
+
+
+def new_controller(ctx: ControllerContext) -> HorizontalController:
+    return HorizontalController(ctx)

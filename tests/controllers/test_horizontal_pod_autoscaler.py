@@ -1,0 +1,100 @@
+"""HorizontalPodAutoscalers: one stored object served as autoscaling/v2 and v1,
+``kubectl autoscale`` / ``kubectl get hpa``, and the controller scaling a
+ReplicaSet up on high CPU and back down after the (shortened) stabilization.
+
+The controller's metrics source is replaced here by a table the test sets
+(real PodMetrics need kubelets running CPU-burning processes; the controller's
+``metrics.k8s.io`` client is the default and is exercised where real
+kubelets run). Everything else is real: API server, scale subresource,
+ReplicaSet controller, kubectl."""
+
+from __future__ import annotations
+
+import asyncio
+from fractions import Fraction
+from typing import Any
+
+from k8py.client.resource import Resource
+from k8py.client.resources import HORIZONTAL_POD_AUTOSCALERS, NODES, PODS, REPLICASETS
+from k8py.controllers.context import ControllerOptions
+from tests.controllers.conftest import eventually, running
+from tests.support.kube import Kubectl
+from tests.support.pod_driver import PodDriver
+
+HPA_V1 = Resource("autoscaling", "v1", "horizontalpodautoscalers", True, "HorizontalPodAutoscaler")
+
+
+class TableMetrics:
+    """Every pod uses ``per_pod`` cores."""
+
+    def __init__(self) -> None:
+        self.per_pod = Fraction(0)
+        self.client: Any = None
+
+    async def pod_usage(self, namespace: str, selector: str, resource: str) -> dict[str, Fraction]:
+        pods = (await self.client.list(PODS, namespace, label_selector=selector))["items"]
+        return {p["metadata"]["name"]: self.per_pod for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def _rs(replicas: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "burn", "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "burn"}},
+                     "template": {"metadata": {"labels": {"app": "burn"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}}}
+
+
+async def test_one_object_two_versions_and_kubectl_autoscale(client, server, tmp_path):
+    await client.create(REPLICASETS, _rs(1))
+    kubectl = Kubectl(server.url, str(tmp_path / "home"))
+    out = (await asyncio.to_thread(kubectl.run, "autoscale", "rs", "burn", "--cpu-percent=50", "--min=1", "--max=5")).stdout
+    assert "horizontalpodautoscaler.autoscaling/burn autoscaled" in out
+    v2 = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
+    assert v2["apiVersion"] == "autoscaling/v2"
+    assert v2["spec"]["metrics"] == [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]
+    assert (v2["spec"]["minReplicas"], v2["spec"]["maxReplicas"]) == (1, 5)
+    v1 = await client.get(HPA_V1, "default", "burn")
+    assert v1["apiVersion"] == "autoscaling/v1" and v1["spec"]["targetCPUUtilizationPercentage"] == 50
+    assert "metrics" not in v1["spec"]
+    table = (await asyncio.to_thread(kubectl.run, "get", "hpa")).stdout.splitlines()
+    assert table[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
+    assert table[1].split()[:7] == ["burn", "ReplicaSet/burn", "cpu:", "<unknown>/50%", "1", "5", "0"]
+
+
+async def test_hpa_scales_up_on_cpu_and_back_down_after_stabilization(client, start_manager):
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    options = ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2})
+    await start_manager("replicaset", "horizontalpodautoscaling", options=options)
+    driver = PodDriver(client, node_name="n1")
+    async with running(driver.run(), "driver"):
+        await client.create(REPLICASETS, _rs(1))
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "burn", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "burn"}, "minReplicas": 1, "maxReplicas": 4,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}],
+                     "behavior": {"scaleDown": {"stabilizationWindowSeconds": 2}}}})
+
+        async def hpa(**want: Any) -> Any:
+            obj = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
+            status = obj.get("status") or {}
+            return obj if all(status.get(k) == v for k, v in want.items()) else None
+
+        metrics.per_pod = Fraction(1, 20)  # 50m of 100m: at target
+        obj = await eventually(lambda: hpa(currentReplicas=1, desiredReplicas=1))
+        metrics.per_pod = Fraction(15, 100)  # 150%: three times the target -> 3 replicas
+        obj = await eventually(lambda: hpa(desiredReplicas=3), timeout=60)
+        assert (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 3
+        assert obj["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 150
+        conds = {c["type"]: c for c in obj["status"]["conditions"]}
+        assert conds["ScalingActive"]["reason"] == "ValidMetricFound"
+        assert obj["status"].get("lastScaleTime")
+
+        metrics.per_pod = Fraction(1, 100)  # 10%: down to the minimum once the window has passed
+        obj = await eventually(lambda: hpa(desiredReplicas=1), timeout=60)
+        assert (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 1
+        conds = {c["type"]: c for c in obj["status"]["conditions"]}
+        assert conds["ScalingLimited"]["reason"] == "DesiredWithinRange"
+        assert conds["AbleToScale"]["message"].endswith("to update the target scale to 1") or conds["AbleToScale"]["reason"] == "ReadyForNewScale"
+        v1 = await client.get(HPA_V1, "default", "burn")
+        assert v1["status"]["currentCPUUtilizationPercentage"] == 10
