@@ -52,3 +52,26 @@ def test_served_versions_share_the_storage_version(k8s) -> None:
     groups = {g.name: g for g in kubernetes.client.ApisApi(k8s).get_api_versions().groups}
     assert [v.version for v in groups["example.com"].versions] == ["v1", "v1beta1"]
     assert groups["example.com"].preferred_version.version == "v1"
+
+
+def test_selectable_fields_filter_lists(k8s) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(k8s)
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"color": {"type": "string"}}}}}}
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "shirts.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "shirts", "kind": "Shirt"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema,
+                               "selectableFields": [{"jsonPath": ".spec.color"}]}]},
+    })
+    wait_for(lambda: established(ext, "shirts.example.com"), what="Established")
+    api = kubernetes.client.CustomObjectsApi(k8s)
+    for name, color in (("a", "red"), ("b", "blue"), ("c", "red")):
+        api.create_namespaced_custom_object("example.com", "v1", "default", "shirts", {
+            "apiVersion": "example.com/v1", "kind": "Shirt", "metadata": {"name": name}, "spec": {"color": color}})
+    red = api.list_namespaced_custom_object("example.com", "v1", "default", "shirts", field_selector="spec.color=red")
+    assert [i["metadata"]["name"] for i in red["items"]] == ["a", "c"]
+    with pytest.raises(kubernetes.client.ApiException) as err:
+        api.list_namespaced_custom_object("example.com", "v1", "default", "shirts", field_selector="spec.size=1")
+    assert err.value.status == 400 and "field label not supported: spec.size" in err.value.body

@@ -18,6 +18,7 @@ from typing import Any
 from k8py.api.errors import Cause, MethodNotAllowed
 from k8py.apiserver.crd.printer import printer_for_version
 from k8py.apiserver.validation import structural
+from k8py.apiserver.resources.strategies import path_getter
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec, Strategy
 
 __all__ = ["CustomResourceStrategy", "definitions_for"]
@@ -36,10 +37,10 @@ class CustomResourceStrategy(Strategy):
         self.terminating = terminating
 
     def default(self, obj: Object) -> None:
-        """Prune what the schema does not declare, then fill its defaults
-        (upstream: on decoding every write)."""
+        """Fill the schema's defaults (upstream: on decoding every write).
+        Unknown fields are already pruned (or refused) by fieldValidation
+        when the request body is decoded, for every write path."""
         if self.schema is not None:
-            structural.unknown_fields(obj, self.schema, prune=True)
             structural.apply_defaults(obj, self.schema)
 
     def prepare_for_status_update(self, obj: Object, old: Object) -> None:
@@ -73,6 +74,16 @@ class VersionConverter:
 
     def from_storage(self, obj: Object) -> Object:
         return {**obj, "apiVersion": self.served} if "apiVersion" in obj else obj
+
+
+def _field_getters(version: Object) -> dict[str, Any]:
+    """``selectableFields``: ``spec.color`` for ``jsonPath: .spec.color``."""
+    getters = {}
+    for field in version.get("selectableFields") or []:
+        steps = _path(str(field.get("jsonPath") or ""))
+        if steps:
+            getters[".".join(steps)] = path_getter(*steps)
+    return getters
 
 
 def _path(json_path: str) -> tuple[str, ...]:
@@ -122,6 +133,7 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
             storage_resource=f"{group}/{plural}",
             scale=scale,
             custom=True,
+            field_getters=_field_getters(version),
             converter=None if version["name"] == storage_version else
             VersionConverter(f"{group}/{version['name']}", f"{group}/{storage_version}"),
             printer=printer_for_version(version),
