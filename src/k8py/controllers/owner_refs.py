@@ -11,7 +11,15 @@ from typing import Any, Mapping
 
 from k8py.client.resource import Resource
 
-__all__ = ["controller_ref", "new_controller_ref", "is_controlled_by", "owner_references"]
+__all__ = [
+    "controller_ref", "new_controller_ref", "is_controlled_by", "owner_references",
+    "CONTROLLER_UID_INDEX", "index_by_controller_uid", "ensure_controller_uid_index", "owned_or_orphaned",
+]
+
+CONTROLLER_UID_INDEX = "controllerUID"
+"""Index of a shared informer: controller uid -> objects, and ``<namespace>/_ORPHAN`` -> orphans
+(upstream ``controllerUIDIndex``), so a sync reads only the candidates it may claim."""
+_ORPHAN = "_ORPHAN"
 
 
 def owner_references(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -42,3 +50,24 @@ def new_controller_ref(owner: Mapping[str, Any], resource: Resource) -> dict[str
 def is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     ref = controller_ref(obj)
     return ref is not None and ref.get("uid") == (owner.get("metadata") or {}).get("uid")
+
+
+def index_by_controller_uid(obj: Mapping[str, Any]) -> list[str]:
+    ref = controller_ref(obj)
+    if ref is not None and ref.get("uid"):
+        return [ref["uid"]]
+    return [f"{(obj.get('metadata') or {}).get('namespace') or ''}/{_ORPHAN}"]
+
+
+def ensure_controller_uid_index(informer: Any) -> None:
+    """Add :data:`CONTROLLER_UID_INDEX` to a shared informer once (several controllers share it)."""
+    if CONTROLLER_UID_INDEX not in informer.indexer.get_indexers():
+        informer.add_indexers({CONTROLLER_UID_INDEX: index_by_controller_uid})
+
+
+def owned_or_orphaned(informer: Any, owner: Mapping[str, Any]) -> list[Any]:
+    """The cached objects ``owner`` controls, plus the orphans of its namespace."""
+    meta = owner.get("metadata") or {}
+    indexer = informer.indexer
+    return [*indexer.by_index(CONTROLLER_UID_INDEX, meta.get("uid") or ""),
+            *indexer.by_index(CONTROLLER_UID_INDEX, f"{meta.get('namespace') or ''}/{_ORPHAN}")]

@@ -51,7 +51,7 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
 from k8py.controllers.keyed_controller import KeyedController
-from k8py.controllers.owner_refs import controller_ref, new_controller_ref
+from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
 from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_available, is_pod_ready
@@ -165,6 +165,7 @@ class ReplicaSetController(KeyedController):
         self.pod_informer = ctx.informers.informer(PODS)
         self.lister = self.informer.lister
         self.pod_lister = self.pod_informer.lister
+        ensure_controller_uid_index(self.pod_informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
         self.recorder = ctx.recorder(kind.component)
@@ -280,7 +281,7 @@ class ReplicaSetController(KeyedController):
         except StatusError as err:
             logger.error("invalid selector", extra={"key": key, "error": str(err)})
             return None
-        active = filter_active_pods(self.pod_lister.list(namespace=namespace))
+        active = filter_active_pods(owned_or_orphaned(self.pod_informer, rs))
         manager = ControllerRefManager(self.client, rs, self.kind.resource, PODS, selector,
                                        recheck_owner(self.client, self.kind.resource, rs))
         pods = await manager.claim(active)
@@ -364,8 +365,8 @@ class ReplicaSetController(KeyedController):
                 other_ref = controller_ref(other)
                 if other_ref is not None and other_ref.get("uid") == owner.get("uid"):
                     uids.add(_meta(other).get("uid"))
-        return [p for p in filter_active_pods(self.pod_lister.list(namespace=namespace))
-                if (controller_ref(p) or {}).get("uid") in uids]
+        pods = [p for uid in uids for p in self.pod_informer.indexer.by_index(CONTROLLER_UID_INDEX, uid or "")]
+        return filter_active_pods(pods)
 
     async def update_status(self, rs: Mapping[str, Any], status: dict[str, Any]) -> Mapping[str, Any]:
         """Write ``status`` (with observedGeneration) if it differs; one retry on a conflict."""

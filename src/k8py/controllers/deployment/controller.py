@@ -47,7 +47,7 @@ from k8py.controllers.deployment.scaling import (
     proportional_plan,
 )
 from k8py.controllers.keyed_controller import KeyedController
-from k8py.controllers.owner_refs import controller_ref, new_controller_ref
+from k8py.controllers.owner_refs import controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_status import parse_time
 
 __all__ = ["DeploymentController"]
@@ -69,6 +69,7 @@ class DeploymentController(KeyedController):
         self.rs_lister = self.rs_informer.lister
         self.pod_lister = self.pod_informer.lister
         self.recorder = ctx.recorder("deployment-controller")
+        ensure_controller_uid_index(self.rs_informer)
         self.wait_for(self.informer, self.rs_informer, self.pod_informer)
         self.informer.add_event_handler(on_add=self.enqueue, on_update=lambda old, new: self.enqueue(new), on_delete=self.enqueue)
         self.rs_informer.add_event_handler(on_add=self._add_rs, on_update=self._update_rs, on_delete=self._delete_rs)
@@ -191,9 +192,8 @@ class DeploymentController(KeyedController):
         return await self._rollout_recreate(d, rss, selector)
 
     async def _claim_replica_sets(self, d: dict[str, Any], selector: LabelSelector) -> list[Any]:
-        namespace = _meta(d).get("namespace")
         manager = ControllerRefManager(self.client, d, DEPLOYMENTS, REPLICASETS, selector, recheck_owner(self.client, DEPLOYMENTS, d))
-        return await manager.claim(self.rs_lister.list(namespace=namespace))
+        return await manager.claim(owned_or_orphaned(self.rs_informer, d))
 
     def _is_scaling_event(self, d: Mapping[str, Any], rss: list[Any]) -> bool:
         want = rsutil.replicas_of(d)
