@@ -76,6 +76,11 @@ def test_every_built_in_kind_served_is_in_the_table(apiserver):
         version = group["preferredVersion"]["groupVersion"]
         if group["name"] == "metrics.k8s.io":
             continue  # not a k8s.io/api type (served from the kubelets' figures)
+        if group["name"] == "apiextensions.k8s.io":
+            # apiextensions-apiserver's types are not in k8s.io/api, which the
+            # table is generated from; the CRD strategy writes the status
+            # fields clients read (acceptedNames, conditions, storedVersions)
+            continue
         for r in _get(apiserver.url, f"/apis/{version}")["resources"]:
             if "/" not in r["name"] and "create" in r["verbs"]:
                 served.add(f"{version}/{r['kind']}")
