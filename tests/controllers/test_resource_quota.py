@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from k8py.api.errors import StatusError
 from k8py.client.resources import CONFIGMAPS, LIMIT_RANGES, PODS, RESOURCE_QUOTAS
 from tests.controllers.conftest import eventually
+from tests.support.kube import Kubectl
 
 
 def _pod(name: str, cpu: str | None = "300m", limit: str | None = None) -> dict[str, Any]:
@@ -60,6 +62,20 @@ async def test_quota_usage_is_kept_and_a_create_over_quota_is_forbidden(client, 
         await client.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two", "namespace": "default"}})
     assert "exceeded quota: compute, requested: count/configmaps=1, used: count/configmaps=1, limited: count/configmaps=1" in err.value.message
     await eventually(lambda: _used(client, "compute", **{"count/configmaps": "1"}))
+    await client.delete(CONFIGMAPS, "default", "one")
+    await eventually(lambda: _used(client, "compute", **{"count/configmaps": "0"}))
+    await client.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "two", "namespace": "default"}})
+
+
+async def test_kubectl_create_quota_and_get_it(client, server, start_manager, tmp_path):
+    await start_manager("resourcequota")
+    kubectl = Kubectl(server.url, str(tmp_path / "home"))
+    out = (await asyncio.to_thread(kubectl.run, "create", "quota", "small", "--hard=pods=3,limits.cpu=2")).stdout
+    assert "resourcequota/small created" in out
+    await eventually(lambda: _used(client, "small", pods="0"))
+    table = (await asyncio.to_thread(kubectl.run, "get", "quota")).stdout.splitlines()
+    assert table[0].split() == ["NAME", "AGE", "REQUEST", "LIMIT"]
+    assert "pods: 0/3" in table[1] and "limits.cpu: 0/2" in table[1]
 
 
 async def test_limit_range_defaults_and_bounds(client):

@@ -9,7 +9,8 @@ Pods come from the shared informer; as upstream's replenishment, only what
 frees quota (a pod deleted or turned Succeeded/Failed) re-syncs the quotas of
 its namespace at once, and quota updates only when ``spec.hard`` changes or
 ``status.hard`` is behind it, since a recount from a cache that has not yet
-seen an object admission just charged would hand that charge back; other
+seen an object admission just charged would hand that charge back (the
+deletion of a Service, ConfigMap or Secret re-syncs too); other
 counted kinds (``count/<plural>[.<group>]``, ``services``, ``configmaps``, …)
 are listed from the API server on each sync, and every quota is re-synced
 every ``resource_quota_sync_period`` seconds (``options.extra``; upstream's
@@ -29,7 +30,7 @@ from typing import Any
 from k8py.api.quota import format_amount, is_terminal, matches_scopes, usage
 from k8py.client.keys import split_key
 from k8py.client.resource import Resource
-from k8py.client.resources import PODS, RESOURCE_QUOTAS
+from k8py.client.resources import CONFIGMAPS, PODS, RESOURCE_QUOTAS, SECRETS, SERVICES
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 
@@ -68,6 +69,8 @@ class ResourceQuotaController(KeyedController):
         self.sync_period = float(ctx.options.extra.get("resource_quota_sync_period", 300.0))
         self.quotas.add_event_handler(on_add=self.enqueue, on_update=self._quota_changed)
         self.pods.add_event_handler(on_update=self._pod_updated, on_delete=self._pod_changed)
+        for resource in (SERVICES, CONFIGMAPS, SECRETS):  # their deletion gives quota back at once
+            ctx.informers.informer(resource).add_event_handler(on_delete=self._pod_changed)
 
     def _quota_changed(self, old: Any, new: Any) -> None:
         # not on status writes: admission's charges would be raced by a recount
@@ -81,6 +84,7 @@ class ResourceQuotaController(KeyedController):
             self._pod_changed(new)
 
     def _pod_changed(self, pod: Any) -> None:
+        """``pod`` (or another namespaced object) freed quota: re-sync its namespace's quotas."""
         pod = unwrap_tombstone(pod)
         namespace = ((pod or {}).get("metadata") or {}).get("namespace")
         for quota in self.quotas.lister.list(namespace=namespace) if namespace else ():
