@@ -77,3 +77,16 @@ def test_custom_resources_are_served_again_after_a_restart(tmp_path) -> None:
         got = kubernetes.client.CustomObjectsApi(client).get_cluster_custom_object("example.com", "v1", "widgets", "w")
         assert got["spec"] == {"a": 1}
         client.close()
+
+
+def test_a_schema_that_is_not_structural_is_refused(k8s) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(k8s)
+    body = crd("widgets", "Widget")
+    body["spec"]["versions"][0]["schema"] = {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"properties": {"size": {"type": "integer"}, "any": {"x-kubernetes-int-or-string": True}}}}}}
+    with pytest.raises(kubernetes.client.ApiException) as err:
+        ext.create_custom_resource_definition(body)
+    assert err.value.status == 422
+    causes = {c["field"]: c["message"] for c in json.loads(err.value.body)["details"]["causes"]}
+    assert causes == {"spec.versions[0].schema.openAPIV3Schema.properties[spec].type":
+                      "Required value: must not be empty for specified object fields"}

@@ -173,3 +173,26 @@ def test_custom_objects_api_crud_watch_and_crd_cleanup(k8s) -> None:
 
 
 GROUP_W = "example.com"
+
+
+def test_deletecollection_and_label_selectors_on_custom_objects(k8s) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(k8s)
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gizmos", "kind": "Gizmo"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+    })
+    wait_for(lambda: established(ext, "gizmos.example.com"), what="Established")
+    api = kubernetes.client.CustomObjectsApi(k8s)
+    for name, tier in (("a", "web"), ("b", "db"), ("c", "web")):
+        api.create_namespaced_custom_object("example.com", "v1", "default", "gizmos", {
+            "apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name, "labels": {"tier": tier}}})
+    web = api.list_namespaced_custom_object("example.com", "v1", "default", "gizmos", label_selector="tier=web")
+    assert sorted(i["metadata"]["name"] for i in web["items"]) == ["a", "c"]
+    api.delete_collection_namespaced_custom_object("example.com", "v1", "default", "gizmos", label_selector="tier=web")
+    left = api.list_namespaced_custom_object("example.com", "v1", "default", "gizmos")
+    assert [i["metadata"]["name"] for i in left["items"]] == ["b"]
+    everywhere = api.list_cluster_custom_object("example.com", "v1", "gizmos")
+    assert [i["metadata"]["name"] for i in everywhere["items"]] == ["b"]

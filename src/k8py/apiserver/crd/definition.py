@@ -167,8 +167,11 @@ def _validate_versions(versions: Any) -> list[Cause]:
             seen.add(name)
         storage += bool(version.get("storage"))
         served += bool(version.get("served"))
-        if version.get("schema") is None or not isinstance((version.get("schema") or {}).get("openAPIV3Schema"), dict):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") if isinstance(version.get("schema"), dict) else None
+        if not isinstance(schema, dict):
             causes.append(required(f"{path}.schema.openAPIV3Schema", "schemas are required"))
+        else:
+            causes += _structural(schema, f"{path}.schema.openAPIV3Schema", root=True)
     if storage != 1:
         causes.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
     if not served:
@@ -190,3 +193,31 @@ CRD_DEFINITION = ResourceDefinition(
     storage_resource=f"{GROUP}/customresourcedefinitions",
     openapi_name="io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
 )
+
+
+def _structural(schema: Any, path: str, *, root: bool = False) -> list[Cause]:
+    """Upstream's structural-schema rules for types: every node under
+    properties/items/additionalProperties names its type (unless it is
+    int-or-string or preserves unknown fields); the root is an object."""
+    if not isinstance(schema, dict):
+        return [invalid(path, schema, "must be an object")]
+    causes: list[Cause] = []
+    type_ = schema.get("type")
+    if root:
+        if not type_:
+            causes.append(required(f"{path}.type", "must not be empty at the root"))
+        elif type_ != "object":
+            causes.append(not_supported(f"{path}.type", type_, ["object"]))
+    elif not type_ and not schema.get("x-kubernetes-int-or-string") \
+            and schema.get("x-kubernetes-preserve-unknown-fields") is not True:
+        causes.append(required(f"{path}.type", "must not be empty for specified object fields"))
+    if type_ and type_ not in ("object", "array", "string", "integer", "number", "boolean"):
+        causes.append(not_supported(f"{path}.type", type_,
+                                    ["array", "boolean", "integer", "number", "object", "string"]))
+    for name, sub in (schema.get("properties") or {}).items():
+        causes += _structural(sub, f"{path}.properties[{name}]")
+    if isinstance(schema.get("items"), dict):
+        causes += _structural(schema["items"], f"{path}.items")
+    if isinstance(schema.get("additionalProperties"), dict):
+        causes += _structural(schema["additionalProperties"], f"{path}.additionalProperties")
+    return causes
