@@ -64,7 +64,7 @@ def test_a_killed_kubelet_loses_its_node_and_pods_which_come_back_elsewhere(tmp_
         kc = kubectl.kubeconfig
         procs = [
             _start(tmp_path, "controller-manager", "controller-manager", "--kubeconfig", kc, "--port", "0",
-                   "--node-monitor-period", "0.5", "--node-monitor-grace-period", "4"),
+                   "--node-monitor-period", "0.5", "--node-monitor-grace-period", "8"),
             _start(tmp_path, "scheduler", "scheduler", "--kubeconfig", kc, "--port", "0"),
         ]
         a = _kubelet(tmp_path, kc, "a")
