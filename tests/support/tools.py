@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The outside tools the tests drive (etcd, kubectl): found one way, everywhere.
+"""The outside tools the tests drive (etcd, kubectl, bwrap): found one way, everywhere.
 
 ``scripts/test`` runs this file (``python tests/support/tools.py require``)
 before the tests, and the tests import it, so both find the binaries by the
 same rule: etcd at ``$K8PY_ETCD_BINARY`` or ``/usr/bin/etcd`` (what
-``k8py etcd`` runs, ``k8py.cli.etcd.ETCD_BINARY``), kubectl on ``PATH``.
+``k8py etcd`` runs, ``k8py.cli.etcd.ETCD_BINARY``), kubectl and bwrap (the
+kubelet's process runtime isolates containers with it) on ``PATH``.
 
 In CI nothing may be skipped for a missing tool: ``require`` exits non-zero
 and the test session refuses to start. CI is recognised however the runner
@@ -22,7 +23,7 @@ import os
 import shutil
 import sys
 
-__all__ = ["ETCD_MISSING", "KUBECTL_MISSING", "etcd_binary", "etcd_installed", "kubectl_binary", "in_ci", "missing_tools"]
+__all__ = ["ETCD_MISSING", "KUBECTL_MISSING", "etcd_binary", "etcd_installed", "kubectl_binary", "bwrap_binary", "in_ci", "missing_tools"]
 
 #: the skip reasons for a missing tool (listed in tests/support/skip_policy.py; refused in CI)
 ETCD_MISSING = "etcd not installed"
@@ -48,6 +49,10 @@ def kubectl_binary() -> str | None:
     return shutil.which("kubectl")
 
 
+def bwrap_binary() -> str | None:
+    return shutil.which("bwrap")
+
+
 def in_ci(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return any(env.get(name, "").strip().lower() not in _FALSE for name in _CI_VARIABLES)
@@ -59,6 +64,8 @@ def missing_tools() -> list[str]:
         missing.append(f"etcd (looked for {etcd_binary()}; set K8PY_ETCD_BINARY or install Debian's etcd-server)")
     if kubectl_binary() is None:
         missing.append("kubectl (not on PATH)")
+    if bwrap_binary() is None:
+        missing.append("bwrap (not on PATH; install Debian's bubblewrap)")
     return missing
 
 
@@ -66,6 +73,8 @@ def main(argv: list[str]) -> int:
     command = argv[1] if len(argv) > 1 else "require"
     if command == "etcd-missing":
         return 0 if not etcd_installed() else 1
+    if command == "bwrap-missing":
+        return 0 if bwrap_binary() is None else 1
     missing = missing_tools()
     if not missing:
         return 0
