@@ -62,6 +62,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
                    help="seconds without a node heartbeat before the node is Unknown (default: %(default)s)")
     p.add_argument("--node-startup-grace-period", type=float, default=60.0,
                    help="the same for a node that never posted Ready (default: %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-sync-period", type=float, default=15.0,
+                   help="seconds between HPA syncs (default: %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-tolerance", type=float, default=0.1,
+                   help="how far from 1 the usage ratio must be before the HPA scales (default: %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-downscale-stabilization", type=float, default=300.0,
+                   help="seconds of scale-down stabilization for HPAs that set none (default: %(default)s)")
+    p.add_argument("--resource-quota-sync-period", type=float, default=300.0,
+                   help="seconds between full recounts of each ResourceQuota (default: %(default)s)")
     p.add_argument("--max-endpoints-per-slice", type=int, default=100, help="endpoints in one EndpointSlice (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
     return p
@@ -81,7 +89,11 @@ async def _main(args: argparse.Namespace) -> int:
         cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
         node_monitor_period=args.node_monitor_period, node_monitor_grace_period=args.node_monitor_grace_period,
         node_startup_grace_period=args.node_startup_grace_period,
-        extra={"max_endpoints_per_slice": args.max_endpoints_per_slice},
+        extra={"max_endpoints_per_slice": args.max_endpoints_per_slice,
+               "hpa_sync_period": args.horizontal_pod_autoscaler_sync_period,
+               "hpa_tolerance": args.horizontal_pod_autoscaler_tolerance,
+               "hpa_downscale_stabilization": args.horizontal_pod_autoscaler_downscale_stabilization,
+               "resource_quota_sync_period": args.resource_quota_sync_period},
     )
     election = LeaderElectionConfig(
         enabled=args.leader_elect, lease_duration=args.leader_elect_lease_duration,

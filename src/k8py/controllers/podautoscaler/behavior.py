@@ -38,10 +38,12 @@ class History:
 
 
 class Behavior:
-    def __init__(self, spec: Mapping[str, Any] | None) -> None:
+    def __init__(self, spec: Mapping[str, Any] | None, *, downscale_window: float = 300.0) -> None:
+        """``downscale_window``: the scale-down window when the HPA sets none
+        (``--horizontal-pod-autoscaler-downscale-stabilization``)."""
         spec = spec or {}
         self.up = {**_DEFAULT_UP, **(spec.get("scaleUp") or {})}
-        self.down = {**_DEFAULT_DOWN, **(spec.get("scaleDown") or {})}
+        self.down = {**_DEFAULT_DOWN, "stabilizationWindowSeconds": downscale_window, **(spec.get("scaleDown") or {})}
 
     def stabilize(self, history: History, now: float, current: int, recommended: int) -> int:
         up_window = float(self.up.get("stabilizationWindowSeconds") or 0)

@@ -62,6 +62,7 @@ class HorizontalController(KeyedController):
         self.metrics: MetricsSource = metrics or ctx.options.extra.get("hpa_metrics") or ResourceMetricsClient(ctx.client)
         self.sync_period = float(ctx.options.extra.get("hpa_sync_period", 15.0))
         self.tolerance = float(ctx.options.extra.get("hpa_tolerance", 0.1))
+        self.downscale_window = float(ctx.options.extra.get("hpa_downscale_stabilization", 300.0))
         self.history: dict[str, History] = {}
         self.hpas.add_event_handler(on_add=self.enqueue, on_update=self._changed, on_delete=self._deleted)
 
@@ -102,7 +103,7 @@ class HorizontalController(KeyedController):
             return self.sync_period
         now = self.clock.monotonic()
         history = self.history.setdefault(key, History())
-        behavior = Behavior(spec.get("behavior"))
+        behavior = Behavior(spec.get("behavior"), downscale_window=self.downscale_window)
         desired = behavior.stabilize(history, now, current, proposal)
         desired = behavior.limit(history, now, current, desired)
         if desired > high:
