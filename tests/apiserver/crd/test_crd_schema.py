@@ -185,3 +185,20 @@ spec: {cronSpec: "* * * * *", replicas: 2}
                 input=manifest.replace("replicas: 2", "replicas: 3"))
     got = crontabs.get_namespaced_custom_object(GROUP, "v1", "default", "crontabs", "ssa")
     assert got["spec"]["replicas"] == 3
+
+
+def test_kubectl_get_watch_prints_the_printer_columns(crontabs, kubectl) -> None:
+    from tests.apiserver.test_kubectl_basic import LineReader
+
+    create(crontabs, crontab("first", cronSpec="* * * * *"))
+    proc = kubectl.popen("get", "crontabs", "-w")
+    try:
+        lines = LineReader(proc)
+        assert lines.next(timeout=30).split() == ["NAME", "SPEC", "REPLICAS", "AGE"]
+        assert lines.next(timeout=30).split()[:7] == ["first", "*", "*", "*", "*", "*", "1"]
+        create(crontabs, crontab("watched", cronSpec="1 2 3 4 5", replicas=4))
+        row = lines.until(lambda line: line.startswith("watched"), timeout=30).split()
+        assert row[1:7] == ["1", "2", "3", "4", "5", "4"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
