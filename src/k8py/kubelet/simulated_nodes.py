@@ -54,12 +54,21 @@ _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 *
                      boot_id="simulated", machine_id="simulated")
 
 
+def _fallback_pod_cidr(index: int) -> str:
+    """A node's own /24 when node IPAM gives it none: inside 127.128.0.0/10,
+    between the cluster CIDR (127.64.0.0/10) and the Service range
+    (127.192.0.0/12), so a simulated pod's IP is a loopback address that
+    nothing listens on — a proxy that picks one gets a local refusal, and no
+    packet ever leaves the machine."""
+    return f"127.{128 + (index // 256) % 64}.{index % 256}.0/24"
+
+
 class SimulatedNode:
     def __init__(self, parent: "SimulatedNodes", index: int) -> None:
         base = parent.config
         self.config = replace(base, node_name=f"{base.node_name}-{index}", simulated=True, node_labels=dict(base.node_labels),
                               node_status_update_frequency=max(base.node_status_update_frequency, 30.0),
-                              pod_cidr=f"10.{(index // 256) % 256}.{index % 256}.0/24")
+                              pod_cidr=_fallback_pod_cidr(index))
         self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address)
         self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
                                 volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
