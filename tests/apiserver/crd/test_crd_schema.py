@@ -202,3 +202,19 @@ def test_kubectl_get_watch_prints_the_printer_columns(crontabs, kubectl) -> None
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_kubectl_apply_reports_unknown_and_invalid_fields_as_upstream(crontabs, kubectl) -> None:
+    unknown = kubectl.run("apply", "-f", "-", check=False, input=(
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: k}\n"
+        "spec: {cronSpec: '* * * * *', bogus: 1}\n"))
+    assert unknown.returncode == 1
+    assert unknown.stderr == ('Error from server (BadRequest): error when creating "STDIN": CronTab in version "v1" '
+                              'cannot be handled as a CronTab: strict decoding error: unknown field "spec.bogus"\n')
+    invalid = kubectl.run("apply", "-f", "-", check=False, input=(
+        "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: k}\nspec: {cronSpec: '* * * * *', replicas: 0}\n"))
+    assert invalid.returncode == 1
+    assert invalid.stderr == (
+        'The CronTab "k" is invalid: spec.replicas: Invalid value: 0: '
+        "spec.replicas in body should be greater than or equal to 1\n")
+

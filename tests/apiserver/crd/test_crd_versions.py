@@ -75,3 +75,24 @@ def test_selectable_fields_filter_lists(k8s) -> None:
     with pytest.raises(kubernetes.client.ApiException) as err:
         api.list_namespaced_custom_object("example.com", "v1", "default", "shirts", field_selector="spec.size=1")
     assert err.value.status == 400 and "field label not supported: spec.size" in err.value.body
+
+
+def test_a_non_storage_version_fills_its_defaults_on_read(k8s) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(k8s)
+    with_default = {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 5}}}}}}
+    ext.create_custom_resource_definition({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "boxes.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "boxes", "kind": "Box"},
+                 "versions": [{"name": "v1beta1", "served": True, "storage": False, "schema": with_default},
+                              {"name": "v1", "served": True, "storage": True, "schema": SCHEMA}]},
+    })
+    wait_for(lambda: established(ext, "boxes.example.com"), what="Established")
+    api = kubernetes.client.CustomObjectsApi(k8s)
+    api.create_namespaced_custom_object("example.com", "v1", "default", "boxes", {
+        "apiVersion": "example.com/v1", "kind": "Box", "metadata": {"name": "b"}, "spec": {}})
+    assert api.get_namespaced_custom_object("example.com", "v1", "default", "boxes", "b")["spec"] == {}
+    assert api.get_namespaced_custom_object("example.com", "v1beta1", "default", "boxes", "b")["spec"] == {"size": 5}
+    listed = api.list_namespaced_custom_object("example.com", "v1beta1", "default", "boxes")
+    assert [i["spec"] for i in listed["items"]] == [{"size": 5}]
