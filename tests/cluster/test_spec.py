@@ -118,3 +118,15 @@ def test_more_api_servers_without_etcd_are_refused_with_what_to_do(tmp_path):
 
     with pytest.raises(SpecError, match="needs --etcd-servers"):
         _spec(build_parser().parse_args(["up", "--data-dir", str(tmp_path), "--apiservers", "2"]))
+
+
+def test_kubelets_point_pods_at_k8py_dns_only_when_it_has_port_53(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=1)
+    ports = all_ports(spec)
+    on_53 = {c.name: c.argv for c in component_specs(spec, {**ports, "dns/udp": 53})}["kubelet/k8py-node-0"]
+    assert on_53[on_53.index("--cluster-dns") + 1] == "127.192.0.10"
+    elsewhere = {c.name: c.argv for c in component_specs(spec, {**ports, "dns/udp": 10053})}["kubelet/k8py-node-0"]
+    assert "--cluster-dns" not in elsewhere  # resolv.conf cannot name another port
+    no_dns = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=1, dns=False)
+    argv = {c.name: c.argv for c in component_specs(no_dns, all_ports(no_dns))}["kubelet/k8py-node-0"]
+    assert "--cluster-dns" not in argv

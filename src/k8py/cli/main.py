@@ -19,6 +19,7 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import asyncio
 import gc
 import logging
@@ -43,6 +44,29 @@ __all__ = ["main", "build_parser"]
 DEFAULT_DATA_DIR = up_command.DEFAULT_DATA_DIR
 
 
+def _service_cidr(text: str) -> str:
+    """``--service-cluster-ip-range``: a network such as 127.192.0.0/12, with room for Services."""
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a network such as 127.192.0.0/12 ({err})") from None
+    if network.num_addresses < 8:
+        raise argparse.ArgumentTypeError(f"{text!r} holds {network.num_addresses} addresses; give a range of at least 8 (a /29)")
+    return text
+
+
+def _node_port_range(text: str) -> str:
+    """``--service-node-port-range``: LOW-HIGH within 1-65535, as 30000-32767."""
+    low, _, high = text.partition("-")
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port range such as 30000-32767") from None
+    if not 1 <= first <= last <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: ports must satisfy 1 <= LOW <= HIGH <= 65535, as 30000-32767")
+    return text
+
+
 def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the embedded store and kubeconfig live (default: %(default)s)")
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default: %(default)s)")
@@ -53,9 +77,9 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
     p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
-    p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12",
+    p.add_argument("--service-cluster-ip-range", default="127.192.0.0/12", type=_service_cidr,
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
-    p.add_argument("--service-node-port-range", default="30000-32767",
+    p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 

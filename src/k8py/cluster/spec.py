@@ -168,6 +168,10 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
     out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc, "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))
+    # pods' resolv.conf can name only an address (port 53 implied): point
+    # ClusterFirst pods at k8py dns only when it got 127.192.0.10:53
+    kubelet_extra = extra.get("kubelet", [])
+    dns = ["--cluster-dns", DNS_IP] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
         if spec.proxy and node == spec.node_names()[0]:
@@ -178,7 +182,7 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
                                      log("proxy"), health(ports["proxy"])))
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc, "--node-name", node, "--port", str(port),
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
-                                                          *extra.get("kubelet", [])),
+                                                          *dns, *kubelet_extra),
                                  log(f"kubelet-{node}"), health(port)))
     if spec.simulated_nodes:
         port = ports["kubelet/simulated"]
