@@ -2,14 +2,15 @@
 
 Pure functions, shared by ``node_lifecycle`` (which taints nodes from their
 conditions) and ``taint_eviction`` (which evicts pods that do not tolerate a
-``NoExecute`` taint). The matching rule is upstream's ``ToleratesTaint``: a
-toleration's empty effect matches every effect, an empty key with ``Exists``
-matches every key, ``Equal`` (the default operator) compares values.
+``NoExecute`` taint). The matching rule, upstream's ``ToleratesTaint``, is
+:mod:`k8py.api.taints` (shared with the scheduler and the DaemonSet controller).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
+
+from k8py.api.taints import tolerates, untolerated
 
 __all__ = [
     "NOT_READY", "UNREACHABLE", "UNSCHEDULABLE", "CONDITION_TAINTS", "tolerates",
@@ -29,24 +30,6 @@ CONDITION_TAINTS: dict[tuple[str, str], str] = {
     ("PIDPressure", "True"): "node.kubernetes.io/pid-pressure",
     ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
 }
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def untolerated(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The taints no toleration matches."""
-    return [t for t in taints if not any(tolerates(tol, t) for tol in tolerations)]
 
 
 def min_toleration_seconds(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> float | None:

@@ -22,6 +22,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from k8py.api.taints import tolerates
+
 __all__ = ["DAEMON_TOLERATIONS", "Eligibility", "node_should_run_daemon_pod", "add_daemon_tolerations",
            "pin_to_node", "node_matches_selector_terms", "tolerates"]
 
@@ -52,19 +54,6 @@ def add_daemon_tolerations(pod_spec: dict[str, Any]) -> None:
         tolerations = [t for t in tolerations if not (t.get("key") == key and t.get("effect") == effect)]
         tolerations.append({"key": key, "operator": "Exists", "effect": effect})
     pod_spec["tolerations"] = tolerations
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
 def _untolerated(taints: list[Mapping[str, Any]], tolerations: list[Mapping[str, Any]], effects: set[str]) -> bool:

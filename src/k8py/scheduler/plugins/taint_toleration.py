@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from k8py.api.taints import tolerates
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState
 from k8py.scheduler.framework.status import Status, unresolvable
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
@@ -14,22 +15,6 @@ from k8py.scheduler.plugins.names import TAINT_TOLERATION
 __all__ = ["TaintToleration", "tolerates", "first_untolerated", "untolerated_reason", "count_intolerable", "default_normalize"]
 
 Object = dict[str, Any]
-
-
-def tolerates(toleration: Object, taint: Object) -> bool:
-    """Upstream ``Toleration.ToleratesTaint``."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return True
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
 
 
 def first_untolerated(taints: Iterable[Object], tolerations: Sequence[Object]) -> Object | None:
