@@ -182,7 +182,7 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
                                      log("proxy"), health(ports["proxy"])))
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc, "--node-name", node, "--port", str(port),
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
-                                                          *dns, *kubelet_extra),
+                                                          "--pod-cidr-wait", "30", *dns, *kubelet_extra),
                                  log(f"kubelet-{node}"), health(port)))
     if spec.simulated_nodes:
         port = ports["kubelet/simulated"]

@@ -45,6 +45,11 @@ class KubeletConfig:
     port: int = 10250
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
+    #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``
+    #: (0: do not wait). Pods started on the fallback range keep its IPs, and
+    #: every kubelet shares that fallback, so a cluster that runs node IPAM
+    #: (``k8py up``) waits rather than hand out colliding pod IPs.
+    pod_cidr_wait: float = 0.0
     max_pods: int = 110
     node_labels: dict[str, str] = field(default_factory=dict)
     register_with_taints: list[dict[str, str]] = field(default_factory=list)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Mapping, Sequence
 
 from aiohttp import web
@@ -167,6 +168,7 @@ class Kubelet:
             node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
             self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)
             self.recorder.event(node_ref, "Normal", "NodeReady", f"Node {self.config.node_name} status is now: NodeReady", resource=NODES)
+            await self._wait_for_pod_cidr()
             if not self.node_status.pod_cidr:
                 logger.warning("node has no spec.podCIDR (node IPAM not running?): using --pod-cidr",
                                extra={"node": self.config.node_name, "podCIDR": self.config.pod_cidr})
@@ -195,6 +197,17 @@ class Kubelet:
                 await close()
             if self._runner is not None:
                 await self._runner.cleanup()
+
+    async def _wait_for_pod_cidr(self) -> None:
+        """Give node IPAM up to ``pod_cidr_wait`` seconds to set spec.podCIDR."""
+        assert self.node_status is not None
+        deadline = time.monotonic() + self.config.pod_cidr_wait
+        while not self.node_status.pod_cidr and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            node = await self.client.get(NODES, None, self.config.node_name)
+            cidr = (node.get("spec") or {}).get("podCIDR") or ""
+            if cidr:
+                await self.node_status.update(node=node)  # adopts the range (on_pod_cidr)
 
     async def _refresh_node(self) -> None:
         while True:
