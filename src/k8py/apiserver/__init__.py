@@ -17,6 +17,10 @@ the ``layers`` contract in ``pyproject.toml`` makes a cycle fail the build)::
                     canonical timestamps
     streaming/      (beside admission) the subresources the kubelet answers:
                     pods/log, exec, attach, portforward, nodes/proxy, relayed
+    authz/          (below admission) who may do what: the authorizers (RBAC,
+                    Node) behind one Authorizer protocol
+    authn/          (below authz) who a request is: the authenticator chain
+                    filling request[USER_KEY] with a UserInfo
     watch/          the read side: one store watch (cacher) feeding a watch
                     cache per resource, fanned out to one Watcher per watch
     store/          the write side: create/read/update over
