@@ -1,7 +1,9 @@
 """The HTTP surface: one aiohttp Application, routed by path shape.
 
-Non-resource paths (``/version``, health, ``/metrics``, discovery,
-``/openapi/v3``) are answered here; every resource path goes to
+Middlewares, outermost first: Status errors and metrics, authentication
+(``request[USER_KEY]``, 401), impersonation (checked with
+``app[AUTHORIZER_KEY]``, 403). Non-resource paths (``/version``, health,
+``/metrics``, discovery, ``/openapi/v3``) are answered here; every resource path goes to
 :class:`~k8py.apiserver.handlers.verbs.ResourceHandlers`. A middleware turns
 :class:`~k8py.api.errors.StatusError` (and anything unexpected) into a
 ``Status`` body and records request metrics. What is served is kept apart
@@ -27,6 +29,10 @@ from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
 from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v3 import OpenAPIService
+from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
+from k8py.apiserver.authn.self_subject_review import GROUP as AUTHENTICATION_GROUP, serve_self_subject_review
+from k8py.apiserver.authz.attributes import AUTHORIZER_KEY, AlwaysAllow
+from k8py.apiserver.authz.impersonation import impersonation_middleware
 from k8py.apiserver.handlers.request_info import parse_resource_path
 from k8py.apiserver.streaming import RESOURCE_METRICS
 from k8py.apiserver.streaming.resource_metrics import GROUP as METRICS_GROUP
@@ -127,7 +133,9 @@ def build_app(
     openapi: OpenAPIService,
     metrics: APIMetrics,
     is_ready: Callable[[], bool],
+    authenticator: AuthenticatorChain | None = None,
 ) -> web.Application:
+    """The application; ``authenticator`` is who TLS requests are (anonymous only when None)."""
     version_body = orjson.dumps(version_info())
 
     def json_body(body: bytes, content_type: str = "application/json") -> web.Response:
@@ -175,6 +183,10 @@ def build_app(
             resource_path = parse_resource_path(path)
             if resource_path is None:
                 raise not_found()
+            if resource_path.group == AUTHENTICATION_GROUP and resource_path.plural == "selfsubjectreviews" \
+                    and not resource_path.name and request.method == "POST":
+                request[VERB_KEY], request[RESOURCE_KEY] = "POST", resource_path.plural
+                return await serve_self_subject_review(request, resource_path.version)
             ctx = handlers.resolve(request, resource_path)
             request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request, resource_path.subresource)
             request[RESOURCE_KEY] = ctx.definition.plural
@@ -218,7 +230,15 @@ def build_app(
             if verb is not None:
                 metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
-    app = web.Application(middlewares=[status_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(
+        middlewares=[
+            status_errors,
+            authentication_middleware(authenticator or AuthenticatorChain()),
+            impersonation_middleware(lambda: app[AUTHORIZER_KEY]),
+        ],
+        client_max_size=MAX_BODY_BYTES,
+    )
+    app[AUTHORIZER_KEY] = AlwaysAllow()
     app.router.add_route("*", "/{tail:.*}", route)
     return app
 
