@@ -100,6 +100,7 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--etcd-servers", default="", help="comma-separated etcd client URLs; the embedded store is used when empty")
     p.add_argument("--etcd-prefix", default="/registry", help="etcd key prefix (default: %(default)s)")
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
+    p.add_argument("--no-kubeconfig", action="store_true", help="write no kubeconfig (k8py up writes each component's own)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
     p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
@@ -155,7 +156,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
     if secure_port is None and args.insecure_port is None:
         secure_port = 6443
     admin: tuple[bytes, bytes] | None = None
-    if secure_port is not None and not args.client_ca_file and not args.token_auth_file:
+    if secure_port is not None and not args.client_ca_file and not args.token_auth_file and not args.no_kubeconfig:
         args.client_ca_file, admin = _standalone_admin(args.cert_dir or os.path.join(args.data_dir, "certs"))
     try:
         server = _build_apiserver(args, secure_port)
@@ -175,7 +176,9 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
         return 2
     _tune_gc()
     kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
-    if server.insecure_url:
+    if args.no_kubeconfig:
+        kubeconfig = ""
+    elif server.insecure_url:
         write_kubeconfig(kubeconfig, server.insecure_url)
     else:
         write_kubeconfig(kubeconfig, server.url, ca_data=server.serving.ca_pem if server.serving else None,
@@ -235,9 +238,10 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None):  # type
 
 
 async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def]
-    print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
-    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
-    print("  kubectl get namespaces", flush=True)
+    if kubeconfig:
+        print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
+        print(f"  export KUBECONFIG={kubeconfig}", flush=True)
+        print("  kubectl get namespaces", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -39,7 +39,7 @@ from k8py.cluster.readiness import http_ok, ready_nodes
 from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
-from k8py.cluster.kubeconfig import write_kubeconfig
+from k8py.cluster.pki import ClusterPKI
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
 
@@ -91,7 +91,8 @@ class Supervisor:
         self._stopping = False
         self._progress: list[str] = []
         host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
-        self.api_url = f"http://{host}:{self.ports['apiserver']}"
+        self.api_url = f"https://{host}:{self.ports['apiserver']}"
+        self.pki = ClusterPKI(spec.data_dir)
 
     # -- state and progress -------------------------------------------------------
 
@@ -158,7 +159,7 @@ class Supervisor:
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
         delay = 0.02
-        async with aiohttp.ClientSession() as session:
+        async with self._session() as session:
             while r.proc is not None and r.proc.returncode is None and not self._stopping:
                 if await http_ok(session, r.spec.health):
                     r.healthy, r.state = True, "running"
@@ -172,6 +173,10 @@ class Supervisor:
         r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
+    def _session(self) -> aiohttp.ClientSession:
+        """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.pki.client_ssl_context()))
+
     # -- the cluster --------------------------------------------------------------
 
     async def start(self, timeout: float = 120.0) -> None:
@@ -179,9 +184,10 @@ class Supervisor:
         :class:`StartError` (after stopping what started) if it cannot be."""
         os.makedirs(self.spec.log_dir, exist_ok=True)
         self.progress(f"starting k8py in {self.spec.data_dir} (logs in {self.spec.log_dir})")
-        # The kubeconfig the API server would write, written now, so that no
-        # component ever reads an old one (a resumed cluster on a new port).
-        write_kubeconfig(self.spec.kubeconfig, self.api_url)
+        # the certificates, and every kubeconfig written now, so that no
+        # component ever reads an old one (a resumed cluster on a new port)
+        await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
+                                service_ip=self.spec.service_ip(), nodes=self.spec.certificate_nodes())
         api, *rest = self.components
         await self._spawn(api)
         self._start(api)
@@ -210,7 +216,7 @@ class Supervisor:
     async def _wait_nodes(self, deadline: float) -> None:
         expected = self.spec.expected_nodes
         seen: set[str] = set()
-        async with aiohttp.ClientSession() as session:
+        async with self._session() as session:
             while len(seen) < expected:
                 names = await ready_nodes(session, self.api_url) or []
                 fresh = [n for n in names if n not in seen]
