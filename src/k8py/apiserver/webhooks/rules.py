@@ -89,7 +89,7 @@ def _labels(obj: Object | None) -> Mapping[str, str]:
 def namespace_selector_matches(selector: Mapping[str, Any] | None, attrs: RequestAttributes,
                                namespace_labels: Callable[[str], Mapping[str, str] | None]) -> bool:
     parsed = label_selector_from_dict(selector or {})
-    if parsed.empty():
+    if parsed.empty:
         return True
     if attrs.resource.group == "" and attrs.resource.resource == "namespaces" and not attrs.namespace:
         # a Namespace is matched by its own labels
@@ -102,6 +102,6 @@ def namespace_selector_matches(selector: Mapping[str, Any] | None, attrs: Reques
 
 def object_selector_matches(selector: Mapping[str, Any] | None, attrs: RequestAttributes) -> bool:
     parsed = label_selector_from_dict(selector or {})
-    if parsed.empty():
+    if parsed.empty:
         return True
     return parsed.matches(_labels(attrs.object)) or parsed.matches(_labels(attrs.old_object))
