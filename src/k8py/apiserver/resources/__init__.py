@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import (
-    apps, authentication, autoscaling, batch, certificates, core, metrics, misc, policy, quota, scheduling,
+    admissionregistration, apiregistration, apps, authentication, autoscaling, batch, certificates, core, metrics, misc,
+    policy, quota, rbac, scheduling,
 )
 
 __all__ = ["builtin_definitions", "register_builtins"]
@@ -19,6 +20,7 @@ __all__ = ["builtin_definitions", "register_builtins"]
 def builtin_definitions() -> list[ResourceDefinition]:
     return [*core.DEFINITIONS, *apps.DEFINITIONS, *batch.DEFINITIONS, *misc.DEFINITIONS, *scheduling.DEFINITIONS, *metrics.DEFINITIONS,
             *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS,
+            *rbac.DEFINITIONS, *admissionregistration.DEFINITIONS, *apiregistration.DEFINITIONS,
             *authentication.DEFINITIONS, *certificates.DEFINITIONS]
 
 
