@@ -19,10 +19,10 @@ import base64
 import json
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from k8py.kubelet.images.reference import Reference
+from k8py.kubelet.runtime.protocols import AuthConfig
 
 __all__ = ["Credential", "Keyring", "keyring_from_secret", "keyring_from_file"]
 
@@ -31,15 +31,8 @@ logger = logging.getLogger(__name__)
 _HUB_ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io", "registry.hub.docker.com": "docker.io"}
 
 
-@dataclass(frozen=True)
-class Credential:
-    username: str
-    password: str
-    #: where it came from, for messages ("secret default/regcred", "node config.json")
-    source: str = ""
-
-    def __repr__(self) -> str:  # never print the password
-        return f"Credential(username={self.username!r}, source={self.source!r})"
+#: a credential is the runtime protocol's AuthConfig (username, password, source)
+Credential = AuthConfig
 
 
 def _split_key(key: str) -> tuple[str, str]:
