@@ -13,7 +13,8 @@ Commands:
 - ``k8py controller-manager``: the controllers (see ``k8py.controllers``);
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
 - ``k8py kubelet``: the node agent (process or simulated runtime);
-- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS.
+- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS;
+- ``k8py zygote``: what ``k8py up`` forks the components from (``k8py.cli.zygote``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
     proxy_command.add_parsers(sub)
+    zygote = sub.add_parser("zygote", help="(used by k8py up) import k8py once and fork each component from it")
+    zygote.add_argument("--socket", required=True, help="the Unix socket the supervisor asks for forks on")
     return parser
 
 
@@ -191,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         return proxy_command.run_proxy(args)
     if args.command == "dns":
         return proxy_command.run_dns(args)
+    if args.command == "zygote":
+        from k8py.cli.zygote import serve
+
+        return serve(args.socket)
     return 2
 
 
