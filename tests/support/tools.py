@@ -28,6 +28,8 @@ __all__ = ["ETCD_MISSING", "KUBECTL_MISSING", "etcd_binary", "etcd_installed", "
 #: the skip reasons for a missing tool (listed in tests/support/skip_policy.py; refused in CI)
 ETCD_MISSING = "etcd not installed"
 KUBECTL_MISSING = "kubectl not installed"
+POD_NETWORK_MISSING = "pod networks need root, the CNI plugins (/usr/lib/cni) and nft"
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 _CI_VARIABLES = (
     "K8PY_CI", "CI", "CONTINUOUS_INTEGRATION", "BUILD_ID", "BUILD_NUMBER", "RUN_ID", "GITHUB_ACTIONS", "GITLAB_CI",
@@ -53,9 +55,29 @@ def bwrap_binary() -> str | None:
     return shutil.which("bwrap")
 
 
+def pod_network_missing() -> str | None:
+    """What the pod-network tests (kubelet --pod-network=cni, the nftables proxy) lack, or None."""
+    if os.geteuid() != 0:
+        return "not root"
+    missing = [p for p in CNI_PLUGINS if not os.access(os.path.join("/usr/lib/cni", p), os.X_OK)]
+    if missing:
+        return f"CNI plugins {missing} not in /usr/lib/cni (Debian's containernetworking-plugins)"
+    if shutil.which("nft") is None:
+        return "nft not on PATH (Debian's nftables)"
+    return None
+
+
 def in_ci(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return any(env.get(name, "").strip().lower() not in _FALSE for name in _CI_VARIABLES)
+
+
+#: the image tests' tools: a real registry, the busybox their images are built from, htpasswd for auth
+OCI_TOOLS = (("docker-registry", "docker-registry"), ("busybox", "busybox-static"), ("htpasswd", "apache2-utils"))
+
+
+def oci_tools_missing() -> list[tuple[str, str]]:
+    return [(tool, package) for tool, package in OCI_TOOLS if shutil.which(tool) is None]
 
 
 def missing_tools() -> list[str]:
@@ -66,6 +88,7 @@ def missing_tools() -> list[str]:
         missing.append("kubectl (not on PATH)")
     if bwrap_binary() is None:
         missing.append("bwrap (not on PATH; install Debian's bubblewrap)")
+    missing += [f"{tool} (not on PATH; install Debian's {package})" for tool, package in oci_tools_missing()]
     return missing
 
 
@@ -75,6 +98,11 @@ def main(argv: list[str]) -> int:
         return 0 if not etcd_installed() else 1
     if command == "bwrap-missing":
         return 0 if bwrap_binary() is None else 1
+    if command == "pod-network-missing":  # root without the CNI plugins or nft (non-root machines skip those tests)
+        return 0 if os.geteuid() == 0 and pod_network_missing() else 1
+    if command == "oci-packages-missing":  # prints the Debian packages to install
+        print(" ".join(package for _, package in oci_tools_missing()))
+        return 0
     missing = missing_tools()
     if not missing:
         return 0

@@ -8,6 +8,8 @@ needed (the kind has no spec) and is not read.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from aiohttp import web
 
@@ -18,7 +20,12 @@ __all__ = ["GROUP", "serve_self_subject_review"]
 GROUP = "authentication.k8s.io"
 
 
-async def serve_self_subject_review(request: web.Request, version: str) -> web.Response:
+async def serve_self_subject_review(ctx: Any) -> web.Response:
+    """The create handler of ``selfsubjectreviews.authentication.k8s.io`` (see ResourceHandlers.create_handlers).
+
+    ``ctx`` is the handlers' RequestContext (the handlers sit above authn, so
+    it is not imported here): its ``request`` and ``definition`` are read."""
+    request, version = ctx.request, ctx.definition.version
     user = request[USER_KEY]
     body = {
         "kind": "SelfSubjectReview",
