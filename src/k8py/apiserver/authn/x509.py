@@ -13,12 +13,20 @@ invalid, so it raises :class:`~k8py.api.errors.Unauthorized` (the chain then
 answers 401). No certificate: ``None``, the next authenticator is asked.
 Only the leaf is seen (Python's :mod:`ssl` does not hand out the peer's
 chain), so client certificates must be issued directly by a listed CA.
+
+Verifying a signature costs about a millisecond in Python, every request on
+a keep-alive connection presents the same certificate, and a certificate's
+verdict changes only with time: so the signature and usage checks of the
+last :data:`CACHE_SIZE` certificates are remembered (by their DER bytes)
+with their validity window, and only the window is checked again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from aiohttp import web
@@ -30,9 +38,21 @@ from k8py.api.errors import Unauthorized
 from k8py.apiserver.authn.user import UserInfo
 from k8py.client import certs
 
-__all__ = ["X509Authenticator", "peer_certificate_der"]
+__all__ = ["X509Authenticator", "peer_certificate_der", "CACHE_SIZE"]
 
 log = logging.getLogger(__name__)
+
+#: certificates whose verdict is remembered (bounded: an LRU)
+CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    user: UserInfo | None  # None: refused for ``problem`` whatever the time
+    problem: str
+    not_before: dt.datetime
+    not_after: dt.datetime
+    subject: str
 
 
 def peer_certificate_der(request: web.Request) -> bytes | None:
@@ -52,6 +72,7 @@ class X509Authenticator:
     def __init__(self, cas: Sequence[x509.Certificate], *, now: Callable[[], dt.datetime] = certs.utcnow) -> None:
         self._cas = list(cas)
         self._now = now
+        self._verdicts: OrderedDict[bytes, _Verdict] = OrderedDict()
 
     @classmethod
     def from_file(cls, client_ca_file: str, **kw: object) -> "X509Authenticator":
@@ -61,29 +82,49 @@ class X509Authenticator:
         der = peer_certificate_der(request)
         if der is None:
             return None
-        return self.authenticate_certificate(x509.load_der_x509_certificate(der))
+        verdict = self._verdicts.get(der)
+        if verdict is None:
+            verdict = self._judge(x509.load_der_x509_certificate(der))
+            self._verdicts[der] = verdict
+            if len(self._verdicts) > CACHE_SIZE:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(der)
+        return self._decide(verdict)
 
     def authenticate_certificate(self, cert: x509.Certificate) -> UserInfo:
-        problem = self._verify(cert)
-        if problem:
-            log.info("client certificate rejected", extra={"subject": cert.subject.rfc4514_string(), "reason": problem})
-            raise Unauthorized("Unauthorized")
-        user, groups = certs.cert_subject(cert)
-        if not user:
-            raise Unauthorized("Unauthorized")
-        return UserInfo(user, groups=groups)
+        return self._decide(self._judge(cert))
 
-    def _verify(self, cert: x509.Certificate) -> str:
-        """Why the certificate is not acceptable ("" when it is)."""
+    def _decide(self, verdict: _Verdict) -> UserInfo:
         now = self._now()
-        if now < cert.not_valid_before_utc:
-            return "x509: certificate is not yet valid"
-        if now > cert.not_valid_after_utc:
-            return "x509: certificate has expired"
+        problem = verdict.problem
+        if not problem and now < verdict.not_before:
+            problem = "x509: certificate is not yet valid"
+        elif not problem and now > verdict.not_after:
+            problem = "x509: certificate has expired"
+        if problem or verdict.user is None:
+            log.info("client certificate rejected", extra={"subject": verdict.subject, "reason": problem})
+            raise Unauthorized("Unauthorized")
+        return verdict.user
+
+    def _judge(self, cert: x509.Certificate) -> _Verdict:
+        """The time-independent checks, and the window the certificate (and its CA) is valid in."""
+        problem, ca = self._verify(cert)
+        not_before, not_after = cert.not_valid_before_utc, cert.not_valid_after_utc
+        if ca is not None:
+            not_before, not_after = max(not_before, ca.not_valid_before_utc), min(not_after, ca.not_valid_after_utc)
+        name, groups = certs.cert_subject(cert)
+        if not problem and not name:
+            problem = "x509: the certificate has no common name (the user)"
+        user = UserInfo(name, groups=groups) if not problem else None
+        return _Verdict(user, problem, not_before, not_after, cert.subject.rfc4514_string())
+
+    def _verify(self, cert: x509.Certificate) -> tuple[str, x509.Certificate | None]:
+        """Why the certificate is not acceptable ("" when it is), and the CA that issued it."""
         try:
             usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
             if ExtendedKeyUsageOID.CLIENT_AUTH not in usages and ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE not in usages:
-                return "x509: certificate specifies an incompatible key usage"
+                return "x509: certificate specifies an incompatible key usage", None
         except x509.ExtensionNotFound:
             pass
         for ca in self._cas:
@@ -93,7 +134,5 @@ class X509Authenticator:
                 cert.verify_directly_issued_by(ca)
             except (ValueError, TypeError, InvalidSignature):
                 continue
-            if not ca.not_valid_before_utc <= now <= ca.not_valid_after_utc:
-                return "x509: the issuing CA has expired"
-            return ""
-        return "x509: certificate signed by unknown authority"
+            return "", ca
+        return "x509: certificate signed by unknown authority", None
