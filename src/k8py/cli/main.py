@@ -83,6 +83,66 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
+    _add_service_account_options(p)
+
+
+def _duration_seconds(text: str) -> int:
+    """``--service-account-max-token-expiration``: Go's duration (``48h``, ``90m``, ``3600s``) or seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    try:
+        if text and text[-1] in units:
+            total, number = 0.0, ""
+            for ch in text:
+                if ch in units:
+                    total += float(number) * units[ch]
+                    number = ""
+                else:
+                    number += ch
+            if number:
+                raise ValueError(text)
+            return int(total)
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 48h, 90m or 3600s") from None
+
+
+def _add_service_account_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--service-account-issuer", action="append", default=None,
+                   help="the iss of service-account tokens (repeatable: the first signs, all are accepted; "
+                        "default https://kubernetes.default.svc.cluster.local)")
+    p.add_argument("--service-account-signing-key-file", default="",
+                   help="PEM private key that signs service-account tokens (default: DATA_DIR/service-account.key, made if missing)")
+    p.add_argument("--service-account-key-file", action="append", default=[],
+                   help="PEM file of more keys that verify service-account tokens (repeatable)")
+    p.add_argument("--api-audiences", default="", help="comma-separated audiences a token must be for (default: the issuer)")
+    p.add_argument("--service-account-max-token-expiration", type=_duration_seconds, default=None,
+                   help="the longest a TokenRequest is granted, e.g. 48h (default: no cap)")
+    p.add_argument("--service-account-extend-token-expiration", default="true", choices=("true", "false"),
+                   help="give projected tokens asking for 3607 s a year, with warnafter (default: %(default)s)")
+    p.add_argument("--service-account-jwks-uri", default="", help="jwks_uri of the OIDC discovery document (default: issuer + /openid/v1/jwks)")
+
+
+def _service_account_config(args: argparse.Namespace) -> dict[str, object]:
+    from k8py.api.service_account_keys import ensure_signing_key_file, load_signing_key, load_verifying_keys
+
+    key_file = args.service_account_signing_key_file
+    if not key_file:
+        key_file = os.path.join(args.data_dir, "service-account.key")
+        ensure_signing_key_file(key_file)
+    load_signing_key(key_file)  # a bad file is a clear message here, not a traceback later
+    for path in args.service_account_key_file:
+        load_verifying_keys(path)
+    out: dict[str, object] = {
+        "service_account_signing_key_file": key_file,
+        "service_account_key_files": tuple(args.service_account_key_file),
+        "api_audiences": tuple(a.strip() for a in args.api_audiences.split(",") if a.strip()),
+        "service_account_max_token_expiration": args.service_account_max_token_expiration,
+        "service_account_extend_token_expiration": args.service_account_extend_token_expiration == "true",
+        "service_account_jwks_uri": args.service_account_jwks_uri,
+    }
+    if args.service_account_issuer:
+        out["service_account_issuers"] = tuple(args.service_account_issuer)
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,7 +189,15 @@ def _tune_gc() -> None:
 async def _run_apiserver(args: argparse.Namespace) -> int:
     from k8py.apiserver.server import APIServer, APIServerConfig
 
+    from k8py.api.service_account_keys import KeyFileError
+
     started = time.perf_counter()
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+        service_accounts = _service_account_config(args)
+    except KeyFileError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
     server = APIServer(
         _make_storage(args),
         APIServerConfig(
@@ -140,6 +208,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
+            **service_accounts,  # type: ignore[arg-type]
         ),
     )
     try:
