@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 import orjson
 from aiohttp import web
@@ -43,6 +43,7 @@ VERB_KEY = web.RequestKey("k8py.verb", str)
 RESOURCE_KEY = web.RequestKey("k8py.resource", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 def version_info() -> dict[str, str]:
@@ -127,7 +128,10 @@ def build_app(
     openapi: OpenAPIService,
     metrics: APIMetrics,
     is_ready: Callable[[], bool],
+    middlewares: Sequence[Middleware] = (),
 ) -> web.Application:
+    """``middlewares`` run inside the Status-rendering one, in order
+    (authentication, then authorization)."""
     version_body = orjson.dumps(version_info())
 
     def json_body(body: bytes, content_type: str = "application/json") -> web.Response:
@@ -218,7 +222,7 @@ def build_app(
             if verb is not None:
                 metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
-    app = web.Application(middlewares=[status_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[status_errors, *middlewares], client_max_size=MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", route)
     return app
 

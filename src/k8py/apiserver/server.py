@@ -45,6 +45,13 @@ from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.authz.attributes import AlwaysAllow
+from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
+from k8py.apiserver.authz.escalation import EscalationCheck
+from k8py.apiserver.authz.filter import authorization_middleware
+from k8py.apiserver.authz.policy_index import CachedPolicy
+from k8py.apiserver.authz.rbac import RBACAuthorizer
+from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -78,6 +85,8 @@ class APIServerConfig:
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
     trace: bool = False
+    #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
+    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -118,6 +127,16 @@ class APIServer:
         self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.store.admit_new.append(LimitRanger(self.registry, self.cacher).admit)
         self.store.allocate_new.append(ResourceQuotaAdmission(self.registry, self.cacher, self.store).allocate)
+        self.policy = CachedPolicy(self.cacher, self.registry)
+        self.rbac = RBACAuthorizer(self.policy)
+        self.authorizer = Union([self._authorizer(mode) for mode in self.config.authorization_modes])
+        escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
+        self.store.allocate_new.append(escalation)
+        self.store.allocate_update.append(escalation)
+        #: inside the Status middleware, in order: authentication, then authorization
+        self.middlewares: list[Any] = []
+        if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+            self.middlewares.append(authorization_middleware(self.authorizer))
         self.kubelets = KubeletClient(self._get_object)
         self.handlers = ResourceHandlers(
             registry=self.registry,
@@ -135,6 +154,7 @@ class APIServer:
             openapi=OpenAPIService(self.registry),
             metrics=self.metrics,
             is_ready=lambda: self._ready,
+            middlewares=self.middlewares,
         )
         self.app[KUBELETS] = self.kubelets
         self.app[RESOURCE_METRICS] = ResourceMetrics(self.kubelets, self._list_cached, min_window=self.config.metrics_window)
@@ -142,6 +162,15 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    def _authorizer(self, mode: str) -> Any:
+        if mode == "AlwaysAllow":
+            return AlwaysAllow()
+        if mode == "AlwaysDeny":
+            return AlwaysDeny()
+        if mode == "RBAC":
+            return self.rbac
+        raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
 
     @property
     def url(self) -> str:
@@ -238,6 +267,7 @@ class APIServer:
         assert pc_def is not None
         for pc in BUILTIN_PRIORITY_CLASSES:
             await self._ensure(pc_def, "", copy.deepcopy(pc))
+        await reconcile_bootstrap_policy(self.registry, self.store)
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:
