@@ -57,7 +57,9 @@ from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import authorization_middleware
+from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
+from k8py.apiserver.authz.node import NodeAuthorizer
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
@@ -193,7 +195,7 @@ class APIServer:
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             delete_hooks={"namespaces": self.namespaces},
             flow=FlowRecorder() if self.config.trace else None,
-            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review},
+            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review, **ACCESS_REVIEW_HANDLERS},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.app = build_app(
@@ -206,6 +208,7 @@ class APIServer:
             middlewares=self.middlewares,
         )
         self.app[KUBELETS] = self.kubelets
+        self.app[AUTHORIZER] = self.authorizer
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
@@ -222,6 +225,8 @@ class APIServer:
             return AlwaysDeny()
         if mode == "RBAC":
             return self.rbac
+        if mode == "Node":
+            return NodeAuthorizer(self.cacher, self.registry)
         raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
 
     @property

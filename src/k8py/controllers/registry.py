@@ -74,6 +74,7 @@ CONTROLLER_MODULES: dict[str, str] = {
     "horizontalpodautoscaling": "k8py.controllers.podautoscaler",
     "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
+    "clusterrole-aggregation": "k8py.controllers.clusterrole_aggregation",
 }
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset()

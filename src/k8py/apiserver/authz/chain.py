@@ -14,15 +14,16 @@ an authorizer gave one.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from k8py.api.errors import Forbidden
-from k8py.apiserver.authn.user import SYSTEM_MASTERS
+from k8py.apiserver.authn.user import SYSTEM_MASTERS, UserInfo
 from k8py.apiserver.authz.attributes import AlwaysAllow, Attributes, Authorizer, Decision
 
 __all__ = ["Union", "AlwaysDeny", "MODES", "forbidden", "forbidden_message", "parse_modes"]
 
 MODES = ("AlwaysAllow", "AlwaysDeny", "Node", "RBAC")
+Object = dict[str, Any]
 
 
 class AlwaysDeny:
@@ -51,15 +52,37 @@ class Union:
         return Decision.NO_OPINION, ", ".join(reasons)
 
 
+    def rules_for(self, user: UserInfo, namespace: str) -> tuple[list[Object], list[Object], bool, list[str]]:
+        """(resource rules, non-resource rules, incomplete, evaluation errors) of ``user`` in
+        ``namespace``, gathered from every authorizer that can list them (SelfSubjectRulesReview)."""
+        if self.always_allow or not self.privileged_groups.isdisjoint(user.groups):
+            return ([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                    [{"verbs": ["*"], "nonResourceURLs": ["*"]}], False, [])
+        resource: list[Object] = []
+        non_resource: list[Object] = []
+        incomplete = False
+        errors: list[str] = []
+        for authorizer in self.authorizers:
+            lister = getattr(authorizer, "rules_review", None)
+            if lister is None:
+                continue
+            r, n, inc, errs = lister(user, namespace)
+            resource += r
+            non_resource += n
+            incomplete = incomplete or inc
+            errors += errs
+        return resource, non_resource, incomplete, errors
+
+
 def parse_modes(value: str) -> list[str]:
     """``Node,RBAC`` → ["Node", "RBAC"]; a usage error names the modes there are."""
     modes = [m.strip() for m in value.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
-        raise ValueError(f"--authorization-mode: unknown mode {unknown[0] if unknown else '(none)'!r}; "
+        raise ValueError(f"unknown mode {unknown[0] if unknown else '(none)'!r}; "
                          f"use a comma-separated list of {', '.join(MODES)} (e.g. Node,RBAC)")
     if len(set(modes)) != len(modes):
-        raise ValueError(f"--authorization-mode: {value!r} names a mode twice")
+        raise ValueError(f"{value!r} names a mode twice")
     return modes
 
 

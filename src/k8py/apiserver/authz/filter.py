@@ -24,7 +24,10 @@ from k8py.apiserver.authz.attributes import Authorizer, Decision
 from k8py.apiserver.authz.chain import forbidden
 from k8py.apiserver.authz.request_attributes import request_attributes
 
-__all__ = ["authorization_middleware", "REQUEST_USER", "current_user"]
+__all__ = ["authorization_middleware", "REQUEST_USER", "current_user", "AUTHORIZER"]
+
+#: the server's authorizer chain (the access reviews ask it)
+AUTHORIZER = web.AppKey("k8py.authorizer", object)
 
 #: who the request being served comes from (None outside a request: the server's own writes)
 REQUEST_USER: contextvars.ContextVar[UserInfo | None] = contextvars.ContextVar("k8py_request_user", default=None)

@@ -46,6 +46,13 @@ class Binding:
     name: str
     role_kind: str  # Role | ClusterRole
     role_name: str
+    #: the subject through which it applies, as upstream describes it (``Group "system:authenticated"``)
+    subject: str = ""
+
+    def describe(self) -> str:
+        """Upstream's binding describer: ``ClusterRoleBinding "b" of ClusterRole "r" to User "u"``."""
+        name = self.name if self.kind == "ClusterRoleBinding" else f"{self.name}/{self.namespace}"
+        return f'{self.kind} "{name}" of {self.role_kind} "{self.role_name}" to {self.subject}'
 
 
 class PolicyLister(Protocol):
@@ -69,16 +76,17 @@ def subject_keys(user: UserInfo) -> list[str]:
     return [f"u:{user.name}", *(f"g:{g}" for g in user.groups)]
 
 
-def _subject_key(subject: Object, binding_namespace: str) -> str | None:
+def _subject_key(subject: Object, binding_namespace: str) -> tuple[str, str] | None:
+    """(index key, description) of a subject."""
     kind = subject.get("kind")
     name = subject.get("name") or ""
     if kind == "User":
-        return f"u:{name}"
+        return f"u:{name}", f'User "{name}"'
     if kind == "Group":
-        return f"g:{name}"
+        return f"g:{name}", f'Group "{name}"'
     if kind == "ServiceAccount":
         namespace = subject.get("namespace") or binding_namespace
-        return f"u:{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}"
+        return f"u:{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}", f'ServiceAccount "{name}/{namespace}"'
     return None
 
 
@@ -122,12 +130,15 @@ class CachedPolicy:
                 view.roles[(cached.namespace, cached.name)] = [r for r in obj.get("rules") or [] if isinstance(r, dict)]
                 continue
             ref = obj.get("roleRef") or {}
-            binding = Binding(binding_kind, cached.namespace, cached.name, ref.get("kind", ""), ref.get("name", ""))
             for subject in obj.get("subjects") or []:
-                key = _subject_key(subject, cached.namespace) if isinstance(subject, dict) else None
-                if key is not None:
-                    view.bindings.setdefault(key if binding_kind == "ClusterRoleBinding" else f"{cached.namespace}/{key}",
-                                             []).append(binding)
+                found = _subject_key(subject, cached.namespace) if isinstance(subject, dict) else None
+                if found is None:
+                    continue
+                key, described = found
+                binding = Binding(binding_kind, cached.namespace, cached.name, ref.get("kind", ""), ref.get("name", ""),
+                                  described)
+                view.bindings.setdefault(key if binding_kind == "ClusterRoleBinding" else f"{cached.namespace}/{key}",
+                                         []).append(binding)
         self._views[plural] = view
         return view
 

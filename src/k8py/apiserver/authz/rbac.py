@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from k8py.apiserver.authn.user import UserInfo
 from k8py.apiserver.authz.attributes import Attributes, Decision
 from k8py.apiserver.authz.policy_index import Binding, PolicyLister, subject_keys
-from k8py.apiserver.authz.rules import rules_allow
+from k8py.apiserver.authz.rules import rule_allows
 
 __all__ = ["RBACAuthorizer", "ResolvedRules"]
 
@@ -30,13 +30,22 @@ _MEMO_LIMIT = 4096
 
 
 class ResolvedRules:
-    """The rules of one user in one scope, and what could not be resolved."""
+    """The rules of one user in one scope, the binding each came through
+    (``sources[i]`` describes ``rules[i]``), and what could not be resolved."""
 
-    __slots__ = ("rules", "errors")
+    __slots__ = ("rules", "sources", "errors")
 
-    def __init__(self, rules: list[Object], errors: list[str]) -> None:
+    def __init__(self, rules: list[Object], sources: list[str], errors: list[str]) -> None:
         self.rules = rules
+        self.sources = sources
         self.errors = errors
+
+    def allowing(self, attributes: Attributes) -> str | None:
+        """The description of the binding whose rule allows the request, or None."""
+        for rule, source in zip(self.rules, self.sources):
+            if rule_allows(attributes, rule):
+                return source
+        return None
 
 
 class RBACAuthorizer:
@@ -47,6 +56,7 @@ class RBACAuthorizer:
 
     def _resolve(self, bindings: Sequence[Binding]) -> ResolvedRules:
         rules: list[Object] = []
+        sources: list[str] = []
         errors: list[str] = []
         for binding in bindings:
             if binding.role_kind == "ClusterRole":
@@ -61,7 +71,8 @@ class RBACAuthorizer:
                 errors.append(missing)
             else:
                 rules.extend(found)
-        return ResolvedRules(rules, errors)
+                sources.extend([binding.describe()] * len(found))
+        return ResolvedRules(rules, sources, errors)
 
     def _scoped(self, user: UserInfo, namespace: str) -> ResolvedRules:
         """Rules from ClusterRoleBindings (namespace "") or from one namespace's RoleBindings."""
@@ -86,7 +97,19 @@ class RBACAuthorizer:
         if not namespace:
             return cluster
         local = self._scoped(user, namespace)
-        return ResolvedRules(cluster.rules + local.rules, cluster.errors + local.errors)
+        return ResolvedRules(cluster.rules + local.rules, cluster.sources + local.sources, cluster.errors + local.errors)
+
+    def rules_review(self, user: UserInfo, namespace: str) -> tuple[list[Object], list[Object], bool, list[str]]:
+        """As SelfSubjectRulesReview reports them: (resource rules, non-resource rules, incomplete, errors)."""
+        resolved = self.rules_for(user, namespace)
+        resource: list[Object] = []
+        non_resource: list[Object] = []
+        for rule in resolved.rules:
+            if rule.get("resources"):
+                resource.append({k: rule[k] for k in ("verbs", "apiGroups", "resources", "resourceNames") if rule.get(k)})
+            if rule.get("nonResourceURLs"):
+                non_resource.append({"verbs": rule.get("verbs") or [], "nonResourceURLs": rule["nonResourceURLs"]})
+        return resource, non_resource, bool(resolved.errors), list(resolved.errors)
 
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
         return self.authorize_now(attributes)
@@ -94,13 +117,15 @@ class RBACAuthorizer:
     def authorize_now(self, attributes: Attributes) -> tuple[Decision, str]:
         """The decision, without awaiting (everything is in memory)."""
         cluster = self._scoped(attributes.user, "")
-        if rules_allow(attributes, cluster.rules):
-            return Decision.ALLOW, ""
+        source = cluster.allowing(attributes)
+        if source is not None:
+            return Decision.ALLOW, f"RBAC: allowed by {source}"
         errors = cluster.errors
         if attributes.namespace and attributes.resource_request:
             local = self._scoped(attributes.user, attributes.namespace)
-            if rules_allow(attributes, local.rules):
-                return Decision.ALLOW, ""
+            source = local.allowing(attributes)
+            if source is not None:
+                return Decision.ALLOW, f"RBAC: allowed by {source}"
             errors = errors + local.errors
         if not errors:
             return Decision.NO_OPINION, ""
