@@ -50,7 +50,8 @@ class Controller(Protocol):
     async def run(self) -> None: ...
 
 
-ControllerFactory = Callable[[ControllerContext], Controller]
+#: returns None when the controller cannot run as configured (it says why in the log)
+ControllerFactory = Callable[[ControllerContext], "Controller | None"]
 
 CONTROLLER_MODULES: dict[str, str] = {
     "replicaset": "k8py.controllers.replicaset",
@@ -75,6 +76,10 @@ CONTROLLER_MODULES: dict[str, str] = {
     "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
     "clusterrole-aggregation": "k8py.controllers.clusterrole_aggregation",
+    "serviceaccount-token": "k8py.controllers.serviceaccount_token",
+    "root-ca-cert-publisher": "k8py.controllers.root_ca_publisher",
+    "csrsigning": "k8py.controllers.certificates.signer",
+    "csrapproving": "k8py.controllers.certificates.approver",
 }
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset()
