@@ -98,10 +98,8 @@ class APIServerConfig:
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
     trace: bool = False
-<<<<<<< HEAD
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
-=======
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
     apiservice_check_interval: float = 30.0
     #: the front-proxy CA aggregated servers trust, and this server's client certificate
@@ -112,7 +110,6 @@ class APIServerConfig:
     proxy_client_key_file: str = ""
     #: ``--requestheader-allowed-names``: the client certificate names aggregated servers accept
     requestheader_allowed_names: tuple[str, ...] = ()
->>>>>>> main
     #: ``--service-account-issuer`` (the first signs; all are accepted)
     service_account_issuers: tuple[str, ...] = (DEFAULT_ISSUER,)
     #: ``--service-account-signing-key-file``; "" = a key made at start (tokens die with the process)
@@ -238,7 +235,6 @@ class APIServer:
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
 
-<<<<<<< HEAD
     def _authorizer(self, mode: str) -> Any:
         if mode == "AlwaysAllow":
             return AlwaysAllow()
@@ -249,7 +245,7 @@ class APIServer:
         if mode == "Node":
             return NodeAuthorizer(self.cacher, self.registry)
         raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
-=======
+
     def _front_proxy_identity(self) -> FrontProxyIdentity | None:
         c = self.config
         files = (c.requestheader_client_ca_file, c.proxy_client_cert_file, c.proxy_client_key_file)
@@ -259,7 +255,6 @@ class APIServer:
             raise ValueError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
->>>>>>> main
 
     @property
     def url(self) -> str:

@@ -220,11 +220,8 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
-<<<<<<< HEAD
             authorization_modes=tuple(args.authorization_mode),
-=======
             **service_accounts,  # type: ignore[arg-type]
->>>>>>> main
         ),
     )
     try:
