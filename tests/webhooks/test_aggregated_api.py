@@ -5,8 +5,10 @@ and the local APIServices every built-in group/version has."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.kubectl
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
 GV = f"{GROUP}/{VERSION}"
 SEEN: web.AppKey[list[dict[str, Any]]] = web.AppKey("seen")
+RELEASE: web.AppKey[asyncio.Event] = web.AppKey("release")
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
@@ -58,8 +61,20 @@ def wardle_app() -> web.Application:
                 "spec": {"askedBy": request.headers.get("X-Remote-User", "")}}
         return web.json_response({"apiVersion": GV, "kind": "FlunderList", "metadata": {"resourceVersion": "1"}, "items": [item]})
 
+    async def watch(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return await flunders(request)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","object":{"kind":"Flunder","metadata":{"name":"first"}}}\n')
+        await request.app[RELEASE].wait()  # the second event only once the test has seen the first
+        await response.write(b'{"type":"ADDED","object":{"kind":"Flunder","metadata":{"name":"second"}}}\n')
+        await response.write_eof()
+        return response
+
+    app[RELEASE] = asyncio.Event()
     app.router.add_get(f"/apis/{GV}", discovery)
-    app.router.add_get(f"/apis/{GV}/namespaces/{{ns}}/flunders", flunders)
+    app.router.add_get(f"/apis/{GV}/namespaces/{{ns}}/flunders", watch)
     return app
 
 
@@ -105,6 +120,12 @@ def test_an_aggregated_api_is_discovered_proxied_and_sent_the_front_proxy_identi
         assert [(i["metadata"]["name"], i["spec"]["askedBy"]) for i in items] == [("first", "system:unsecured")]
         table = kubectl.run("get", "fl", "-n", "wardle").stdout.splitlines()
         assert table[0].split()[0] == "NAME" and table[1].split()[0] == "first"
+        # a watch streams through the relay: the first event arrives while the backend still holds the second
+        with urllib.request.urlopen(f"{apiserver.url}/apis/{GV}/namespaces/wardle/flunders?watch=true", timeout=30) as stream:
+            first = json.loads(stream.readline())
+            backend.loop.call_soon_threadsafe(backend.app[RELEASE].set)
+            second = json.loads(stream.readline())
+        assert (first["object"]["metadata"]["name"], second["object"]["metadata"]["name"]) == ("first", "second")
         seen = backend.app[SEEN]
         assert seen[0]["cn"] == "front-proxy-client"
         assert seen[0]["groups"] == ["system:masters", "system:authenticated"]
