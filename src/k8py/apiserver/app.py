@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -21,6 +21,7 @@ from aiohttp import web
 from k8py import __version__
 from k8py.api.errors import BadRequest, InternalError, NotFound, RequestEntityTooLarge, StatusError
 from k8py.api.schema import KUBERNETES_VERSION
+from k8py.apiserver.aggregator import Aggregator
 from k8py.apiserver.openapi.discovery import Discovery, aggregated_media_type
 from k8py.apiserver.handlers.context import not_found
 from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
@@ -127,7 +128,12 @@ def build_app(
     openapi: OpenAPIService,
     metrics: APIMetrics,
     is_ready: Callable[[], bool],
+    aggregator: Aggregator | None = None,
+    non_resource: Mapping[str, Handler] | None = None,
 ) -> web.Application:
+    """``non_resource``: more non-resource paths, each answered by its handler
+    (the service-account issuer's OIDC discovery documents)."""
+    extra_paths = dict(non_resource or {})
     version_body = orjson.dumps(version_info())
 
     def json_body(body: bytes, content_type: str = "application/json") -> web.Response:
@@ -139,6 +145,9 @@ def build_app(
             path = path.rstrip("/")
         if path == "/version":
             return json_body(version_body)
+        extra = extra_paths.get(path)
+        if extra is not None:
+            return await extra(request)
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
             if path.startswith("/readyz") and not is_ready():
                 return web.Response(status=500, text="[-]informer-sync failed: the watch cache is not ready\nreadyz check failed\n")
@@ -157,8 +166,21 @@ def build_app(
             if path == "/api":
                 return json_body(discovery.api_versions(request.host or "127.0.0.1"))
             return json_body(discovery.api_group_list())
+        if aggregator is not None and path.startswith("/apis/"):
+            remote = aggregator.remote_for(path)
+            if remote is not None:  # a group/version an aggregated API server serves
+                return await aggregator.proxy(request, remote)
         if path == "/openapi/v3":
-            return json_body(openapi.root())
+            remote_paths = aggregator.openapi_paths() if aggregator is not None else {}
+            if not remote_paths:
+                return json_body(openapi.root())
+            root = orjson.loads(openapi.root())
+            root.setdefault("paths", {}).update(remote_paths)
+            return json_body(orjson.dumps(root))
+        if aggregator is not None and path.startswith("/openapi/v3/apis/"):
+            remote = aggregator.remote_for(path[len("/openapi/v3"):])
+            if remote is not None:
+                return await aggregator.proxy(request, remote)
         if path.startswith("/openapi/v3/"):
             doc = openapi.document(path[len("/openapi/v3/") :])
             if doc is None:

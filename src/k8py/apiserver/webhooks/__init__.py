@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.client import WebhookClient
-from k8py.apiserver.webhooks.conditions import ExpressionCompiler
+from k8py.apiserver.webhooks.conditions import ExpressionCompiler, cel_compiler
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller
 from k8py.apiserver.webhooks.mutating import MutatingWebhookDispatcher
@@ -72,7 +72,7 @@ class WebhookPlugins:
         await self.client.close()
 
 
-def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = None) -> WebhookPlugins:
+def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = cel_compiler) -> WebhookPlugins:
     resolver = ServiceResolver(registry, cacher)
     client = WebhookClient(resolver)
     lookups = ClusterLookups(registry, cacher)
