@@ -170,13 +170,15 @@ def test_bad_name_and_missing_tag_fail_with_upstreams_reasons(oci_node: Node, re
     oci_node.core.create_namespaced_pod(ns, pod_manifest("missing", [{"name": "c", "image": missing}], node_name="oci-node"))
     pod = oci_node.wait_pod(ns, "bad", lambda p: waiting_reason(p) == "InvalidImageName", what="InvalidImageName")
     assert "invalid reference format" in pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
-    seen: set[str] = set()
-
-    def pull_failing(p: dict) -> bool:
-        seen.add(waiting_reason(p))
-        return {"ErrImagePull", "ImagePullBackOff"} <= seen
-
-    oci_node.wait_pod(ns, "missing", pull_failing, what="ErrImagePull then ImagePullBackOff")
+    # ErrImagePull, then ImagePullBackOff between retries (the status flips between them: the events keep both)
+    oci_node.wait_pod(ns, "missing", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="failing to pull")
+    import time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        messages = {e["message"] for e in oci_node.events(ns, "missing")}
+        if {"Error: ErrImagePull", f'Back-off pulling image "{missing}"'} <= messages:
+            break
+        time.sleep(0.3)
     events = oci_node.events(ns, "missing")
     failed = [e["message"] for e in events if e["reason"] == "Failed" and e["message"].startswith("Failed to pull image")]
     assert failed and failed[0] == (f'Failed to pull image "{missing}": failed to pull and unpack image "{missing}": '
