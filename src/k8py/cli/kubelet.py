@@ -50,6 +50,10 @@ def _taints(value: str) -> list[dict[str, str]]:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser("kubelet", help="run a kubelet (the node agent) against an API server")
     p.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to join")
+    p.add_argument("--bootstrap-kubeconfig", default="",
+                   help="kubeconfig with a bootstrap token: when --kubeconfig holds no valid client certificate, "
+                        "request one (a CSR), wait for it, and write --kubeconfig")
+    p.add_argument("--cert-dir", default="", help="where the bootstrapped client certificate goes (default: <root-dir>/pki)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -145,6 +149,18 @@ async def _main(args: argparse.Namespace) -> int:
     from k8py.client.kubeconfig import load_kubeconfig
     from k8py.client.rest import RestClient
 
+    if args.bootstrap_kubeconfig and not args.simulated:
+        from k8py.kubelet.certificate_bootstrap import BootstrapError, bootstrap_client_certificate
+
+        try:
+            got = await bootstrap_client_certificate(
+                bootstrap_kubeconfig=args.bootstrap_kubeconfig, kubeconfig=args.kubeconfig,
+                cert_dir=args.cert_dir or os.path.join(args.root_dir, "pki"), node_name=args.node_name)
+        except BootstrapError as err:
+            print(f"k8py kubelet: TLS bootstrap failed: {err}", file=sys.stderr)
+            return 1
+        if got:
+            print(f"k8py kubelet: bootstrapped a client certificate for system:node:{args.node_name}; wrote {args.kubeconfig}", flush=True)
     client_config = load_kubeconfig(args.kubeconfig)
     client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
     client = RestClient(client_config)
