@@ -1,8 +1,8 @@
 """The HTTP surface: one aiohttp Application, routed by path shape.
 
-Middlewares, outermost first: Status errors and metrics, authentication
-(``request[USER_KEY]``, 401), impersonation (checked with
-``app[AUTHORIZER_KEY]``, 403). Non-resource paths (``/version``, health,
+Middlewares, outermost first: Status errors and metrics, then the server's
+(authentication: ``request[USER_KEY]``, 401; impersonation; authorization:
+403). Non-resource paths (``/version``, health,
 ``/metrics``, discovery, ``/openapi/v3``) are answered here; every resource path goes to
 :class:`~k8py.apiserver.handlers.verbs.ResourceHandlers`. A middleware turns
 :class:`~k8py.api.errors.StatusError` (and anything unexpected) into a
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from typing import Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping, Sequence
 
 import orjson
 from aiohttp import web
@@ -30,9 +30,6 @@ from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
 from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
-from k8py.apiserver.authz.attributes import AUTHORIZER_KEY, AlwaysAllow
-from k8py.apiserver.authz.impersonation import impersonation_middleware
 from k8py.apiserver.handlers.request_info import parse_resource_path
 from k8py.apiserver.streaming import RESOURCE_METRICS
 from k8py.apiserver.streaming.resource_metrics import GROUP as METRICS_GROUP
@@ -49,6 +46,7 @@ VERB_KEY = web.RequestKey("k8py.verb", str)
 RESOURCE_KEY = web.RequestKey("k8py.resource", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 def version_info() -> dict[str, str]:
@@ -135,11 +133,12 @@ def build_app(
     is_ready: Callable[[], bool],
     aggregator: Aggregator | None = None,
     non_resource: Mapping[str, Handler] | None = None,
-    authenticator: AuthenticatorChain | None = None,
+    middlewares: Sequence[Middleware] = (),
 ) -> web.Application:
     """``non_resource``: more non-resource paths, each answered by its handler
-    (the service-account issuer's OIDC discovery documents); ``authenticator``:
-    who TLS requests are (anonymous only when None)."""
+    (the service-account issuer's OIDC discovery documents). ``middlewares``
+    run inside the Status-rendering one, in order (authentication,
+    impersonation, then authorization)."""
     extra_paths = dict(non_resource or {})
     version_body = orjson.dumps(version_info())
 
@@ -247,15 +246,7 @@ def build_app(
             if verb is not None:
                 metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
-    app = web.Application(
-        middlewares=[
-            status_errors,
-            authentication_middleware(authenticator or AuthenticatorChain()),
-            impersonation_middleware(lambda: app[AUTHORIZER_KEY]),
-        ],
-        client_max_size=MAX_BODY_BYTES,
-    )
-    app[AUTHORIZER_KEY] = AlwaysAllow()
+    app = web.Application(middlewares=[status_errors, *middlewares], client_max_size=MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", route)
     return app
 

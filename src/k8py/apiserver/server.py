@@ -11,9 +11,10 @@ from ``tls_cert_file``/``tls_private_key_file`` or self-signed in
 asked, on an insecure port (plain HTTP, loopback only, every request
 ``UNSECURED``). Requests over TLS go through :attr:`APIServer.authenticator`
 (x509 with ``client_ca_file``, ``token_auth_file``, the configured token
-authenticators, anonymous); :attr:`APIServer.authorizer` (AlwaysAllow by
-default) decides impersonation, and is what later stages authorize with.
-Both may be replaced or extended after construction, before ``start()``.
+authenticators, service-account and bootstrap tokens, anonymous; its lists
+may be extended before ``start()``); :attr:`APIServer.authorizer`
+(``authorization_modes``, or ``config.authorizer``) decides impersonation and
+then the request.
 
 ``start()`` returns when the server is ready (``/readyz`` is 200): the watch
 cache has loaded and the system namespaces and the ``kubernetes`` Service
@@ -35,6 +36,7 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.aggregator import Aggregator, FrontProxyIdentity
+from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
 from k8py.apiserver.app import build_app
 from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
@@ -68,12 +70,22 @@ from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authn.authenticator import RequestAuthenticator, TokenAuthenticator
-from k8py.apiserver.authn.chain import AuthenticatorChain
+from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
 from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
 from k8py.apiserver.authn.token_file import StaticTokenAuthenticator
 from k8py.apiserver.authn.x509 import X509Authenticator
-from k8py.apiserver.authz.attributes import AUTHORIZER_KEY, Authorizer
+from k8py.apiserver.authz.attributes import Authorizer
+from k8py.apiserver.authz.impersonation import impersonation_middleware
 from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
+from k8py.apiserver.authz.attributes import AlwaysAllow
+from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
+from k8py.apiserver.authz.escalation import EscalationCheck
+from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
+from k8py.apiserver.authz.node import NodeAuthorizer
+from k8py.apiserver.authz.policy_index import CachedPolicy
+from k8py.apiserver.authz.rbac import RBACAuthorizer
+from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -131,6 +143,8 @@ class APIServerConfig:
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
     trace: bool = False
+    #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
+    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
     apiservice_check_interval: float = 30.0
     #: the front-proxy CA aggregated servers trust, and this server's client certificate
@@ -210,11 +224,24 @@ class APIServer:
         self.store.admit_new.append(DefaultTolerationSeconds().admit)
         self.store.admit_new.append(LimitRanger(self.registry, self.cacher).admit)
         self.store.allocate_new.append(ResourceQuotaAdmission(self.registry, self.cacher, self.store).allocate)
+        self.policy = CachedPolicy(self.cacher, self.registry)
+        self.rbac = RBACAuthorizer(self.policy)
+        self.authorizer: Authorizer = self.config.authorizer or Union(
+            [self._authorizer(mode) for mode in self.config.authorization_modes])
+        escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
+        self.store.allocate_new.append(escalation)
+        self.store.allocate_update.append(escalation)
+        self.authenticator = self._authenticator_chain()
+        #: inside the Status middleware, in order: authentication (the chain over TLS,
+        #: UNSECURED on plain HTTP), impersonation, then authorization
+        self.middlewares: list[Any] = [authentication_middleware(self.authenticator),
+                                       impersonation_middleware(lambda: self.authorizer)]
+        if self.config.authorizer is not None or tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+            self.middlewares.append(authorization_middleware(self.authorizer))
         self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
         lookup = CachedCoreObjects(self.registry, self.cacher)
-        self.authenticator = self._authenticator_chain()
         #: the bearer-token authenticators, in order (the authentication chain and TokenReview
         #: ask them; the same list as ``authenticator.token_authenticators``)
         self.token_authenticators: list[Any] = self.authenticator.token_authenticators
@@ -232,7 +259,8 @@ class APIServer:
             delete_hooks={"namespaces": self.namespaces},
             flow=FlowRecorder() if self.config.trace else None,
             create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review,
-                             "selfsubjectreviews.authentication.k8s.io": serve_self_subject_review},
+                             "selfsubjectreviews.authentication.k8s.io": serve_self_subject_review,
+                             **ACCESS_REVIEW_HANDLERS},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.aggregator = Aggregator(
@@ -247,11 +275,10 @@ class APIServer:
             is_ready=lambda: self._ready,
             aggregator=self.aggregator,
             non_resource=OIDCDiscovery(self.service_accounts).routes(),
-            authenticator=self.authenticator,
+            middlewares=self.middlewares,
         )
-        if self.config.authorizer is not None:
-            self.app[AUTHORIZER_KEY] = self.config.authorizer
         self.app[KUBELETS] = self.kubelets
+        self.app[AUTHORIZER] = self.authorizer
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
@@ -286,15 +313,6 @@ class APIServer:
         return {"client_cert_file": c.kubelet_client_certificate, "client_key_file": c.kubelet_client_key,
                 "ca_file": c.kubelet_certificate_authority}
 
-    @property
-    def authorizer(self) -> Authorizer:
-        return self.app[AUTHORIZER_KEY]
-
-    @authorizer.setter
-    def authorizer(self, authorizer: Authorizer) -> None:
-        """Set before ``start()`` (the application is frozen once it serves)."""
-        self.app[AUTHORIZER_KEY] = authorizer
-
     @staticmethod
     def _url(scheme: str, host: str, port: int | None) -> str:
         if host in ("0.0.0.0", "::", ""):
@@ -310,13 +328,24 @@ class APIServer:
     def insecure_url(self) -> str | None:
         return self._url("http", self.config.insecure_bind, self.insecure_port) if self.insecure_port is not None else None
 
+    def _authorizer(self, mode: str) -> Any:
+        if mode == "AlwaysAllow":
+            return AlwaysAllow()
+        if mode == "AlwaysDeny":
+            return AlwaysDeny()
+        if mode == "RBAC":
+            return self.rbac
+        if mode == "Node":
+            return NodeAuthorizer(self.cacher, self.registry)
+        raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
+
     def _front_proxy_identity(self) -> FrontProxyIdentity | None:
         c = self.config
         files = (c.requestheader_client_ca_file, c.proxy_client_cert_file, c.proxy_client_key_file)
         if not any(files):
             return None
         if not all(files):
-            raise ValueError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
+            raise FrontProxyConfigError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
@@ -457,6 +486,7 @@ class APIServer:
         assert pc_def is not None
         for pc in BUILTIN_PRIORITY_CLASSES:
             await self._ensure(pc_def, "", copy.deepcopy(pc))
+        await reconcile_bootstrap_policy(self.registry, self.store)
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

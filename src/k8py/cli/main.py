@@ -109,8 +109,23 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
+                   help="authorizers asked in order, comma-separated: AlwaysAllow, AlwaysDeny, Node, RBAC "
+                        "(default: %(default)s; k8py up runs Node,RBAC)")
     p.add_argument("--log-level", default="WARNING")
     _add_service_account_options(p)
+    _add_aggregator_options(p)
+
+
+def _add_aggregator_options(p: argparse.ArgumentParser) -> None:
+    """The front proxy towards aggregated API servers (kube-apiserver's flags)."""
+    p.add_argument("--requestheader-client-ca-file", default="",
+                   help="the CA aggregated API servers trust for the front-proxy client certificate "
+                        "(with --proxy-client-cert-file/--proxy-client-key-file; none of the three: one is made at start)")
+    p.add_argument("--proxy-client-cert-file", default="", help="the client certificate this server presents to aggregated API servers")
+    p.add_argument("--proxy-client-key-file", default="", help="the key of --proxy-client-cert-file")
+    p.add_argument("--requestheader-allowed-names", default="",
+                   help="comma-separated client certificate names aggregated servers accept (default: front-proxy-client)")
 
 
 def _duration_seconds(text: str) -> int:
@@ -172,6 +187,15 @@ def _service_account_config(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+def _authorization_modes(value: str) -> tuple[str, ...]:
+    from k8py.apiserver.authz.chain import parse_modes
+
+    try:
+        return tuple(parse_modes(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="k8py", description="A Kubernetes-compatible cluster written in Python.")
     parser.add_argument("--version", action="version", version=f"k8py {__version__}")
@@ -229,8 +253,13 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
     admin: tuple[bytes, bytes] | None = None
     if secure_port is not None and not args.client_ca_file and not args.token_auth_file and not args.no_kubeconfig:
         args.client_ca_file, admin = _standalone_admin(args.cert_dir or os.path.join(args.data_dir, "certs"))
+    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+
     try:
         server = _build_apiserver(args, secure_port, service_accounts)
+    except FrontProxyConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
     except ValueError as err:
         print(f"k8py: {err}", file=sys.stderr)
         return 2
@@ -304,7 +333,12 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
-            **service_accounts,  # type: ignore[arg-type]
+            authorization_modes=tuple(args.authorization_mode),
+            requestheader_client_ca_file=args.requestheader_client_ca_file,
+            proxy_client_cert_file=args.proxy_client_cert_file,
+            proxy_client_key_file=args.proxy_client_key_file,
+            requestheader_allowed_names=tuple(n.strip() for n in args.requestheader_allowed_names.split(",") if n.strip()),
+            **service_accounts,
         ),
     )
 

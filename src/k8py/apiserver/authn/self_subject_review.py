@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from k8py.apiserver.authn.user import USER_KEY
+from k8py.apiserver.authn.user import UNSECURED, USER_KEY
 
 __all__ = ["GROUP", "serve_self_subject_review"]
 
@@ -26,7 +26,7 @@ async def serve_self_subject_review(ctx: Any) -> web.Response:
     ``ctx`` is the handlers' RequestContext (the handlers sit above authn, so
     it is not imported here): its ``request`` and ``definition`` are read."""
     request, version = ctx.request, ctx.definition.version
-    user = request[USER_KEY]
+    user = request.get(USER_KEY, UNSECURED)
     body = {
         "kind": "SelfSubjectReview",
         "apiVersion": f"{GROUP}/{version}",

@@ -13,11 +13,9 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from aiohttp import web
-
 from k8py.apiserver.authn.user import UserInfo
 
-__all__ = ["Attributes", "Decision", "Authorizer", "AlwaysAllow", "AUTHORIZER_KEY"]
+__all__ = ["Attributes", "Decision", "Authorizer", "AlwaysAllow"]
 
 
 class Decision(enum.Enum):
@@ -51,8 +49,3 @@ class AlwaysAllow:
 
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
         return Decision.ALLOW, ""
-
-
-#: where the API server keeps its authorizer (read per request, so it can be
-#: replaced after the app is built: ``--authorization-mode`` wiring, tests)
-AUTHORIZER_KEY = web.AppKey("k8py.authorizer", Authorizer)
