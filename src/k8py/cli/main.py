@@ -82,6 +82,9 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
+                   help="authorizers asked in order, comma-separated: AlwaysAllow, AlwaysDeny, Node, RBAC "
+                        "(default: %(default)s; k8py up runs Node,RBAC)")
     p.add_argument("--log-level", default="WARNING")
     _add_service_account_options(p)
 
@@ -143,6 +146,15 @@ def _service_account_config(args: argparse.Namespace) -> dict[str, object]:
     if args.service_account_issuer:
         out["service_account_issuers"] = tuple(args.service_account_issuer)
     return out
+
+
+def _authorization_modes(value: str) -> tuple[str, ...]:
+    from k8py.apiserver.authz.chain import parse_modes
+
+    try:
+        return tuple(parse_modes(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,6 +220,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
+            authorization_modes=tuple(args.authorization_mode),
             **service_accounts,  # type: ignore[arg-type]
         ),
     )
