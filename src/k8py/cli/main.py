@@ -81,6 +81,12 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--enable-admission-plugins", default="",
+                   help="admission plugins to enable besides the defaults (comma-separated; run in upstream's order)")
+    p.add_argument("--disable-admission-plugins", default="",
+                   help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
+    p.add_argument("--admission-control-config-file", default="",
+                   help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--log-level", default="WARNING")
 
 
@@ -126,19 +132,30 @@ def _tune_gc() -> None:
 async def _run_apiserver(args: argparse.Namespace) -> int:
     from k8py.apiserver.server import APIServer, APIServerConfig
 
+    from k8py.apiserver.admission.config import load_admission_config
+    from k8py.apiserver.admission.plugins import AdmissionConfigError
+
     started = time.perf_counter()
-    server = APIServer(
-        _make_storage(args),
-        APIServerConfig(
-            bind=args.bind,
-            port=args.port,
-            bookmark_interval=args.watch_bookmark_interval,
-            watch_cache_capacity=args.watch_cache_size,
-            trace=args.trace,
-            service_cidr=args.service_cluster_ip_range,
-            service_node_port_range=args.service_node_port_range,
-        ),
-    )
+    try:
+        admission_config = load_admission_config(args.admission_control_config_file) if args.admission_control_config_file else {}
+        server = APIServer(
+            _make_storage(args),
+            APIServerConfig(
+                bind=args.bind,
+                port=args.port,
+                bookmark_interval=args.watch_bookmark_interval,
+                watch_cache_capacity=args.watch_cache_size,
+                trace=args.trace,
+                service_cidr=args.service_cluster_ip_range,
+                service_node_port_range=args.service_node_port_range,
+                enable_admission_plugins=(args.enable_admission_plugins,),
+                disable_admission_plugins=(args.disable_admission_plugins,),
+                admission_plugin_config=admission_config,
+            ),
+        )
+    except AdmissionConfigError as err:
+        print(f"k8py: {err}", file=sys.stderr)
+        return 2
     try:
         await server.start()
     except OSError as err:
