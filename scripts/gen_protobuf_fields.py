@@ -73,6 +73,10 @@ PACKAGES = (
     "k8s.io.api.discovery.v1",
     "k8s.io.api.events.v1",
     "k8s.io.api.policy.v1",
+    "k8s.io.api.rbac.v1",
+    "k8s.io.api.authorization.v1",
+    "k8s.io.api.authentication.v1",
+    "k8s.io.api.certificates.v1",
     "k8s.io.apimachinery.pkg.apis.meta.v1",
     "k8s.io.apimachinery.pkg.runtime",
     "k8s.io.apimachinery.pkg.util.intstr",
@@ -344,9 +348,16 @@ def build_table(files: list[ProtoFile], packages: tuple[str, ...] = PACKAGES) ->
                     kind = "inline"
             if kind == "message" and label != REPEATED and props is not None and _is_array(props.get(f.name)):
                 wrappers.add(type_)
+            json_name = f.name
             if kind != "inline" and props is not None and f.name not in props:
-                notes.append(f"{name}.{f.name} is not a JSON property of its OpenAPI definition")
-            entries[str(f.number)] = [f.name, kind, type_ if kind in ("message", "inline") else "", label]
+                # the proto name of a Go field whose JSON tag differs only in case
+                # (BoundObjectReference.UID: proto "uID", JSON "uid")
+                same = [p for p in props if p.lower() == f.name.lower()]
+                if len(same) == 1:
+                    json_name = same[0]
+                else:
+                    notes.append(f"{name}.{f.name} is not a JSON property of its OpenAPI definition")
+            entries[str(f.number)] = [json_name, kind, type_ if kind in ("message", "inline") else "", label]
         table[name] = entries
     for name in wrappers:
         entries = table[name]

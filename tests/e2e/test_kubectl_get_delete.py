@@ -235,38 +235,58 @@ def test_explain_walks_into_pod_spec_containers(kubectl):
     assert (bogus.returncode, bogus.stderr) == (1, 'error: field "bogus" does not exist\n')
 
 
-API_RESOURCES = """\
-NAME                        SHORTNAMES   APIVERSION                NAMESPACED   KIND
-bindings                                 v1                        true         Binding
-configmaps                  cm           v1                        true         ConfigMap
-endpoints                   ep           v1                        true         Endpoints
-events                      ev           v1                        true         Event
-limitranges                 limits       v1                        true         LimitRange
-namespaces                  ns           v1                        false        Namespace
-nodes                       no           v1                        false        Node
-pods                        po           v1                        true         Pod
-replicationcontrollers      rc           v1                        true         ReplicationController
-resourcequotas              quota        v1                        true         ResourceQuota
-secrets                                  v1                        true         Secret
-serviceaccounts             sa           v1                        true         ServiceAccount
-services                    svc          v1                        true         Service
-customresourcedefinitions   crd,crds     apiextensions.k8s.io/v1   false        CustomResourceDefinition
-controllerrevisions                      apps/v1                   true         ControllerRevision
-daemonsets                  ds           apps/v1                   true         DaemonSet
-deployments                 deploy       apps/v1                   true         Deployment
-replicasets                 rs           apps/v1                   true         ReplicaSet
-statefulsets                sts          apps/v1                   true         StatefulSet
-horizontalpodautoscalers    hpa          autoscaling/v2            true         HorizontalPodAutoscaler
-cronjobs                    cj           batch/v1                  true         CronJob
-jobs                                     batch/v1                  true         Job
-leases                                   coordination.k8s.io/v1    true         Lease
-endpointslices                           discovery.k8s.io/v1       true         EndpointSlice
-events                      ev           events.k8s.io/v1          true         Event
-nodes                                    metrics.k8s.io/v1beta1    false        NodeMetrics
-pods                                     metrics.k8s.io/v1beta1    true         PodMetrics
-poddisruptionbudgets        pdb          policy/v1                 true         PodDisruptionBudget
-priorityclasses             pc           scheduling.k8s.io/v1      false        PriorityClass
-"""
+#: (name, short names, apiVersion, namespaced, kind) in kubectl's order (group, then name)
+API_RESOURCE_ROWS = [
+    ('bindings', '', 'v1', 'true', 'Binding'),
+    ('configmaps', 'cm', 'v1', 'true', 'ConfigMap'),
+    ('endpoints', 'ep', 'v1', 'true', 'Endpoints'),
+    ('events', 'ev', 'v1', 'true', 'Event'),
+    ('limitranges', 'limits', 'v1', 'true', 'LimitRange'),
+    ('namespaces', 'ns', 'v1', 'false', 'Namespace'),
+    ('nodes', 'no', 'v1', 'false', 'Node'),
+    ('pods', 'po', 'v1', 'true', 'Pod'),
+    ('replicationcontrollers', 'rc', 'v1', 'true', 'ReplicationController'),
+    ('resourcequotas', 'quota', 'v1', 'true', 'ResourceQuota'),
+    ('secrets', '', 'v1', 'true', 'Secret'),
+    ('serviceaccounts', 'sa', 'v1', 'true', 'ServiceAccount'),
+    ('services', 'svc', 'v1', 'true', 'Service'),
+    ('mutatingwebhookconfigurations', '', 'admissionregistration.k8s.io/v1', 'false', 'MutatingWebhookConfiguration'),
+    ('validatingadmissionpolicies', '', 'admissionregistration.k8s.io/v1', 'false', 'ValidatingAdmissionPolicy'),
+    ('validatingadmissionpolicybindings', '', 'admissionregistration.k8s.io/v1', 'false', 'ValidatingAdmissionPolicyBinding'),
+    ('validatingwebhookconfigurations', '', 'admissionregistration.k8s.io/v1', 'false', 'ValidatingWebhookConfiguration'),
+    ('customresourcedefinitions', 'crd,crds', 'apiextensions.k8s.io/v1', 'false', 'CustomResourceDefinition'),
+    ('apiservices', '', 'apiregistration.k8s.io/v1', 'false', 'APIService'),
+    ('controllerrevisions', '', 'apps/v1', 'true', 'ControllerRevision'),
+    ('daemonsets', 'ds', 'apps/v1', 'true', 'DaemonSet'),
+    ('deployments', 'deploy', 'apps/v1', 'true', 'Deployment'),
+    ('replicasets', 'rs', 'apps/v1', 'true', 'ReplicaSet'),
+    ('statefulsets', 'sts', 'apps/v1', 'true', 'StatefulSet'),
+    ('tokenreviews', '', 'authentication.k8s.io/v1', 'false', 'TokenReview'),
+    ('horizontalpodautoscalers', 'hpa', 'autoscaling/v2', 'true', 'HorizontalPodAutoscaler'),
+    ('cronjobs', 'cj', 'batch/v1', 'true', 'CronJob'),
+    ('jobs', '', 'batch/v1', 'true', 'Job'),
+    ('certificatesigningrequests', 'csr', 'certificates.k8s.io/v1', 'false', 'CertificateSigningRequest'),
+    ('leases', '', 'coordination.k8s.io/v1', 'true', 'Lease'),
+    ('endpointslices', '', 'discovery.k8s.io/v1', 'true', 'EndpointSlice'),
+    ('events', 'ev', 'events.k8s.io/v1', 'true', 'Event'),
+    ('nodes', '', 'metrics.k8s.io/v1beta1', 'false', 'NodeMetrics'),
+    ('pods', '', 'metrics.k8s.io/v1beta1', 'true', 'PodMetrics'),
+    ('poddisruptionbudgets', 'pdb', 'policy/v1', 'true', 'PodDisruptionBudget'),
+    ('clusterrolebindings', '', 'rbac.authorization.k8s.io/v1', 'false', 'ClusterRoleBinding'),
+    ('clusterroles', '', 'rbac.authorization.k8s.io/v1', 'false', 'ClusterRole'),
+    ('rolebindings', '', 'rbac.authorization.k8s.io/v1', 'true', 'RoleBinding'),
+    ('roles', '', 'rbac.authorization.k8s.io/v1', 'true', 'Role'),
+    ('priorityclasses', 'pc', 'scheduling.k8s.io/v1', 'false', 'PriorityClass'),
+]
+
+
+def _tabwriter(rows: list[tuple[str, ...]]) -> str:
+    """kubectl's table: each column as wide as its widest cell plus 3 spaces, the last unpadded."""
+    widths = [max(len(r[i]) for r in rows) + 3 for i in range(len(rows[0]) - 1)]
+    return "".join("".join(c.ljust(w) for c, w in zip(r, widths)) + r[-1] + "\n" for r in rows)
+
+
+API_RESOURCES = _tabwriter([("NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"), *API_RESOURCE_ROWS])
 
 
 def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
@@ -282,7 +302,7 @@ def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
     only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "controllerrevisions.apps\ndaemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
     assert kubectl.run("api-versions").stdout == (
-        "apiextensions.k8s.io/v1\napps/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nscheduling.k8s.io/v1\nv1\n"
+        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
     )
 
 

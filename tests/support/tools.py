@@ -58,6 +58,14 @@ def in_ci(environ: dict[str, str] | None = None) -> bool:
     return any(env.get(name, "").strip().lower() not in _FALSE for name in _CI_VARIABLES)
 
 
+#: the image tests' tools: a real registry, the busybox their images are built from, htpasswd for auth
+OCI_TOOLS = (("docker-registry", "docker-registry"), ("busybox", "busybox-static"), ("htpasswd", "apache2-utils"))
+
+
+def oci_tools_missing() -> list[tuple[str, str]]:
+    return [(tool, package) for tool, package in OCI_TOOLS if shutil.which(tool) is None]
+
+
 def missing_tools() -> list[str]:
     missing = []
     if not etcd_installed():
@@ -66,6 +74,7 @@ def missing_tools() -> list[str]:
         missing.append("kubectl (not on PATH)")
     if bwrap_binary() is None:
         missing.append("bwrap (not on PATH; install Debian's bubblewrap)")
+    missing += [f"{tool} (not on PATH; install Debian's {package})" for tool, package in oci_tools_missing()]
     return missing
 
 
@@ -75,6 +84,9 @@ def main(argv: list[str]) -> int:
         return 0 if not etcd_installed() else 1
     if command == "bwrap-missing":
         return 0 if bwrap_binary() is None else 1
+    if command == "oci-packages-missing":  # prints the Debian packages to install
+        print(" ".join(package for _, package in oci_tools_missing()))
+        return 0
     missing = missing_tools()
     if not missing:
         return 0

@@ -72,7 +72,7 @@ class Cause:
     field: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        out = {"reason": self.reason, "message": self.message}
+        out = {"reason": self.reason, "message": self.message} if self.reason else {"message": self.message}  # Go: omitempty
         if self.field:
             out["field"] = self.field
         return out

@@ -39,16 +39,16 @@ generated unmarshallers do.
 
 from __future__ import annotations
 
-import base64
 import functools
-import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
 import orjson
+
+from k8py.api.protobuf_wire import LEN, VARINT, ProtobufError, iter_fields, need_bytes, packed, scalar, signed, text
 
 __all__ = [
     "MAGIC",
@@ -76,137 +76,6 @@ _GO_ZERO_TIME = -62135596800  # time.Time{}.Unix(): also the zero time
 _MAX_DEPTH = 64  # today's table is acyclic (14 deep); a recursive type would need this bound
 
 Table = dict[str, dict[int, tuple[str, str, Any, int]]]
-
-
-class ProtobufError(ValueError):
-    """The bytes are not a well-formed Kubernetes protobuf object."""
-
-
-# -- the wire format ----------------------------------------------------------
-
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    if pos < len(buf) and buf[pos] < 0x80:  # the common one-byte case
-        return buf[pos], pos + 1
-    result = shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise ProtobufError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise ProtobufError("varint longer than 10 bytes")
-
-
-def iter_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """``(number, wire_type, value)`` for each field of one message.
-
-    ``value`` is an int for varints and fixed-width fields (unsigned, raw
-    bits) and ``bytes`` for length-delimited ones. Groups are refused: no
-    Kubernetes message uses them.
-    """
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ProtobufError("field number 0")
-        if wire == _VARINT:
-            value, pos = _varint(buf, pos)
-            yield number, wire, value
-        elif wire == _LEN:
-            size, pos = _varint(buf, pos)
-            if pos + size > end:
-                raise ProtobufError(f"field {number} runs past the end of its message")
-            yield number, wire, buf[pos : pos + size]
-            pos += size
-        elif wire == _I64 or wire == _I32:
-            width = 8 if wire == _I64 else 4
-            if pos + width > end:
-                raise ProtobufError(f"field {number} runs past the end of its message")
-            yield number, wire, int.from_bytes(buf[pos : pos + width], "little")
-            pos += width
-        else:
-            raise ProtobufError(f"unsupported wire type {wire} for field {number}")
-
-
-def _signed(value: int, bits: int) -> int:
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-def _zigzag(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
-def _text(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ProtobufError(f"a string field is not valid UTF-8: {err}") from None
-
-
-_NUMERIC: dict[str, Callable[[int], Any]] = {
-    "int32": lambda v: _signed(v, 32),
-    "int64": lambda v: _signed(v, 64),
-    "uint32": lambda v: v & 0xFFFFFFFF,
-    "uint64": lambda v: v,
-    "sint32": _zigzag,
-    "sint64": _zigzag,
-    "bool": bool,
-    "enum": lambda v: _signed(v, 32),
-    "fixed32": lambda v: v,
-    "fixed64": lambda v: v,
-    "sfixed32": lambda v: _signed(v, 32),
-    "sfixed64": lambda v: _signed(v, 64),
-    "float": lambda v: struct.unpack("<f", v.to_bytes(4, "little"))[0],
-    "double": lambda v: struct.unpack("<d", v.to_bytes(8, "little"))[0],
-}
-_WIDTH = {"fixed32": 4, "sfixed32": 4, "float": 4, "fixed64": 8, "sfixed64": 8, "double": 8}
-
-
-def _scalar(kind: str, wire: int, value: int | bytes) -> Any:
-    if kind == "string":
-        return _text(_need_bytes(value))
-    if kind == "bytes":
-        return base64.b64encode(_need_bytes(value)).decode("ascii")
-    convert = _NUMERIC.get(kind)
-    if convert is None:
-        raise ProtobufError(f"unknown scalar type {kind}")
-    if isinstance(value, bytes):
-        raise ProtobufError(f"a {kind} field arrived length-delimited")
-    return convert(value)
-
-
-def _packed(kind: str, raw: bytes) -> list[Any]:
-    """A packed repeated numeric field (proto3 style; accepted, as upstream)."""
-    convert = _NUMERIC[kind]
-    width = _WIDTH.get(kind)
-    out: list[Any] = []
-    pos = 0
-    while pos < len(raw):
-        if width:
-            if pos + width > len(raw):
-                raise ProtobufError("truncated packed field")
-            out.append(convert(int.from_bytes(raw[pos : pos + width], "little")))
-            pos += width
-        else:
-            value, pos = _varint(raw, pos)
-            out.append(convert(value))
-    return out
-
-
-def _need_bytes(value: int | bytes) -> bytes:
-    if not isinstance(value, bytes):
-        raise ProtobufError("a length-delimited field arrived as a number")
-    return value
 
 
 # -- the field table ----------------------------------------------------------
@@ -248,8 +117,8 @@ def _time(raw: bytes, *, micro: bool) -> str | None:
     if not raw:
         return None  # the zero time: JSON null
     fields = _fields_by_number(raw)
-    seconds = _signed(_int(fields.get(1, 0)), 64)
-    nanos = _signed(_int(fields.get(2, 0)), 32) if micro else 0  # Time keeps seconds only
+    seconds = signed(_int(fields.get(1, 0)), 64)
+    nanos = signed(_int(fields.get(2, 0)), 32) if micro else 0  # Time keeps seconds only
     if seconds == _GO_ZERO_TIME and nanos == 0:
         return None
     try:
@@ -268,7 +137,7 @@ def _int(value: int | bytes) -> int:
 
 
 def _str(value: int | bytes) -> str:
-    return _text(_need_bytes(value))
+    return text(need_bytes(value))
 
 
 def go_duration(nanoseconds: int) -> str:
@@ -303,11 +172,11 @@ def _int_or_string(raw: bytes) -> int | str:
     fields = _fields_by_number(raw)
     if _int(fields.get(1, 0)) == 1:
         return _str(fields.get(3, b""))
-    return _signed(_int(fields.get(2, 0)), 32)
+    return signed(_int(fields.get(2, 0)), 32)
 
 
 def _embedded_json(raw: bytes) -> Any:
-    data = _need_bytes(_fields_by_number(raw).get(1, b""))
+    data = need_bytes(_fields_by_number(raw).get(1, b""))
     if not data.strip():
         return None
     try:  # upstream writes these as JSON; a nested protobuf object is refused
@@ -321,7 +190,7 @@ _SPECIAL: dict[str, Callable[[bytes], Any]] = {
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString": _int_or_string,
     f"{_META}Time": lambda raw: _time(raw, micro=False),
     f"{_META}MicroTime": lambda raw: _time(raw, micro=True),
-    f"{_META}Duration": lambda raw: go_duration(_signed(_int(_fields_by_number(raw).get(1, 0)), 64)),
+    f"{_META}Duration": lambda raw: go_duration(signed(_int(_fields_by_number(raw).get(1, 0)), 64)),
     f"{_META}FieldsV1": _embedded_json,
     "k8s.io.apimachinery.pkg.runtime.RawExtension": _embedded_json,
 }
@@ -355,16 +224,16 @@ def _message(raw: bytes, name: str, table: Table, depth: int) -> Any:
             continue
         json_name, kind, type_, label = spec
         if kind == "message" or kind == "inline":
-            item = _message(_need_bytes(value), type_, table, depth + 1)
+            item = _message(need_bytes(value), type_, table, depth + 1)
         elif kind == "map":
-            key, item = _map_entry(_need_bytes(value), type_, table, depth)
+            key, item = _map_entry(need_bytes(value), type_, table, depth)
             out.setdefault(json_name, {})[key] = item
             continue
-        elif label == REPEATED and wire == _LEN and kind not in ("string", "bytes"):
-            out.setdefault(json_name, []).extend(_packed(kind, _need_bytes(value)))
+        elif label == REPEATED and wire == LEN and kind not in ("string", "bytes"):
+            out.setdefault(json_name, []).extend(packed(kind, need_bytes(value)))
             continue
         else:
-            item = _scalar(kind, wire, value)
+            item = scalar(kind, wire, value)
         if label == REPEATED:
             out.setdefault(json_name, []).append(item)
         elif kind == "inline":
@@ -388,9 +257,9 @@ def _map_entry(raw: bytes, value_type: str, table: Table, depth: int) -> tuple[s
             key = _str(value)
         elif number == 2:
             if value_type in table or value_type in _SPECIAL:
-                item = _message(_need_bytes(value), value_type, table, depth + 1)
+                item = _message(need_bytes(value), value_type, table, depth + 1)
             else:
-                item = _scalar(value_type, wire, value)
+                item = scalar(value_type, wire, value)
     if item is None:  # an entry without a value holds the value type's zero
         item = _message(b"", value_type, table, depth + 1) if (value_type in table or value_type in _SPECIAL) else _scalar_zero(value_type)
     return key, item
@@ -399,7 +268,7 @@ def _map_entry(raw: bytes, value_type: str, table: Table, depth: int) -> tuple[s
 def _scalar_zero(kind: str) -> Any:
     if kind == "string" or kind == "bytes":
         return ""
-    return _scalar(kind, _VARINT, 0)
+    return scalar(kind, VARINT, 0)
 
 
 # -- the envelope -------------------------------------------------------------
@@ -423,11 +292,11 @@ def decode_envelope(body: bytes) -> Unknown:
     raw = b""
     for number, _, value in iter_fields(body[len(MAGIC) :]):
         if number == 1:
-            type_meta = _fields_by_number(_need_bytes(value))
+            type_meta = _fields_by_number(need_bytes(value))
             api_version = _str(type_meta.get(1, b""))
             kind = _str(type_meta.get(2, b""))
         elif number == 2:
-            raw = _need_bytes(value)
+            raw = need_bytes(value)
         elif number == 3:
             encoding = _str(value)
         elif number == 4:

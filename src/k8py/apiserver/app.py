@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -127,7 +127,11 @@ def build_app(
     openapi: OpenAPIService,
     metrics: APIMetrics,
     is_ready: Callable[[], bool],
+    non_resource: Mapping[str, Handler] | None = None,
 ) -> web.Application:
+    """``non_resource``: more non-resource paths, each answered by its handler
+    (the service-account issuer's OIDC discovery documents)."""
+    extra_paths = dict(non_resource or {})
     version_body = orjson.dumps(version_info())
 
     def json_body(body: bytes, content_type: str = "application/json") -> web.Response:
@@ -139,6 +143,9 @@ def build_app(
             path = path.rstrip("/")
         if path == "/version":
             return json_body(version_body)
+        extra = extra_paths.get(path)
+        if extra is not None:
+            return await extra(request)
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
             if path.startswith("/readyz") and not is_ready():
                 return web.Response(status=500, text="[-]informer-sync failed: the watch cache is not ready\nreadyz check failed\n")

@@ -18,12 +18,21 @@ import ipaddress
 import logging
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.app import build_app
+from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
+from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
+from k8py.apiserver.authn.service_account import (
+    DEFAULT_ISSUER, ServiceAccountTokenAuthenticator, ServiceAccountTokens, TokenIssuer,
+)
+from k8py.apiserver.handlers.csr_approval import fill_requester
+from k8py.apiserver.handlers.token_request import TOKEN_ISSUER
+from k8py.apiserver.handlers.token_review import API_AUDIENCES, TOKEN_AUTHENTICATORS, serve_token_review
+from k8py.api.service_account_keys import generate_signing_key, load_signing_key, load_verifying_keys
 from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
 from k8py.apiserver.endpoint_reconciler import EndpointReconciler
 from k8py.apiserver.watch.cacher import Cacher
@@ -82,7 +91,36 @@ class APIServerConfig:
     disable_admission_plugins: tuple[str, ...] = ()
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
+    #: ``--service-account-issuer`` (the first signs; all are accepted)
+    service_account_issuers: tuple[str, ...] = (DEFAULT_ISSUER,)
+    #: ``--service-account-signing-key-file``; "" = a key made at start (tokens die with the process)
+    service_account_signing_key_file: str = ""
+    #: ``--service-account-key-file`` (repeatable): more keys tokens may be signed with
+    service_account_key_files: tuple[str, ...] = ()
+    #: ``--api-audiences``; empty = the first issuer
+    api_audiences: tuple[str, ...] = ()
+    #: ``--service-account-max-token-expiration`` in seconds (None: no cap)
+    service_account_max_token_expiration: int | None = None
+    service_account_extend_token_expiration: bool = True
+    service_account_jwks_uri: str = ""
+    #: wall time (seconds since the epoch) for token issue and expiry; time.time when None
+    token_clock: Callable[[], float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CachedCoreObjects:
+    """core/v1 objects as the watch cache has them: what token authenticators look up."""
+
+    def __init__(self, registry: Registry, cacher: Cacher) -> None:
+        self.registry = registry
+        self.cacher = cacher
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        d = self.registry.get("", "v1", plural)
+        if d is None:
+            return None
+        cached = self.cacher.cache_for(d).objects.get(d.key(namespace, name))
+        return None if cached is None else cached.decode()
 
 
 class APIServer:
@@ -124,6 +162,14 @@ class APIServer:
                                                      enable=self.config.enable_admission_plugins,
                                                      disable=self.config.disable_admission_plugins)
         self.kubelets = KubeletClient(self._get_object)
+        self.service_accounts = self._service_account_tokens()
+        self.token_issuer = TokenIssuer(self.service_accounts)
+        lookup = CachedCoreObjects(self.registry, self.cacher)
+        #: the bearer-token authenticators, in order (the authentication chain and TokenReview ask them)
+        self.token_authenticators: list[Any] = [
+            ServiceAccountTokenAuthenticator(self.service_accounts, lookup),
+            BootstrapTokenAuthenticator(lookup, clock=self.service_accounts.clock),
+        ]
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -133,6 +179,8 @@ class APIServer:
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             flow=FlowRecorder() if self.config.trace else None,
             admission=self.admission,
+            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review},
+            create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.app = build_app(
             handlers=self.handlers,
@@ -140,8 +188,12 @@ class APIServer:
             openapi=OpenAPIService(self.registry),
             metrics=self.metrics,
             is_ready=lambda: self._ready,
+            non_resource=OIDCDiscovery(self.service_accounts).routes(),
         )
         self.app[KUBELETS] = self.kubelets
+        self.app[TOKEN_ISSUER] = self.token_issuer
+        self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
+        self.app[API_AUDIENCES] = self.service_accounts.api_audiences
         self.app[RESOURCE_METRICS] = ResourceMetrics(self.kubelets, self._list_cached, min_window=self.config.metrics_window)
         self._ready = False
         self._runner: web.AppRunner | None = None
@@ -201,6 +253,22 @@ class APIServer:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
+
+    def _service_account_tokens(self) -> ServiceAccountTokens:
+        """The token configuration from the flags; a key file that does not load raises KeyFileError."""
+        c = self.config
+        if c.service_account_signing_key_file:
+            signing = load_signing_key(c.service_account_signing_key_file)
+        else:
+            signing = generate_signing_key(ec_p256=True)
+            log.info("no --service-account-signing-key-file: signing service-account tokens with a key made at start")
+        verifying = [k for path in c.service_account_key_files for k in load_verifying_keys(path)]
+        kwargs: dict[str, Any] = {"clock": c.token_clock} if c.token_clock is not None else {}
+        return ServiceAccountTokens(
+            issuers=tuple(c.service_account_issuers), signing_key=signing, verifying_keys=verifying,
+            api_audiences=tuple(c.api_audiences), max_expiration=c.service_account_max_token_expiration,
+            extend_expiration=c.service_account_extend_token_expiration, jwks_uri=c.service_account_jwks_uri, **kwargs,
+        )
 
     async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         """A core/v1 object, read through the store (the streaming handlers' view)."""

@@ -63,6 +63,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--register-with-taints", default="", help="key=value:Effect,...")
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
     p.add_argument("--image-catalog", default="", help="YAML file mapping more image names to commands (process runtime)")
+    p.add_argument("--no-image-pull", action="store_true",
+                   help="never pull from registries: every image name is looked up in the host-image catalog")
+    p.add_argument("--catalog-registries", default=None,
+                   help="comma-separated registries whose images the host catalog stands in for, not pulled "
+                        "(default: docker.io, registry.k8s.io, gcr.io, quay.io, ghcr.io and a few more public ones)")
+    p.add_argument("--image-credentials", default="", help="the node's registry credentials, a Docker config.json "
+                                                            "(default: <root-dir>/config.json, then ~/.docker/config.json)")
+    p.add_argument("--image-gc-high-threshold", type=int, default=None, help="disk usage %% that starts image GC (default: 85)")
+    p.add_argument("--image-gc-low-threshold", type=int, default=None, help="disk usage %% image GC frees down to (default: 80)")
+    p.add_argument("--minimum-image-gc-age", type=float, default=None, help="seconds an unused image is kept at least (default: 120)")
+    p.add_argument("--image-gc-period", type=float, default=None, help="seconds between image GC checks (default: 300)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
     p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default=None, help="rotate a container log past this size (default: 10Mi)")
@@ -99,6 +110,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "container_log_max_files": args.container_log_max_files, "backoff_base": args.backoff_base, "backoff_max": args.backoff_max,
         "node_status_update_frequency": args.node_status_update_frequency, "node_lease_renew_interval": args.lease_renew_interval,
         "sync_frequency": args.sync_frequency, "static_pod_path": args.pod_manifest_path or None,
+        "image_gc_high_threshold_percent": args.image_gc_high_threshold, "image_gc_low_threshold_percent": args.image_gc_low_threshold,
+        "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
     }
     for attr, value in given.items():
         if value is not None:
@@ -108,6 +121,10 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         config.register_with_taints = _taints(args.register_with_taints)
     config.image_catalog = args.image_catalog
     config.use_bwrap = not args.no_bwrap
+    config.image_pull = not args.no_image_pull
+    if args.catalog_registries is not None:
+        config.catalog_registries = [r.strip() for r in args.catalog_registries.split(",") if r.strip()]
+    config.image_credentials = args.image_credentials
     config.simulated = args.simulated
     if args.cluster_dns:
         config.cluster_dns = [a.strip() for a in args.cluster_dns.split(",") if a.strip()]
@@ -148,10 +165,11 @@ async def _main(args: argparse.Namespace) -> int:
             from k8py.kubelet.runtime.process.runtime import ProcessRuntime
 
             config = build_config(args)
-            runtime = ProcessRuntime(config.runtime_dir, catalog=ImageCatalog.from_file(config.image_catalog), use_bwrap=config.use_bwrap,
+            catalog = ImageCatalog.from_file(config.image_catalog)
+            runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,
                                      log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
-                                     use_cgroups=not args.no_cgroups)
+                                     use_cgroups=not args.no_cgroups, images=_images(config, catalog))
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())
@@ -176,6 +194,24 @@ async def _main(args: argparse.Namespace) -> int:
         return 1
     finally:
         await client.close()
+
+
+def _images(config: Any, catalog: Any) -> Any:
+    """The process runtime's image service: the node's puller and store beside the catalog."""
+    from k8py.kubelet.images.gc import GCPolicy
+    from k8py.kubelet.images.puller import ImagePuller
+    from k8py.kubelet.images.reference import DEFAULT_CATALOG_REGISTRIES
+    from k8py.kubelet.runtime.process.image_service import ProcessImages
+
+    try:
+        policy = GCPolicy(config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
+                          config.image_minimum_gc_age, config.image_gc_period)
+    except ValueError as err:
+        raise SystemExit(f"k8py kubelet: {err}")
+    puller = None
+    if config.image_pull:
+        puller = ImagePuller(config.images_dir, catalog_registries=config.catalog_registries or DEFAULT_CATALOG_REGISTRIES)
+    return ProcessImages(catalog, puller, gc_policy=policy)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ from k8py.client.metrics import PrometheusMetricsProvider
 from k8py.client.rest import RestClient
 from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext, ControllerOptions
-from k8py.controllers.health_server import HealthServer
+from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.controllers.registry import Controller, enabled_controllers, load_factory
 
 __all__ = ["ControllerManager", "LeaderElectionConfig", "LEASE_NAMESPACE", "LEASE_NAME"]
@@ -79,7 +79,7 @@ class ControllerManager:
         self.registry = prometheus_client.CollectorRegistry()
         self.metrics_provider = PrometheusMetricsProvider(self.registry)
         self.broadcaster = EventBroadcaster(client, clock=self.clock)
-        self.health = HealthServer(registry=self.registry, healthy=lambda: True, bind=bind, port=port)
+        self.health = HealthServer(metrics=prometheus_text(self.registry), bind=bind, port=port)
         self.controllers: dict[str, Controller] = {}
         self.context: ControllerContext | None = None
         self.started = asyncio.Event()

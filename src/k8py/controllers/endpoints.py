@@ -32,11 +32,11 @@ from typing import Any, Mapping
 from k8py.api.errors import Conflict, NotFound
 from k8py.client.resources import ENDPOINTS, PODS, SERVICES
 from k8py.controllers.context import ControllerContext
-from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
+from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
 from k8py.controllers.service_pods import (
     ServicePodIndex, endpoint_hostname, find_port, is_headless, is_pod_ready, pod_target_ref,
-    pods_changed_for_endpoints, service_selector, should_pod_be_in_endpoints, sorted_pods,
+    service_selector, should_pod_be_in_endpoints, sorted_pods,
 )
 
 __all__ = ["EndpointsController", "new_controller", "build_subsets", "repack_subsets"]
@@ -134,23 +134,8 @@ class EndpointsController(KeyedController):
         self.index = ServicePodIndex(self.services.lister)
         self.wait_for(self.services, self.pods, self.endpoints)
         self.services.add_event_handler(on_add=self.enqueue, on_update=lambda o, n: self.enqueue(n), on_delete=self.enqueue)
-        self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
+        self.index.enqueue_on_pod_events(self.pods, self.queue.add)
         self.endpoints.add_event_handler(on_delete=self.enqueue)  # someone deleted ours: write it again
-
-    def _pod_added(self, pod: Any) -> None:
-        for key in self.index.keys_for_change(None, pod):
-            self.queue.add(key)
-
-    def _pod_updated(self, old: Any, new: Any) -> None:
-        if pods_changed_for_endpoints(old, new):
-            for key in self.index.keys_for_change(old, new):
-                self.queue.add(key)
-
-    def _pod_deleted(self, obj: Any) -> None:
-        pod = unwrap_tombstone(obj)
-        if pod is not None:
-            for key in self.index.keys_for_change(None, pod):
-                self.queue.add(key)
 
     async def sync(self, key: str) -> None:
         namespace, _, name = key.partition("/")

@@ -28,17 +28,16 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from k8py.api.errors import NotFound
 from k8py.client.resources import ENDPOINT_SLICES, PODS, SERVICES
 from k8py.controllers.context import ControllerContext
-from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, plan, port_key, slice_body
+from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, plan, port_key
 from k8py.controllers.endpoints import HEADLESS_LABEL
 from k8py.controllers.endpointslice_tracker import SliceTracker
-from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
+from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import new_controller_ref
 from k8py.controllers.service_pods import (
     ServicePodIndex, endpoint_hostname, find_port, is_headless, is_pod_ready, pod_target_ref,
-    pods_changed_for_endpoints, service_selector, should_pod_be_in_endpoints, sorted_pods,
+    service_selector, should_pod_be_in_endpoints, sorted_pods,
 )
 
 __all__ = ["EndpointSliceController", "new_controller", "desired_endpoints", "CONTROLLER_NAME"]
@@ -114,33 +113,8 @@ class EndpointSliceController(KeyedController):
         self.tracker = SliceTracker(self.slices.lister, CONTROLLER_NAME)
         self.wait_for(self.services, self.pods, self.slices)
         self.services.add_event_handler(on_add=self.enqueue, on_update=lambda o, n: self.enqueue(n), on_delete=self.enqueue)
-        self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated, on_delete=self._pod_deleted)
-        self.slices.add_event_handler(on_add=self._slice_changed, on_update=lambda o, n: self._slice_changed(n),
-                                      on_delete=self._slice_changed)
-
-    def _pod_added(self, pod: Any) -> None:
-        for key in self.index.keys_for_change(None, pod):
-            self.queue.add(key)
-
-    def _pod_updated(self, old: Any, new: Any) -> None:
-        if pods_changed_for_endpoints(old, new):
-            for key in self.index.keys_for_change(old, new):
-                self.queue.add(key)
-
-    def _pod_deleted(self, obj: Any) -> None:
-        pod = unwrap_tombstone(obj)
-        if pod is not None:
-            for key in self.index.keys_for_change(None, pod):
-                self.queue.add(key)
-
-    def _slice_changed(self, obj: Any) -> None:
-        slc = unwrap_tombstone(obj)
-        if slc is None:
-            return
-        meta = slc.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if labels.get(MANAGED_BY) == CONTROLLER_NAME and labels.get(SERVICE_NAME):
-            self.queue.add(f"{meta.get('namespace')}/{labels[SERVICE_NAME]}")
+        self.index.enqueue_on_pod_events(self.pods, self.queue.add)
+        self.tracker.enqueue_on_slice_events(self.slices, self.queue.add)
 
     async def sync(self, key: str) -> None:
         namespace, _, name = key.partition("/")
@@ -150,44 +124,19 @@ class EndpointSliceController(KeyedController):
             # a deleted Service's slices go with it (the GC too, by owner); a Service that lost
             # its selector keeps hand-written endpoints, mirrored by another controller
             for slc in existing:
-                await self._delete(slc)
+                await self.tracker.delete(self.client, slc)
             return
         if (service.get("spec") or {}).get("type") == "ExternalName":
             for slc in existing:
-                await self._delete(slc)
+                await self.tracker.delete(self.client, slc)
             return
         pods = self.pods.lister.list(service_selector(service), namespace=namespace)
         labels = slice_labels(service, CONTROLLER_NAME)
         owner = new_controller_ref(service, SERVICES)
         actions = plan(existing, desired_endpoints(service, pods), max_per_slice=self.max_per_slice,
                        labels_changed=lambda s: ((s.get("metadata") or {}).get("labels") or {}) != labels)
-        for ports, endpoints in actions.create:
-            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner,
-                              ports=ports, endpoints=endpoints)
-            try:
-                created = await self.client.create(ENDPOINT_SLICES, body, namespace=namespace)
-            except NotFound:
-                return  # the namespace is going away
-            self.tracker.wrote(created)
-        for slc, ports, endpoints in actions.update:
-            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner,
-                              ports=ports, endpoints=endpoints, existing=slc)
-            try:
-                updated = await self.client.update(ENDPOINT_SLICES, body)
-            except NotFound:
-                self.tracker.deleted(slc)
-                raise  # gone under us: look again
-            self.tracker.wrote(updated)
-        for slc in actions.delete:
-            await self._delete(slc)
-
-    async def _delete(self, slc: Mapping[str, Any]) -> None:
-        meta = slc.get("metadata") or {}
-        try:
-            await self.client.delete(ENDPOINT_SLICES, meta.get("namespace"), meta.get("name"))
-        except NotFound:
-            pass
-        self.tracker.deleted(slc)
+        await self.tracker.carry_out(self.client, actions, namespace=namespace, service_name=name, labels=labels,
+                                     owner_ref=owner)
 
 
 def new_controller(ctx: ControllerContext) -> EndpointSliceController:

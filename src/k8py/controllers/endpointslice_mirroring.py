@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from k8py.api.errors import NotFound
 from k8py.client.resources import ENDPOINT_SLICES, ENDPOINTS, SERVICES
 from k8py.controllers.context import ControllerContext
-from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, plan, port_key, slice_body
+from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, plan, port_key
 from k8py.controllers.endpointslice_tracker import SliceTracker
-from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
+from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.service_pods import service_selector
 
 __all__ = ["EndpointSliceMirroringController", "new_controller", "mirrored_endpoints", "CONTROLLER_NAME"]
@@ -73,17 +72,7 @@ class EndpointSliceMirroringController(KeyedController):
         self.wait_for(self.services, self.endpoints, self.slices)
         for informer in (self.services, self.endpoints):
             informer.add_event_handler(on_add=self.enqueue, on_update=lambda o, n: self.enqueue(n), on_delete=self.enqueue)
-        self.slices.add_event_handler(on_add=self._slice_changed, on_update=lambda o, n: self._slice_changed(n),
-                                      on_delete=self._slice_changed)
-
-    def _slice_changed(self, obj: Any) -> None:
-        slc = unwrap_tombstone(obj)
-        if slc is None:
-            return
-        meta = slc.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if labels.get(MANAGED_BY) == CONTROLLER_NAME and labels.get(SERVICE_NAME):
-            self.queue.add(f"{meta.get('namespace')}/{labels[SERVICE_NAME]}")
+        self.tracker.enqueue_on_slice_events(self.slices, self.queue.add)
 
     async def sync(self, key: str) -> None:
         namespace, _, name = key.partition("/")
@@ -94,7 +83,7 @@ class EndpointSliceMirroringController(KeyedController):
                   and ((endpoints.get("metadata") or {}).get("labels") or {}).get(SKIP_MIRROR) != "true")
         if not mirror:
             for slc in existing:
-                await self._delete(slc)
+                await self.tracker.delete(self.client, slc)
             return
         assert endpoints is not None
         labels = {k: v for k, v in ((endpoints.get("metadata") or {}).get("labels") or {}).items() if k not in _DROPPED_LABELS}
@@ -105,26 +94,8 @@ class EndpointSliceMirroringController(KeyedController):
                  "controller": True, "blockOwnerDeletion": True}
         actions = plan(existing, mirrored_endpoints(endpoints), max_per_slice=self.max_per_slice,
                        labels_changed=lambda s: ((s.get("metadata") or {}).get("labels") or {}) != labels)
-        for ports, eps in actions.create:
-            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner, ports=ports, endpoints=eps)
-            try:
-                self.tracker.wrote(await self.client.create(ENDPOINT_SLICES, body, namespace=namespace))
-            except NotFound:
-                return
-        for slc, ports, eps in actions.update:
-            body = slice_body(namespace=namespace, service_name=name, labels=labels, owner_ref=owner,
-                              ports=ports, endpoints=eps, existing=slc)
-            self.tracker.wrote(await self.client.update(ENDPOINT_SLICES, body))
-        for slc in actions.delete:
-            await self._delete(slc)
-
-    async def _delete(self, slc: Mapping[str, Any]) -> None:
-        meta = slc.get("metadata") or {}
-        try:
-            await self.client.delete(ENDPOINT_SLICES, meta.get("namespace"), meta.get("name"))
-        except NotFound:
-            pass
-        self.tracker.deleted(slc)
+        await self.tracker.carry_out(self.client, actions, namespace=namespace, service_name=name, labels=labels,
+                                     owner_ref=owner)
 
 
 def new_controller(ctx: ControllerContext) -> EndpointSliceMirroringController:

@@ -9,14 +9,21 @@ taken as written until the cache shows that resourceVersion (or a later
 one); a slice it deleted is left out until the cache drops it too.
 
 Entries go away as soon as the cache catches up, so the tracker stays as
-small as the number of writes in flight.
+small as the number of writes in flight. Because every write must be
+recorded here, the tracker is also what carries out a
+:class:`~k8py.controllers.endpointslice_reconciler.Plan`
+(:meth:`SliceTracker.carry_out`) and deletes slices (:meth:`SliceTracker.delete`)
+for both slice controllers.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME
+from k8py.api.errors import NotFound
+from k8py.client.resources import ENDPOINT_SLICES
+from k8py.controllers.endpointslice_reconciler import MANAGED_BY, SERVICE_NAME, Plan, slice_body
+from k8py.controllers.keyed_controller import unwrap_tombstone
 
 __all__ = ["SliceTracker"]
 
@@ -63,3 +70,48 @@ class SliceTracker:
 
     def deleted(self, obj: Mapping[str, Any]) -> None:
         self._written.setdefault(_key(obj), {})[(obj.get("metadata") or {}).get("name", "")] = None
+
+    def enqueue_on_slice_events(self, slices_informer: Any, enqueue: Callable[[str], None]) -> None:
+        """Queue the Service of any slice this controller manages that changes or goes."""
+
+        def changed(obj: Any) -> None:
+            slc = unwrap_tombstone(obj)
+            if slc is None:
+                return
+            meta = slc.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            if labels.get(MANAGED_BY) == self.managed_by and labels.get(SERVICE_NAME):
+                enqueue(f"{meta.get('namespace')}/{labels[SERVICE_NAME]}")
+
+        slices_informer.add_event_handler(on_add=changed, on_update=lambda old, new: changed(new), on_delete=changed)
+
+    async def carry_out(self, client: Any, actions: Plan, *, namespace: str, service_name: str,
+                        labels: dict[str, str], owner_ref: dict[str, Any] | None) -> None:
+        """Write the plan's creates, updates and deletes, recording each."""
+        for ports, endpoints in actions.create:
+            body = slice_body(namespace=namespace, service_name=service_name, labels=labels, owner_ref=owner_ref,
+                              ports=ports, endpoints=endpoints)
+            try:
+                created = await client.create(ENDPOINT_SLICES, body, namespace=namespace)
+            except NotFound:
+                return  # the namespace is going away
+            self.wrote(created)
+        for slc, ports, endpoints in actions.update:
+            body = slice_body(namespace=namespace, service_name=service_name, labels=labels, owner_ref=owner_ref,
+                              ports=ports, endpoints=endpoints, existing=slc)
+            try:
+                updated = await client.update(ENDPOINT_SLICES, body)
+            except NotFound:
+                self.deleted(slc)
+                raise  # gone under us: the sync is retried and looks again
+            self.wrote(updated)
+        for slc in actions.delete:
+            await self.delete(client, slc)
+
+    async def delete(self, client: Any, slc: Mapping[str, Any]) -> None:
+        meta = slc.get("metadata") or {}
+        try:
+            await client.delete(ENDPOINT_SLICES, meta.get("namespace"), meta.get("name"))
+        except NotFound:
+            pass
+        self.deleted(slc)

@@ -11,16 +11,18 @@ and EndpointSlice controllers share (upstream ``endpointutil`` and
 - :func:`endpoint_hostname`: a pod's DNS hostname within the Service (its
   ``spec.hostname`` when its ``spec.subdomain`` is the Service's name);
 - :class:`ServicePodIndex`: which Services select a pod, from the Services
-  informer (so a pod change queues exactly the Services it affects).
+  informer (so a pod change queues exactly the Services it affects;
+  :meth:`ServicePodIndex.enqueue_on_pod_events` wires that to a queue).
 
 Everything here is pure and reads the cached objects without changing them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.controllers.keyed_controller import unwrap_tombstone
 from k8py.controllers.pod_status import is_pod_ready
 
 __all__ = [
@@ -113,6 +115,25 @@ class ServicePodIndex:
                 meta = service.get("metadata") or {}
                 keys.add(f"{meta.get('namespace')}/{meta.get('name')}")
         return keys
+
+    def enqueue_on_pod_events(self, pods_informer: Any, enqueue: Callable[[str], None]) -> None:
+        """Queue the keys of the Services a pod's add, relevant update or delete touches."""
+
+        def added(pod: Any) -> None:
+            for key in self.keys_for_change(None, pod):
+                enqueue(key)
+
+        def updated(old: Any, new: Any) -> None:
+            if pods_changed_for_endpoints(old, new):
+                for key in self.keys_for_change(old, new):
+                    enqueue(key)
+
+        def deleted(obj: Any) -> None:
+            pod = unwrap_tombstone(obj)
+            if pod is not None:
+                added(pod)
+
+        pods_informer.add_event_handler(on_add=added, on_update=updated, on_delete=deleted)
 
 
 def pods_changed_for_endpoints(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

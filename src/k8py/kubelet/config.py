@@ -70,6 +70,17 @@ class KubeletConfig:
     container_log_max_files: int = 5
     static_pod_path: str = ""
     image_catalog: str = ""
+    #: pull images with an explicit registry host from that registry (else everything is the catalog's)
+    image_pull: bool = True
+    #: registries whose images the host catalog stands in for (see k8py.kubelet.images.reference)
+    catalog_registries: list[str] = field(default_factory=list)
+    #: the node's registry credentials (Docker config.json); "" = <root-dir>/config.json, ~/.docker/config.json
+    image_credentials: str = ""
+    #: image GC (upstream's defaults): disk usage % that starts it, % it frees down to, min age, period
+    image_gc_high_threshold_percent: int = 85
+    image_gc_low_threshold_percent: int = 80
+    image_minimum_gc_age: float = 120.0
+    image_gc_period: float = 300.0
     use_bwrap: bool = True
     simulated: bool = False
     #: status manager: how many writes may be in flight at once
@@ -91,6 +102,10 @@ class KubeletConfig:
         return os.path.join(self.root_dir, "logs", "pods")
 
     @property
+    def images_dir(self) -> str:
+        return os.path.join(self.root_dir, "images")
+
+    @property
     def runtime_dir(self) -> str:
         return os.path.join(self.root_dir, "runtime")
 
@@ -109,6 +124,8 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "clusterDNS": ("cluster_dns", list),
     "clusterDomain": ("cluster_domain", str),
     "resolvConf": ("resolv_conf", str),
+    "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
+    "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
 }
 
 
@@ -144,6 +161,8 @@ def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfi
         config.node_status_update_frequency = _duration(doc["nodeStatusUpdateFrequency"])
     if "nodeStatusReportFrequency" in doc:
         config.node_status_report_frequency = _duration(doc["nodeStatusReportFrequency"])
+    if "imageMinimumGCAge" in doc:
+        config.image_minimum_gc_age = _duration(doc["imageMinimumGCAge"])
     if "syncFrequency" in doc:
         config.sync_frequency = _duration(doc["syncFrequency"])
     return config

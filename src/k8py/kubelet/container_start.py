@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from k8py.kubelet.container_env import ConfigError, build_env, expand
 from k8py.kubelet.dns_config import resolv_conf, resolv_conf_mount, write_resolv_conf
 from k8py.kubelet.pod_status import ts
+from k8py.kubelet.pull_credentials import credentials_for, node_credential_paths
 from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
 
@@ -104,10 +105,15 @@ async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> floa
         w.waiting[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
         s.event(pod, "Normal", "BackOff", f'Back-off pulling image "{image}"')
         return s.backoff.remaining(key, last_fail, now) + 0.01
+    auth, missing = await credentials_for(pod, image, get_object=s.get_object,
+                                          node_paths=node_credential_paths(s.config.root_dir, s.config.image_credentials))
+    if missing:
+        s.event(pod, "Warning", "FailedToRetrieveImagePullSecret", f"Unable to retrieve some image pull secrets ({', '.join(missing)}); "
+                "attempting to pull the image may not succeed.")
     s.event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
     started = time.monotonic()
     try:
-        await s.runtime.pull_image(ImageSpec(image))
+        await s.runtime.pull_image(ImageSpec(image, auth=auth))
     except RuntimeErrorStatus as err:
         if err.reason == "InvalidImageName":
             w.waiting[name] = ("InvalidImageName", err.message)

@@ -34,7 +34,7 @@ from k8py.client.rest import RestClient
 from k8py.client.shared_informer import drop_managed_fields
 from k8py.proxy.dns_server import DNSAnswerer, DNSServer, host_nameservers
 from k8py.proxy.dns_zone import Zone, build_zone
-from k8py.proxy.health_server import HealthServer
+from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.proxy.proxier import SERVICE_PROXY_NAME, Proxier, ProxyMetrics
 from k8py.proxy.userspace import UserspaceBackend
 
@@ -75,7 +75,7 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
                           node_addresses=options.node_addresses, metrics=metrics)
         if on_proxier is not None:
             on_proxier(proxier)
-        health = HealthServer(registry=metrics.registry, bind=options.bind, port=options.port,
+        health = HealthServer(metrics=prometheus_text(metrics.registry), bind=options.bind, port=options.port,
                               ready=lambda: None if proxier.synced.is_set() else "the first sync has not happened yet")
         await health.start()
         if on_serving is not None:
@@ -153,7 +153,7 @@ async def run_dns(config: ClientConfig, options: DNSOptions, *, on_serving: Call
         await server.start()
         registry = CollectorRegistry()
         registry.register(_AnswererCollector(answerer))
-        health = HealthServer(registry=registry, bind=options.health_bind, port=options.health_port,
+        health = HealthServer(metrics=prometheus_text(registry), bind=options.health_bind, port=options.health_port,
                               ready=lambda: None if keeper.synced.is_set() else "the zone has not been built yet")
         await health.start()
         try:

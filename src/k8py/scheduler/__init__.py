@@ -17,7 +17,7 @@ point protocols, the per-profile runtime), ``plugins/`` (one module per
 in-tree plugin), ``profile/`` (KubeSchedulerConfiguration and profiles),
 ``schedule_one`` (filter, score, pick), ``scheduler`` (the loop, binding
 cycle, failure handling), ``event_handlers``, ``pod_status``, ``metrics``,
-``server`` (healthz/readyz/metrics) and ``app`` (the command's wiring).
+``app`` (the command's wiring; healthz/readyz/metrics come from k8py.client.health_server).
 
 It imports only ``k8py.client`` and ``k8py.api`` (an import-linter contract).
 """

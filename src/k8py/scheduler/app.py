@@ -22,7 +22,7 @@ from k8py.client.leader_election import LeaderElector
 from k8py.client.rest import RestClient
 from k8py.scheduler.profile import SchedulerConfig
 from k8py.scheduler.scheduler import Scheduler
-from k8py.scheduler.server import HealthServer
+from k8py.client.health_server import HealthServer
 
 __all__ = ["run", "SchedulerOptions", "LeadershipLost"]
 

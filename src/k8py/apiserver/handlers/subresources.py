@@ -9,6 +9,9 @@
   the pod ``PodScheduled``; a pod already bound is a 409.
 - ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``; a terminating
   namespace left with no finalizer is deleted by that update.
+- ``serviceaccounts/token`` (POST a TokenRequest) signs a bound token
+  (:mod:`.token_request`); ``certificatesigningrequests/approval`` changes
+  only the Approved/Denied conditions (:mod:`.csr_approval`).
 - ``pods/log|exec|attach|portforward`` and ``nodes/proxy[/path]`` are the
   kubelet's: :mod:`k8py.apiserver.streaming` checks and relays them.
 
@@ -36,7 +39,9 @@ from k8py.apiserver.admission.attributes import Operation
 from k8py.apiserver.admission.request import RequestAdmission
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
 from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
+from k8py.apiserver.handlers.csr_approval import approve
 from k8py.apiserver.handlers.eviction import evict
+from k8py.apiserver.handlers.token_request import request_token
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.responses import json_response, object_response
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec
@@ -324,5 +329,7 @@ SUBRESOURCES: dict[str, SubresourceHandler] = {
     "binding": _bind,
     "eviction": evict,
     "finalize": _finalize,
+    "token": request_token,
+    "approval": approve,
     **{name: _kubelet_stream for name in ("log", "exec", "attach", "portforward", "proxy")},
 }

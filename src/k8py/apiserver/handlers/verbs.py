@@ -9,12 +9,14 @@ middleware.
 No kind is named here: what differs by kind comes from its definition and
 strategy (a collection whose POST another resource's subresource serves:
 ``Strategy.create_through``) or from the :class:`~k8py.apiserver.handlers.context.DeleteHooks`
-the server registers for a resource (namespaces).
+the server registers for a resource (namespaces), or the create handlers
+(reviews answered without being stored) and create hooks (a new object filled
+from the request) it registers by qualified resource name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import orjson
 from aiohttp import web
@@ -64,6 +66,8 @@ class ResourceHandlers:
         delete_hooks: Mapping[str, DeleteHooks] | None = None,
         flow: FlowRecorder | None = None,
         admission: AdmissionChain | None = None,
+        create_handlers: Mapping[str, Callable[[RequestContext], Awaitable[web.StreamResponse]]] | None = None,
+        create_hooks: Mapping[str, Callable[[RequestContext, Object], None]] | None = None,
     ) -> None:
         self.registry = registry
         self.storage = storage
@@ -77,6 +81,13 @@ class ResourceHandlers:
         self.flow = flow
         #: the admission chain writes go through (None: nothing is admitted)
         self.admission = admission
+
+        #: qualified resource -> what answers its POST instead of a store create
+        #: (reviews, never stored: ``tokenreviews.authentication.k8s.io``)
+        self.create_handlers = dict(create_handlers or {})
+        #: qualified resource -> what fills a new object from the request before
+        #: it is created (a CSR's requester, from the authenticated user)
+        self.create_hooks = dict(create_hooks or {})
 
     def admission_for(self, ctx: RequestContext, operation: Operation, **kw: Any) -> RequestAdmission | None:
         """This request's admission (see :func:`~k8py.apiserver.handlers.admitting.request_admission`)."""
@@ -129,6 +140,9 @@ class ResourceHandlers:
             obj = await self.store.get(d, ctx.namespace, ctx.path.name)
             return object_response(d, obj, ctx.fmt)
         if verb == "create":
+            handler = self.create_handlers.get(d.qualified)
+            if handler is not None:
+                return await handler(ctx)
             return await self.create(ctx)
         if verb == "update":
             return await self.update(ctx)
@@ -196,6 +210,9 @@ class ResourceHandlers:
 
     async def create(self, ctx: RequestContext) -> web.StreamResponse:
         obj, warnings = await self.read_object(ctx, "create")
+        hook = self.create_hooks.get(ctx.definition.qualified)
+        if hook is not None:
+            hook(ctx, obj)
         admission = self.admission_for(ctx, Operation.CREATE)
         created = await self.store.create(ctx.definition, ctx.namespace, obj, dry_run=ctx.dry_run, manager=ctx.manager,
                                           admission=admission)

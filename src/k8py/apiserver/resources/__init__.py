@@ -9,14 +9,19 @@ documents for v1.32.
 from __future__ import annotations
 
 from k8py.apiserver.registry import Registry, ResourceDefinition
-from k8py.apiserver.resources import apps, autoscaling, batch, core, metrics, misc, policy, quota, scheduling
+from k8py.apiserver.resources import (
+    admissionregistration, apiregistration, apps, authentication, autoscaling, batch, certificates, core, metrics, misc,
+    policy, quota, rbac, scheduling,
+)
 
 __all__ = ["builtin_definitions", "register_builtins"]
 
 
 def builtin_definitions() -> list[ResourceDefinition]:
     return [*core.DEFINITIONS, *apps.DEFINITIONS, *batch.DEFINITIONS, *misc.DEFINITIONS, *scheduling.DEFINITIONS, *metrics.DEFINITIONS,
-            *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS]
+            *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS,
+            *rbac.DEFINITIONS, *admissionregistration.DEFINITIONS, *apiregistration.DEFINITIONS,
+            *authentication.DEFINITIONS, *certificates.DEFINITIONS]
 
 
 def register_builtins(registry: Registry) -> None:

@@ -124,6 +124,7 @@ DEFINITIONS = [
         "serviceaccounts",
         namespaced=True,
         short_names=("sa",),
+        subresources=frozenset({"token"}),
         strategy=_std("ServiceAccount"),
     ),
     # POST-only: binds the pod the Binding names (pods/binding does the same)

@@ -8,7 +8,7 @@ checks each request as upstream's pod REST storage does, then relays:
 - ``pods/log``          → :mod:`.pod_log`      (HTTP, streamed)
 - ``pods/exec|attach``  → :mod:`.pod_streams`  (WebSocket, v5/v4.channel.k8s.io)
 - ``pods/portforward``  → :mod:`.pod_streams`  (WebSocket; SPDY tunnelled by kubectl)
-- ``nodes/proxy/...``   → :mod:`.node_proxy`   (HTTP)
+- ``nodes/proxy/...``   → :mod:`.node_proxy`   (HTTP, relayed by :mod:`.http_relay`)
 - ``pods/proxy/...``, ``services/proxy/...`` → :mod:`.service_proxy` (HTTP, to the pod
   or one endpoint of the Service)
 - ``metrics.k8s.io``    → :mod:`.resource_metrics` (NodeMetrics / PodMetrics from

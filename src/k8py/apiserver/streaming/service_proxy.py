@@ -23,12 +23,11 @@ import logging
 import random
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, NotFound, ServiceUnavailable
 from k8py.apiserver.streaming.kubelet_client import KubeletClient
-from k8py.apiserver.streaming.node_proxy import _DROP
+from k8py.apiserver.streaming.http_relay import relay
 
 __all__ = ["serve_pod_proxy", "serve_service_proxy", "split_proxy_name"]
 
@@ -65,7 +64,8 @@ async def serve_pod_proxy(request: web.Request, kubelets: KubeletClient, namespa
     ip = (pod.get("status") or {}).get("podIP")
     if not ip:
         raise ServiceUnavailable(f"pod {pod_name} has no IP yet: wait until it is running (kubectl get pod {pod_name} -o wide)")
-    return await _relay(request, kubelets.session, f"http://{ip}:{_container_port(pod, port)}/{path}", f"pod {pod_name}")
+    url = f"http://{ip}:{_container_port(pod, port)}/{path}"
+    return await relay(request, kubelets.session, url, unreachable=f"error trying to reach pod {pod_name} at {url}")
 
 
 def _service_port(service: dict[str, Any], port: str) -> dict[str, Any]:
@@ -96,28 +96,6 @@ async def serve_service_proxy(request: web.Request, kubelets: KubeletClient, nam
     if not choices:
         raise ServiceUnavailable(f'no endpoints available for service "{svc_name}"')
     ip, target = random.choice(choices)
-    return await _relay(request, kubelets.session, f"http://{ip}:{target}/{path}", f'service "{svc_name}"')
+    url = f"http://{ip}:{target}/{path}"
+    return await relay(request, kubelets.session, url, unreachable=f'error trying to reach service "{svc_name}" at {url}')
 
-
-async def _relay(request: web.Request, session: aiohttp.ClientSession, url: str, what: str) -> web.StreamResponse:
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
-    body = await request.read() if request.can_read_body else None
-    try:
-        upstream = await session.request(request.method, url, params=request.query, headers=headers, data=body, allow_redirects=False)
-    except (aiohttp.ClientError, OSError) as err:
-        raise ServiceUnavailable(f"error trying to reach {what} at {url}: {err}") from None
-    try:
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        for key, value in upstream.headers.items():
-            if key.lower() not in _DROP:
-                response.headers.add(key, value)
-        await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionError):
-            log.debug("proxied stream ended early", extra={"target": what})
-        return response
-    finally:
-        upstream.release()

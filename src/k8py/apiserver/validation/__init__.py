@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from k8py.api.errors import Cause
 
-from k8py.apiserver.validation import apps, batch, core
+from k8py.apiserver.validation import apps, batch, certificates, core
 
 __all__ = ["validate"]
 
@@ -29,6 +29,7 @@ _BY_GROUP: dict[str, dict[str, Validator]] = {
     "": core.VALIDATORS,
     "apps": apps.VALIDATORS,
     "batch": batch.VALIDATORS,
+    "certificates.k8s.io": certificates.VALIDATORS,
 }
 
 

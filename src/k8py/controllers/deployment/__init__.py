@@ -4,7 +4,9 @@ pause/resume, the progress deadline, proportional scaling.
 
 Modules: ``replica_sets`` (new/old ReplicaSets, revisions, hashes,
 fenceposts), ``scaling`` (pure scaling plans), ``conditions`` (status and
-conditions), ``controller`` (handlers, ``sync``, the API writes).
+conditions, pure), ``controller`` (handlers, ``sync``, scaling writes),
+``rollout`` (RollingUpdate, Recreate, history clean-up) and ``progress``
+(status and the progress deadline) — the last two mixins of the controller.
 Watches Deployments, ReplicaSets and Pods; writes ReplicaSets and the
 Deployment's status (and its ``revision`` annotation through it).
 """

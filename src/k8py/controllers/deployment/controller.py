@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from k8py.api.errors import AlreadyExists, Conflict, NotFound, StatusError
+from k8py.api.errors import AlreadyExists, Conflict, StatusError
 from k8py.api.selectors import LabelSelector, label_selector_from_dict
 from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, split_key
@@ -40,15 +40,14 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.deployment import conditions as cond
 from k8py.controllers.deployment import replica_sets as rsutil
+from k8py.controllers.deployment.progress import ProgressMixin
+from k8py.controllers.deployment.rollout import RolloutMixin
 from k8py.controllers.deployment.scaling import (
     new_rs_new_replicas,
-    old_rs_cleanup_plan,
-    old_rs_scale_down_plan,
     proportional_plan,
 )
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
-from k8py.controllers.pod_status import parse_time
 
 __all__ = ["DeploymentController"]
 
@@ -59,7 +58,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-class DeploymentController(KeyedController):
+class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx, name="deployment", queue_name="deployment")
         self.informer = ctx.informers.informer(DEPLOYMENTS)
@@ -345,185 +344,3 @@ class DeploymentController(KeyedController):
             return
         plan = proportional_plan(d, new, old)
         await self._apply(plan, d, [*old, new])
-
-    # -- rollouts ---------------------------------------------------------------------------
-
-    async def _rollout_rolling(self, d: dict[str, Any], rss: list[Any]) -> float | None:
-        new, old = await self._new_and_old(d, rss, create=True)
-        all_rss = [*old, new]
-        desired = rsutil.replicas_of(d)
-        size = rsutil.replicas_of(new)
-        if size > desired:
-            scaled, new = await self.scale_replica_set(new, desired, d)
-            if scaled:
-                return await self._sync_rollout_status(d, [*old, new], new)
-        elif size < desired:
-            scaled, new = await self.scale_replica_set(new, new_rs_new_replicas(d, all_rss, new), d)
-            if scaled:
-                return await self._sync_rollout_status(d, [*old, new], new)
-        all_rss = [*old, new]
-        active_old = rsutil.active(old)
-        cleanup, cleaned = old_rs_cleanup_plan(d, active_old, new, all_rss)
-        changed = await self._apply(cleanup, d, old)
-        active_old = rsutil.active(old)
-        changed += await self._apply(old_rs_scale_down_plan(d, active_old, [*old, new]), d, old)
-        if changed or cleaned:
-            return await self._sync_rollout_status(d, [*old, new], new)
-        if cond.deployment_complete(d, d.get("status") or {}):
-            await self._cleanup(d, old)
-        return await self._sync_rollout_status(d, [*old, new], new)
-
-    async def _rollout_recreate(self, d: dict[str, Any], rss: list[Any], selector: LabelSelector) -> float | None:
-        new, old = await self._new_and_old(d, rss, create=False)
-        scaled = 0
-        for rs in rsutil.active(old):
-            did, _ = await self.scale_replica_set(rs, 0, d)
-            scaled += did
-        if scaled:
-            return await self._sync_rollout_status(d, [*old, new], new)
-        if self._old_pods_running(d, new, old):
-            return await self._sync_rollout_status(d, [*old, new], new)
-        if new is None:
-            new, old = await self._new_and_old(d, rss, create=True)
-        if rsutil.replicas_of(new) != rsutil.replicas_of(d):
-            _, new = await self.scale_replica_set(new, rsutil.replicas_of(d), d)
-        if cond.deployment_complete(d, d.get("status") or {}):
-            await self._cleanup(d, old)
-        return await self._sync_rollout_status(d, [*old, new], new)
-
-    def _old_pods_running(self, d: Mapping[str, Any], new: Any | None, old: list[Any]) -> bool:
-        if sum(rsutil.status_replicas(self._refresh_one(rs)) for rs in old) > 0:
-            return True
-        old_uids = {_meta(rs).get("uid") for rs in old}
-        for pod in self.pod_lister.list(namespace=_meta(d).get("namespace")):
-            ref = controller_ref(pod) or {}
-            if ref.get("uid") in old_uids and (pod.get("status") or {}).get("phase") not in ("Failed", "Succeeded"):
-                return True
-        return False
-
-    # -- history ----------------------------------------------------------------------------
-
-    async def _cleanup(self, d: Mapping[str, Any], old: list[Any]) -> None:
-        limit = (d.get("spec") or {}).get("revisionHistoryLimit")
-        if limit is None:
-            return
-        alive = [rs for rs in old if rs is not None and not _meta(rs).get("deletionTimestamp")]
-        diff = len(alive) - int(limit)
-        if diff <= 0:
-            return
-        alive.sort(key=lambda rs: (rsutil.revision_of(rs), _meta(rs).get("creationTimestamp") or ""))
-        for rs in alive[:diff]:
-            rs = self._refresh_one(rs)
-            status = rs.get("status") or {}
-            if rsutil.status_replicas(rs) != 0 or rsutil.replicas_of(rs) != 0 or \
-                    int(_meta(rs).get("generation") or 0) > int(status.get("observedGeneration") or 0):
-                continue
-            try:
-                await self.client.delete(REPLICASETS, _meta(rs)["namespace"], _meta(rs)["name"])
-            except NotFound:
-                pass
-
-    # -- status -----------------------------------------------------------------------------
-
-    def _refresh_one(self, rs: Any | None) -> Any | None:
-        """The cached (latest seen) version of ``rs`` if it is newer than ours."""
-        if rs is None:
-            return None
-        cached = self.rs_lister.try_get(_meta(rs).get("namespace"), _meta(rs).get("name") or "")
-        if cached is None or _meta(cached).get("uid") != _meta(rs).get("uid"):
-            return rs
-        try:
-            if int(_meta(cached).get("resourceVersion") or 0) > int(_meta(rs).get("resourceVersion") or 0):
-                return cached
-        except ValueError:
-            pass
-        return rs
-
-    def _refresh(self, d: Mapping[str, Any], rss: list[Any]) -> list[Any]:
-        return [self._refresh_one(rs) for rs in rss if rs is not None]
-
-    async def _sync_status_only(self, d: dict[str, Any], rss: list[Any]) -> None:
-        new, old = await self._new_and_old(d, rss, create=False)
-        status = cond.calculate_status(self._refresh(d, [*old, new]), self._refresh_one(new), d, self.clock.now())
-        await self._update_status_if_changed(d, status)
-
-    async def _check_paused_conditions(self, d: dict[str, Any]) -> None:
-        if not cond.has_progress_deadline(d):
-            return
-        status = d.setdefault("status", {})
-        current = cond.get_condition(status, cond.PROGRESSING)
-        if current is not None and current.get("reason") == cond.TIMED_OUT_REASON:
-            return
-        paused_exists = current is not None and current.get("reason") == cond.PAUSED_REASON
-        paused = bool((d.get("spec") or {}).get("paused"))
-        now = self.clock.now()
-        if paused and not paused_exists:
-            cond.set_condition(status, cond.new_condition(cond.PROGRESSING, "Unknown", cond.PAUSED_REASON, "Deployment is paused", now))
-        elif not paused and paused_exists:
-            cond.set_condition(status, cond.new_condition(cond.PROGRESSING, "Unknown", cond.RESUMED_REASON, "Deployment is resumed", now))
-        else:
-            return
-        await self._write_status(d)
-
-    async def _sync_rollout_status(self, d: dict[str, Any], all_rss: list[Any], new: Any | None) -> float | None:
-        now = self.clock.now()
-        rss = self._refresh(d, all_rss)
-        new = self._refresh_one(new)
-        status = cond.calculate_status(rss, new, d, now)
-        if not cond.has_progress_deadline(d):
-            cond.remove_condition(status, cond.PROGRESSING)
-        current = cond.get_condition(d.get("status") or {}, cond.PROGRESSING)
-        complete = status.get("replicas", 0) == status.get("updatedReplicas", 0) and current is not None and \
-            current.get("reason") == cond.NEW_RS_AVAILABLE_REASON
-        new_name = _meta(new).get("name") if new is not None else ""
-        if cond.has_progress_deadline(d) and not complete:
-            if cond.deployment_complete(d, status):
-                cond.set_condition(status, cond.new_condition(cond.PROGRESSING, "True", cond.NEW_RS_AVAILABLE_REASON,
-                                                              f'ReplicaSet "{new_name}" has successfully progressed.', now))
-            elif cond.deployment_progressing(d, status):
-                condition = cond.new_condition(cond.PROGRESSING, "True", cond.RS_UPDATED_REASON, f'ReplicaSet "{new_name}" is progressing.', now)
-                if current is not None and current.get("status") == "True":
-                    condition["lastTransitionTime"] = current.get("lastTransitionTime")
-                cond.remove_condition(status, cond.PROGRESSING)
-                cond.set_condition(status, condition)
-            elif cond.deployment_timed_out(d, status, now):
-                cond.set_condition(status, cond.new_condition(cond.PROGRESSING, "False", cond.TIMED_OUT_REASON,
-                                                              f'ReplicaSet "{new_name}" has timed out progressing.', now))
-        failures = [c for rs in rss for c in ((rs.get("status") or {}).get("conditions") or ()) if c.get("type") == "ReplicaFailure"
-                    and c.get("status") == "True"]
-        if failures:
-            cond.set_condition(status, {**failures[0]})
-        else:
-            cond.remove_condition(status, cond.REPLICA_FAILURE)
-        if status == (d.get("status") or {}):
-            return self._requeue_stuck(d, status)
-        await self._update_status_if_changed(d, status)
-        return self._requeue_stuck(d, status)
-
-    def _requeue_stuck(self, d: Mapping[str, Any], status: Mapping[str, Any]) -> float | None:
-        current = cond.get_condition(status, cond.PROGRESSING)
-        if not cond.has_progress_deadline(d) or current is None:
-            return None
-        if cond.deployment_complete(d, status) or current.get("reason") == cond.TIMED_OUT_REASON:
-            return None
-        since = parse_time(current.get("lastUpdateTime"))
-        if since is None:
-            return None
-        deadline = int((d.get("spec") or {}).get("progressDeadlineSeconds") or 0)
-        after = (since - self.clock.now()).total_seconds() + deadline
-        return 0.001 if after < 1 else after + 1
-
-    async def _update_status_if_changed(self, d: dict[str, Any], status: dict[str, Any]) -> None:
-        if status == (d.get("status") or {}):
-            return
-        d["status"] = status
-        await self._write_status(d)
-
-    async def _write_status(self, d: dict[str, Any]) -> None:
-        """PUT ``d``'s status (and its revision annotation); keep ``d``'s resourceVersion current."""
-        try:
-            written = await self.client.update_status(DEPLOYMENTS, d)
-        except Conflict:
-            raise  # the loop retries with the latest object from the cache
-        d.setdefault("metadata", {})["resourceVersion"] = _meta(written).get("resourceVersion")
-

@@ -53,6 +53,7 @@ __all__ = [
     "ContainerEventType",
     "ExecSpec",
     "ExecResult",
+    "AuthConfig",
     "ImageSpec",
     "Image",
     "RuntimeInfo",
@@ -244,8 +245,24 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """A registry credential for one pull (CRI ``AuthConfig``): from a pull secret or the node."""
+
+    username: str
+    password: str
+    #: where it came from, for messages ("secret default/regcred", "node /…/config.json")
+    source: str = ""
+
+    def __repr__(self) -> str:  # never print the password
+        return f"AuthConfig(username={self.username!r}, source={self.source!r})"
+
+
+@dataclass(frozen=True)
 class ImageSpec:
     image: str
+    #: credentials to try in order for a pull (CRI passes one per PullImage; the kubelet
+    #: loops over them, here the runtime does); empty: anonymous
+    auth: Sequence[AuthConfig] = ()
 
 
 @dataclass(frozen=True)

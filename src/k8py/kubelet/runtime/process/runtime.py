@@ -21,8 +21,9 @@ import time
 from typing import Any, AsyncIterator, Sequence
 
 import k8py
-from k8py.kubelet.runtime.process import container_exec, launcher
+from k8py.kubelet.runtime.process import container_exec, launcher, oci_container
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
+from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
@@ -43,9 +44,11 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 class ProcessRuntime:
     def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
                  node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5,
-                 cgroup_name: str = "kubelet", use_cgroups: bool = True) -> None:
+                 cgroup_name: str = "kubelet", use_cgroups: bool = True, images: ProcessImages | None = None) -> None:
         self.state_dir = state_dir
         self.catalog = catalog or ImageCatalog()
+        #: registry images (pulled into the node's store) and the catalog: see image_service
+        self.images = images or ProcessImages(self.catalog, None)
         self.bwrap = launcher.bwrap_path(disabled=not use_bwrap)
         self.node_ip = node_ip
         self.cgroups = CgroupManager(cgroup_name, enabled=use_cgroups)
@@ -57,7 +60,6 @@ class ProcessRuntime:
         self._logs: dict[str, ContainerLog] = {}
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()
-        self._pulled: set[str] = set()
         os.makedirs(os.path.join(state_dir, "containers"), exist_ok=True)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -78,7 +80,8 @@ class ProcessRuntime:
                 self._adopt(rec)
             else:
                 self._exited[rec["id"]].set()
-        self._pulled = {c["image"] for c in self._containers.values()}
+        self.images.remember(c["image"] for c in self._containers.values())
+        self.images.start_gc(lambda: {c["image_id"] for c in self._containers.values() if c.get("image_id")})
 
     def _adopt(self, rec: dict[str, Any]) -> None:
         if not is_same_process(rec["pid"], rec["start_ticks"]):
@@ -118,6 +121,7 @@ class ProcessRuntime:
         for log in self._logs.values():
             log.close()
         self.cgroups.close()
+        await self.images.close()
 
     def container_events(self) -> AsyncIterator[ContainerEvent]:
         async def stream() -> AsyncIterator[ContainerEvent]:
@@ -166,26 +170,32 @@ class ProcessRuntime:
 
     async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
         sb = self.sandboxes.get(sandbox_id)
-        recipe = self.catalog.resolve(config.image)
-        argv = recipe.argv(config.command, config.args)
-        if not argv:
-            raise RuntimeErrorStatus("CreateContainerError", "no command specified: the image has no entrypoint and the container no command")
-        env = {"PATH": launcher.DEFAULT_PATH, "HOSTNAME": sandbox.hostname or sandbox.name, "HOME": "/root"}
-        env.update({k: v.replace("{pod_ip}", sb["ip"]) for k, v in recipe.env.items()})
-        if recipe.name == "nginx":
-            env.update({"NGINX_LISTEN_ADDRESS": sb["ip"], "PYTHONPATH": _PKG_PARENT})
-        env.update(dict(config.env))
+        oci = oci_container.prepare(self.images, config, hostname=sandbox.hostname or sandbox.name, bwrap=bool(self.bwrap))
+        if oci is not None:
+            argv, env, cwd, image_ref = oci["argv"], oci["env"], oci["cwd"], oci["image_ref"]
+        else:
+            recipe = self.catalog.resolve(config.image)
+            argv = recipe.argv(config.command, config.args)
+            if not argv:
+                raise RuntimeErrorStatus("CreateContainerError", "no command specified: the image has no entrypoint and the container no command")
+            env = {"PATH": launcher.DEFAULT_PATH, "HOSTNAME": sandbox.hostname or sandbox.name, "HOME": "/root"}
+            env.update({k: v.replace("{pod_ip}", sb["ip"]) for k, v in recipe.env.items()})
+            if recipe.name == "nginx":
+                env.update({"NGINX_LISTEN_ADDRESS": sb["ip"], "PYTHONPATH": _PKG_PARENT})
+            env.update(dict(config.env))
+            cwd, image_ref = config.working_dir or recipe.working_dir, self.catalog.image_for(config.image).id
         cid = secrets.token_hex(32)
         rec: dict[str, Any] = {
             "id": cid, "sandbox_id": sandbox_id, "pod_uid": sandbox.uid, "name": config.name, "attempt": config.attempt,
-            "image": config.image, "image_ref": self.catalog.image_for(config.image).id, "state": ContainerState.CREATED.value,
+            "image": config.image, "image_ref": image_ref, "state": ContainerState.CREATED.value,
             "created_at": time.time(), "started_at": 0.0, "finished_at": 0.0, "exit_code": 0, "reason": "", "message": "",
             "labels": dict(config.labels), "annotations": dict(config.annotations),
             "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
-            "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": config.working_dir or recipe.working_dir,
+            "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": cwd,
             "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
             "hostname": sandbox.hostname or sandbox.name, "cgroups": [],
             "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit],
+            **({"rootfs": oci["rootfs"], "user": oci["user"], "image_id": oci["image_id"]} if oci is not None else {}),
         }
         os.makedirs(self._cdir(cid), exist_ok=True)
         self._containers[cid] = rec
@@ -203,6 +213,9 @@ class ProcessRuntime:
     def _check_command(self, rec: dict[str, Any]) -> None:
         exe = rec["argv"][0]
         mounts = [Mount(*m) for m in rec["mounts"]]
+        if rec.get("rootfs"):
+            oci_container.check_command(rec["rootfs"], exe, rec["env"].get("PATH", launcher.DEFAULT_PATH), mounts)
+            return
         if "/" in exe:
             host = exe
             for m in mounts:
@@ -246,9 +259,16 @@ class ProcessRuntime:
                 fds.append(stdin)
             status_fd = os.open(os.path.join(cdir, "bwrap-status.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             fds.append(status_fd)
-            launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
-                                           working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
-                                           fallback_cwd=cdir)
+            if rec.get("rootfs") and self.bwrap:
+                user = rec.get("user")
+                launch = oci_container.build_oci_launch(rec["argv"], bwrap=self.bwrap, rootfs=rec["rootfs"], container_dir=cdir,
+                                                        mounts=[Mount(*m) for m in rec["mounts"]], cwd=rec["cwd"], hostname=rec["hostname"],
+                                                        status_fd=status_fd, user=(user[0], user[1]) if user else None,
+                                                        overlay=os.geteuid() == 0)
+            else:
+                launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
+                                               working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
+                                               fallback_cwd=cdir)
             quota, period, memory = rec.get("resources") or (0, 100_000, 0)
             rec["cgroups"] = self.cgroups.create(container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory))
             argv = CgroupManager.join_argv(rec["cgroups"], launch.argv)
@@ -391,21 +411,13 @@ class ProcessRuntime:
     # -- images ---------------------------------------------------------------------------
 
     async def pull_image(self, spec: ImageSpec) -> str:
-        image = self.catalog.image_for(spec.image)
-        self._pulled.add(spec.image)
-        return image.id
+        return await self.images.pull(spec)
 
     async def image_status(self, spec: ImageSpec) -> Image | None:
-        return self.catalog.image_for(spec.image) if spec.image in self._pulled else None
+        return await self.images.status(spec)
 
     async def list_images(self) -> Sequence[Image]:
-        out = []
-        for name in sorted(self._pulled):
-            try:
-                out.append(self.catalog.image_for(name))
-            except RuntimeErrorStatus:
-                continue
-        return out
+        return await self.images.list()
 
     async def remove_image(self, spec: ImageSpec) -> None:
-        self._pulled.discard(spec.image)
+        await self.images.remove(spec)

@@ -1,0 +1,27 @@
+"""authentication.k8s.io/v1: TokenReview (create only, never stored).
+
+A POST is answered by :mod:`k8py.apiserver.handlers.token_review` (the server
+registers it as the resource's create handler); ``serviceaccounts/token``
+(TokenRequest) is a subresource of core/v1 ServiceAccounts.
+"""
+
+from __future__ import annotations
+
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.resources.strategies import StandardStrategy
+
+GROUP = "authentication.k8s.io"
+
+DEFINITIONS = [
+    ResourceDefinition(
+        group=GROUP,
+        version="v1",
+        kind="TokenReview",
+        plural="tokenreviews",
+        singular="tokenreview",
+        namespaced=False,
+        verbs=("create",),
+        strategy=StandardStrategy(GROUP, "v1", "TokenReview"),
+        openapi_name="io.k8s.api.authentication.v1.TokenReview",
+    ),
+]

@@ -1,0 +1,88 @@
+"""Admission webhooks and admission policies: the API server calling out, or
+running CEL, before a write is stored.
+
+``attributes``        the view of an admission request the dispatchers read
+``rules``             rules, scope, matchPolicy, namespace/object selectors (pure)
+``conditions``        the seam to the CEL environment; expression variables
+``configurations``    webhook configurations kept parsed from the watch cache
+``service_resolver``  a Service reference -> an address on this machine + TLS name
+``client``            the HTTPS round trip (caBundle, timeout, Go's error text)
+``review``            AdmissionReview v1 written and its answer checked
+``dispatcher``        one webhook: should it be called, call it, what its answer means
+``mutating``          the MutatingAdmissionWebhook plugin (JSONPatch, reinvocation)
+``validating``        the ValidatingAdmissionWebhook plugin (in parallel)
+
+:func:`build_webhook_plugins` wires both plugins for a server: the admission
+chain calls ``MutatingWebhookDispatcher.admit`` and
+``ValidatingWebhookDispatcher.validate`` in its MutatingAdmissionWebhook and
+ValidatingAdmissionWebhook slots. Everything is read from the watch cache;
+no request reads the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from k8py.apiserver.registry import Registry
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.webhooks.client import WebhookClient
+from k8py.apiserver.webhooks.conditions import ExpressionCompiler
+from k8py.apiserver.webhooks.configurations import WebhookSource
+from k8py.apiserver.webhooks.dispatcher import WebhookCaller
+from k8py.apiserver.webhooks.mutating import MutatingWebhookDispatcher
+from k8py.apiserver.webhooks.service_resolver import ServiceResolver
+from k8py.apiserver.webhooks.validating import ValidatingWebhookDispatcher
+
+__all__ = ["WebhookPlugins", "build_webhook_plugins", "ClusterLookups"]
+
+
+class ClusterLookups:
+    """What matching needs from the served resources, read from the registry and the watch cache."""
+
+    def __init__(self, registry: Registry, cacher: Cacher) -> None:
+        self.registry = registry
+        self.cacher = cacher
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        definition = self.registry.get("", "v1", "namespaces")
+        if definition is None:
+            return None
+        cached = self.cacher.cache_for(definition).objects.get(definition.key("", namespace))
+        return cached.labels if cached is not None else None
+
+    def equivalents(self, group: str, resource: str) -> Iterable[str]:
+        plural = resource.split("/", 1)[0]
+        return [d.version for d in self.registry if d.group == group and d.plural == plural]
+
+    def kind_of(self, group: str, version: str, resource: str) -> str | None:
+        definition = self.registry.get(group, version, resource.split("/", 1)[0])
+        return definition.kind if definition is not None else None
+
+
+@dataclass
+class WebhookPlugins:
+    mutating: MutatingWebhookDispatcher
+    validating: ValidatingWebhookDispatcher
+    client: WebhookClient
+    resolver: ServiceResolver
+    lookups: ClusterLookups
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = None) -> WebhookPlugins:
+    resolver = ServiceResolver(registry, cacher)
+    client = WebhookClient(resolver)
+    lookups = ClusterLookups(registry, cacher)
+
+    def caller(mutating: bool) -> WebhookCaller:
+        return WebhookCaller(client, namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
+                             kind_of=lookups.kind_of, mutating=mutating)
+
+    mutating = MutatingWebhookDispatcher(
+        WebhookSource(registry, cacher, "mutatingwebhookconfigurations", compiler), caller(True))
+    validating = ValidatingWebhookDispatcher(
+        WebhookSource(registry, cacher, "validatingwebhookconfigurations", compiler), caller(False))
+    return WebhookPlugins(mutating, validating, client, resolver, lookups)

@@ -1,0 +1,168 @@
+"""The image puller against a real docker-registry: manifests, indexes, auth, verification, layers."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+
+import pytest
+
+from k8py.kubelet.images.credentials import Credential
+from k8py.kubelet.images.puller import ImagePuller
+from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
+from tests.support.oci_registry import Registry, busybox_layer, image, tar_layer
+
+
+async def test_an_oci_image_is_pulled_verified_and_unpacked_into_the_shared_store(registry: Registry, tmp_path) -> None:
+    img = image([busybox_layer({"etc/os-release": "ID=k8py-test\n"})], entrypoint=["/bin/sh"], cmd=["-c", "cat /etc/os-release"])
+    ref = registry.push("team/app", "v1", img)
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        rec = await puller.pull(ref)
+        assert rec.id == img.id and rec.repo_tags == [ref] and rec.repo_digests == [f"{registry.host}/team/app@{img.digest}"]
+        assert rec.config["Entrypoint"] == ["/bin/sh"] and rec.size == len(img.config_bytes) + len(img.layers[0].blob)
+        root = puller.store.rootfs(rec.id)
+        assert open(os.path.join(root, "etc/os-release")).read() == "ID=k8py-test\n"
+        assert os.readlink(os.path.join(root, "bin/sh")) == "busybox" and os.access(os.path.join(root, "bin/busybox"), os.X_OK)
+        assert puller.status(ref) is rec and puller.status(f"{registry.host}/team/app@{img.digest}") is rec
+        # a second pull of the same tag reuses the store: same record, nothing unpacked again
+        mtime = os.stat(root).st_mtime_ns
+        assert (await puller.pull(ref)).id == rec.id and os.stat(root).st_mtime_ns == mtime
+        # a restarted node finds its images again
+        again = ImagePuller(str(tmp_path / "store"))
+        assert again.status(ref) is not None and again.status(ref).id == rec.id
+        await puller.remove(ref)
+        assert puller.status(ref) is None and not os.path.exists(root) and not puller.store.has_blob(img.id)
+    finally:
+        await puller.close()
+
+
+async def test_an_index_is_narrowed_to_the_node_platform_and_a_missing_platform_is_an_error(registry: Registry, tmp_path) -> None:
+    mine = image([busybox_layer({"which": "mine"})])
+    other = image([busybox_layer({"which": "other"})], arch="s390x")
+    ref = registry.push_index("multi", "1", [(other, "s390x"), (mine, "amd64" if os.uname().machine == "x86_64" else "arm64")])
+    only_other = registry.push_index("multi", "other-only", [(other, "s390x")])
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        rec = await puller.pull(ref)
+        assert rec.id == mine.id and open(os.path.join(puller.store.rootfs(rec.id), "which")).read() == "mine"
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(only_other)
+        assert err.value.reason == "ErrImagePull" and "no match for platform in manifest: not found" in err.value.message
+    finally:
+        await puller.close()
+
+
+async def test_whiteouts_and_opaque_directories_remove_what_lower_layers_put(registry: Registry, tmp_path) -> None:
+    base = busybox_layer({"data/keep": "k", "data/gone": "g", "opq/old1": "1", "opq/sub/old2": "2", "other": "o"})
+    top = tar_layer([("data/.wh.gone", b""), ("opq/new", "n"), ("opq/.wh..wh..opq", b""), (".wh.other", b"")])
+    ref = registry.push("layers", "1", image([base, top]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        root = puller.store.rootfs((await puller.pull(ref)).id)
+        assert sorted(os.listdir(os.path.join(root, "data"))) == ["keep"]
+        assert sorted(os.listdir(os.path.join(root, "opq"))) == ["new"]
+        assert not os.path.lexists(os.path.join(root, "other"))
+        assert not any(n.startswith(".wh.") for _, ds, fs in os.walk(root) for n in ds + fs)
+    finally:
+        await puller.close()
+
+
+@pytest.mark.parametrize("entries", [
+    [("../../escape", "x")],
+    [("/../escape", "x")],
+    [("link", "->/"), ("link/../../escape", "x")],
+], ids=["dotdot", "absolute-dotdot", "through-a-symlink"])
+async def test_no_layer_writes_outside_the_image_root(registry: Registry, tmp_path, entries) -> None:
+    ref = registry.push("evil", str(abs(hash(str(entries))) % 10_000), image([busybox_layer(), tar_layer(entries)]))
+    store = tmp_path / "deep" / "er" / "store"
+    puller = ImagePuller(str(store))
+    try:
+        try:
+            rec = await puller.pull(ref)
+        except RuntimeErrorStatus as err:
+            assert err.reason == "ErrImagePull" and "escapes the image root" in err.message
+        else:  # a symlink is followed as if the image root were "/": the file lands inside it
+            assert os.path.isfile(os.path.join(puller.store.rootfs(rec.id), "escape"))
+        for p in (tmp_path / "escape", tmp_path / "deep" / "escape", tmp_path / "deep" / "er" / "escape", store / "escape"):
+            assert not p.exists(), p
+    finally:
+        await puller.close()
+
+
+async def test_symlinked_parents_are_resolved_inside_the_root(registry: Registry, tmp_path) -> None:
+    # etc -> / would write the host's /<name> if followed on the host; inside the root it is the root
+    name = f"k8py-oci-test-{os.getpid()}"
+    layer = tar_layer([("etc2", f"->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
+    ref = registry.push("links", "1", image([busybox_layer(), layer]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        root = puller.store.rootfs((await puller.pull(ref)).id)
+        assert open(os.path.join(root, name)).read() == "inside"
+        assert open(os.path.join(root, "tmp", name)).read() == "in"
+        assert not os.path.exists(f"/{name}") and not os.path.exists(f"/tmp/{name}")
+    finally:
+        await puller.close()
+
+
+async def test_a_layer_whose_diff_id_does_not_match_the_config_fails_the_pull(registry: Registry, tmp_path) -> None:
+    layer = busybox_layer()
+    ref = registry.push("tampered", "1", image([layer], diff_ids=["sha256:" + "0" * 64]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(ref)
+        assert err.value.reason == "ErrImagePull" and "does not match the config" in err.value.message
+        assert puller.list() == [] and os.listdir(os.path.join(puller.store.root, "rootfs")) == []
+    finally:
+        await puller.close()
+
+
+async def test_a_missing_tag_is_not_found_as_containerd_says(registry: Registry, tmp_path) -> None:
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        name = f"{registry.host}/nothing/here:nope"
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(name)
+        assert err.value.reason == "ErrImagePull"
+        assert err.value.message == f'failed to pull and unpack image "{name}": failed to resolve reference "{name}": {name}: not found'
+    finally:
+        await puller.close()
+
+
+async def test_basic_auth_registries_need_the_right_credential(auth_registry: Registry, tmp_path) -> None:
+    ref = auth_registry.push("private/app", "1", image([busybox_layer({"secret-file": "s"})]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        for creds in ([], [Credential("alice", "wrong")]):
+            with pytest.raises(RuntimeErrorStatus) as err:
+                await puller.pull(ref, creds)
+            assert err.value.reason == "ErrImagePull"
+            assert "pull access denied, repository does not exist or may require authorization" in err.value.message
+        # the wrong credential is tried first, then the right one
+        rec = await puller.pull(ref, [Credential("alice", "wrong"), Credential("alice", "wonderland")])
+        assert os.path.isfile(os.path.join(puller.store.rootfs(rec.id), "secret-file"))
+    finally:
+        await puller.close()
+
+
+async def test_an_invalid_reference_is_invalid_image_name(tmp_path) -> None:
+    puller = ImagePuller(str(tmp_path / "store"))
+    for bad in ("127.0.0.1:5000/UPPER/case:1", "127.0.0.1:5000/app:bad tag", "127.0.0.1:5000/app@sha256:xyz", ""):
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(bad)
+        assert err.value.reason == "InvalidImageName" and "invalid reference format" in err.value.message
+    await puller.close()
+
+
+def test_gzip_and_plain_tar_layers_both_unpack(tmp_path) -> None:
+    from k8py.kubelet.images.unpack import apply_layer
+    for gz in (True, False):
+        layer = tar_layer([("d", None), ("d/f", "x")], gzip_it=gz)
+        blob = tmp_path / f"blob-{gz}"
+        blob.write_bytes(layer.blob)
+        root = tmp_path / f"root-{gz}"
+        root.mkdir()
+        assert apply_layer(str(root), str(blob), layer.media_type) == layer.diff_id
+        assert (root / "d" / "f").read_text() == "x"
+    assert tarfile  # the stdlib tar module writes the fixtures
