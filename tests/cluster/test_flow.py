@@ -167,8 +167,10 @@ def test_the_seed_scenario_flow_in_order(tmp_path):
 
 
 def test_up_trace_in_the_foreground_prints_the_flow_live(tmp_path):
+    """Also the path without the zygote: each component its own interpreter."""
     data = str(tmp_path / "live")
-    proc = subprocess.Popen([sys.executable, "-m", "k8py", "up", "--trace", "--data-dir", data, "--port", "0", "--no-dns", "--no-proxy"],
+    proc = subprocess.Popen([sys.executable, "-m", "k8py", "up", "--trace", "--data-dir", data, "--port", "0", "--no-dns", "--no-proxy",
+                             "--no-zygote"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
@@ -179,7 +181,11 @@ def test_up_trace_in_the_foreground_prints_the_flow_live(tmp_path):
                 break
         else:
             raise AssertionError("".join(seen))
-        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"))
+        state = read_state(data)
+        assert "zygote" not in state["components"]
+        with open(f"/proc/{state['components']['apiserver']['pid']}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[3] == b"apiserver"  # python -m k8py apiserver ...
+        kubectl = Kubectl(state["api"], str(tmp_path / "home"))
         kubectl.run("create", "configmap", "live-one")
         for line in proc.stdout:
             if "kubectl" in line and "create  configmaps default/live-one" in line:

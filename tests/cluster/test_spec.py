@@ -95,10 +95,10 @@ def test_flags_win_over_the_config_file(tmp_path):
     from k8py.cli.up import _spec
 
     path = tmp_path / "c.yaml"
-    path.write_text("kind: Cluster\nnodes: 3\nsimulatedNodes: 5\nport: 7000\ndns: false\ncomponents: {scheduler: ['--no-events']}\n")
+    path.write_text("kind: Cluster\nnodes: 3\nsimulatedNodes: 5\nport: 7000\ndns: false\nzygote: false\ncomponents: {scheduler: ['--no-events']}\n")
     args = build_parser().parse_args(["up", "--config", str(path), "--data-dir", str(tmp_path / "d"), "--nodes", "2"])
     spec = _spec(args)
-    assert (spec.nodes, spec.simulated_nodes, spec.port, spec.dns, spec.proxy) == (2, 5, 7000, False, True)
+    assert (spec.nodes, spec.simulated_nodes, spec.port, spec.dns, spec.proxy, spec.zygote) == (2, 5, 7000, False, True, False)
     assert spec.extra_args == {"scheduler": ["--no-events"]}
 
 

@@ -65,6 +65,13 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
         again = k8py("up", "--data-dir", data, "--port", "0")
         assert again.returncode == 1 and "already running" in again.stderr
 
+        # every component was forked by the zygote (k8py imported once)
+        components = read_state(data)["components"]
+        zygote = components.pop("zygote")["pid"]
+        for name, comp in components.items():
+            with open(f"/proc/{comp['pid']}/stat") as f:
+                assert int(f.read().rsplit(")", 1)[1].split()[1]) == zygote, name
+
         kubectl = kubectl_for(data, str(tmp_path / "home"))
         kubectl.run("create", "deployment", "web", "--image=nginx", "--replicas=2")
         wait_for(lambda: len(running_pods(kubectl, "app=web")) == 2, "2 Running pods")

@@ -21,6 +21,7 @@ from aiohttp import web
 from k8py import __version__
 from k8py.api.errors import BadRequest, InternalError, NotFound, RequestEntityTooLarge, StatusError
 from k8py.api.schema import KUBERNETES_VERSION
+from k8py.apiserver.aggregator import Aggregator
 from k8py.apiserver.openapi.discovery import Discovery, aggregated_media_type
 from k8py.apiserver.handlers.context import not_found
 from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
@@ -127,6 +128,7 @@ def build_app(
     openapi: OpenAPIService,
     metrics: APIMetrics,
     is_ready: Callable[[], bool],
+    aggregator: Aggregator | None = None,
     non_resource: Mapping[str, Handler] | None = None,
 ) -> web.Application:
     """``non_resource``: more non-resource paths, each answered by its handler
@@ -164,8 +166,21 @@ def build_app(
             if path == "/api":
                 return json_body(discovery.api_versions(request.host or "127.0.0.1"))
             return json_body(discovery.api_group_list())
+        if aggregator is not None and path.startswith("/apis/"):
+            remote = aggregator.remote_for(path)
+            if remote is not None:  # a group/version an aggregated API server serves
+                return await aggregator.proxy(request, remote)
         if path == "/openapi/v3":
-            return json_body(openapi.root())
+            remote_paths = aggregator.openapi_paths() if aggregator is not None else {}
+            if not remote_paths:
+                return json_body(openapi.root())
+            root = orjson.loads(openapi.root())
+            root.setdefault("paths", {}).update(remote_paths)
+            return json_body(orjson.dumps(root))
+        if aggregator is not None and path.startswith("/openapi/v3/apis/"):
+            remote = aggregator.remote_for(path[len("/openapi/v3"):])
+            if remote is not None:
+                return await aggregator.proxy(request, remote)
         if path.startswith("/openapi/v3/"):
             doc = openapi.document(path[len("/openapi/v3/") :])
             if doc is None:

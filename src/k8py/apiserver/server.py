@@ -23,6 +23,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
+from k8py.apiserver.aggregator import Aggregator, FrontProxyIdentity
 from k8py.apiserver.app import build_app
 from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
@@ -46,6 +47,7 @@ from k8py.apiserver.admission.builtin import register_builtin_plugins
 from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.plugins import PluginContext, build_chain
+from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
@@ -91,6 +93,16 @@ class APIServerConfig:
     disable_admission_plugins: tuple[str, ...] = ()
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
+    #: seconds between availability checks of aggregated APIServices (and at once on a change)
+    apiservice_check_interval: float = 30.0
+    #: the front-proxy CA aggregated servers trust, and this server's client certificate
+    #: signed by it (``--requestheader-client-ca-file``, ``--proxy-client-cert-file/-key-file``);
+    #: all empty: a CA and certificate are made at start
+    requestheader_client_ca_file: str = ""
+    proxy_client_cert_file: str = ""
+    proxy_client_key_file: str = ""
+    #: ``--requestheader-allowed-names``: the client certificate names aggregated servers accept
+    requestheader_allowed_names: tuple[str, ...] = ()
     #: ``--service-account-issuer`` (the first signs; all are accepted)
     service_account_issuers: tuple[str, ...] = (DEFAULT_ISSUER,)
     #: ``--service-account-signing-key-file``; "" = a key made at start (tokens die with the process)
@@ -182,12 +194,17 @@ class APIServer:
             create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
+        self.aggregator = Aggregator(
+            self.registry, self.cacher, self.store, identity=self._front_proxy_identity(),
+            now=lambda: rfc3339(), check_interval=self.config.apiservice_check_interval)
+        self._aggregator_task: asyncio.Task[None] | None = None
         self.app = build_app(
             handlers=self.handlers,
-            discovery=Discovery(self.registry),
+            discovery=Discovery(self.registry, self.aggregator),
             openapi=OpenAPIService(self.registry),
             metrics=self.metrics,
             is_ready=lambda: self._ready,
+            aggregator=self.aggregator,
             non_resource=OIDCDiscovery(self.service_accounts).routes(),
         )
         self.app[KUBELETS] = self.kubelets
@@ -199,6 +216,16 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    def _front_proxy_identity(self) -> FrontProxyIdentity | None:
+        c = self.config
+        files = (c.requestheader_client_ca_file, c.proxy_client_cert_file, c.proxy_client_key_file)
+        if not any(files):
+            return None
+        if not all(files):
+            raise ValueError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
+                             "go together: give all three (or none, and a front-proxy CA is made at start)")
+        return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
     @property
     def url(self) -> str:
@@ -213,6 +240,8 @@ class APIServer:
         self._allocator_task = asyncio.create_task(
             self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
         await self._bootstrap()
+        await self.aggregator.bootstrap()
+        self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -246,6 +275,11 @@ class APIServer:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        if self._aggregator_task is not None:
+            self._aggregator_task.cancel()
+            await asyncio.gather(self._aggregator_task, return_exceptions=True)
+            self._aggregator_task = None
+        await self.aggregator.close()
         await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()

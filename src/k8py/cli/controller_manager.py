@@ -71,6 +71,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     p.add_argument("--resource-quota-sync-period", type=float, default=300.0,
                    help="seconds between full recounts of each ResourceQuota (default: %(default)s)")
     p.add_argument("--max-endpoints-per-slice", type=int, default=100, help="endpoints in one EndpointSlice (default: %(default)s)")
+    p.add_argument("--service-account-private-key-file", default="",
+                   help="PEM private key that signs legacy service-account token Secrets (serviceaccount-token runs only with it)")
+    p.add_argument("--root-ca-file", default="", help="CA bundle put in token Secrets and kube-root-ca.crt ConfigMaps")
+    p.add_argument("--cluster-signing-cert-file", default="", help="CA certificate (PEM) csrsigning signs with")
+    p.add_argument("--cluster-signing-key-file", default="", help="its private key (PEM)")
+    p.add_argument("--cluster-signing-duration", type=float, default=365 * 24 * 3600.0,
+                   help="the longest a signed certificate lives, in seconds (default: a year)")
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -89,6 +96,9 @@ async def _main(args: argparse.Namespace) -> int:
         cluster_cidr=args.cluster_cidr, node_cidr_mask_size=args.node_cidr_mask_size,
         node_monitor_period=args.node_monitor_period, node_monitor_grace_period=args.node_monitor_grace_period,
         node_startup_grace_period=args.node_startup_grace_period,
+        service_account_private_key_file=args.service_account_private_key_file, root_ca_file=args.root_ca_file,
+        cluster_signing_cert_file=args.cluster_signing_cert_file, cluster_signing_key_file=args.cluster_signing_key_file,
+        cluster_signing_duration=args.cluster_signing_duration,
         extra={"max_endpoints_per_slice": args.max_endpoints_per_slice,
                "hpa_sync_period": args.horizontal_pod_autoscaler_sync_period,
                "hpa_tolerance": args.horizontal_pod_autoscaler_tolerance,

@@ -13,7 +13,8 @@ Commands:
 - ``k8py controller-manager``: the controllers (see ``k8py.controllers``);
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
 - ``k8py kubelet``: the node agent (process or simulated runtime);
-- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS.
+- ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS;
+- ``k8py zygote``: what ``k8py up`` forks the components from (``k8py.cli.zygote``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,66 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--log-level", default="WARNING")
+    _add_service_account_options(p)
+
+
+def _duration_seconds(text: str) -> int:
+    """``--service-account-max-token-expiration``: Go's duration (``48h``, ``90m``, ``3600s``) or seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    try:
+        if text and text[-1] in units:
+            total, number = 0.0, ""
+            for ch in text:
+                if ch in units:
+                    total += float(number) * units[ch]
+                    number = ""
+                else:
+                    number += ch
+            if number:
+                raise ValueError(text)
+            return int(total)
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 48h, 90m or 3600s") from None
+
+
+def _add_service_account_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--service-account-issuer", action="append", default=None,
+                   help="the iss of service-account tokens (repeatable: the first signs, all are accepted; "
+                        "default https://kubernetes.default.svc.cluster.local)")
+    p.add_argument("--service-account-signing-key-file", default="",
+                   help="PEM private key that signs service-account tokens (default: DATA_DIR/service-account.key, made if missing)")
+    p.add_argument("--service-account-key-file", action="append", default=[],
+                   help="PEM file of more keys that verify service-account tokens (repeatable)")
+    p.add_argument("--api-audiences", default="", help="comma-separated audiences a token must be for (default: the issuer)")
+    p.add_argument("--service-account-max-token-expiration", type=_duration_seconds, default=None,
+                   help="the longest a TokenRequest is granted, e.g. 48h (default: no cap)")
+    p.add_argument("--service-account-extend-token-expiration", default="true", choices=("true", "false"),
+                   help="give projected tokens asking for 3607 s a year, with warnafter (default: %(default)s)")
+    p.add_argument("--service-account-jwks-uri", default="", help="jwks_uri of the OIDC discovery document (default: issuer + /openid/v1/jwks)")
+
+
+def _service_account_config(args: argparse.Namespace) -> dict[str, object]:
+    from k8py.api.service_account_keys import ensure_signing_key_file, load_signing_key, load_verifying_keys
+
+    key_file = args.service_account_signing_key_file
+    if not key_file:
+        key_file = os.path.join(args.data_dir, "service-account.key")
+        ensure_signing_key_file(key_file)
+    load_signing_key(key_file)  # a bad file is a clear message here, not a traceback later
+    for path in args.service_account_key_file:
+        load_verifying_keys(path)
+    out: dict[str, object] = {
+        "service_account_signing_key_file": key_file,
+        "service_account_key_files": tuple(args.service_account_key_file),
+        "api_audiences": tuple(a.strip() for a in args.api_audiences.split(",") if a.strip()),
+        "service_account_max_token_expiration": args.service_account_max_token_expiration,
+        "service_account_extend_token_expiration": args.service_account_extend_token_expiration == "true",
+        "service_account_jwks_uri": args.service_account_jwks_uri,
+    }
+    if args.service_account_issuer:
+        out["service_account_issuers"] = tuple(args.service_account_issuer)
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
     proxy_command.add_parsers(sub)
+    zygote = sub.add_parser("zygote", help="(used by k8py up) import k8py once and fork each component from it")
+    zygote.add_argument("--socket", required=True, help="the Unix socket the supervisor asks for forks on")
     return parser
 
 
@@ -132,10 +195,17 @@ def _tune_gc() -> None:
 async def _run_apiserver(args: argparse.Namespace) -> int:
     from k8py.apiserver.server import APIServer, APIServerConfig
 
+    from k8py.api.service_account_keys import KeyFileError
     from k8py.apiserver.admission.config import load_admission_config
     from k8py.apiserver.admission.plugins import AdmissionConfigError
 
     started = time.perf_counter()
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+        service_accounts = _service_account_config(args)
+    except KeyFileError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
     try:
         admission_config = load_admission_config(args.admission_control_config_file) if args.admission_control_config_file else {}
         server = APIServer(
@@ -151,10 +221,11 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
                 enable_admission_plugins=(args.enable_admission_plugins,),
                 disable_admission_plugins=(args.disable_admission_plugins,),
                 admission_plugin_config=admission_config,
+                **service_accounts,  # type: ignore[arg-type]
             ),
         )
     except AdmissionConfigError as err:
-        print(f"k8py: {err}", file=sys.stderr)
+        print(f"k8py apiserver: {err}", file=sys.stderr)
         return 2
     try:
         await server.start()
@@ -208,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         return proxy_command.run_proxy(args)
     if args.command == "dns":
         return proxy_command.run_dns(args)
+    if args.command == "zygote":
+        from k8py.cli.zygote import serve
+
+        return serve(args.socket)
     return 2
 
 

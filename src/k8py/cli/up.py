@@ -41,6 +41,8 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
     up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
     up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
+    up.add_argument("--no-zygote", dest="zygote", action="store_false", default=None,
+                    help="start each component as its own interpreter instead of forking it from k8py zygote")
     up.add_argument("--no-follow-flow", dest="follow_flow", action="store_false", default=True,
                     help="with --trace in the foreground: do not print the flow live (k8py flow reads it)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop it with k8py down")
@@ -68,6 +70,7 @@ def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         apiservers=int(pick(args.apiservers, "apiservers", 1)),
         trace=bool(pick(args.trace, "trace", False)),
         proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
+        zygote=bool(pick(args.zygote, "zygote", True)),
         extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
     )
     if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
@@ -172,7 +175,8 @@ def _detach(args: argparse.Namespace, spec: Any) -> int:
         value = getattr(args, flag)
         if value not in (None, ""):
             argv += [f"--{flag.replace('_', '-')}", str(value)]
-    for flag, on in (("--trace", args.trace), ("--no-proxy", args.proxy is False), ("--no-dns", args.dns is False)):
+    for flag, on in (("--trace", args.trace), ("--no-proxy", args.proxy is False), ("--no-dns", args.dns is False),
+                     ("--no-zygote", args.zygote is False)):
         if on:
             argv.append(flag)
     with contextlib.suppress(FileNotFoundError):  # the child's first write is then the one followed

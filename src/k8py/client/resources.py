@@ -18,6 +18,7 @@ __all__ = [
     "CONFIGMAPS",
     "SECRETS",
     "SERVICE_ACCOUNTS",
+    "CERTIFICATE_SIGNING_REQUESTS",
     "EVENTS",
     "CORE_EVENTS",
     "LEASES",
@@ -63,4 +64,6 @@ POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", True, 
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", True, "ResourceQuota")
 LIMIT_RANGES = Resource("", "v1", "limitranges", True, "LimitRange")
 HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers", True, "HorizontalPodAutoscaler")
+CERTIFICATE_SIGNING_REQUESTS = Resource(
+    "certificates.k8s.io", "v1", "certificatesigningrequests", False, "CertificateSigningRequest")
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", True, "PodMetrics")

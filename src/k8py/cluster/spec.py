@@ -14,6 +14,7 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     trace: false               # record the list-watch flow (k8py flow)
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
     dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
+    zygote: true               # fork components from one process that imported k8py once
     components:                # extra arguments, per component
       apiserver: ["--watch-cache-size", "20000"]
       controller-manager: ["--controllers", "*,-cronjob"]
@@ -37,10 +38,10 @@ from typing import Any
 import yaml
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
-           "pick_cluster_cidr"]
+           "pick_cluster_cidr", "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
-               "components"}
+               "zygote", "components"}
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
 
 
@@ -62,6 +63,9 @@ class ClusterSpec:
     apiservers: int = 1
     proxy: bool = True
     dns: bool = True
+    #: fork the components from ``k8py zygote`` (faster start, shared memory) instead of
+    #: starting an interpreter for each
+    zygote: bool = True
     extra_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -243,3 +247,10 @@ def _bindable(bind: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def zygote_spec(spec: ClusterSpec) -> ComponentSpec:
+    """The ``k8py zygote`` process the components are forked from (no health URL:
+    it is up once its socket exists)."""
+    return ComponentSpec("zygote", _k8py("zygote", "--socket", os.path.join(spec.data_dir, "zygote.sock")),
+                         os.path.join(spec.log_dir, "zygote.log"), "")

@@ -9,9 +9,13 @@ once and every expected Node is ``Ready``.
 
 Invariants:
 
-- each component is one child process in its own session (Ctrl-C in the
+- each component is one process in its own session (Ctrl-C in the
   terminal reaches the supervisor only, which stops the children in order),
-  logging stdout and stderr to its file under ``DATA_DIR/logs``;
+  logging stdout and stderr to its file under ``DATA_DIR/logs``; with
+  ``spec.zygote`` (the default) it is forked by ``k8py zygote``, started
+  first and supervised like a component (:mod:`.zygote_client`), so that
+  k8py is imported once rather than once per component; a component the
+  zygote cannot fork is started as its own interpreter instead;
 - a component that exits while the cluster is not stopping is started again
   after a backoff (``backoff_initial`` doubling to ``backoff_max``; reset once
   it has run ``backoff_reset`` seconds), and ``restarts`` counts it;
@@ -29,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -36,10 +41,11 @@ from typing import Any, Callable
 import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr
+from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, zygote_spec
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.kubeconfig import write_kubeconfig
+from k8py.cluster.zygote_client import ForkedProcess, ZygoteClient, ZygoteUnavailable
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
 
@@ -61,7 +67,7 @@ def log_tail(path: str, lines: int = 15) -> str:
 @dataclass
 class _Running:
     spec: ComponentSpec
-    proc: asyncio.subprocess.Process | None = None
+    proc: asyncio.subprocess.Process | ForkedProcess | None = None
     restarts: int = 0
     state: str = "pending"
     healthy: bool = False
@@ -86,6 +92,8 @@ class Supervisor:
         #: the pod range, fixed at the first start (the Nodes' podCIDRs come from it)
         self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
         self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr)]
+        self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
+        self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
         self._stopping = False
@@ -111,18 +119,33 @@ class Supervisor:
             "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
             "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
                                          "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
-                           for r in self.components},
+                           for r in self._all()},
         }
         write_state(self.spec.data_dir, state)
 
     # -- processes ----------------------------------------------------------------
 
+    def _all(self) -> list[_Running]:
+        return [*([self.zygote] if self.zygote is not None else []), *self.components]
+
+    async def _fork(self, r: _Running) -> ForkedProcess | None:
+        """``r`` forked by the zygote, or None when it is not there (then a subprocess)."""
+        k8py = [sys.executable, "-m", "k8py"]
+        if self._zygote_client is None or r is self.zygote or r.spec.argv[:3] != k8py:
+            return None
+        try:
+            return await self._zygote_client.spawn(r.spec.argv[3:], r.spec.log)
+        except ZygoteUnavailable as err:
+            logger.warning("starting a component as its own process", extra={"component": r.spec.name, "reason": str(err)})
+            return None
+
     async def _spawn(self, r: _Running) -> None:
         with open(r.spec.log, "ab") as log:
             log.write(f"--- k8py up: starting {r.spec.name} (restart {r.restarts}) at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
             log.flush()
-            r.proc = await asyncio.create_subprocess_exec(*r.spec.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                                                          stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            r.proc = await self._fork(r) or await asyncio.create_subprocess_exec(
+                *r.spec.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True)
         r.started_at = self._clock()
         r.state = "starting"
         self._write_state()
@@ -182,6 +205,7 @@ class Supervisor:
         # The kubeconfig the API server would write, written now, so that no
         # component ever reads an old one (a resumed cluster on a new port).
         write_kubeconfig(self.spec.kubeconfig, self.api_url)
+        await self._start_zygote()
         api, *rest = self.components
         await self._spawn(api)
         self._start(api)
@@ -202,6 +226,18 @@ class Supervisor:
         self.ready.set()
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
+
+    async def _start_zygote(self) -> None:
+        zygote = self.zygote
+        if zygote is None:
+            return
+        await self._spawn(zygote)
+        self._start(zygote)
+        client = ZygoteClient(zygote.spec.argv[-1])
+        if await client.wait_ready(15.0, alive=lambda: zygote.proc is not None and zygote.proc.returncode is None):
+            self._zygote_client = client
+        else:
+            self.progress(f"the zygote did not start (log: {zygote.spec.log}); starting each component as its own process")
 
     def _check_deadline(self, deadline: float, what: str, spec: ComponentSpec) -> None:
         if self._clock() > deadline:
@@ -241,7 +277,9 @@ class Supervisor:
         self.progress("stopping")
         await self._terminate([r for r in self.components if not r.spec.name.startswith("apiserver")])
         await self._terminate([r for r in self.components if r.spec.name.startswith("apiserver")])
-        for r in self.components:
+        if self.zygote is not None:
+            await self._terminate([self.zygote])
+        for r in self._all():
             if r.task is not None:
                 r.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -45,7 +45,8 @@ def _ancestors(pid: int) -> set[int]:
     return out
 
 
-COMPONENT_COMMANDS = {b"apiserver", b"controller-manager", b"scheduler", b"kubelet", b"proxy", b"dns"}
+#: ``zygote`` too: the components it forks keep its command line
+COMPONENT_COMMANDS = {b"apiserver", b"controller-manager", b"scheduler", b"kubelet", b"proxy", b"dns", b"zygote"}
 
 
 def _is_component(cmdline: bytes) -> bool:

@@ -76,6 +76,15 @@ class ControllerOptions:
     """Seconds a node may go without a heartbeat (Lease or status) before it is Unknown (upstream v1.32: 50 s)."""
     node_startup_grace_period: float = 60.0
     """The same for a node that has never posted Ready (upstream: 60 s)."""
+    service_account_private_key_file: str = ""
+    """``--service-account-private-key-file``: signs legacy Secret tokens (the serviceaccount-token controller runs only with it)."""
+    root_ca_file: str = ""
+    """``--root-ca-file``: the CA bundle put in token Secrets and in every namespace's kube-root-ca.crt ConfigMap."""
+    cluster_signing_cert_file: str = ""
+    cluster_signing_key_file: str = ""
+    """``--cluster-signing-cert-file`` / ``-key-file``: the CA the csrsigning controller signs with."""
+    cluster_signing_duration: float = 365 * 24 * 3600.0
+    """``--cluster-signing-duration``: the longest a signed certificate lives (upstream: 8760h)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form settings for controllers that need more (tests, later issues)."""
 

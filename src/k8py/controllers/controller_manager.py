@@ -131,7 +131,10 @@ class ControllerManager:
             factory = load_factory(name)
             if factory is None:
                 continue
-            self.controllers[name] = factory(ctx)
+            controller = factory(ctx)
+            if controller is None:  # its configuration is missing (csrsigning without a CA): not started, as upstream
+                continue
+            self.controllers[name] = controller
             logger.info("built controller", extra={"controller": name})
         self.context = ctx
         return ctx

@@ -50,7 +50,8 @@ class Controller(Protocol):
     async def run(self) -> None: ...
 
 
-ControllerFactory = Callable[[ControllerContext], Controller]
+#: returns None when the controller cannot run as configured (it says why in the log)
+ControllerFactory = Callable[[ControllerContext], "Controller | None"]
 
 CONTROLLER_MODULES: dict[str, str] = {
     "replicaset": "k8py.controllers.replicaset",
@@ -74,6 +75,10 @@ CONTROLLER_MODULES: dict[str, str] = {
     "horizontalpodautoscaling": "k8py.controllers.podautoscaler",
     "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
+    "serviceaccount-token": "k8py.controllers.serviceaccount_token",
+    "root-ca-cert-publisher": "k8py.controllers.root_ca_publisher",
+    "csrsigning": "k8py.controllers.certificates.signer",
+    "csrapproving": "k8py.controllers.certificates.approver",
 }
 
 DISABLED_BY_DEFAULT: frozenset[str] = frozenset()

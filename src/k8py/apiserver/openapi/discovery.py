@@ -7,18 +7,36 @@ v2beta1) is served from ``/api`` and ``/apis`` when ``Accept`` asks for it,
 and the response's Content-Type then echoes the negotiated media type exactly
 (kubectl treats anything else as legacy).
 
-Documents are rebuilt only when the registry changes (``Registry.generation``).
+Group/versions served by aggregated API servers (remote APIServices) come
+from an :class:`ExternalGroups` source (``k8py.apiserver.aggregator``): they
+are listed after the local groups, with the resources their servers
+reported, or none (``freshness: Stale`` in aggregated discovery) while a
+server does not answer.
+
+Documents are rebuilt only when the registry or the external source changes
+(``Registry.generation``, ``ExternalGroups.generation``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
-__all__ = ["Discovery", "aggregated_media_type"]
+__all__ = ["Discovery", "ExternalGroups", "aggregated_media_type"]
+
+
+class ExternalGroups(Protocol):
+    """Group/versions served elsewhere (the aggregator's remote APIServices)."""
+
+    @property
+    def generation(self) -> int: ...
+
+    def groups(self) -> dict[str, list[tuple[str, dict[str, Any] | None]]]:
+        """group -> [(version, its APIResourceList or None)], preferred version first."""
+        ...
 
 _SUBRESOURCE_VERBS = {
     "status": ("get", "patch", "update"),
@@ -60,15 +78,23 @@ def aggregated_media_type(accept: str | None) -> str | None:
 
 
 class Discovery:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, external: ExternalGroups | None = None) -> None:
         self.registry = registry
-        self._generation = -1
+        self.external = external
+        self._generation: tuple[int, int] = (-1, -1)
         self._cache: dict[Any, bytes] = {}
 
+    def _external(self) -> dict[str, list[tuple[str, dict[str, Any] | None]]]:
+        if self.external is None:
+            return {}
+        local = self.registry.group_versions()
+        return {g: vs for g, vs in self.external.groups().items() if g and g not in local}
+
     def _cached(self, key: Any, build: Any) -> bytes:
-        if self._generation != self.registry.generation:
+        generation = (self.registry.generation, self.external.generation if self.external is not None else 0)
+        if self._generation != generation:
             self._cache.clear()
-            self._generation = self.registry.generation
+            self._generation = generation
         value = self._cache.get(key)
         if value is None:
             value = self._cache[key] = orjson.dumps(build())
@@ -87,7 +113,7 @@ class Discovery:
         )
 
     def _group(self, group: str) -> dict[str, Any] | None:
-        versions = self.registry.group_versions().get(group)
+        versions = self.registry.group_versions().get(group) or [v for v, _ in self._external().get(group, [])]
         if not versions:
             return None
         gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
@@ -95,13 +121,13 @@ class Discovery:
 
     def api_group_list(self) -> bytes:
         def build() -> dict[str, Any]:
-            groups = [self._group(g) for g in self.registry.group_versions() if g]
+            groups = [self._group(g) for g in [*self.registry.group_versions(), *self._external()] if g]
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [g for g in groups if g]}
 
         return self._cached("apis", build)
 
     def api_group(self, group: str) -> bytes | None:
-        if not self.registry.group_versions().get(group) or not group:
+        if not group or not (self.registry.group_versions().get(group) or self._external().get(group)):
             return None
         return self._cached(("group", group), lambda: {"kind": "APIGroup", "apiVersion": "v1", **self._group(group)})  # type: ignore[dict-item]
 
@@ -150,6 +176,14 @@ class Discovery:
                         ],
                     }
                 )
+            if not core:
+                for group, remote_versions in self._external().items():
+                    items.append({
+                        "metadata": {"name": group, "creationTimestamp": None},
+                        "versions": [{"version": v, "resources": _aggregated_from_legacy(group, v, resources),
+                                      "freshness": "Current" if resources is not None else "Stale"}
+                                     for v, resources in remote_versions],
+                    })
             return {"kind": "APIGroupDiscoveryList", "apiVersion": api_version, "metadata": {}, "items": items}
 
         return self._cached(("aggregated", core, api_version), build)
@@ -216,3 +250,35 @@ def _aggregated_resource(d: ResourceDefinition) -> dict[str, Any]:
     if subs:
         out["subresources"] = subs
     return out
+
+
+def _aggregated_from_legacy(group: str, version: str, resource_list: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """An aggregated server's legacy APIResourceList in the aggregated shape."""
+    entries = (resource_list or {}).get("resources") or []
+    out: dict[str, dict[str, Any]] = {}
+    for r in entries:
+        name = str(r.get("name", ""))
+        if "/" in name:
+            continue
+        item: dict[str, Any] = {
+            "resource": name,
+            "responseKind": {"group": group, "version": version, "kind": r.get("kind", "")},
+            "scope": "Namespaced" if r.get("namespaced") else "Cluster",
+            "singularResource": r.get("singularName", ""),
+            "verbs": list(r.get("verbs") or []),
+        }
+        if r.get("shortNames"):
+            item["shortNames"] = list(r["shortNames"])
+        if r.get("categories"):
+            item["categories"] = list(r["categories"])
+        out[name] = item
+    for r in entries:
+        name = str(r.get("name", ""))
+        parent, _, sub = name.partition("/")
+        if sub and parent in out:
+            out[parent].setdefault("subresources", []).append({
+                "subresource": sub,
+                "responseKind": {"group": r.get("group", group), "version": r.get("version", version), "kind": r.get("kind", "")},
+                "verbs": list(r.get("verbs") or []),
+            })
+    return [out[k] for k in sorted(out)]

@@ -37,7 +37,10 @@ from typing import Any, Iterable
 
 from k8py.api.errors import BadRequest
 
-from . import apps, autoscaling, batch, coordination, core, discovery, policy, quota, rbac, scheduling
+from . import (
+    admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery, policy, quota, rbac,
+    scheduling,
+)
 from .accept import table_version
 from .cells import dig
 from .columns import META, Column, Object, Printer, name_column
@@ -71,7 +74,10 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     **{("policy", kind): p for kind, p in policy.PRINTERS.items()},
     **{("autoscaling", kind): p for kind, p in autoscaling.PRINTERS.items()},
     **{("", kind): p for kind, p in quota.PRINTERS.items()},
+    **{("certificates.k8s.io", kind): p for kind, p in certificates.PRINTERS.items()},
     **{("rbac.authorization.k8s.io", kind): p for kind, p in rbac.PRINTERS.items()},
+    **{("admissionregistration.k8s.io", kind): p for kind, p in admissionregistration.PRINTERS.items()},
+    **{("apiregistration.k8s.io", kind): p for kind, p in admissionregistration.APISERVICE_PRINTERS.items()},
 }
 
 #: upstream's rest.DefaultTableConvertor, for kinds nobody wrote a printer for.

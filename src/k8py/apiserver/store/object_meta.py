@@ -36,7 +36,8 @@ NAME_VALIDATORS: dict[str, Callable[..., list[str]]] = {
 }
 
 #: kinds whose names are DNS labels rather than subdomains (upstream validation)
-_NAME_RULES = {("", "Namespace"): "label", ("", "Service"): "dns1035"}
+_NAME_RULES = {("", "Namespace"): "label", ("", "Service"): "dns1035",
+               ("apiregistration.k8s.io", "APIService"): "path"}  # "v1." is the core group's
 
 
 _last_second: list[Any] = [None, ""]

@@ -1,0 +1,41 @@
+"""CEL for the API server: compile once, evaluate against JSON objects.
+
+Used by CRD validation rules (``x-kubernetes-validations``), admission webhook
+``matchConditions`` and ValidatingAdmissionPolicy. The engine is
+cel-expr-python (Google's cel-cpp): it type-checks, prints errors in cel-go's
+format, and evaluates in ~10 µs (README, "Dependencies, and why", has the
+comparison with common-expression-language and cel-python).
+
+The small API::
+
+    from k8py.apiserver import cel
+    program = cel.compile("self.replicas <= self.maxReplicas", ["self", "oldSelf"])
+    program.evaluate({"self": {...}})            # -> True
+    program.evaluate_with_cost({"self": {...}})  # -> (True, 5)
+
+* :func:`compile` -> :class:`Program` (cached per expression and variables);
+  :class:`CompileError` carries cel-go's message (``ERROR: <input>:1:6: ...``).
+* :meth:`Program.evaluate` -> a Python value, or :class:`EvaluationError`
+  (:class:`CostLimitError` past ``PER_CALL_LIMIT`` by default).
+* ``PER_CALL_LIMIT``, ``RUNTIME_BUDGET``, ``STATIC_ESTIMATED_COST_LIMIT``:
+  upstream's limits (``k8s.io/apiserver/pkg/apis/cel``).
+
+Modules: ``environment`` (the libraries, caches), ``program`` (evaluation,
+conversions), ``errors``, ``cost`` and ``syntax_tree`` (cel-go cost units over
+the checked tree), ``types`` (the opaque Kubernetes types as protobuf
+messages) and one module per Kubernetes library: ``lists``, ``regex``,
+``urls``, ``ip``, ``quantity``.
+
+Layering: this package imports only :mod:`k8py.api` and its engine; it sits
+in the bottom layer of the API server so validation and admission can use it.
+"""
+
+from k8py.apiserver.cel.cost import PER_CALL_LIMIT, RUNTIME_BUDGET, STATIC_ESTIMATED_COST_LIMIT, Shape
+from k8py.apiserver.cel.errors import CELError, CompileError, CostLimitError, EvaluationError
+from k8py.apiserver.cel.program import Opaque, Program, compile
+
+__all__ = [
+    "compile", "Program", "Opaque", "Shape",
+    "CELError", "CompileError", "EvaluationError", "CostLimitError",
+    "PER_CALL_LIMIT", "RUNTIME_BUDGET", "STATIC_ESTIMATED_COST_LIMIT",
+]

@@ -1,0 +1,72 @@
+"""The opaque CEL types of Kubernetes' libraries, as protobuf messages.
+
+Why messages: cel-expr-python (cel-cpp) cannot carry an arbitrary Python
+object through an evaluation, but it can carry a protobuf message of a type in
+the environment's descriptor pool. So each Kubernetes object type
+(``kubernetes.URL``, ``net.IP``, ``net.CIDR``, ``kubernetes.Quantity``) is a
+one-field message built here at import time (no generated code, no .proto
+file) and ``type(url('https://x'))`` prints ``kubernetes.URL`` as upstream.
+
+Invariant: the single ``value`` field holds a *canonical* text, so the
+message equality cel-cpp applies is upstream's semantic equality:
+``quantity('1') == quantity('1000m')`` (both hold the exact fraction ``1/1``),
+``ip('::1') == ip('0:0::1')``. The field is an implementation detail: an
+expression that reads ``.value`` or builds ``net.IP{value: ...}`` gets no
+promise from us.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+__all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "new_url", "new_ip", "new_cidr", "new_quantity", "type_name"]
+
+_OPAQUE = {"kubernetes": ["URL", "Quantity"], "net": ["IP", "CIDR"]}
+
+POOL = descriptor_pool.DescriptorPool()
+for _package, _names in _OPAQUE.items():
+    _file = descriptor_pb2.FileDescriptorProto(name=f"k8py/cel/{_package}.proto", package=_package, syntax="proto3")
+    for _name in _names:
+        _message = _file.message_type.add(name=_name)
+        _message.field.add(name="value", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                           label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    POOL.Add(_file)
+
+
+def _message_class(full_name: str) -> Any:
+    return message_factory.GetMessageClass(POOL.FindMessageTypeByName(full_name))
+
+
+_URL = _message_class("kubernetes.URL")
+_QUANTITY = _message_class("kubernetes.Quantity")
+_IP = _message_class("net.IP")
+_CIDR = _message_class("net.CIDR")
+
+URL = cel.Type("kubernetes.URL")
+QUANTITY = cel.Type("kubernetes.Quantity")
+IP = cel.Type("net.IP")
+CIDR = cel.Type("net.CIDR")
+
+
+def new_url(text: str) -> Any:
+    return _URL(value=text)
+
+
+def new_quantity(canonical: str) -> Any:
+    return _QUANTITY(value=canonical)
+
+
+def new_ip(canonical: str) -> Any:
+    return _IP(value=canonical)
+
+
+def new_cidr(canonical: str) -> Any:
+    return _CIDR(value=canonical)
+
+
+def type_name(message: Any) -> str:
+    """``kubernetes.URL`` for a URL message (how results are rendered)."""
+    return str(message.DESCRIPTOR.full_name)

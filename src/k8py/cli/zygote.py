@@ -1,0 +1,239 @@
+"""``k8py zygote --socket PATH``: import k8py once, fork every component from it.
+
+Why: each component of ``k8py up`` is its own process, and each used to
+start a fresh interpreter that imported aiohttp, the API machinery and its
+own package — about a second of CPU apiece, six at once on two cores, and
+the same modules resident six times. The zygote (Android's word; Python's
+``multiprocessing`` calls it a fork server) imports them once, then forks a
+child per component: the child starts at once, and the pages of the imported
+modules stay shared between all of them (``gc.freeze()`` before each fork
+keeps the collector from touching, and so copying, them).
+
+Protocol, over a Unix stream socket, one connection per child: the
+supervisor sends one JSON line ``{"argv": [...], "log": PATH}``
+(``argv`` as for ``k8py``, e.g. ``["scheduler", "--kubeconfig", F]``); the
+zygote forks and answers ``{"pid": N}`` once the child leads its own
+session (so the pid is also a process group to signal), and when the child exits
+``{"exit": CODE}`` (a negative code: killed by that signal), then closes the
+connection. A connection that closes without ``exit`` means the zygote died:
+the child may still run, and the supervisor must treat it as unknown.
+
+The child is what ``python -m k8py ARGV`` would have been: its own session
+(``setsid``), stdin from ``/dev/null``, stdout and stderr appended to the
+log, default signal handlers, ``sys.argv`` set, ``k8py.cli.main.main(argv)``
+run and its result the exit code. Its ``/proc/PID/cmdline`` stays the
+zygote's (it names the data directory, so ``k8py down``'s sweep finds it);
+its ``comm`` (what ``top`` shows) is ``k8py-<component>``.
+
+Invariants: the zygote never starts an event loop or a thread, so a fork
+copies no lock held by another thread and no running loop; modules are
+imported in two phases, the API server's first, so the first fork (the API
+server) is not held up by the rest; the zygote exits when its parent does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+from typing import Any
+
+__all__ = ["serve", "PRELOAD_FIRST", "PRELOAD_REST"]
+
+#: what the API server needs, imported before the socket accepts anything
+PRELOAD_FIRST = ("k8py.cli.main", "k8py.apiserver.server", "k8py.storage.sqlite")
+#: the other components, imported while the API server starts
+PRELOAD_REST = (
+    "k8py.controllers.controller_manager",
+    "k8py.scheduler.app",
+    "k8py.kubelet.kubelet",
+    "k8py.proxy.app",
+)
+
+_PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
+
+
+def _prctl(option: int, value: int | bytes) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: names stay as they are, and the parent's death is noticed on the socket
+
+
+def _preload(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:  # an optional extra missing: the child imports (and reports) it itself
+            print(f"zygote: could not preload {name}: {err}", file=sys.stderr, flush=True)
+
+
+def _child(request: dict[str, Any], started: int) -> None:
+    """Runs in the forked child; never returns. Writes to ``started`` once it
+    leads its own session (so the pid the supervisor gets is a process group)."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        _prctl(_PR_SET_PDEATHSIG, 0)
+        argv = [str(a) for a in request["argv"]]
+        _prctl(_PR_SET_NAME, f"k8py-{argv[0] if argv else 'child'}"[:15].encode())
+        os.write(started, b"1")
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the listener, the selector, other children's sockets
+        sys.argv = ["k8py", *argv]
+        from k8py.cli.main import main
+
+        result = main(argv)
+        code = result if isinstance(result, int) else 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child's last words go to its log
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    try:
+        conn.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass  # the supervisor went away; the child is reaped all the same
+
+
+def serve(socket_path: str) -> int:
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # the zygote goes with the supervisor
+    _preload(PRELOAD_FIRST)
+    gc.freeze()
+    wakeup_r, wakeup_w = socket.socketpair()
+    wakeup_r.setblocking(False)
+    wakeup_w.setblocking(False)
+    signal.set_wakeup_fd(wakeup_w.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path + ".tmp")
+    os.chmod(socket_path + ".tmp", 0o600)
+    listener.listen(64)
+    os.rename(socket_path + ".tmp", socket_path)  # the path appears only once it accepts
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wakeup_r, selectors.EVENT_READ, "signal")
+    children: dict[int, socket.socket] = {}
+    pending: dict[socket.socket, bytes] = {}
+    rest = list(PRELOAD_REST)
+    try:
+        while not stopping:
+            events = selector.select(timeout=0 if rest else None)
+            if not events and rest:
+                _preload((rest.pop(0),))
+                gc.freeze()
+                continue
+            for key, _ in events:
+                if key.data == "accept":
+                    conn, _addr = listener.accept()
+                    pending[conn] = b""
+                    selector.register(conn, selectors.EVENT_READ, "request")
+                elif key.data == "signal":
+                    try:
+                        while wakeup_r.recv(512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                    _reap(children)
+                else:
+                    conn = key.fileobj  # type: ignore[assignment]
+                    _read_request(conn, pending, selector, children)
+            _reap(children)
+    finally:
+        selector.close()
+        listener.close()
+        for conn in children.values():
+            conn.close()
+        try:
+            os.unlink(socket_path)
+        except OSError:
+            pass
+    return 0
+
+
+def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], selector: selectors.BaseSelector,
+                  children: dict[int, socket.socket]) -> None:
+    try:
+        chunk = conn.recv(65536)
+    except OSError:
+        chunk = b""
+    if not chunk:
+        selector.unregister(conn)
+        pending.pop(conn, None)
+        conn.close()
+        return
+    buffer = pending[conn] + chunk
+    if b"\n" not in buffer:
+        pending[conn] = buffer
+        return
+    selector.unregister(conn)
+    del pending[conn]
+    try:
+        request = json.loads(buffer.split(b"\n", 1)[0])
+        if not isinstance(request.get("argv"), list) or not isinstance(request.get("log"), str):
+            raise ValueError("a request needs argv (a list) and log (a path)")
+    except ValueError as err:
+        _send(conn, {"error": str(err)})
+        conn.close()
+        return
+    gc.freeze()
+    started_r, started_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _child(request, started_w)
+    os.close(started_w)
+    os.read(started_r, 1)  # returns once the child leads its session (or has died)
+    os.close(started_r)
+    children[pid] = conn
+    _send(conn, {"pid": pid})
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is not None:
+            _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+            conn.close()
