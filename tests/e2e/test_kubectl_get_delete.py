@@ -262,6 +262,10 @@ API_RESOURCE_ROWS = [
     ('replicasets', 'rs', 'apps/v1', 'true', 'ReplicaSet'),
     ('statefulsets', 'sts', 'apps/v1', 'true', 'StatefulSet'),
     ('tokenreviews', '', 'authentication.k8s.io/v1', 'false', 'TokenReview'),
+    ('localsubjectaccessreviews', '', 'authorization.k8s.io/v1', 'true', 'LocalSubjectAccessReview'),
+    ('selfsubjectaccessreviews', '', 'authorization.k8s.io/v1', 'false', 'SelfSubjectAccessReview'),
+    ('selfsubjectrulesreviews', '', 'authorization.k8s.io/v1', 'false', 'SelfSubjectRulesReview'),
+    ('subjectaccessreviews', '', 'authorization.k8s.io/v1', 'false', 'SubjectAccessReview'),
     ('horizontalpodautoscalers', 'hpa', 'autoscaling/v2', 'true', 'HorizontalPodAutoscaler'),
     ('cronjobs', 'cj', 'batch/v1', 'true', 'CronJob'),
     ('jobs', '', 'batch/v1', 'true', 'Job'),
@@ -302,7 +306,7 @@ def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
     only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "controllerrevisions.apps\ndaemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
     assert kubectl.run("api-versions").stdout == (
-        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
+        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
     )
 
 

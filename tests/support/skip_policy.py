@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.tools import ETCD_MISSING, KUBECTL_MISSING, in_ci
+from tests.support.tools import ETCD_MISSING, KUBECTL_MISSING, POD_NETWORK_MISSING, in_ci
 
 #: reason (the start of the skip message) -> why skipping for it is acceptable
 LISTED_REASONS: dict[str, str] = {
@@ -24,6 +24,7 @@ OUTSIDE_CI_REASONS: dict[str, str] = {
     ETCD_MISSING: "the etcd backend's tests need the etcd binary",
     KUBECTL_MISSING: "the e2e tests drive the real kubectl",
     "needs root: the kubelet runs OCI containers on an overlay rootfs": "a rootless node runs pulled images read-only; CI runs as root",
+    POD_NETWORK_MISSING: "network namespaces, bridges and nftables need root; CI is root and installs the packages",
 }
 
 _unlisted: list[tuple[str, str]] = []

@@ -28,6 +28,8 @@ __all__ = ["ETCD_MISSING", "KUBECTL_MISSING", "etcd_binary", "etcd_installed", "
 #: the skip reasons for a missing tool (listed in tests/support/skip_policy.py; refused in CI)
 ETCD_MISSING = "etcd not installed"
 KUBECTL_MISSING = "kubectl not installed"
+POD_NETWORK_MISSING = "pod networks need root, the CNI plugins (/usr/lib/cni) and nft"
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 _CI_VARIABLES = (
     "K8PY_CI", "CI", "CONTINUOUS_INTEGRATION", "BUILD_ID", "BUILD_NUMBER", "RUN_ID", "GITHUB_ACTIONS", "GITLAB_CI",
@@ -51,6 +53,18 @@ def kubectl_binary() -> str | None:
 
 def bwrap_binary() -> str | None:
     return shutil.which("bwrap")
+
+
+def pod_network_missing() -> str | None:
+    """What the pod-network tests (kubelet --pod-network=cni, the nftables proxy) lack, or None."""
+    if os.geteuid() != 0:
+        return "not root"
+    missing = [p for p in CNI_PLUGINS if not os.access(os.path.join("/usr/lib/cni", p), os.X_OK)]
+    if missing:
+        return f"CNI plugins {missing} not in /usr/lib/cni (Debian's containernetworking-plugins)"
+    if shutil.which("nft") is None:
+        return "nft not on PATH (Debian's nftables)"
+    return None
 
 
 def in_ci(environ: dict[str, str] | None = None) -> bool:
@@ -84,6 +98,8 @@ def main(argv: list[str]) -> int:
         return 0 if not etcd_installed() else 1
     if command == "bwrap-missing":
         return 0 if bwrap_binary() is None else 1
+    if command == "pod-network-missing":  # root without the CNI plugins or nft (non-root machines skip those tests)
+        return 0 if os.geteuid() == 0 and pod_network_missing() else 1
     if command == "oci-packages-missing":  # prints the Debian packages to install
         print(" ".join(package for _, package in oci_tools_missing()))
         return 0

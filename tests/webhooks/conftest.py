@@ -32,7 +32,6 @@ class Attrs:
     options: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
-    namespaced: bool = True
 
     def add_warning(self, text: str) -> None:
         self.warnings.append(text)

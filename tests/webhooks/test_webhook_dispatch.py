@@ -216,3 +216,43 @@ async def test_dry_run_requests_reach_only_webhooks_without_side_effects(server)
         finally:
             await plugins.close()
     assert [r["dryRun"] for r in webhook.requests] == [True]
+
+
+async def test_match_conditions_in_cel_decide_whether_a_webhook_is_called(server):
+    with HTTPSServer(review_app({"/deny": lambda req: deny("conditions matched")})) as webhook:
+        await put(server, "admissionregistration.k8s.io", "validatingwebhookconfigurations", config("cel", hook(
+            "cel.example.com", webhook.url + "/deny", webhook.ca_bundle, matchConditions=[
+                {"name": "not-excluded", "expression": "!has(object.metadata.labels) || !('skip' in object.metadata.labels)"},
+                {"name": "alice-only", "expression": "request.userInfo.username == 'alice'"}])))
+        plugins = build_webhook_plugins(server.registry, server.cacher)
+        try:
+            await plugins.validating.validate(configmap_create(labels={"skip": "yes"}))
+            with pytest.raises(StatusError) as denied:
+                await plugins.validating.validate(configmap_create())
+        finally:
+            await plugins.close()
+    assert denied.value.message == 'admission webhook "cel.example.com" denied the request: conditions matched'
+    assert len(webhook.requests) == 1
+
+
+async def test_a_match_condition_that_errors_fails_the_request_unless_the_policy_is_ignore(server):
+    with HTTPSServer(review_app({"/ok": lambda req: allow()})) as webhook:
+        url = webhook.url + "/ok"
+        bad = [{"name": "typo", "expression": "object.metadata.labels.team == 'a'"}]
+        await put(server, "admissionregistration.k8s.io", "validatingwebhookconfigurations", config(
+            "errors", hook("fail.example.com", url, webhook.ca_bundle, matchConditions=bad,
+                           objectSelector={"matchLabels": {"policy": "fail"}}),
+            hook("ignore.example.com", url, webhook.ca_bundle, matchConditions=bad, failurePolicy="Ignore",
+                 objectSelector={"matchLabels": {"policy": "ignore"}})))
+        plugins = build_webhook_plugins(server.registry, server.cacher)
+        try:
+            with pytest.raises(StatusError) as failed:
+                await plugins.validating.validate(configmap_create(labels={"policy": "fail"}))
+            await plugins.validating.validate(configmap_create(labels={"policy": "ignore"}))
+        finally:
+            await plugins.close()
+    assert failed.value.code == 500
+    assert failed.value.message.startswith(
+        'Internal error occurred: failed calling webhook "fail.example.com": failed to evaluate match conditions: ')
+    assert "no such key: team" in failed.value.message
+    assert webhook.requests == []

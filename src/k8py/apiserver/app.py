@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from typing import Awaitable, Callable, Mapping
+from typing import Awaitable, Callable, Mapping, Sequence
 
 import orjson
 from aiohttp import web
@@ -44,6 +44,7 @@ VERB_KEY = web.RequestKey("k8py.verb", str)
 RESOURCE_KEY = web.RequestKey("k8py.resource", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 
 def version_info() -> dict[str, str]:
@@ -130,9 +131,12 @@ def build_app(
     is_ready: Callable[[], bool],
     aggregator: Aggregator | None = None,
     non_resource: Mapping[str, Handler] | None = None,
+    middlewares: Sequence[Middleware] = (),
 ) -> web.Application:
     """``non_resource``: more non-resource paths, each answered by its handler
-    (the service-account issuer's OIDC discovery documents)."""
+    (the service-account issuer's OIDC discovery documents). ``middlewares``
+    run inside the Status-rendering one, in order (authentication, then
+    authorization)."""
     extra_paths = dict(non_resource or {})
     version_body = orjson.dumps(version_info())
 
@@ -240,7 +244,7 @@ def build_app(
             if verb is not None:
                 metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
-    app = web.Application(middlewares=[status_errors], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[status_errors, *middlewares], client_max_size=MAX_BODY_BYTES)
     app.router.add_route("*", "/{tail:.*}", route)
     return app
 

@@ -55,6 +55,15 @@ from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.authz.attributes import AlwaysAllow
+from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
+from k8py.apiserver.authz.escalation import EscalationCheck
+from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
+from k8py.apiserver.authz.node import NodeAuthorizer
+from k8py.apiserver.authz.policy_index import CachedPolicy
+from k8py.apiserver.authz.rbac import RBACAuthorizer
+from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.storage import Storage
 
 __all__ = ["APIServer", "APIServerConfig"]
@@ -93,6 +102,8 @@ class APIServerConfig:
     disable_admission_plugins: tuple[str, ...] = ()
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
+    #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
+    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
     apiservice_check_interval: float = 30.0
     #: the front-proxy CA aggregated servers trust, and this server's client certificate
@@ -173,6 +184,16 @@ class APIServer:
         self.admission: AdmissionChain = build_chain(self.admission_context,
                                                      enable=self.config.enable_admission_plugins,
                                                      disable=self.config.disable_admission_plugins)
+        self.policy = CachedPolicy(self.cacher, self.registry)
+        self.rbac = RBACAuthorizer(self.policy)
+        self.authorizer = Union([self._authorizer(mode) for mode in self.config.authorization_modes])
+        escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
+        self.store.allocate_new.append(escalation)
+        self.store.allocate_update.append(escalation)
+        #: inside the Status middleware, in order: authentication, then authorization
+        self.middlewares: list[Any] = []
+        if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+            self.middlewares.append(authorization_middleware(self.authorizer))
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
@@ -191,7 +212,7 @@ class APIServer:
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             flow=FlowRecorder() if self.config.trace else None,
             admission=self.admission,
-            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review},
+            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review, **ACCESS_REVIEW_HANDLERS},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.aggregator = Aggregator(
@@ -206,8 +227,10 @@ class APIServer:
             is_ready=lambda: self._ready,
             aggregator=self.aggregator,
             non_resource=OIDCDiscovery(self.service_accounts).routes(),
+            middlewares=self.middlewares,
         )
         self.app[KUBELETS] = self.kubelets
+        self.app[AUTHORIZER] = self.authorizer
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
@@ -216,6 +239,17 @@ class APIServer:
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
         self.port = self.config.port
+
+    def _authorizer(self, mode: str) -> Any:
+        if mode == "AlwaysAllow":
+            return AlwaysAllow()
+        if mode == "AlwaysDeny":
+            return AlwaysDeny()
+        if mode == "RBAC":
+            return self.rbac
+        if mode == "Node":
+            return NodeAuthorizer(self.cacher, self.registry)
+        raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
 
     def _front_proxy_identity(self) -> FrontProxyIdentity | None:
         c = self.config
@@ -345,6 +379,7 @@ class APIServer:
         assert pc_def is not None
         for pc in BUILTIN_PRIORITY_CLASSES:
             await self._ensure(pc_def, "", copy.deepcopy(pc))
+        await reconcile_bootstrap_policy(self.registry, self.store)
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

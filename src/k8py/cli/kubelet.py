@@ -50,6 +50,10 @@ def _taints(value: str) -> list[dict[str, str]]:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser("kubelet", help="run a kubelet (the node agent) against an API server")
     p.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to join")
+    p.add_argument("--bootstrap-kubeconfig", default="",
+                   help="kubeconfig with a bootstrap token: when --kubeconfig holds no valid client certificate, "
+                        "request one (a CSR), wait for it, and write --kubeconfig")
+    p.add_argument("--cert-dir", default="", help="where the bootstrapped client certificate goes (default: <root-dir>/pki)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -75,6 +79,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--minimum-image-gc-age", type=float, default=None, help="seconds an unused image is kept at least (default: 120)")
     p.add_argument("--image-gc-period", type=float, default=None, help="seconds between image GC checks (default: 300)")
     p.add_argument("--no-bwrap", action="store_true", help="run containers as plain host processes even if bwrap exists")
+    p.add_argument("--pod-network", choices=("loopback", "cni"), default="loopback",
+                   help="loopback: pods share the host network, each on its own 127.x IP (default); "
+                        "cni: each pod its own network namespace on a bridge, through the CNI plugins (root)")
+    p.add_argument("--cni-bin-dir", default="/usr/lib/cni:/opt/cni/bin", help="with --pod-network=cni: where the CNI plugins are")
+    p.add_argument("--service-cluster-ip-range", default="",
+                   help="with --pod-network=cni: the Service range, routed onto the pod bridge so no Service packet leaves the machine")
     p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default=None, help="rotate a container log past this size (default: 10Mi)")
     p.add_argument("--container-log-max-files", type=int, default=None, help="log files kept per container (default: 5)")
@@ -139,6 +149,18 @@ async def _main(args: argparse.Namespace) -> int:
     from k8py.client.kubeconfig import load_kubeconfig
     from k8py.client.rest import RestClient
 
+    if args.bootstrap_kubeconfig and not args.simulated:
+        from k8py.kubelet.certificate_bootstrap import BootstrapError, bootstrap_client_certificate
+
+        try:
+            got = await bootstrap_client_certificate(
+                bootstrap_kubeconfig=args.bootstrap_kubeconfig, kubeconfig=args.kubeconfig,
+                cert_dir=args.cert_dir or os.path.join(args.root_dir, "pki"), node_name=args.node_name)
+        except BootstrapError as err:
+            print(f"k8py kubelet: TLS bootstrap failed: {err}", file=sys.stderr)
+            return 1
+        if got:
+            print(f"k8py kubelet: bootstrapped a client certificate for system:node:{args.node_name}; wrote {args.kubeconfig}", flush=True)
     client_config = load_kubeconfig(args.kubeconfig)
     client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
     client = RestClient(client_config)
@@ -165,11 +187,25 @@ async def _main(args: argparse.Namespace) -> int:
             from k8py.kubelet.runtime.process.runtime import ProcessRuntime
 
             config = build_config(args)
+            network = None
+            if args.pod_network == "cni":
+                from k8py.kubelet.network.names import NetworkNames
+                from k8py.kubelet.network.pod_network import CNIPodNetwork
+
+                dirs = [d for d in args.cni_bin_dir.split(":") if d]
+                why = CNIPodNetwork.available(dirs)
+                if why:
+                    print(f"k8py kubelet: {why}", file=sys.stderr)
+                    return 2
+                config.node_labels["k8py.io/pod-network"] = "cni"  # k8py proxy --proxy-mode=auto picks nftables for this node
+                network = CNIPodNetwork(NetworkNames(config.node_name, os.path.abspath(config.root_dir)), config.runtime_dir,
+                                        plugin_dirs=dirs, service_cidr=args.service_cluster_ip_range)
             catalog = ImageCatalog.from_file(config.image_catalog)
             runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,
                                      log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
-                                     use_cgroups=not args.no_cgroups, images=_images(config, catalog))
+                                     use_cgroups=not args.no_cgroups, images=_images(config, catalog),
+                                     network=network)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())

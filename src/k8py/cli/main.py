@@ -88,6 +88,9 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
+    p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
+                   help="authorizers asked in order, comma-separated: AlwaysAllow, AlwaysDeny, Node, RBAC "
+                        "(default: %(default)s; k8py up runs Node,RBAC)")
     p.add_argument("--log-level", default="WARNING")
     _add_service_account_options(p)
 
@@ -149,6 +152,15 @@ def _service_account_config(args: argparse.Namespace) -> dict[str, object]:
     if args.service_account_issuer:
         out["service_account_issuers"] = tuple(args.service_account_issuer)
     return out
+
+
+def _authorization_modes(value: str) -> tuple[str, ...]:
+    from k8py.apiserver.authz.chain import parse_modes
+
+    try:
+        return tuple(parse_modes(value))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,6 +233,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
                 enable_admission_plugins=(args.enable_admission_plugins,),
                 disable_admission_plugins=(args.disable_admission_plugins,),
                 admission_plugin_config=admission_config,
+                authorization_modes=tuple(args.authorization_mode),
                 **service_accounts,  # type: ignore[arg-type]
             ),
         )

@@ -27,6 +27,9 @@ def add_parsers(sub: Any) -> None:
                    help="address of /healthz and /metrics (default: %(default)s)")
     p.add_argument("--port", "--healthz-port", dest="port", type=int, default=0,
                    help="port of /healthz and /metrics; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--proxy-mode", choices=("auto", "userspace", "nftables"), default="auto",
+                   help="auto: nftables when the node's pods have their own network namespaces (kubelet --pod-network=cni), "
+                        "else userspace (default: %(default)s)")
     p.add_argument("--log-level", default="WARNING")
 
     d = sub.add_parser("dns", help="run the cluster DNS server (Service and pod names under the cluster domain)")
@@ -67,7 +70,7 @@ def _serve(who: str, start: Callable[[], Awaitable[None]]) -> int:
         await asyncio.wait({task, stopping})
         if not task.cancelled() and task.exception() is not None:
             err = task.exception()
-            if isinstance(err, OSError):
+            if isinstance(err, (OSError, RuntimeError)):  # a port taken, a mode that cannot run here: say so
                 print(f"k8py {who}: {err}", file=sys.stderr)
                 return 1
             raise err  # type: ignore[misc]
@@ -84,10 +87,10 @@ def run_proxy(args: argparse.Namespace) -> int:
     if config is None:
         return 1
     addresses = tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
-    options = ProxyOptions(node_name=args.node_name, node_addresses=addresses, bind=args.bind, port=args.port)
+    options = ProxyOptions(node_name=args.node_name, node_addresses=addresses, bind=args.bind, port=args.port, mode=args.proxy_mode)
 
     def serving(url: str) -> None:
-        print(f"k8py proxy: node {args.node_name}; serving /healthz, /readyz and /metrics on {url}", flush=True)
+        print(f"k8py proxy: node {args.node_name} ({options.mode} mode); serving /healthz, /readyz and /metrics on {url}", flush=True)
 
     return _serve("proxy", lambda: run(config, options, on_serving=serving))
 

@@ -75,6 +75,7 @@ CONTROLLER_MODULES: dict[str, str] = {
     "horizontalpodautoscaling": "k8py.controllers.podautoscaler",
     "resourcequota": "k8py.controllers.resource_quota",
     "taint-eviction-controller": "k8py.controllers.taint_eviction",
+    "clusterrole-aggregation": "k8py.controllers.clusterrole_aggregation",
     "serviceaccount-token": "k8py.controllers.serviceaccount_token",
     "root-ca-cert-publisher": "k8py.controllers.root_ca_publisher",
     "csrsigning": "k8py.controllers.certificates.signer",

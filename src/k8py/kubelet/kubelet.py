@@ -26,7 +26,7 @@ from aiohttp import web
 from k8py.api.errors import NotFound
 from k8py.client.event_recorder import EventBroadcaster
 from k8py.client.informer_factory import InformerFactory
-from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICES
+from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICE_ACCOUNTS, SERVICES
 from k8py.client.rest import RestClient
 from k8py.kubelet import server
 from k8py.kubelet.config import KubeletConfig
@@ -40,6 +40,7 @@ from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Imag
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
 from k8py.kubelet.status_manager import StatusManager
+from k8py.kubelet.token_manager import TokenManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
 __all__ = ["Kubelet"]
@@ -64,7 +65,8 @@ class Kubelet:
         self.service_informer = self.informers.informer(SERVICES)
         self.status = StatusManager(client, concurrency=config.status_concurrency)
         self._node: dict[str, Any] = {}
-        self.volumes = VolumeManager(config.pods_dir, get=self.get_object, node_alloc=self.node_allocatable)
+        self.tokens = TokenManager(self._request_token)
+        self.volumes = VolumeManager(config.pods_dir, get=self.get_object, node_alloc=self.node_allocatable, tokens=self.tokens)
         self.syncer = PodSyncer(runtime=runtime, config=config, status=self.status, volumes=self.volumes, event=self.event,
                                 get_object=self.get_object, services=lambda: self.service_informer.lister.list(),
                                 node_allocatable=self.node_allocatable, wake=self._wake, metrics=self.metrics)
@@ -92,6 +94,9 @@ class Kubelet:
             return await self.client.get(CONFIGMAPS if kind == "configmap" else SECRETS, namespace, name)
         except NotFound:
             return None
+
+    async def _request_token(self, namespace: str, service_account: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.create(SERVICE_ACCOUNTS, body, namespace=namespace, name=service_account, subresource="token")
 
     def node_allocatable(self) -> Mapping[str, str]:
         return ((self._node.get("status") or {}).get("allocatable")) or {}

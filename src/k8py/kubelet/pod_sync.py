@@ -95,12 +95,15 @@ class PodSyncer:
     def sandbox_config(self, w: PodWorker) -> PodSandboxConfig:
         meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
         ns = meta.get("namespace", "default")
-        ports = [(p.get("protocol") or "TCP", int(p["containerPort"])) for c in spec.get("containers") or [] for p in c.get("ports") or []]
+        declared = [p for c in spec.get("containers") or [] for p in c.get("ports") or []]
+        ports = [(p.get("protocol") or "TCP", int(p["containerPort"])) for p in declared]
+        mappings = [(p.get("protocol") or "TCP", int(p["containerPort"]), int(p.get("hostPort") or 0), p.get("hostIP") or "")
+                    for p in declared if p.get("hostPort")]
         return PodSandboxConfig(
             name=meta["name"], namespace=ns, uid=w.uid, hostname=spec.get("hostname") or meta["name"],
             log_directory=pod_log_directory(self.config.logs_dir, ns, meta["name"], w.uid),
             labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-            host_network=bool(spec.get("hostNetwork")), ports=ports)
+            host_network=bool(spec.get("hostNetwork")), ports=ports, port_mappings=mappings)
 
     async def _sandbox(self, w: PodWorker) -> tuple[bool, str]:
         if not w.sandbox_id:

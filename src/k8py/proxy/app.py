@@ -2,7 +2,8 @@
 running until cancelled.
 
 ``run_proxy`` (``k8py proxy``): shared informers, a :class:`Proxier` over the
-chosen backend (userspace), and ``/healthz``, ``/readyz`` (ready after the
+chosen backend (userspace, or nftables on nodes whose pods have their own
+network namespaces: :func:`choose_mode`), and ``/healthz``, ``/readyz`` (ready after the
 first sync) and ``/metrics``.
 
 ``run_dns`` (``k8py dns``): the zone is rebuilt by one task
@@ -29,11 +30,12 @@ from prometheus_client import CollectorRegistry
 from k8py.api.errors import AlreadyExists, Invalid, NotFound, StatusError
 from k8py.client.config import ClientConfig
 from k8py.client.informer_factory import InformerFactory
-from k8py.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, SERVICES
+from k8py.client.resources import ENDPOINT_SLICES, ENDPOINTS, NAMESPACES, NODES, SERVICES
 from k8py.client.rest import RestClient
 from k8py.client.shared_informer import drop_managed_fields
 from k8py.proxy.dns_server import DNSAnswerer, DNSServer, host_nameservers
 from k8py.proxy.dns_zone import Zone, build_zone
+from k8py.proxy.backend import ProxyBackend
 from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.proxy.proxier import SERVICE_PROXY_NAME, Proxier, ProxyMetrics
 from k8py.proxy.userspace import UserspaceBackend
@@ -51,6 +53,40 @@ class ProxyOptions:
     node_addresses: tuple[str, ...] = ()
     bind: str = "127.0.0.1"
     port: int = 0
+    #: "userspace", "nftables", or "auto": nftables when this node's kubelet runs pods
+    #: in their own network namespaces (its Node carries POD_NETWORK_LABEL=cni)
+    mode: str = "auto"
+    #: how long "auto" waits for this node's Node object before falling back to userspace
+    auto_wait: float = 10.0
+
+
+POD_NETWORK_LABEL = "k8py.io/pod-network"
+
+
+async def choose_mode(client: RestClient, options: ProxyOptions) -> str:
+    """The backend for ``options.mode`` (see :class:`ProxyOptions`); a forced
+    nftables mode that cannot run here is an error that says why."""
+    from k8py.proxy.nftables.backend import available
+
+    if options.mode == "nftables":
+        why = available()
+        if why:
+            raise RuntimeError(f"--proxy-mode=nftables: {why}")
+        return "nftables"
+    if options.mode != "auto":
+        return "userspace"
+    deadline = asyncio.get_running_loop().time() + options.auto_wait
+    while True:
+        try:
+            node = await client.get(NODES, None, options.node_name)
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            if labels.get(POD_NETWORK_LABEL) == "cni" and available() is None:
+                return "nftables"
+            return "userspace"
+        except NotFound:
+            if asyncio.get_running_loop().time() > deadline:
+                return "userspace"
+            await asyncio.sleep(0.2)
 
 
 @dataclass
@@ -70,7 +106,16 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
     async with RestClient(config) as client:
         informers = InformerFactory(client, transform=drop_managed_fields)
         metrics = ProxyMetrics()
-        backend = UserspaceBackend(on_connection=metrics.connections.inc)
+        mode = await choose_mode(client, options)
+        backend: ProxyBackend
+        if mode == "nftables":
+            from k8py.proxy.nftables.backend import NftablesBackend
+
+            backend = NftablesBackend(options.node_name)
+        else:
+            backend = UserspaceBackend(on_connection=metrics.connections.inc)
+        options.mode = mode
+        logger.info("proxy backend chosen", extra={"mode": mode, "node": options.node_name})
         proxier = Proxier(informers, backend, node_name=options.node_name,
                           node_addresses=options.node_addresses, metrics=metrics)
         if on_proxier is not None:

@@ -12,8 +12,9 @@ Backends:
   cluster IP:port and node port, relaying TCP and UDP to the endpoints; no
   root needed, works with pods that share the host network (the process
   runtime);
-- an nftables backend (pods with their own network namespaces) plugs in
-  here later, with the same table.
+- :class:`~k8py.proxy.nftables.backend.NftablesBackend`: kube-proxy's
+  nftables mode (DNAT, ``numgen`` load balancing) in the proxy's own table,
+  for nodes whose pods have their own network namespaces (root).
 """
 
 from __future__ import annotations

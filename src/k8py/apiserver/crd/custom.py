@@ -18,6 +18,7 @@ from typing import Any
 from k8py.api.errors import Cause, MethodNotAllowed
 from k8py.apiserver.crd.printer import printer_for_version
 from k8py.apiserver.validation import structural
+from k8py.apiserver.validation.cel_rules import build_rule_tree
 from k8py.apiserver.resources.strategies import path_getter
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec, Strategy
 
@@ -35,6 +36,8 @@ class CustomResourceStrategy(Strategy):
         self.has_status = has_status
         self.schema = schema
         self.terminating = terminating
+        #: the schema's x-kubernetes-validations, compiled (None: it has none)
+        self.rules = build_rule_tree(schema) if schema is not None else None
 
     def default(self, obj: Object) -> None:
         """Fill the schema's defaults (upstream: on decoding every write).
@@ -54,9 +57,24 @@ class CustomResourceStrategy(Strategy):
         super().prepare_for_create(obj)
 
     def validate(self, obj: Object) -> list[Cause]:
+        return self._validate(obj, None)
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return self._validate(obj, old)
+
+    def _validate(self, obj: Object, old: Object | None) -> list[Cause]:
+        """Schema validation, then the CEL rules (with ``oldSelf`` on update)
+        unless a value has the wrong type, as upstream's ``hasBlockingErr``."""
         if self.schema is None:
             return []
-        return structural.validate(obj, self.schema)
+        causes = structural.validate(obj, self.schema)
+        if self.rules is None:
+            return causes
+        if any(c.reason == "FieldValueTypeInvalid" for c in causes):
+            return causes + [Cause("FieldValueInvalid", "Invalid value: \"null\": some validation rules were not "
+                                   "checked because the object was invalid; correct the existing errors to "
+                                   "complete validation", "<nil>")]
+        return causes + self.rules.validate(obj, old)
 
 
 class VersionConverter:

@@ -18,6 +18,7 @@ from typing import Any
 
 from k8py.api.errors import Cause
 from k8py.apiserver.registry import ResourceDefinition, Strategy
+from k8py.apiserver.validation.cel_compile import crd_causes
 from k8py.apiserver.validation.field import invalid, not_supported, required
 
 __all__ = ["CRD_DEFINITION", "CLEANUP_FINALIZER", "CRDStrategy", "GROUP"]
@@ -171,7 +172,10 @@ def _validate_versions(versions: Any) -> list[Cause]:
         if not isinstance(schema, dict):
             causes.append(required(f"{path}.schema.openAPIV3Schema", "schemas are required"))
         else:
-            causes += _structural(schema, f"{path}.schema.openAPIV3Schema", root=True)
+            structural_causes = _structural(schema, f"{path}.schema.openAPIV3Schema", root=True)
+            causes += structural_causes
+            if not structural_causes:
+                causes += crd_causes(schema, f"{path}.schema.openAPIV3Schema")
     if storage != 1:
         causes.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
     if not served:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import (
-    admissionregistration, apiregistration, apps, authentication, autoscaling, batch, certificates, core, metrics, misc,
+    admissionregistration, apiregistration, apps, authentication, authorization, autoscaling, batch, certificates, core, metrics, misc,
     policy, quota, rbac, scheduling,
 )
 
@@ -21,7 +21,7 @@ def builtin_definitions() -> list[ResourceDefinition]:
     return [*core.DEFINITIONS, *apps.DEFINITIONS, *batch.DEFINITIONS, *misc.DEFINITIONS, *scheduling.DEFINITIONS, *metrics.DEFINITIONS,
             *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS,
             *rbac.DEFINITIONS, *admissionregistration.DEFINITIONS, *apiregistration.DEFINITIONS,
-            *authentication.DEFINITIONS, *certificates.DEFINITIONS]
+            *authentication.DEFINITIONS, *authorization.DEFINITIONS, *certificates.DEFINITIONS]
 
 
 def register_builtins(registry: Registry) -> None:

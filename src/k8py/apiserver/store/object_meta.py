@@ -37,7 +37,9 @@ NAME_VALIDATORS: dict[str, Callable[..., list[str]]] = {
 
 #: kinds whose names are DNS labels rather than subdomains (upstream validation)
 _NAME_RULES = {("", "Namespace"): "label", ("", "Service"): "dns1035",
-               ("apiregistration.k8s.io", "APIService"): "path"}  # "v1." is the core group's
+               ("apiregistration.k8s.io", "APIService"): "path",  # "v1." is the core group's
+               # RBAC names are path segments (system:node, system:controller:job)
+               **{("rbac.authorization.k8s.io", kind): "path" for kind in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")}}
 
 
 _last_second: list[Any] = [None, ""]

@@ -11,10 +11,13 @@ running CEL, before a write is stored.
 ``dispatcher``        one webhook: should it be called, call it, what its answer means
 ``mutating``          the MutatingAdmissionWebhook plugin (JSONPatch, reinvocation)
 ``validating``        the ValidatingAdmissionWebhook plugin (in parallel)
+``policy_source``     ValidatingAdmissionPolicies compiled, bindings paired with them
+``validating_policy`` the ValidatingAdmissionPolicy plugin (CEL; params; Deny/Warn/Audit)
 
 :func:`build_webhook_plugins` wires both plugins for a server: the admission
-chain calls ``MutatingWebhookDispatcher.admit`` and
-``ValidatingWebhookDispatcher.validate`` in its MutatingAdmissionWebhook and
+chain calls ``MutatingWebhookDispatcher.admit``,
+``ValidatingPolicyPlugin.validate`` and ``ValidatingWebhookDispatcher.validate``
+in its MutatingAdmissionWebhook, ValidatingAdmissionPolicy and
 ValidatingAdmissionWebhook slots. Everything is read from the watch cache;
 no request reads the store.
 """
@@ -27,12 +30,14 @@ from typing import Iterable, Mapping
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.client import WebhookClient
-from k8py.apiserver.webhooks.conditions import ExpressionCompiler
+from k8py.apiserver.webhooks.conditions import ExpressionCompiler, cel_compiler
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller
 from k8py.apiserver.webhooks.mutating import MutatingWebhookDispatcher
 from k8py.apiserver.webhooks.service_resolver import ServiceResolver
+from k8py.apiserver.webhooks.policy_source import PolicySource
 from k8py.apiserver.webhooks.validating import ValidatingWebhookDispatcher
+from k8py.apiserver.webhooks.validating_policy import ValidatingPolicyPlugin
 
 __all__ = ["WebhookPlugins", "build_webhook_plugins", "ClusterLookups"]
 
@@ -64,6 +69,7 @@ class ClusterLookups:
 class WebhookPlugins:
     mutating: MutatingWebhookDispatcher
     validating: ValidatingWebhookDispatcher
+    policy: ValidatingPolicyPlugin
     client: WebhookClient
     resolver: ServiceResolver
     lookups: ClusterLookups
@@ -72,7 +78,7 @@ class WebhookPlugins:
         await self.client.close()
 
 
-def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = None) -> WebhookPlugins:
+def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = cel_compiler) -> WebhookPlugins:
     resolver = ServiceResolver(registry, cacher)
     client = WebhookClient(resolver)
     lookups = ClusterLookups(registry, cacher)
@@ -85,4 +91,6 @@ def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: Expressi
         WebhookSource(registry, cacher, "mutatingwebhookconfigurations", compiler), caller(True))
     validating = ValidatingWebhookDispatcher(
         WebhookSource(registry, cacher, "validatingwebhookconfigurations", compiler), caller(False))
-    return WebhookPlugins(mutating, validating, client, resolver, lookups)
+    policy = ValidatingPolicyPlugin(PolicySource(registry, cacher, compiler), registry, cacher,
+                                    namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents)
+    return WebhookPlugins(mutating, validating, policy, client, resolver, lookups)

@@ -3,50 +3,50 @@ admission chain's attributes the dispatchers read.
 
 :class:`RequestAttributes` is the subset of the chain's ``AdmissionAttributes``
 the webhook and policy dispatchers use (client-go style: the consumer
-declares the interface it needs). ``GroupVersionKind`` and
-``GroupVersionResource`` are the shapes AdmissionReview and CEL's
-``request`` variable print.
+declares the interface it needs). Kinds and resources are
+(group, version, name) tuples — the chain's ``GroupVersionKind`` /
+``GroupVersionResource`` named tuples fit — and :func:`gvk_api` /
+:func:`gvr_api` write them as AdmissionReview and CEL's ``request`` do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Mapping, NamedTuple, Protocol
 
 from k8py.apiserver.authn.user import UserInfo
 
-__all__ = ["GroupVersionKind", "GroupVersionResource", "RequestAttributes"]
+__all__ = ["GroupVersionKind", "GroupVersionResource", "RequestAttributes", "gvk_api", "gvr_api"]
 
 Object = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class GroupVersionKind:
+class GroupVersionKind(NamedTuple):
     group: str
     version: str
     kind: str
 
-    def to_api(self) -> dict[str, str]:
-        return {"group": self.group, "version": self.version, "kind": self.kind}
 
-
-@dataclass(frozen=True, slots=True)
-class GroupVersionResource:
+class GroupVersionResource(NamedTuple):
     group: str
     version: str
     resource: str
 
-    def to_api(self) -> dict[str, str]:
-        return {"group": self.group, "version": self.version, "resource": self.resource}
+
+def gvk_api(gvk: tuple[str, str, str]) -> dict[str, str]:
+    return {"group": gvk[0], "version": gvk[1], "kind": gvk[2]}
+
+
+def gvr_api(gvr: tuple[str, str, str]) -> dict[str, str]:
+    return {"group": gvr[0], "version": gvr[1], "resource": gvr[2]}
 
 
 class RequestAttributes(Protocol):
     """One admission request. ``object`` is what would be stored (mutating
     dispatchers replace it), ``old_object`` the stored one (update, delete)."""
 
-    operation: str  # CREATE / UPDATE / DELETE / CONNECT
-    kind: GroupVersionKind
-    resource: GroupVersionResource
+    operation: str  # CREATE / UPDATE / DELETE / CONNECT (a str enum in the chain)
+    kind: Any  # (group, version, kind)
+    resource: Any  # (group, version, resource)
     subresource: str
     name: str
     namespace: str
@@ -55,10 +55,7 @@ class RequestAttributes(Protocol):
     user: UserInfo
     dry_run: bool
     #: CreateOptions / UpdateOptions / DeleteOptions as the client sent them (apiVersion meta.k8s.io/v1)
-    options: Object | None
-
-    @property
-    def namespaced(self) -> bool: ...
+    options: Mapping[str, Any] | None
 
     def add_warning(self, text: str) -> None: ...
 

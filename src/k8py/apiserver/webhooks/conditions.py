@@ -3,7 +3,8 @@
 Webhook ``matchConditions`` and ValidatingAdmissionPolicy expressions are CEL.
 The expressions are compiled once, when a configuration is first seen (its
 resourceVersion changes invalidate it), through an :class:`ExpressionCompiler`
-the server injects (the CEL package); a dispatcher only evaluates.
+(:func:`cel_compiler`: the API server's CEL package); a dispatcher only
+evaluates. The ``authorizer`` variable upstream also offers is not provided.
 
 :func:`activation` builds the variables upstream gives these expressions:
 ``object``, ``oldObject`` (null when absent), ``request`` (the
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, Sequence
 
-from k8py.apiserver.webhooks.attributes import RequestAttributes
+from k8py.apiserver import cel
+from k8py.apiserver.webhooks.attributes import RequestAttributes, gvk_api, gvr_api
 
-__all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable"]
+__all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable", "cel_compiler"]
 
 Object = dict[str, Any]
 
@@ -38,12 +40,20 @@ class ExpressionCompiler(Protocol):
         ...
 
 
+def cel_compiler(expression: str, variables: Sequence[str]) -> CompiledExpression:
+    """The API server's CEL environment (:mod:`k8py.apiserver.cel`) as an :class:`ExpressionCompiler`."""
+    try:
+        return cel.compile(expression, list(variables))
+    except cel.CompileError as err:
+        raise CompileError(str(err)) from None
+
+
 def request_variable(attrs: RequestAttributes) -> Object:
     request: Object = {
-        "kind": attrs.kind.to_api(),
-        "resource": attrs.resource.to_api(),
-        "requestKind": attrs.kind.to_api(),
-        "requestResource": attrs.resource.to_api(),
+        "kind": gvk_api(attrs.kind),
+        "resource": gvr_api(attrs.resource),
+        "requestKind": gvk_api(attrs.kind),
+        "requestResource": gvr_api(attrs.resource),
         "name": attrs.name,
         "namespace": attrs.namespace,
         "operation": attrs.operation,
@@ -53,8 +63,8 @@ def request_variable(attrs: RequestAttributes) -> Object:
     if attrs.subresource:
         request["subResource"] = attrs.subresource
         request["requestSubResource"] = attrs.subresource
-    if attrs.options is not None:
-        request["options"] = attrs.options
+    if attrs.options:
+        request["options"] = dict(attrs.options)
     return request
 
 

@@ -25,7 +25,7 @@ __all__ = ["Webhook", "WebhookSource", "MatchCondition"]
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
 
-CONDITION_VARIABLES = ("object", "oldObject", "request", "authorizer")
+CONDITION_VARIABLES = ("object", "oldObject", "request")
 
 
 @dataclass(frozen=True, slots=True)

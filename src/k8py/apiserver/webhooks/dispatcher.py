@@ -108,7 +108,7 @@ class WebhookCaller:
         return Invocation(webhook, GroupVersionKind(group, version, kind), GroupVersionResource(group, version, resource))
 
     def _conditions_match(self, webhook: Webhook, attrs: RequestAttributes) -> bool:
-        variables = activation(attrs, authorizer=None)
+        variables = activation(attrs)
         errors: list[str] = []
         for condition in webhook.conditions:
             if condition.program is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
+from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes, gvk_api, gvr_api
 from k8py.apiserver.webhooks.client import CallError
 
 __all__ = ["build_review", "parse_response", "ReviewResponse"]
@@ -33,13 +33,13 @@ def build_review(attrs: RequestAttributes, *, kind: GroupVersionKind, resource: 
                  obj: Object | None, uid: str | None = None) -> Object:
     request: Object = {
         "uid": uid or str(uuid.uuid4()),
-        "kind": kind.to_api(),
-        "resource": resource.to_api(),
+        "kind": gvk_api(kind),
+        "resource": gvr_api(resource),
     }
     if attrs.subresource:
         request["subResource"] = attrs.subresource
-    request["requestKind"] = attrs.kind.to_api()
-    request["requestResource"] = attrs.resource.to_api()
+    request["requestKind"] = gvk_api(attrs.kind)
+    request["requestResource"] = gvr_api(attrs.resource)
     if attrs.subresource:
         request["requestSubResource"] = attrs.subresource
     if attrs.name:
@@ -53,8 +53,8 @@ def build_review(attrs: RequestAttributes, *, kind: GroupVersionKind, resource: 
     if attrs.old_object is not None:
         request["oldObject"] = attrs.old_object
     request["dryRun"] = bool(attrs.dry_run)
-    if attrs.options is not None:
-        request["options"] = attrs.options
+    if attrs.options:
+        request["options"] = dict(attrs.options)
     return {"kind": "AdmissionReview", "apiVersion": API_VERSION, "request": request}
 
 

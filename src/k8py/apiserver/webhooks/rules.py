@@ -60,7 +60,9 @@ def rule_matches(rule: Mapping[str, Any], attrs: RequestAttributes, *, group: st
     scope = rule.get("scope") or "*"
     if scope == "*":
         return True
-    namespaced = attrs.namespaced and bool(attrs.namespace)
+    # by the request's namespace, as upstream; a Namespace itself is cluster-scoped
+    is_namespace = attrs.resource[0] == "" and attrs.resource[2] == "namespaces"
+    namespaced = bool(attrs.namespace) and not is_namespace
     return namespaced if scope == "Namespaced" else not namespaced
 
 
@@ -91,7 +93,7 @@ def namespace_selector_matches(selector: Mapping[str, Any] | None, attrs: Reques
     parsed = label_selector_from_dict(selector or {})
     if parsed.empty:
         return True
-    if attrs.resource.group == "" and attrs.resource.resource == "namespaces" and not attrs.namespace:
+    if attrs.resource[0] == "" and attrs.resource[2] == "namespaces":
         # a Namespace is matched by its own labels
         return parsed.matches(_labels(attrs.object if attrs.object is not None else attrs.old_object))
     if not attrs.namespace:

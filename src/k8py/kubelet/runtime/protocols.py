@@ -128,6 +128,8 @@ class PodSandboxConfig:
     host_network: bool = False
     #: container ports the pod declares, as (protocol, port) — for runtimes that map them
     ports: Sequence[tuple[str, int]] = ()
+    #: the ports with a hostPort, as (protocol, containerPort, hostPort, hostIP) — CRI ``PortMapping``
+    port_mappings: Sequence[tuple[str, int, int, str]] = ()
 
 
 @dataclass(frozen=True)

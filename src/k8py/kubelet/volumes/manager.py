@@ -5,8 +5,9 @@ upstream's eviction manager does, checked at each volume refresh),
 configMap and secret (keys, or ``items`` with ``path``/``mode``,
 ``defaultMode``; ``optional``), downwardAPI (``fieldRef`` and
 ``resourceFieldRef`` items), projected (any of those sources plus
-``serviceAccountToken``, written as a placeholder token until token
-requests exist), and hostPath (``DirectoryOrCreate``/``FileOrCreate`` create
+``serviceAccountToken``: a TokenRequest bound to the pod, from the
+:class:`~k8py.kubelet.token_manager.TokenManager`, refreshed when due; a
+placeholder without one, as on simulated nodes), and hostPath (``DirectoryOrCreate``/``FileOrCreate`` create
 it). Payload volumes are written with the atomic ``..data`` swap and
 re-projected at every sync, so a changed ConfigMap shows up in a running
 pod on the next sync.
@@ -23,7 +24,9 @@ import os
 import shutil
 from typing import Any, Awaitable, Callable, Mapping
 
+from k8py.api.errors import StatusError
 from k8py.kubelet.container_env import ConfigError, field_value, resource_value
+from k8py.kubelet.token_manager import TokenManager, TokenSource
 from k8py.kubelet.runtime.protocols import Mount
 from k8py.kubelet.volumes.atomic_writer import FileProjection, write_atomic
 
@@ -54,10 +57,12 @@ def _kv(kind: str, obj: Mapping[str, Any]) -> dict[str, bytes]:
 
 
 class VolumeManager:
-    def __init__(self, pods_dir: str, *, get: Getter, node_alloc: Callable[[], Mapping[str, str]]) -> None:
+    def __init__(self, pods_dir: str, *, get: Getter, node_alloc: Callable[[], Mapping[str, str]],
+                 tokens: TokenManager | None = None) -> None:
         self.pods_dir = pods_dir
         self._get = get
         self._node_alloc = node_alloc
+        self.tokens = tokens
 
     def pod_dir(self, uid: str) -> str:
         return os.path.join(self.pods_dir, uid)
@@ -151,10 +156,19 @@ class VolumeManager:
                 elif "downwardAPI" in s:
                     out.update(self._downward(s["downwardAPI"].get("items") or [], pod, mode, pod_ip=pod_ip, host_ip=host_ip))
                 elif "serviceAccountToken" in s:
-                    out[s["serviceAccountToken"].get("path", "token")] = FileProjection(b"k8py-placeholder-token", mode)
+                    out[s["serviceAccountToken"].get("path", "token")] = FileProjection(
+                        await self._token(pod, s["serviceAccountToken"]), mode)
             return out
         except ConfigError as err:
             raise MountError(volume, str(err)) from err
+
+    async def _token(self, pod: Mapping[str, Any], source: Mapping[str, Any]) -> bytes:
+        if self.tokens is None:
+            return b"k8py-placeholder-token"
+        try:
+            return (await self.tokens.token(TokenSource.of(pod, source))).encode()
+        except (StatusError, OSError) as err:
+            raise ConfigError(f"failed to fetch token: {getattr(err, 'message', None) or err}") from err
 
     def over_size_limit(self, pod: Mapping[str, Any]) -> str:
         """The eviction message when an emptyDir holds more than its ``sizeLimit`` ("" otherwise)."""
@@ -194,4 +208,6 @@ class VolumeManager:
         return out
 
     def cleanup(self, uid: str) -> None:
+        if self.tokens is not None:
+            self.tokens.forget_pod(uid)
         shutil.rmtree(self.pod_dir(uid), ignore_errors=True)

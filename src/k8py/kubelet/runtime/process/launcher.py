@@ -69,8 +69,21 @@ def _missing_ancestor_chain(path: str) -> list[str]:
     return [p]
 
 
+def _through_host_symlinks(path: str) -> str:
+    """``path`` with its existing host ancestors resolved: the view is the host's, so
+    ``/var/run/secrets/...`` (``/var/run -> /run``) is mounted at ``/run/secrets/...``
+    and still reached by its own name; bwrap cannot make a tmpfs on a symlink."""
+    p = os.path.normpath(path)
+    rest: list[str] = []
+    while not os.path.lexists(p) and p != "/":
+        p, tail = os.path.split(p)
+        rest.insert(0, tail)
+    return os.path.join(os.path.realpath(p), *rest) if rest or os.path.islink(p) else path
+
+
 def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/proc", "/dev")) -> list[str]:
     """bwrap arguments for the root view plus the volumes (see the module docstring)."""
+    mounts = [Mount(_through_host_symlinks(m.container_path), m.host_path, m.readonly, m.volume) for m in mounts]
     rebuilt: list[str] = []
     for m in mounts:
         if any(m.container_path == h or m.container_path.startswith(h + "/") for h in hidden):
@@ -182,6 +195,8 @@ def signal_container(pid: int, ns_init: int, bwrapped: bool, sig: int) -> None:
         pass
 
 
-def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str]) -> list[str]:
+def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str], user: Sequence[int] | None = None) -> list[str]:
+    """``user`` (uid, gid): the container runs in a user namespace as that user; exec joins it as the same user."""
     nsenter = shutil.which("nsenter") or "nsenter"
-    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", "--root", f"--wd={cwd or '/'}", "--", *cmd]
+    as_user = ["--user", f"--setuid={user[0]}", f"--setgid={user[1]}"] if user else []
+    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", *as_user, "--root", f"--wd={cwd or '/'}", "--", *cmd]

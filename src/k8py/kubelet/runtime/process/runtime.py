@@ -21,6 +21,7 @@ import time
 from typing import Any, AsyncIterator, Sequence
 
 import k8py
+from k8py.kubelet.network.pod_network import CNIPodNetwork
 from k8py.kubelet.runtime.process import container_exec, launcher, oci_container
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.image_service import ProcessImages
@@ -44,7 +45,8 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 class ProcessRuntime:
     def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
                  node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5,
-                 cgroup_name: str = "kubelet", use_cgroups: bool = True, images: ProcessImages | None = None) -> None:
+                 cgroup_name: str = "kubelet", use_cgroups: bool = True, images: ProcessImages | None = None,
+                 network: CNIPodNetwork | None = None) -> None:
         self.state_dir = state_dir
         self.catalog = catalog or ImageCatalog()
         #: registry images (pulled into the node's store) and the catalog: see image_service
@@ -55,6 +57,8 @@ class ProcessRuntime:
         self.log_max_size = log_max_size
         self.log_max_files = log_max_files
         self.sandboxes = Sandboxes(state_dir, node_ip=node_ip)
+        #: per-pod network namespaces (--pod-network=cni); None: every pod on the host's network
+        self.network = network
         self._containers: dict[str, dict[str, Any]] = {}
         self._exited: dict[str, asyncio.Event] = {}
         self._logs: dict[str, ContainerLog] = {}
@@ -67,6 +71,8 @@ class ProcessRuntime:
     def info(self) -> RuntimeInfo:
         iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
+        if self.network is not None:
+            iso += "; " + self.network.describe()
         iso += "; memory/cpu limits enforced with cgroup v1" if self.cgroups.enabled else "; resource limits recorded only (no writable cgroup v1)"
         return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=self.cgroups.enabled, isolation=iso)
 
@@ -122,6 +128,8 @@ class ProcessRuntime:
             log.close()
         self.cgroups.close()
         await self.images.close()
+        if self.network is not None and not self.sandboxes.records:
+            await self.network.cleanup()  # no pod left to adopt: the bridge and its routes go too
 
     def container_events(self) -> AsyncIterator[ContainerEvent]:
         async def stream() -> AsyncIterator[ContainerEvent]:
@@ -136,14 +144,22 @@ class ProcessRuntime:
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
         self.sandboxes.set_cidr(pod_cidr)
+        if self.network is not None:
+            await self.network.set_cidr(pod_cidr)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        return self.sandboxes.create(config)
+        if self.network is None or config.host_network:
+            return self.sandboxes.create(config)
+        sid = secrets.token_hex(32)
+        return self.sandboxes.create(config, network=await self.network.setup(sid, config), sid=sid)
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
         self.sandboxes.get(sandbox_id)
         running = [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id and c["state"] == ContainerState.RUNNING.value]
         await asyncio.gather(*(self.stop_container(c["id"], 0) for c in running))
+        sb = self.sandboxes.get(sandbox_id)
+        if self.network is not None and sb.get("netns"):
+            await self.network.teardown(sandbox_id, sb["netns"])  # idempotent: a second stop is cheap
         self.sandboxes.mark_stopped(sandbox_id)
 
     async def remove_pod_sandbox(self, sandbox_id: str) -> None:
@@ -271,7 +287,8 @@ class ProcessRuntime:
                                                fallback_cwd=cdir)
             quota, period, memory = rec.get("resources") or (0, 100_000, 0)
             rec["cgroups"] = self.cgroups.create(container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory))
-            argv = CgroupManager.join_argv(rec["cgroups"], launch.argv)
+            netns = self.sandboxes.get(rec["sandbox_id"]).get("netns", "")
+            argv = CgroupManager.join_argv(rec["cgroups"], CNIPodNetwork.wrap(netns, launch.argv))
             proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
                                                         env=rec["env"], start_new_session=True, pass_fds=(status_fd,))
         except OSError as err:
@@ -396,7 +413,9 @@ class ProcessRuntime:
         rec = self._rec(container_id)
         if rec["state"] != ContainerState.RUNNING.value:
             raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} is not running")
-        return container_exec.exec_spec(rec, cmd, ns_init=self._ns_init(rec), fallback_cwd=self._cdir(container_id))
+        spec = container_exec.exec_spec(rec, cmd, ns_init=self._ns_init(rec), fallback_cwd=self._cdir(container_id))
+        netns = self.sandboxes.records.get(rec["sandbox_id"], {}).get("netns", "")
+        return ExecSpec(CNIPodNetwork.wrap(netns, spec.argv), spec.env, spec.cwd) if netns else spec
 
     async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
         return await container_exec.run(await self.exec_spec(container_id, cmd), timeout)

@@ -39,11 +39,14 @@ class Sandboxes:
             return
         self._ipam = PodIPAllocator(pod_cidr)
         for sb in self.records.values():
-            if sb["state"] == SandboxState.READY.value and sb.get("ip") and not sb["config"].get("host_network"):
+            if sb["state"] == SandboxState.READY.value and sb.get("ip") and not sb["config"].get("host_network") and not sb.get("netns"):
                 self._ipam.reserve(sb["ip"])
 
-    def create(self, config: PodSandboxConfig) -> str:
-        if config.host_network:
+    def create(self, config: PodSandboxConfig, *, network: tuple[str, str] | None = None, sid: str = "") -> str:
+        """A new READY sandbox; ``network`` = (IP, netns name) when a pod network made them."""
+        if network is not None:
+            ip = network[0]
+        elif config.host_network:
             ip = self.node_ip
         else:
             if self._ipam is None:
@@ -53,8 +56,8 @@ class Sandboxes:
             except IPExhausted:
                 raise RuntimeErrorStatus("FailedCreatePodSandBox", f"failed to allocate for range 0: no IP addresses available in range "
                                          f"set: {self._ipam.cidr} (a /24 holds 253 pods: give the node a larger pod CIDR)") from None
-        sid = secrets.token_hex(32)
-        rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip,
+        sid = sid or secrets.token_hex(32)
+        rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip, "netns": network[1] if network else "",
                "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
                           "hostname": config.hostname, "log_directory": config.log_directory, "labels": dict(config.labels),
                           "annotations": dict(config.annotations), "host_network": config.host_network}}
@@ -73,7 +76,7 @@ class Sandboxes:
         sb = self.get(sid)
         if sb["state"] == SandboxState.READY.value:
             sb["state"] = SandboxState.NOTREADY.value
-            if self._ipam is not None and not sb["config"].get("host_network"):
+            if self._ipam is not None and not sb["config"].get("host_network") and not sb.get("netns"):
                 self._ipam.release(sb["ip"])
             write_record(os.path.join(self.dir, f"{sid}.json"), sb)
 

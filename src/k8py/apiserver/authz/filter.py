@@ -1,0 +1,56 @@
+"""The authorization step of every request: after authentication, before any handler.
+
+:func:`authorization_middleware` reads the identity the authentication step
+left in ``request[USER_KEY]`` (:data:`UNSECURED` when no authenticator ran:
+the insecure port and a server without authenticators), derives the
+request's :class:`Attributes` from its path and method, and asks the
+authorizer chain. A request not allowed gets 403 with upstream's message.
+
+The identity is also made the task's :data:`REQUEST_USER` for the request's
+duration, so that checks deep in the write path that must know who asks
+(the RBAC escalation and bind checks, NodeRestriction) can read it without
+every layer passing it on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from k8py.apiserver.authn.user import UNSECURED, USER_KEY, UserInfo
+from k8py.apiserver.authz.attributes import Authorizer, Decision
+from k8py.apiserver.authz.chain import forbidden
+from k8py.apiserver.authz.request_attributes import request_attributes
+
+__all__ = ["authorization_middleware", "REQUEST_USER", "current_user", "AUTHORIZER"]
+
+#: the server's authorizer chain (the access reviews ask it)
+AUTHORIZER = web.AppKey("k8py.authorizer", object)
+
+#: who the request being served comes from (None outside a request: the server's own writes)
+REQUEST_USER: contextvars.ContextVar[UserInfo | None] = contextvars.ContextVar("k8py_request_user", default=None)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def current_user() -> UserInfo | None:
+    return REQUEST_USER.get()
+
+
+def authorization_middleware(authorizer: Authorizer) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    @web.middleware
+    async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = request.get(USER_KEY) or UNSECURED
+        attributes = request_attributes(user, request.method, request.path, request.query)
+        decision, reason = await authorizer.authorize(attributes)
+        if decision is not Decision.ALLOW:
+            raise forbidden(attributes, reason)
+        token = REQUEST_USER.set(user)
+        try:
+            return await handler(request)
+        finally:
+            REQUEST_USER.reset(token)
+
+    return authorize

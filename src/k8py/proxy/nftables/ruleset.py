@@ -1,0 +1,170 @@
+"""Services as nftables rules, in the shape kube-proxy's nftables mode uses.
+
+Everything lives in one table, ``ip k8py-<node>``, owned by this proxy and
+nothing else (no rule is ever added to another table, so other users of
+netfilter on the machine are untouched). Each sync replaces the table in
+one transaction (``add table``; ``delete table``; ``table … { … }``), so a
+packet sees either the old rules or the new ones, never half.
+
+Layout (names as kube-proxy's where there is one)::
+
+    map service-ips        ip daddr . l4proto . dport : goto service-…    (cluster IPs)
+    map service-nodeports  l4proto . dport : goto external-…              (node ports)
+    set nodeport-ips       the node addresses node ports answer on
+    map no-endpoint-services / no-endpoint-nodeports : goto reject-chain
+
+    nat-prerouting  (nat, prerouting, dstnat)  jump services
+    nat-output      (nat, output, -100)        jump services
+    nat-postrouting (nat, postrouting, srcnat) mark 0x4000 → masquerade
+    filter-forward / filter-output / filter-input (filter, -110):
+                    a new connection to a Service port without endpoints is
+                    rejected (TCP reset / ICMP port unreachable) at once
+    service-<hash>  numgen random mod N vmap { 0 : goto endpoint-<hash>, … }
+    external-<hash> mark for masquerade, goto service-<hash> of the
+                    external endpoints
+    endpoint-<hash> hairpin (a pod reaching itself through its Service) is
+                    masqueraded; dnat to ip:port
+
+Load balancing is ``numgen random mod N`` over the endpoints, as upstream.
+Not done here (documented gaps): ClientIP session affinity, and flushing
+UDP conntrack entries of removed endpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping, Sequence
+
+from k8py.proxy.service_table import Endpoint, ServicePort, ServicePortKey
+
+__all__ = ["MASQUERADE_MARK", "table_name", "render", "delete"]
+
+MASQUERADE_MARK = 0x4000
+
+
+def table_name(node: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in node)
+    return f"k8py-{safe}"[:64]
+
+
+def _hash(*parts: object) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:12].upper()
+
+
+def _chain(kind: str, *parts: object) -> str:
+    return f"{kind}-{_hash(*parts)}"
+
+
+def _proto(sp: ServicePort) -> str:
+    return sp.protocol.lower()
+
+
+def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str], endpoint_chains: dict[str, str]) -> None:
+    lines.append(f"  chain {name} {{")
+    lines.append(f'    comment "{comment}"')
+    targets = []
+    for ep in endpoints:
+        targets.append(endpoint_chains[f"{ep.ip}:{ep.port}"])
+    if len(targets) == 1:
+        lines.append(f"    goto {targets[0]}")
+    else:
+        arms = ", ".join(f"{i} : goto {t}" for i, t in enumerate(targets))
+        lines.append(f"    numgen random mod {len(targets)} vmap {{ {arms} }}")
+    lines.append("  }")
+
+
+def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> str:
+    """The ``nft -f`` text that makes ``table`` forward as ``services`` says."""
+    lines = [f"add table ip {table}", f"delete table ip {table}", f"table ip {table} {{",
+             '  comment "k8py proxy: Service forwarding for this node (rebuilt whole on every sync)"']
+    chains: list[str] = []
+    service_ips: list[str] = []
+    nodeports: list[str] = []
+    no_ep: list[str] = []
+    no_ep_nodeports: list[str] = []
+    endpoint_chains: dict[str, str] = {}
+    endpoint_lines: list[str] = []
+    for key in sorted(services):
+        sp = services[key]
+        proto = _proto(sp)
+        if proto not in ("tcp", "udp", "sctp"):
+            continue
+        for ep in sp.all_endpoints + sp.cluster_endpoints + sp.external_endpoints:
+            k = f"{ep.ip}:{ep.port}"
+            if k in endpoint_chains:
+                continue
+            name = _chain("endpoint", sp.namespace, sp.name, sp.port_name, proto, k)
+            endpoint_chains[k] = name
+        if sp.cluster_endpoints:
+            svc_chain = _chain("service", sp.namespace, sp.name, sp.port_name, proto)
+            _lb(svc_chain, sp.cluster_endpoints, f"{sp}/{proto}", chains, endpoint_chains)
+            for ip in sp.cluster_ips:
+                service_ips.append(f"{ip} . {proto} . {sp.port} : goto {svc_chain}")
+        else:
+            for ip in sp.cluster_ips:
+                no_ep.append(f"{ip} . {proto} . {sp.port} : goto reject-chain")
+        if sp.node_port:
+            if sp.external_endpoints:
+                ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
+                _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains)
+                ext = _chain("external", sp.namespace, sp.name, sp.port_name, proto)
+                chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} node port {sp.node_port}"',
+                           f"    meta mark set meta mark | {MASQUERADE_MARK:#x}", f"    goto {ext_lb}", "  }"]
+                nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
+            else:
+                no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
+    used = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
+    for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
+        if name not in used:
+            continue
+        ip, port = k.rsplit(":", 1)
+        endpoint_lines += [f"  chain {name} {{", f'    comment "{k}"',
+                           f"    ip saddr {ip} meta mark set meta mark | {MASQUERADE_MARK:#x}",
+                           f"    meta l4proto {{ tcp, udp, sctp }} dnat to {ip}:{port}", "  }"]
+
+    def vmap(name: str, key_type: str, elements: list[str]) -> None:
+        lines.append(f"  map {name} {{")
+        lines.append(f"    type {key_type} : verdict")
+        if elements:
+            lines.append("    elements = { " + ", ".join(elements) + " }")
+        lines.append("  }")
+
+    vmap("service-ips", "ipv4_addr . inet_proto . inet_service", service_ips)
+    vmap("service-nodeports", "inet_proto . inet_service", nodeports)
+    vmap("no-endpoint-services", "ipv4_addr . inet_proto . inet_service", no_ep)
+    vmap("no-endpoint-nodeports", "inet_proto . inet_service", no_ep_nodeports)
+    addrs = sorted({a for a in node_addresses if a and ":" not in a})
+    lines.append("  set nodeport-ips {")
+    lines.append("    type ipv4_addr")
+    if addrs:
+        lines.append("    elements = { " + ", ".join(addrs) + " }")
+    lines.append("  }")
+    lines += [
+        "  chain reject-chain {", '    comment "a Service port without endpoints"', "    reject", "  }",
+        "  chain services {",
+        "    ip daddr . meta l4proto . th dport vmap @service-ips",
+        "    ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports",
+        "  }",
+        "  chain endpoints-check {",
+        "    ip daddr . meta l4proto . th dport vmap @no-endpoint-services",
+        "    ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports",
+        "  }",
+        "  chain masquerading {",
+        f"    meta mark & {MASQUERADE_MARK:#x} == 0 return",
+        f"    meta mark set meta mark ^ {MASQUERADE_MARK:#x}",
+        "    masquerade fully-random",
+        "  }",
+        "  chain nat-prerouting {", "    type nat hook prerouting priority dstnat; policy accept;", "    jump services", "  }",
+        "  chain nat-output {", "    type nat hook output priority -100; policy accept;", "    jump services", "  }",
+        "  chain nat-postrouting {", "    type nat hook postrouting priority srcnat; policy accept;", "    jump masquerading", "  }",
+        "  chain filter-forward {", "    type filter hook forward priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
+        "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
+        "  chain filter-input {", "    type filter hook input priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
+    ]
+    lines += endpoint_lines + chains  # a vmap may only name chains already declared
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def delete(table: str) -> str:
+    return f"add table ip {table}\ndelete table ip {table}\n"
