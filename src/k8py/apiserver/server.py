@@ -24,6 +24,7 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.aggregator import Aggregator, FrontProxyIdentity
+from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
 from k8py.apiserver.app import build_app
 from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
@@ -257,7 +258,7 @@ class APIServer:
         if not any(files):
             return None
         if not all(files):
-            raise ValueError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
+            raise FrontProxyConfigError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
