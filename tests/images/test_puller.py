@@ -166,3 +166,38 @@ def test_gzip_and_plain_tar_layers_both_unpack(tmp_path) -> None:
         assert apply_layer(str(root), str(blob), layer.media_type) == layer.diff_id
         assert (root / "d" / "f").read_text() == "x"
     assert tarfile  # the stdlib tar module writes the fixtures
+
+
+async def test_token_auth_registries_hand_out_bearer_tokens_for_the_right_credential(tmp_path) -> None:
+    with Registry(str(tmp_path / "token-registry"), users={"bob": "builder"}, token_auth=True) as reg:
+        ref = reg.push("private/tokened", "1", image([busybox_layer({"tokened": "yes"})]))
+        puller = ImagePuller(str(tmp_path / "store"))
+        try:
+            with pytest.raises(RuntimeErrorStatus) as err:
+                await puller.pull(ref)  # an anonymous token has no access
+            assert err.value.reason == "ErrImagePull" and "pull access denied" in err.value.message
+            with pytest.raises(RuntimeErrorStatus) as err:
+                await puller.pull(ref, [Credential("bob", "wrong")])  # the token service refuses the password
+            assert "pull access denied" in err.value.message and "failed to fetch oauth token" in err.value.message
+            rec = await puller.pull(ref, [Credential("bob", "builder")])
+            assert os.path.isfile(os.path.join(puller.store.rootfs(rec.id), "tokened"))
+            scopes = [s for u, s in reg.token_server.requests if u == "bob"]
+            assert "repository:private/tokened:pull" in scopes  # the scope came from the registry's challenge
+        finally:
+            await puller.close()
+
+
+async def test_docker_schema2_manifests_and_manifest_lists_are_pulled_too(registry: Registry, tmp_path) -> None:
+    arch = "amd64" if os.uname().machine == "x86_64" else "arm64"
+    single = image([busybox_layer({"fmt": "docker"})], docker=True)
+    listed = image([busybox_layer({"fmt": "docker-list"})], docker=True)
+    ref = registry.push("docker/app", "1", single)
+    list_ref = registry.push_index("docker/app", "list", [(image([busybox_layer()], docker=True, arch="ppc64le"), "ppc64le"), (listed, arch)],
+                                   docker=True)
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        for r, img, fmt in ((ref, single, "docker"), (list_ref, listed, "docker-list")):
+            rec = await puller.pull(r)
+            assert rec.id == img.id and open(os.path.join(puller.store.rootfs(rec.id), "fmt")).read() == fmt
+    finally:
+        await puller.close()

@@ -262,3 +262,24 @@ def test_an_empty_dir_over_its_size_limit_gets_the_pod_evicted(node: Node, ns: s
     pod = node.wait_pod(ns, "filler", phase("Failed"), what="Failed (evicted)")
     assert pod["status"]["reason"] == "Evicted"
     assert pod["status"]["message"].startswith('Usage of EmptyDir volume "scratch" exceeds the limit "1Mi"')
+
+
+def test_a_readiness_gate_holds_ready_until_its_condition_is_set_and_the_condition_is_kept(node: Node, ns: str) -> None:
+    node.core.create_namespaced_pod(ns, pod_manifest("gated", [{"name": "c", "image": "busybox", "command": ["sleep", "300"]}],
+                                                     readinessGates=[{"conditionType": "example.com/load-balancer"}]))
+
+    def gate_blocks(pod: dict) -> bool:
+        conds = {c["type"]: c for c in (pod.get("status") or {}).get("conditions") or []}
+        return conds.get("ContainersReady", {}).get("status") == "True" and conds.get("Ready", {}).get("reason") == "ReadinessGatesNotReady"
+
+    pod = node.wait_pod(ns, "gated", gate_blocks, what="containers ready, the gate not")
+    message = next(c["message"] for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    assert message == 'corresponding condition of pod readiness gate "example.com/load-balancer" does not exist.'
+    # what a load-balancer controller does: set the gate's condition through the status subresource
+    node.kubectl.run("patch", "pod", "gated", "-n", ns, "--subresource=status", "--type=strategic", "-p", json.dumps(
+        {"status": {"conditions": [{"type": "example.com/load-balancer", "status": "True"}]}}))
+    pod = node.wait_pod(ns, "gated", ready, what="Ready once the gate passes")
+    conds = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert conds["example.com/load-balancer"] == "True" and conds["Ready"] == "True"
+    header, row = node.kubectl.run("get", "pod", "gated", "-n", ns, "-o", "wide").stdout.splitlines()[:2]
+    assert header.split()[-2:] == ["READINESS", "GATES"] and row.split()[-1] == "1/1"

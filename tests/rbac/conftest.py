@@ -136,7 +136,14 @@ def wait_for_aggregation(url: str, timeout: float = 60.0) -> None:
     try:
         rbac = kubernetes.client.RbacAuthorizationV1Api(client)
         deadline = time.monotonic() + timeout
-        while not all(rbac.read_cluster_role(n).rules for n in ("admin", "edit", "view")):
+
+        def converged() -> bool:  # admin gathers edit, which gathers view: done when each holds the one below
+            rules = {n: [client.sanitize_for_serialization(r) for r in rbac.read_cluster_role(n).rules or []]
+                     for n in ("admin", "edit", "view", "system:aggregate-to-view")}
+            return bool(rules["view"]) and rules["view"] == rules["system:aggregate-to-view"] \
+                and all(r in rules["edit"] for r in rules["view"]) and all(r in rules["admin"] for r in rules["edit"])
+
+        while not converged():
             assert time.monotonic() < deadline, "the aggregation controller did not fill admin, edit and view"
             time.sleep(0.05)
     finally:

@@ -19,6 +19,7 @@ only.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -71,8 +72,9 @@ class VerifyingKey:
     algorithm: str
     public: PublicKey
 
-    @property
+    @functools.cached_property
     def jose(self) -> RSAKey | ECKey:
+        """The key as joserfc takes it (imported once: importing costs more than verifying)."""
         return _jose_key(self.public)
 
     def to_jwk(self) -> dict[str, Any]:
@@ -91,7 +93,7 @@ class SigningKey:
 
     private: PrivateKey
 
-    @property
+    @functools.cached_property
     def verifying(self) -> VerifyingKey:
         return VerifyingKey.of(self.private.public_key())
 
@@ -103,7 +105,7 @@ class SigningKey:
     def algorithm(self) -> str:
         return self.verifying.algorithm
 
-    @property
+    @functools.cached_property
     def jose(self) -> RSAKey | ECKey:
         return _jose_key(self.private)
 

@@ -50,6 +50,10 @@ def _taints(value: str) -> list[dict[str, str]]:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser("kubelet", help="run a kubelet (the node agent) against an API server")
     p.add_argument("--kubeconfig", required=True, help="kubeconfig of the API server to join")
+    p.add_argument("--bootstrap-kubeconfig", default="",
+                   help="kubeconfig with a bootstrap token: when --kubeconfig holds no valid client certificate, "
+                        "request one (a CSR), wait for it, and write --kubeconfig")
+    p.add_argument("--cert-dir", default="", help="where the bootstrapped client certificate goes (default: <root-dir>/pki)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -59,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--pod-cidr-wait", type=float, default=None,
                    help="seconds to wait for node IPAM to set spec.podCIDR before using --pod-cidr (default: 0, no wait)")
     p.add_argument("--max-pods", type=int, default=None)
+    p.add_argument("--pod-max-pids", type=int, default=None, help="pids limit of each pod's cgroup (default: unlimited)")
     p.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
     p.add_argument("--register-with-taints", default="", help="key=value:Effect,...")
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
@@ -112,6 +117,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     # a flag given on the command line wins over the file; one not given leaves the file's (or the default) value
     given = {
         "address": args.address, "port": args.port, "pod_cidr": args.pod_cidr, "pod_cidr_wait": args.pod_cidr_wait, "max_pods": args.max_pods,
+        "pod_pids_limit": args.pod_max_pids,
         "container_log_max_size": parse_quantity_bytes(args.container_log_max_size) if args.container_log_max_size else None,
         "container_log_max_files": args.container_log_max_files, "backoff_base": args.backoff_base, "backoff_max": args.backoff_max,
         "node_status_update_frequency": args.node_status_update_frequency, "node_lease_renew_interval": args.lease_renew_interval,
@@ -145,6 +151,18 @@ async def _main(args: argparse.Namespace) -> int:
     from k8py.client.kubeconfig import load_kubeconfig
     from k8py.client.rest import RestClient
 
+    if args.bootstrap_kubeconfig and not args.simulated:
+        from k8py.kubelet.certificate_bootstrap import BootstrapError, bootstrap_client_certificate
+
+        try:
+            got = await bootstrap_client_certificate(
+                bootstrap_kubeconfig=args.bootstrap_kubeconfig, kubeconfig=args.kubeconfig,
+                cert_dir=args.cert_dir or os.path.join(args.root_dir, "pki"), node_name=args.node_name)
+        except BootstrapError as err:
+            print(f"k8py kubelet: TLS bootstrap failed: {err}", file=sys.stderr)
+            return 1
+        if got:
+            print(f"k8py kubelet: bootstrapped a client certificate for system:node:{args.node_name}; wrote {args.kubeconfig}", flush=True)
     client_config = load_kubeconfig(args.kubeconfig)
     client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
     client = RestClient(client_config)

@@ -13,6 +13,8 @@ Upstream's ``generateAPIPodStatus`` / ``getPhase`` / ``convertToAPIContainerStat
   restart); Succeeded when all stopped with 0 and none restarts; Failed when
   any failed and none restarts;
 - conditions PodReadyToStartContainers, Initialized, ContainersReady, Ready
+  (which also needs every ``spec.readinessGates`` condition True), keeping the
+  conditions others own (readiness gates', DisruptionTarget) as they are
   and PodScheduled, with ``lastTransitionTime`` kept while a status holds;
 - qosClass from requests and limits.
 """
@@ -191,6 +193,38 @@ def _cond(kind: str, ok: bool, old: Mapping[str, Mapping[str, Any]], now: str, r
     return c
 
 
+#: the conditions the kubelet owns; any other (a readiness gate's, DisruptionTarget) is
+#: someone else's and kept as the API has it, as upstream's status manager merges them
+KUBELET_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"})
+
+
+def readiness_gates_problems(pod: Mapping[str, Any]) -> list[str]:
+    """Why the pod's readiness gates keep it unready (empty: they all pass), in upstream's words."""
+    present = {c.get("type"): c for c in ((pod.get("status") or {}).get("conditions") or [])}
+    problems = []
+    for gate in (pod.get("spec") or {}).get("readinessGates") or []:
+        kind = gate.get("conditionType", "")
+        condition = present.get(kind)
+        if condition is None:
+            problems.append(f'corresponding condition of pod readiness gate "{kind}" does not exist.')
+        elif condition.get("status") != "True":
+            problems.append(f'the status of pod readiness gate "{kind}" is not "True", but {condition.get("status")}')
+    return problems
+
+
+def _ready_condition(containers_ready: bool, not_ready: list[str], terminal: bool, pod: Mapping[str, Any],
+                     old: Mapping[str, Mapping[str, Any]], now: str) -> dict[str, Any]:
+    """Ready: every container ready, then every readiness gate's condition True (upstream's
+    GeneratePodReadyCondition)."""
+    if not containers_ready:
+        return _cond("Ready", False, old, now, "PodCompleted" if terminal else "ContainersNotReady",
+                     "" if terminal else f"containers with unready status: [{' '.join(not_ready)}]")
+    problems = readiness_gates_problems(pod)
+    if problems:
+        return _cond("Ready", False, old, now, "ReadinessGatesNotReady", ", ".join(problems))
+    return _cond("Ready", True, old, now)
+
+
 def build_pod_status(view: PodView, *, now: float | None = None) -> dict[str, Any]:
     now_s = ts(time.time() if now is None else now)
     pod = view.pod
@@ -207,11 +241,11 @@ def build_pod_status(view: PodView, *, now: float | None = None) -> dict[str, An
         _cond("PodReadyToStartContainers", view.sandbox_ready, old, now_s),
         _cond("Initialized", initialized, old, now_s, "ContainersNotInitialized",
               f"containers with incomplete status: [{' '.join(v.name for v in view.init)}]"),
-        _cond("Ready", containers_ready, old, now_s, "PodCompleted" if terminal else "ContainersNotReady",
-              "" if terminal else f"containers with unready status: [{' '.join(not_ready)}]"),
+        _ready_condition(containers_ready, not_ready, terminal, pod, old, now_s),
         _cond("ContainersReady", containers_ready, old, now_s, "PodCompleted" if terminal else "ContainersNotReady",
               "" if terminal else f"containers with unready status: [{' '.join(not_ready)}]"),
         _cond("PodScheduled", True, old, now_s),
+        *(c for c in old_status.get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS),
     ]
     status: dict[str, Any] = {
         "phase": phase, "conditions": conditions, "hostIP": view.host_ip, "hostIPs": [{"ip": view.host_ip}],

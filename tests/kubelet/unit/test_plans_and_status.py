@@ -93,6 +93,29 @@ def test_conditions_and_ids_are_reported_as_upstream() -> None:
     assert conds["PodReadyToStartContainers"]["status"] == "True" and st["podIPs"] == [{"ip": "127.64.0.2"}]
 
 
+def _gated(conditions: list[dict]) -> dict:
+    p = pod("Always")
+    p["spec"]["readinessGates"] = [{"conditionType": "example.com/lb"}, {"conditionType": "example.com/dns"}]
+    p["status"] = {"conditions": conditions}
+    view = PodView(pod=p, sandbox_ready=True, pod_ip="127.64.0.2", host_ip="127.0.0.1", runtime_name="rt",
+                   containers=[ContainerView("a", "busybox", cs("a", ContainerState.RUNNING), ready=True, started=True)],
+                   initialized=True)
+    return {c["type"]: c for c in build_pod_status(view, now=0)["conditions"]}
+
+
+def test_readiness_gates_hold_ready_until_their_conditions_are_true_and_are_kept() -> None:
+    conds = _gated([{"type": "example.com/lb", "status": "False"}])
+    assert conds["ContainersReady"]["status"] == "True"
+    assert conds["Ready"]["status"] == "False" and conds["Ready"]["reason"] == "ReadinessGatesNotReady"
+    assert conds["Ready"]["message"] == ('the status of pod readiness gate "example.com/lb" is not "True", but False, '
+                                         'corresponding condition of pod readiness gate "example.com/dns" does not exist.')
+    assert conds["example.com/lb"] == {"type": "example.com/lb", "status": "False"}  # someone else's: kept as it is
+    conds = _gated([{"type": "example.com/lb", "status": "True"}, {"type": "example.com/dns", "status": "True"},
+                    {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}])
+    assert conds["Ready"]["status"] == "True" and "reason" not in conds["Ready"]
+    assert conds["DisruptionTarget"]["reason"] == "EvictionByEvictionAPI"
+
+
 def test_qos_class() -> None:
     p = pod()
     assert qos_class(p) == "BestEffort"

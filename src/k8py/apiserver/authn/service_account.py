@@ -21,7 +21,11 @@ What the authenticator checks, in upstream's order (``pkg/serviceaccount``):
    service account exists with the same uid.
 
 Objects are read from the watch cache through :class:`ObjectLookup` (never
-the store: this runs on every request). A token that fails any check raises
+the store: this runs on every request). A signature that verified is
+remembered (a bounded LRU of :data:`VERIFIED_CACHE_SIZE` tokens): checking
+one costs hundreds of microseconds, a client sends the same token for up to
+an hour; every other check runs on every request, so expiry and deleted
+objects take effect at once. A token that fails any check raises
 :class:`~k8py.api.errors.Unauthorized`; the reason is logged and a TokenReview
 shows it, the client sees only 401.
 
@@ -34,6 +38,7 @@ import base64
 import hmac
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Protocol
@@ -58,6 +63,7 @@ DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 WARN_ONLY_EXPIRATION = 3607
 EXTENDED_EXPIRATION = 365 * 24 * 3600
 LEEWAY = 60
+VERIFIED_CACHE_SIZE = 4096
 #: a bound object deleted longer ago than this no longer vouches for a token
 DELETION_GRACE = 60
 
@@ -167,6 +173,8 @@ class ServiceAccountTokenAuthenticator:
     def __init__(self, config: ServiceAccountTokens, lookup: ObjectLookup) -> None:
         self.config = config
         self.lookup = lookup
+        #: token -> its claims, for tokens whose signature verified (LRU order)
+        self._verified: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     async def authenticate_token(self, token: str) -> UserInfo | None:
         return self.authenticate(token)
@@ -183,10 +191,17 @@ class ServiceAccountTokenAuthenticator:
         issuer = peek.get("iss")
         if issuer != LEGACY_ISSUER and issuer not in self.config.issuers:
             return None
-        try:
-            claims = verify_signature(token, self.config.verifying_keys)
-        except TokenInvalid as err:
-            raise self._invalid(str(err)) from None
+        claims = self._verified.get(token)
+        if claims is None:
+            try:
+                claims = verify_signature(token, self.config.verifying_keys)
+            except TokenInvalid as err:
+                raise self._invalid(str(err)) from None
+            self._verified[token] = claims
+            if len(self._verified) > VERIFIED_CACHE_SIZE:
+                self._verified.popitem(last=False)
+        else:
+            self._verified.move_to_end(token)
         if issuer == LEGACY_ISSUER:
             return self._legacy(token, claims)
         return self._bound(claims, tuple(audiences) if audiences else self.config.api_audiences)
