@@ -48,6 +48,7 @@ from k8py.apiserver.admission.builtin import register_builtin_plugins
 from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.plugins import PluginContext, build_chain
+from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -180,6 +181,7 @@ class APIServer:
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         register_builtin_plugins()
+        register_webhook_plugins()
         #: what plugin factories get; other parts of the server add to ``extra`` before the chain is built
         self.admission_context = PluginContext(self.registry, self.cacher, self.store,
                                                config=self.config.admission_plugin_config)
@@ -321,6 +323,7 @@ class APIServer:
             await asyncio.gather(self._aggregator_task, return_exceptions=True)
             self._aggregator_task = None
         await self.aggregator.close()
+        await close_webhook_plugins(self.admission_context)
         await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()
