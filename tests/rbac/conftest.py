@@ -3,8 +3,9 @@
 ``secured`` runs with ``--authorization-mode=Node,RBAC``. Who a request is
 comes from a stand-in authenticator installed before the server's
 authentication middleware (which keeps an identity set before it): a bearer
-token looked up in :data:`TOKENS` (a static token file in all but name).
-Everything after it — impersonation, authorization, escalation checks,
+token looked up in :data:`TOKENS` (a static token file in all but name), or
+a service-account token checked by the server's own token authenticators
+(helper tokens'). Everything after it — impersonation, authorization, escalation checks,
 reviews — is the real code path. kubectl sends no bearer token over plain
 HTTP, so it is the insecure port's ``system:unsecured`` (system:masters),
 and ``--as``/``--as-group`` go through the real impersonation filter, which
@@ -24,6 +25,7 @@ import pytest
 from aiohttp import web
 
 from k8py.apiserver.authn.user import ALL_AUTHENTICATED, USER_KEY, UserInfo
+from k8py.apiserver.handlers.token_review import TOKEN_AUTHENTICATORS
 from k8py.apiserver.server import APIServer
 from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient, RetryPolicy
@@ -50,6 +52,16 @@ async def token_authentication(request: web.Request, handler: Any) -> web.Stream
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer ") and header[7:] in TOKENS:
         request[USER_KEY] = TOKENS[header[7:]]
+    elif header.startswith("Bearer "):  # a service-account token: the server's own token authenticators
+        user = None
+        for authenticator in request.app.get(TOKEN_AUTHENTICATORS) or []:
+            user = await authenticator.authenticate_token(header[7:])
+            if user is not None:
+                break
+        if user is None:
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, status=401)
+        request[USER_KEY] = user
     return await handler(request)
 
 

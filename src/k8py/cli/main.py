@@ -109,6 +109,12 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--enable-admission-plugins", default="",
+                   help="admission plugins to enable besides the defaults (comma-separated; run in upstream's order)")
+    p.add_argument("--disable-admission-plugins", default="",
+                   help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
+    p.add_argument("--admission-control-config-file", default="",
+                   help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
                    help="authorizers asked in order, comma-separated: AlwaysAllow, AlwaysDeny, Node, RBAC "
                         "(default: %(default)s; k8py up runs Node,RBAC)")
@@ -311,6 +317,7 @@ def _standalone_admin(cert_dir: str) -> tuple[str, tuple[bytes, bytes]]:
 
 def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_accounts: dict):  # type: ignore[no-untyped-def,type-arg]
     from k8py.apiserver.server import APIServer, APIServerConfig
+    from k8py.apiserver.admission.config import load_admission_config
 
     return APIServer(
         _make_storage(args),
@@ -334,6 +341,10 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
             authorization_modes=tuple(args.authorization_mode),
+            enable_admission_plugins=(args.enable_admission_plugins,),
+            disable_admission_plugins=(args.disable_admission_plugins,),
+            admission_plugin_config=load_admission_config(args.admission_control_config_file)
+            if args.admission_control_config_file else {},
             requestheader_client_ca_file=args.requestheader_client_ca_file,
             proxy_client_cert_file=args.proxy_client_cert_file,
             proxy_client_key_file=args.proxy_client_key_file,
@@ -343,11 +354,50 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
     )
 
 
+<<<<<<< HEAD
 async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def]
     if kubeconfig:
         print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
         print(f"  export KUBECONFIG={kubeconfig}", flush=True)
         print("  kubectl get namespaces", flush=True)
+=======
+async def _run_apiserver(args: argparse.Namespace) -> int:
+    from k8py.api.service_account_keys import KeyFileError
+
+    started = time.perf_counter()
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+        service_accounts = _service_account_config(args)
+    except KeyFileError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    from k8py.apiserver.admission.plugins import AdmissionConfigError
+    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+
+    try:
+        server = _build_apiserver(args, service_accounts)
+    except FrontProxyConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    except AdmissionConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 2
+    try:
+        await server.start()
+    except OSError as err:
+        print(f"k8py: cannot listen on {args.bind}:{args.port}: {err.strerror or err}. "
+              f"Pick another port with --port (0 picks a free one).", file=sys.stderr)
+        await server.storage.close()
+        return 1
+    _tune_gc()
+    kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
+    write_kubeconfig(kubeconfig, server.url)
+    store = f"etcd {args.etcd_servers}" if args.etcd_servers else f"embedded store in {args.data_dir}"
+    print(f"k8py {__version__}: API server listening on {server.url} ({store}); ready in {time.perf_counter() - started:.2f}s", flush=True)
+    print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
+    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
+    print("  kubectl get namespaces", flush=True)
+>>>>>>> main
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
