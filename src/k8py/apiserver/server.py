@@ -239,26 +239,18 @@ class APIServer:
         escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
         self.store.allocate_new.append(escalation)
         self.store.allocate_update.append(escalation)
-<<<<<<< HEAD
         self.authenticator = self._authenticator_chain()
         #: inside the Status middleware, in order: authentication (the chain over TLS,
         #: UNSECURED on plain HTTP), impersonation, then authorization
         self.middlewares: list[Any] = [authentication_middleware(self.authenticator),
                                        impersonation_middleware(lambda: self.authorizer)]
         if self.config.authorizer is not None or tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            self.middlewares.append(authorization_middleware(self.authorizer))
-        self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
-=======
-        #: inside the Status middleware, in order: authentication, then authorization
-        self.middlewares: list[Any] = []
-        if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
             node_restriction = NodeRestriction(self.registry, self.cacher)
             self.middlewares.append(node_restriction.middleware())
             self.store.allocate_new.append(node_restriction)
-        self.kubelets = KubeletClient(self._get_object)
->>>>>>> main
+        self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
         lookup = CachedCoreObjects(self.registry, self.cacher)
@@ -277,14 +269,10 @@ class APIServer:
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             flow=FlowRecorder() if self.config.trace else None,
-<<<<<<< HEAD
+            admission=self.admission,
             create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review,
                              "selfsubjectreviews.authentication.k8s.io": serve_self_subject_review,
                              **ACCESS_REVIEW_HANDLERS},
-=======
-            admission=self.admission,
-            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review, **ACCESS_REVIEW_HANDLERS},
->>>>>>> main
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.aggregator = Aggregator(

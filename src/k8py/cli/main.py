@@ -259,6 +259,7 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
     admin: tuple[bytes, bytes] | None = None
     if secure_port is not None and not args.client_ca_file and not args.token_auth_file and not args.no_kubeconfig:
         args.client_ca_file, admin = _standalone_admin(args.cert_dir or os.path.join(args.data_dir, "certs"))
+    from k8py.apiserver.admission.plugins import AdmissionConfigError
     from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
 
     try:
@@ -266,6 +267,9 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
     except FrontProxyConfigError as err:
         print(f"k8py apiserver: {err}", file=sys.stderr)
         return 1
+    except AdmissionConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 2
     except ValueError as err:
         print(f"k8py: {err}", file=sys.stderr)
         return 2
@@ -354,50 +358,11 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
     )
 
 
-<<<<<<< HEAD
 async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def]
     if kubeconfig:
         print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
         print(f"  export KUBECONFIG={kubeconfig}", flush=True)
         print("  kubectl get namespaces", flush=True)
-=======
-async def _run_apiserver(args: argparse.Namespace) -> int:
-    from k8py.api.service_account_keys import KeyFileError
-
-    started = time.perf_counter()
-    try:
-        os.makedirs(args.data_dir, exist_ok=True)
-        service_accounts = _service_account_config(args)
-    except KeyFileError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 1
-    from k8py.apiserver.admission.plugins import AdmissionConfigError
-    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
-
-    try:
-        server = _build_apiserver(args, service_accounts)
-    except FrontProxyConfigError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 1
-    except AdmissionConfigError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 2
-    try:
-        await server.start()
-    except OSError as err:
-        print(f"k8py: cannot listen on {args.bind}:{args.port}: {err.strerror or err}. "
-              f"Pick another port with --port (0 picks a free one).", file=sys.stderr)
-        await server.storage.close()
-        return 1
-    _tune_gc()
-    kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
-    write_kubeconfig(kubeconfig, server.url)
-    store = f"etcd {args.etcd_servers}" if args.etcd_servers else f"embedded store in {args.data_dir}"
-    print(f"k8py {__version__}: API server listening on {server.url} ({store}); ready in {time.perf_counter() - started:.2f}s", flush=True)
-    print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
-    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
-    print("  kubectl get namespaces", flush=True)
->>>>>>> main
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
