@@ -195,9 +195,16 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         out.append(ComponentSpec(name, api + extra.get("apiserver", []), log(name), f"https://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
-    cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    cm_flags = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    # the cluster CA signs approved CSRs and is what pods trust (kube-root-ca.crt, token Secrets);
+    # legacy tokens are signed with the key the API server verifies (DATA_DIR/service-account.key)
+    for flag, value in (("--root-ca-file", pki.ca_file), ("--cluster-signing-cert-file", pki.ca_file),
+                        ("--cluster-signing-key-file", pki.key_file("ca")),
+                        ("--service-account-private-key-file", os.path.join(spec.data_dir, "service-account.key"))):
+        if flag not in cm_extra:
+            cm_flags += [flag, value]
     out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc("controller-manager"), "--port", str(ports["controller-manager"]),
-                                                         *cidr, *cm_extra),
+                                                         *cm_flags, *cm_extra),
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
     out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc("scheduler"), "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))
