@@ -68,7 +68,8 @@ def _wait_log(node: Node, ns: str, pod: str, needle: str, timeout: float = 60) -
         if needle in text:
             return text
         time.sleep(0.2)
-    raise AssertionError(f"{needle!r} never showed in the log of {ns}/{pod}: {text!r}\n" + "".join(list(node.kubelet.output)[-30:]))
+    events = "".join(f"{e.get('lastTimestamp')} {e['reason']}: {e['message']}\n" for e in node.events(ns, pod))
+    raise AssertionError(f"{needle!r} never showed in the log of {ns}/{pod}: {text!r}\n{events}" + "".join(list(node.kubelet.output)[-30:]))
 
 
 def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node: Node, app_image: str) -> None:
@@ -98,3 +99,125 @@ def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node:
         node = json.loads(oci_node.kubectl.run("get", "node", "oci-node", "-o", "json").stdout)
     entry = next(i for i in node["status"]["images"] if app_image in i["names"])
     assert cs["imageID"] in entry["names"] and entry["sizeBytes"] > 100_000
+
+
+def test_command_replaces_the_entrypoint_and_args_replace_only_the_cmd(oci_node: Node, registry: Registry) -> None:
+    ref = registry.push("k8py/echo", "1", image([busybox_layer()], entrypoint=["/bin/echo", "entry"], cmd=["from-cmd"]))
+    ns = _ns(oci_node, "oci-argv")
+    cases = {"plain": {}, "args": {"args": ["from-args"]}, "command": {"command": ["/bin/echo", "cmd-only"]},
+             "both": {"command": ["/bin/echo"], "args": ["a", "b"]}}
+    for name, extra in cases.items():
+        oci_node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": ref, **extra}], node_name="oci-node",
+                                                             restartPolicy="Never"))
+    want = {"plain": "entry from-cmd", "args": "entry from-args", "command": "cmd-only", "both": "a b"}
+    for name, line in want.items():
+        oci_node.wait_pod(ns, name, phase("Succeeded"), what="Succeeded")
+        assert _logs(oci_node, ns, name).strip() == line, name
+
+
+def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, registry: Registry) -> None:
+    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u); sleep 3600"], user="app"))
+    ns = _ns(oci_node, "oci-user")
+    oci_node.core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting.txt": "hi from a configmap"}})
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("u", [{
+        "name": "c", "image": ref,
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "cfg", "mountPath": "/etc/cfg"}]}],
+        node_name="oci-node", volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}]))
+    oci_node.wait_pod(ns, "u", phase("Running"), what="Running")
+    assert "main-uid=1000" in _wait_log(oci_node, ns, "u", "main-uid=")
+    out = oci_node.kubectl.run("exec", "-n", ns, "u", "--", "sh", "-c",
+                               "id -u; hostname; cat /etc/cfg/greeting.txt; echo; ps -o pid | wc -l; echo data > /scratch/f; cat /scratch/f").stdout
+    lines = out.splitlines()
+    assert lines[0] == "1000"  # the image's User, looked up in its /etc/passwd
+    assert lines[1] == "u"  # own uts namespace with the pod's hostname
+    assert lines[2] == "hi from a configmap"
+    assert int(lines[3]) <= 6  # own pid namespace: bwrap, sh, sleep, and the exec's processes
+    assert lines[4] == "data"
+
+
+def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: Registry) -> None:
+    ns = _ns(oci_node, "oci-policy")
+    absent = f"{registry.host}/k8py/never-pulled:1"
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("never", [{"name": "c", "image": absent, "imagePullPolicy": "Never"}],
+                                                         node_name="oci-node"))
+    pod = oci_node.wait_pod(ns, "never", lambda p: waiting_reason(p) == "ErrImageNeverPull", what="ErrImageNeverPull")
+    msg = pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg == f'Container image "{absent}" is not present with pull policy of Never'
+
+    v1 = image([busybox_layer({"version": "one\n"})], cmd=["sh", "-c", "cat /version; sleep 3600"])
+    ref = registry.push("k8py/moving", "stable", v1)
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("first", [{"name": "c", "image": ref}], node_name="oci-node"))
+    _wait_log(oci_node, ns, "first", "one")
+    # the tag moves; IfNotPresent keeps the node's copy, Always asks the registry again
+    registry.push("k8py/moving", "stable", image([busybox_layer({"version": "two\n"})], cmd=["sh", "-c", "cat /version; sleep 3600"]))
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("cached", [{"name": "c", "image": ref, "imagePullPolicy": "IfNotPresent"}],
+                                                         node_name="oci-node"))
+    assert _wait_log(oci_node, ns, "cached", "one").strip() == "one"
+    assert any(e["reason"] == "Pulled" and "already present on machine" in e["message"] for e in oci_node.events(ns, "cached"))
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("fresh", [{"name": "c", "image": ref, "imagePullPolicy": "Always"}],
+                                                         node_name="oci-node"))
+    assert _wait_log(oci_node, ns, "fresh", "two").strip() == "two"
+    first = oci_node.pod(ns, "first")["status"]["containerStatuses"][0]["imageID"]
+    fresh = oci_node.pod(ns, "fresh")["status"]["containerStatuses"][0]["imageID"]
+    assert first != fresh and fresh.startswith(f"{registry.host}/k8py/moving@sha256:")
+
+
+def test_bad_name_and_missing_tag_fail_with_upstreams_reasons(oci_node: Node, registry: Registry) -> None:
+    ns = _ns(oci_node, "oci-errors")
+    bad = f"{registry.host}/k8py/Bad_Name:1"
+    missing = f"{registry.host}/k8py/app:no-such-tag"
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("bad", [{"name": "c", "image": bad}], node_name="oci-node"))
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("missing", [{"name": "c", "image": missing}], node_name="oci-node"))
+    pod = oci_node.wait_pod(ns, "bad", lambda p: waiting_reason(p) == "InvalidImageName", what="InvalidImageName")
+    assert "invalid reference format" in pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    # ErrImagePull, then ImagePullBackOff between retries (the status flips between them: the events keep both)
+    oci_node.wait_pod(ns, "missing", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="failing to pull")
+    import time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        messages = {e["message"] for e in oci_node.events(ns, "missing")}
+        if {"Error: ErrImagePull", f'Back-off pulling image "{missing}"'} <= messages:
+            break
+        time.sleep(0.3)
+    events = oci_node.events(ns, "missing")
+    failed = [e["message"] for e in events if e["reason"] == "Failed" and e["message"].startswith("Failed to pull image")]
+    assert failed and failed[0] == (f'Failed to pull image "{missing}": failed to pull and unpack image "{missing}": '
+                                    f'failed to resolve reference "{missing}": {missing}: not found')
+    assert any(e["reason"] == "BackOff" and e["message"] == f'Back-off pulling image "{missing}"' for e in events)
+
+
+def test_a_private_registry_needs_an_image_pull_secret(oci_node: Node, auth_registry: Registry) -> None:
+    ref = auth_registry.push("private/app", "1", image([busybox_layer({"private": "yes\n"})], cmd=["sh", "-c", "cat /private; sleep 3600"]))
+    ns = _ns(oci_node, "oci-auth")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("anon", [{"name": "c", "image": ref}], node_name="oci-node"))
+    pod = oci_node.wait_pod(ns, "anon", lambda p: waiting_reason(p) in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
+    st = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+    if st["reason"] == "ErrImagePull":
+        assert "pull access denied, repository does not exist or may require authorization" in st["message"]
+    dockercfg = {"auths": {auth_registry.host: {"auth": base64.b64encode(b"alice:wonderland").decode()}}}
+    oci_node.core.create_namespaced_secret(ns, {"metadata": {"name": "regcred"}, "type": "kubernetes.io/dockerconfigjson",
+                                                "data": {".dockerconfigjson": base64.b64encode(json.dumps(dockercfg).encode()).decode()}})
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("authed", [{"name": "c", "image": ref}], node_name="oci-node",
+                                                         imagePullSecrets=[{"name": "missing-secret"}, {"name": "regcred"}]))
+    assert _wait_log(oci_node, ns, "authed", "yes").strip() == "yes"
+    assert any(e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"] for e in oci_node.events(ns, "authed"))
+
+
+def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_cleanly(oci_node: Node, app_image: str) -> None:
+    ns = _ns(oci_node, "oci-adopt")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("kept", [{"name": "c", "image": app_image}], node_name="oci-node",
+                                                         terminationGracePeriodSeconds=1))
+    before = oci_node.wait_pod(ns, "kept", phase("Running"), what="Running")["status"]["containerStatuses"][0]
+    oci_node.kubelet.stop()
+    oci_node.kubelet.start()
+    out = oci_node.kubectl.run("exec", "-n", ns, "kept", "--", "cat", "/srv/hello.txt").stdout
+    assert out == "hello from the image\n"
+    after = oci_node.pod(ns, "kept")["status"]["containerStatuses"][0]
+    assert after["containerID"] == before["containerID"] and after["restartCount"] == 0 and after["imageID"] == before["imageID"]
+    records = [r for r in oci_node.kubelet.container_records() if r.get("image") == app_image and r["pod_uid"] == oci_node.pod(ns, "kept")["metadata"]["uid"]]
+    cdir = os.path.join(oci_node.kubelet.root_dir, "runtime", "containers", records[0]["id"])
+    assert os.path.isdir(os.path.join(cdir, "rootfs", "upper"))
+    oci_node.core.delete_namespaced_pod("kept", ns)
+    oci_node.wait_gone(ns, "kept")
+    assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
+    assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))

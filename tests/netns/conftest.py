@@ -157,7 +157,7 @@ def running(pod: dict[str, Any]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[NetCluster]:
+def cluster(request, tmp_path_factory) -> Iterator[NetCluster]:
     why = pod_network_missing()
     if why:
         pytest.skip(f"{POD_NETWORK_MISSING}: {why}")
@@ -168,7 +168,8 @@ def cluster(tmp_path_factory) -> Iterator[NetCluster]:
     kubectl = Kubectl(server.url, f"{tmp}/home")
     procs: list[Any] = []
     kubelet = KubeletProcess(kubectl.kubeconfig, f"{tmp}/kubelet", node_name=node,
-                             extra=("--pod-network", "cni", "--pod-cidr", pod_cidr, "--service-cluster-ip-range", service_cidr))
+                             extra=("--pod-network", "cni", "--pod-cidr", pod_cidr, "--service-cluster-ip-range", service_cidr,
+                                    *getattr(request.module, "KUBELET_EXTRA", ())))
     api = official_client(server.url)
     names = NetworkNames(node, os.path.abspath(f"{tmp}/kubelet"))
     try:
@@ -188,6 +189,9 @@ def cluster(tmp_path_factory) -> Iterator[NetCluster]:
         kubelet.kill_containers()
         server.stop()
         _force_cleanup(names, node, f"{tmp}/kubelet")
+        from k8py.kubelet.cgroups.tree import CgroupTree
+
+        CgroupTree(node).cleanup()
 
 
 def _force_cleanup(names: NetworkNames, node: str, root: str) -> None:

@@ -102,15 +102,10 @@ class KubeletProcess:
                         os.rmdir(d)
                     except OSError:
                         time.sleep(0.05)
-        from k8py.kubelet.runtime.process.cgroups import _own_path
+        from k8py.kubelet.cgroups.tree import CgroupTree
 
-        for controller in ("memory", "cpu"):  # the kubelet's own k8py-<node> directories
-            own = _own_path(controller)
-            if own is not None:
-                try:
-                    os.rmdir(os.path.join("/sys/fs/cgroup", controller, own.lstrip("/"), f"k8py-{self.node_name}"))
-                except OSError:
-                    pass
+        # the kubelet's own k8py-<node> tree (QoS and pod levels), emptied leaf first
+        CgroupTree(self.node_name).close()
 
     def __enter__(self) -> "KubeletProcess":
         return self.start()

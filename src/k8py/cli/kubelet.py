@@ -63,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--pod-cidr-wait", type=float, default=None,
                    help="seconds to wait for node IPAM to set spec.podCIDR before using --pod-cidr (default: 0, no wait)")
     p.add_argument("--max-pods", type=int, default=None)
+    p.add_argument("--pod-max-pids", type=int, default=None, help="pids limit of each pod's cgroup (default: unlimited)")
     p.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
     p.add_argument("--register-with-taints", default="", help="key=value:Effect,...")
     p.add_argument("--pod-manifest-path", default="", help="directory of static pod manifests")
@@ -116,6 +117,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     # a flag given on the command line wins over the file; one not given leaves the file's (or the default) value
     given = {
         "address": args.address, "port": args.port, "pod_cidr": args.pod_cidr, "pod_cidr_wait": args.pod_cidr_wait, "max_pods": args.max_pods,
+        "pod_pids_limit": args.pod_max_pids,
         "container_log_max_size": parse_quantity_bytes(args.container_log_max_size) if args.container_log_max_size else None,
         "container_log_max_files": args.container_log_max_files, "backoff_base": args.backoff_base, "backoff_max": args.backoff_max,
         "node_status_update_frequency": args.node_status_update_frequency, "node_lease_renew_interval": args.lease_renew_interval,

@@ -51,6 +51,8 @@ class KubeletConfig:
     #: (``k8py up``) waits rather than hand out colliding pod IPs.
     pod_cidr_wait: float = 0.0
     max_pods: int = 110
+    #: pids.max of every pod's cgroup (``podPidsLimit``; 0 or -1: unlimited)
+    pod_pids_limit: int = 0
     node_labels: dict[str, str] = field(default_factory=dict)
     register_with_taints: list[dict[str, str]] = field(default_factory=list)
     #: overrides of the host's capacity (cpu, memory, ephemeral-storage, pods)
@@ -112,6 +114,7 @@ class KubeletConfig:
 
 _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "maxPods": ("max_pods", int),
+    "podPidsLimit": ("pod_pids_limit", int),
     "podCIDR": ("pod_cidr", str),
     "address": ("address", str),
     "port": ("port", int),

@@ -76,7 +76,12 @@ def _resources(c: Mapping[str, Any]) -> Resources:
     if "cpu" in lim:
         q = str(lim["cpu"])
         cpu = int(q[:-1]) * 100 if q.endswith("m") else int(float(q) * 100_000)
-    return Resources(cpu_quota=cpu, memory_limit=mem)
+    req = (c.get("resources") or {}).get("requests") or {}
+    # cpu.shares from the request (a limit alone defaults the request to it, as the API does)
+    cpu_req = req.get("cpu", lim.get("cpu"))
+    from k8py.kubelet.cgroups.qos import milli_cpu, shares
+
+    return Resources(cpu_quota=cpu, memory_limit=mem, cpu_shares=shares(milli_cpu(cpu_req)) if cpu_req is not None else 2)
 
 
 async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> float | None:

@@ -25,11 +25,12 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.backoff import Backoff
+from k8py.kubelet.cgroups import qos
 from k8py.kubelet.container_start import start_container
 from k8py.kubelet.hooks import run_hook
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.pod_actions import compute_pod_actions
-from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, ts
+from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, qos_class, ts
 from k8py.kubelet.pod_workers import PodWorker
 from k8py.kubelet.prober.manager import ProbeManager
 from k8py.kubelet.runtime.protocols import (
@@ -103,7 +104,9 @@ class PodSyncer:
             name=meta["name"], namespace=ns, uid=w.uid, hostname=spec.get("hostname") or meta["name"],
             log_directory=pod_log_directory(self.config.logs_dir, ns, meta["name"], w.uid),
             labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-            host_network=bool(spec.get("hostNetwork")), ports=ports, port_mappings=mappings)
+            host_network=bool(spec.get("hostNetwork")), ports=ports, port_mappings=mappings,
+            cgroup_parent=qos.cgroup_parent(qos_class(w.pod), w.uid),
+            resources=qos.pod_resources(w.pod, qos_class(w.pod), pids_limit=self.config.pod_pids_limit))
 
     async def _sandbox(self, w: PodWorker) -> tuple[bool, str]:
         if not w.sandbox_id:

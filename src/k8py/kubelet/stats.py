@@ -5,10 +5,10 @@ the process table: a container is its main process (``ContainerStatus.pid``;
 under bwrap the monitor process) and every descendant of it. One scan of
 ``/proc`` (:func:`process_table`) serves a whole scrape:
 
-- CPU: cumulative ``utime + stime`` of the tree, in core-seconds (processes
-  that already exited are not counted — the figure can go down when a child
-  ends; a cgroup would keep it, and containers are not placed in cgroups of
-  their own on every machine);
+- CPU: the container's own cpuacct cgroup (``cpuacct.usage``, which keeps
+  the CPU of children that already exited) when it has one, else the
+  cumulative ``utime + stime`` of the tree, in core-seconds (then processes
+  that already exited are not counted);
 - memory working set: when the container has a memory cgroup of its own
   (the process runtime makes one where cgroup v1 is writable), upstream's
   figure — ``memory.usage_in_bytes`` minus ``total_inactive_file`` — else
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-__all__ = ["Usage", "NodeMemory", "process_table", "tree_usage", "usage_of", "cgroup_working_set", "node_cpu_seconds", "node_memory"]
+__all__ = ["Usage", "NodeMemory", "process_table", "tree_usage", "usage_of", "cgroup_working_set", "cgroup_cpu_seconds", "node_cpu_seconds", "node_memory"]
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -105,12 +105,12 @@ def tree_usage(root: int, table: Mapping[int, _Proc], children: Mapping[int, lis
     return Usage(ticks / _TICKS, pages * _PAGE, time.time() if now is None else now)
 
 
-def _memory_cgroup(pid: int | str, proc: str) -> str | None:
+def _memory_cgroup(pid: int | str, proc: str, controller: str = "memory") -> str | None:
     try:
         with open(f"{proc}/{pid}/cgroup", encoding="ascii") as f:
             for line in f:
                 _, controllers, path = line.rstrip("\n").split(":", 2)
-                if "memory" in controllers.split(","):
+                if controller in controllers.split(","):
                     return path
     except (OSError, ValueError):
         return None
@@ -138,6 +138,19 @@ def cgroup_working_set(pid: int, *, proc: str = "/proc", root: str = "/sys/fs/cg
     return max(0, usage - inactive)
 
 
+def cgroup_cpu_seconds(pid: int, *, proc: str = "/proc", root: str = "/sys/fs/cgroup/cpuacct") -> float | None:
+    """Cumulative CPU of ``pid``'s cpuacct cgroup (v1) when it is the container's own
+    (it keeps the CPU of children that already exited); else None."""
+    path = _memory_cgroup(pid, proc, "cpuacct")
+    if path is None or path == _memory_cgroup("self", proc, "cpuacct"):
+        return None
+    try:
+        with open(os.path.join(root, path.lstrip("/"), "cpuacct.usage"), encoding="ascii") as f:
+            return int(f.read()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 def usage_of(roots: Iterable[int], proc: str = "/proc") -> dict[int, Usage]:
     """Usage for each root pid (one /proc scan for all); missing roots are left out."""
     table = process_table(proc)
@@ -148,7 +161,8 @@ def usage_of(roots: Iterable[int], proc: str = "/proc") -> dict[int, Usage]:
         usage = tree_usage(root, table, children, now=now)
         if usage is not None:
             memory = cgroup_working_set(root, proc=proc)
-            out[root] = usage if memory is None else Usage(usage.cpu_seconds, memory, usage.timestamp)
+            cpu = cgroup_cpu_seconds(root, proc=proc)
+            out[root] = Usage(usage.cpu_seconds if cpu is None else cpu, usage.memory_bytes if memory is None else memory, usage.timestamp)
     return out
 
 

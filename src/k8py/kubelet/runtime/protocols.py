@@ -109,6 +109,8 @@ class Resources:
     cpu_period: int = 100_000
     cpu_shares: int = 0
     memory_limit: int = 0
+    #: pids.max (pod level: the kubelet's podPidsLimit)
+    pids_limit: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,11 @@ class PodSandboxConfig:
     ports: Sequence[tuple[str, int]] = ()
     #: the ports with a hostPort, as (protocol, containerPort, hostPort, hostIP) — CRI ``PortMapping``
     port_mappings: Sequence[tuple[str, int, int, str]] = ()
+    #: the pod's cgroup below the runtime's k8py parent, by QoS class as upstream
+    #: (``kubepods/burstable/pod<uid>``); "" = no pod cgroup
+    cgroup_parent: str = ""
+    #: pod-level limits for that cgroup (CRI ``LinuxPodSandboxConfig.resources``)
+    resources: Resources = field(default_factory=Resources)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def exec_spec(rec: Mapping[str, Any], cmd: Sequence[str], *, ns_init: int, fallb
     target = launcher.command_pid(rec["pid"], ns_init, True)
     if not target:
         raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} has no process to enter yet")
-    return ExecSpec(launcher.nsenter_argv(target, rec["cwd"] or "/", cmd), dict(rec["env"]), "/")
+    return ExecSpec(launcher.nsenter_argv(target, rec["cwd"] or "/", cmd, rec.get("user")), dict(rec["env"]), "/")
 
 
 async def run(spec: ExecSpec, timeout: float) -> ExecResult:

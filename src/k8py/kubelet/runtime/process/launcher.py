@@ -195,6 +195,8 @@ def signal_container(pid: int, ns_init: int, bwrapped: bool, sig: int) -> None:
         pass
 
 
-def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str]) -> list[str]:
+def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str], user: Sequence[int] | None = None) -> list[str]:
+    """``user`` (uid, gid): the container runs in a user namespace as that user; exec joins it as the same user."""
     nsenter = shutil.which("nsenter") or "nsenter"
-    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", "--root", f"--wd={cwd or '/'}", "--", *cmd]
+    as_user = ["--user", f"--setuid={user[0]}", f"--setgid={user[1]}"] if user else []
+    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", *as_user, "--root", f"--wd={cwd or '/'}", "--", *cmd]

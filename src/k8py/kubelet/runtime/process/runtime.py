@@ -73,7 +73,7 @@ class ProcessRuntime:
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
         if self.network is not None:
             iso += "; " + self.network.describe()
-        iso += "; memory/cpu limits enforced with cgroup v1" if self.cgroups.enabled else "; resource limits recorded only (no writable cgroup v1)"
+        iso += "; " + self.cgroups.describe()
         return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=self.cgroups.enabled, isolation=iso)
 
     async def start(self) -> None:
@@ -148,6 +148,10 @@ class ProcessRuntime:
             await self.network.set_cidr(pod_cidr)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        try:
+            self.cgroups.ensure_pod(config.cgroup_parent, config.resources)
+        except OSError as err:
+            raise RuntimeErrorStatus("FailedCreatePodSandBox", f"cannot create the pod cgroup {config.cgroup_parent}: {err}") from err
         if self.network is None or config.host_network:
             return self.sandboxes.create(config)
         sid = secrets.token_hex(32)
@@ -168,7 +172,10 @@ class ProcessRuntime:
         await self.stop_pod_sandbox(sandbox_id)
         for c in [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id]:
             await self.remove_container(c["id"])
+        parent = self.sandboxes.get(sandbox_id)["config"].get("cgroup_parent", "")
         self.sandboxes.delete(sandbox_id)
+        if parent and not any(sb["config"].get("cgroup_parent") == parent for sb in self.sandboxes.records.values()):
+            self.cgroups.remove_pod(parent)
 
     async def pod_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus:
         return self.sandboxes.status(self.sandboxes.get(sandbox_id))
@@ -210,7 +217,7 @@ class ProcessRuntime:
             "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": cwd,
             "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
             "hostname": sandbox.hostname or sandbox.name, "cgroups": [],
-            "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit],
+            "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit, config.resources.cpu_shares],
             **({"rootfs": oci["rootfs"], "user": oci["user"], "image_id": oci["image_id"]} if oci is not None else {}),
         }
         os.makedirs(self._cdir(cid), exist_ok=True)
@@ -285,8 +292,10 @@ class ProcessRuntime:
                 launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
                                                working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
                                                fallback_cwd=cdir)
-            quota, period, memory = rec.get("resources") or (0, 100_000, 0)
-            rec["cgroups"] = self.cgroups.create(container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory))
+            quota, period, memory, shares = (list(rec.get("resources") or (0, 100_000, 0)) + [0])[:4]
+            parent = self.sandboxes.get(rec["sandbox_id"])["config"].get("cgroup_parent", "")
+            rec["cgroups"] = self.cgroups.create(parent, container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory,
+                                                                                 cpu_shares=shares))
             netns = self.sandboxes.get(rec["sandbox_id"]).get("netns", "")
             argv = CgroupManager.join_argv(rec["cgroups"], CNIPodNetwork.wrap(netns, launch.argv))
             proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,

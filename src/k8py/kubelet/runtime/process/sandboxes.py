@@ -60,7 +60,8 @@ class Sandboxes:
         rec = {"id": sid, "state": SandboxState.READY.value, "created_at": time.time(), "ip": ip, "netns": network[1] if network else "",
                "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
                           "hostname": config.hostname, "log_directory": config.log_directory, "labels": dict(config.labels),
-                          "annotations": dict(config.annotations), "host_network": config.host_network}}
+                          "annotations": dict(config.annotations), "host_network": config.host_network,
+                          "cgroup_parent": config.cgroup_parent}}
         self.records[sid] = rec
         os.makedirs(config.log_directory, exist_ok=True)
         write_record(os.path.join(self.dir, f"{sid}.json"), rec)
