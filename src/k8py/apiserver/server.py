@@ -60,7 +60,7 @@ from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
 from k8py.apiserver.admission.node_restriction import NodeRestriction
@@ -197,7 +197,7 @@ class APIServer:
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            self.middlewares.append(authorization_middleware(self.authorizer))
+            self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
             node_restriction = NodeRestriction(self.registry, self.cacher)
             self.middlewares.append(node_restriction.middleware())
@@ -239,6 +239,7 @@ class APIServer:
         )
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
+        self.app[CONSISTENT] = self.cacher.wait_consistent
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
