@@ -201,3 +201,23 @@ def test_a_private_registry_needs_an_image_pull_secret(oci_node: Node, auth_regi
                                                          imagePullSecrets=[{"name": "missing-secret"}, {"name": "regcred"}]))
     assert _wait_log(oci_node, ns, "authed", "yes").strip() == "yes"
     assert any(e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"] for e in oci_node.events(ns, "authed"))
+
+
+def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_cleanly(oci_node: Node, app_image: str) -> None:
+    ns = _ns(oci_node, "oci-adopt")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("kept", [{"name": "c", "image": app_image}], node_name="oci-node",
+                                                         terminationGracePeriodSeconds=1))
+    before = oci_node.wait_pod(ns, "kept", phase("Running"), what="Running")["status"]["containerStatuses"][0]
+    oci_node.kubelet.stop()
+    oci_node.kubelet.start()
+    out = oci_node.kubectl.run("exec", "-n", ns, "kept", "--", "cat", "/srv/hello.txt").stdout
+    assert out == "hello from the image\n"
+    after = oci_node.pod(ns, "kept")["status"]["containerStatuses"][0]
+    assert after["containerID"] == before["containerID"] and after["restartCount"] == 0 and after["imageID"] == before["imageID"]
+    records = [r for r in oci_node.kubelet.container_records() if r.get("image") == app_image and r["pod_uid"] == oci_node.pod(ns, "kept")["metadata"]["uid"]]
+    cdir = os.path.join(oci_node.kubelet.root_dir, "runtime", "containers", records[0]["id"])
+    assert os.path.isdir(os.path.join(cdir, "rootfs", "upper"))
+    oci_node.core.delete_namespaced_pod("kept", ns)
+    oci_node.wait_gone(ns, "kept")
+    assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
+    assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))

@@ -166,3 +166,81 @@ def test_gzip_and_plain_tar_layers_both_unpack(tmp_path) -> None:
         assert apply_layer(str(root), str(blob), layer.media_type) == layer.diff_id
         assert (root / "d" / "f").read_text() == "x"
     assert tarfile  # the stdlib tar module writes the fixtures
+
+
+async def test_token_auth_registries_hand_out_bearer_tokens_for_the_right_credential(tmp_path) -> None:
+    with Registry(str(tmp_path / "token-registry"), users={"bob": "builder"}, token_auth=True) as reg:
+        ref = reg.push("private/tokened", "1", image([busybox_layer({"tokened": "yes"})]))
+        puller = ImagePuller(str(tmp_path / "store"))
+        try:
+            with pytest.raises(RuntimeErrorStatus) as err:
+                await puller.pull(ref)  # an anonymous token has no access
+            assert err.value.reason == "ErrImagePull" and "pull access denied" in err.value.message
+            with pytest.raises(RuntimeErrorStatus) as err:
+                await puller.pull(ref, [Credential("bob", "wrong")])  # the token service refuses the password
+            assert "pull access denied" in err.value.message and "failed to fetch oauth token" in err.value.message
+            rec = await puller.pull(ref, [Credential("bob", "builder")])
+            assert os.path.isfile(os.path.join(puller.store.rootfs(rec.id), "tokened"))
+            scopes = [s for u, s in reg.token_server.requests if u == "bob"]
+            assert "repository:private/tokened:pull" in scopes  # the scope came from the registry's challenge
+        finally:
+            await puller.close()
+
+
+async def test_docker_schema2_manifests_and_manifest_lists_are_pulled_too(registry: Registry, tmp_path) -> None:
+    arch = "amd64" if os.uname().machine == "x86_64" else "arm64"
+    single = image([busybox_layer({"fmt": "docker"})], docker=True)
+    listed = image([busybox_layer({"fmt": "docker-list"})], docker=True)
+    ref = registry.push("docker/app", "1", single)
+    list_ref = registry.push_index("docker/app", "list", [(image([busybox_layer()], docker=True, arch="ppc64le"), "ppc64le"), (listed, arch)],
+                                   docker=True)
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        for r, img, fmt in ((ref, single, "docker"), (list_ref, listed, "docker-list")):
+            rec = await puller.pull(r)
+            assert rec.id == img.id and open(os.path.join(puller.store.rootfs(rec.id), "fmt")).read() == fmt
+    finally:
+        await puller.close()
+
+
+async def test_concurrent_pulls_of_one_reference_share_one_pull_and_digests_pin_an_image(registry: Registry, tmp_path) -> None:
+    import asyncio
+    img = image([busybox_layer({"pinned": "p"})])
+    ref = registry.push("shared/app", "1", img)
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        recs = await asyncio.gather(*(puller.pull(ref) for _ in range(4)))
+        assert len({id(r) for r in recs}) == 1 and len(os.listdir(os.path.join(puller.store.root, "rootfs"))) == 1
+        by_digest = f"{registry.host}/shared/app@{img.digest}"
+        registry.push("shared/app", "1", image([busybox_layer({"pinned": "moved"})]))  # the tag moves; the digest does not
+        rec = await puller.pull(by_digest)
+        assert rec.id == img.id and puller.status(by_digest) is rec
+    finally:
+        await puller.close()
+
+
+def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(registry: Registry, tmp_path) -> None:
+    import asyncio
+    import shutil
+    import subprocess
+
+    from k8py.kubelet.runtime.process.oci_container import build_oci_launch
+    from k8py.kubelet.runtime.protocols import Mount
+
+    ref = registry.push("ro/app", "1", image([busybox_layer({"etc/os-release": "ID=ro-test\n"})]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    rec = asyncio.run(puller.pull(ref))
+    asyncio.run(puller.close())
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "in-volume").write_text("v")
+    status = os.open(str(tmp_path / "status.json"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 || echo read-only"],
+                                  bwrap=shutil.which("bwrap") or "bwrap", rootfs=puller.store.rootfs(rec.id), container_dir=str(tmp_path / "c"),
+                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=False)
+        out = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=(status,), timeout=60, env={"PATH": "/bin"})
+    finally:
+        os.close(status)
+    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1]
+    assert out.stdout.strip().endswith("read-only")

@@ -4,7 +4,8 @@
 authentication chain (helper tls-authn) is on main, who a request is comes
 from a stand-in authenticator installed in the server's middleware list: a
 bearer token looked up in :data:`TOKENS` (a static token file in all but
-name). Everything after authentication — authorization, escalation checks,
+name), or a service-account token checked by the server's own token
+authenticators (helper tokens'). Everything after authentication — authorization, escalation checks,
 reviews — is the real code path. kubectl sends no bearer token over plain
 HTTP, so for kubectl the stand-in takes ``--as``/``--as-group``
 (``Impersonate-User``/``-Group``) as who the request is, without the
@@ -24,6 +25,7 @@ import pytest
 from aiohttp import web
 
 from k8py.apiserver.authn.user import ALL_AUTHENTICATED, USER_KEY, UserInfo
+from k8py.apiserver.handlers.token_review import TOKEN_AUTHENTICATORS
 from k8py.apiserver.server import APIServer
 from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient, RetryPolicy
@@ -50,6 +52,16 @@ async def token_authentication(request: web.Request, handler: Any) -> web.Stream
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer ") and header[7:] in TOKENS:
         request[USER_KEY] = TOKENS[header[7:]]
+    elif header.startswith("Bearer "):  # a service-account token: the server's own token authenticators
+        user = None
+        for authenticator in request.app.get(TOKEN_AUTHENTICATORS) or []:
+            user = await authenticator.authenticate_token(header[7:])
+            if user is not None:
+                break
+        if user is None:
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, status=401)
+        request[USER_KEY] = user
     elif "Impersonate-User" in request.headers:
         groups = tuple(request.headers.getall("Impersonate-Group", ()))
         request[USER_KEY] = UserInfo(request.headers["Impersonate-User"], groups=(*groups, ALL_AUTHENTICATED))
@@ -136,7 +148,14 @@ def wait_for_aggregation(url: str, timeout: float = 60.0) -> None:
     try:
         rbac = kubernetes.client.RbacAuthorizationV1Api(client)
         deadline = time.monotonic() + timeout
-        while not all(rbac.read_cluster_role(n).rules for n in ("admin", "edit", "view")):
+
+        def converged() -> bool:  # admin gathers edit, which gathers view: done when each holds the one below
+            rules = {n: [client.sanitize_for_serialization(r) for r in rbac.read_cluster_role(n).rules or []]
+                     for n in ("admin", "edit", "view", "system:aggregate-to-view")}
+            return bool(rules["view"]) and rules["view"] == rules["system:aggregate-to-view"] \
+                and all(r in rules["edit"] for r in rules["view"]) and all(r in rules["admin"] for r in rules["edit"])
+
+        while not converged():
             assert time.monotonic() < deadline, "the aggregation controller did not fill admin, edit and view"
             time.sleep(0.05)
     finally:

@@ -42,6 +42,10 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
+DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 
 def _digest(data: bytes) -> str:
@@ -129,7 +133,8 @@ def _arch() -> str:
 
 
 def image(layers: list[Layer], *, entrypoint: list[str] | None = None, cmd: list[str] | None = None, env: list[str] | None = None,
-          working_dir: str = "", user: str = "", arch: str = "", diff_ids: list[str] | None = None) -> OCIImage:
+          working_dir: str = "", user: str = "", arch: str = "", diff_ids: list[str] | None = None, docker: bool = False) -> OCIImage:
+    """An image manifest over ``layers``: OCI media types, or Docker schema2 ones with ``docker``."""
     cfg: dict[str, Any] = {"Env": env if env is not None else ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]}
     if entrypoint is not None:
         cfg["Entrypoint"] = entrypoint
@@ -142,10 +147,12 @@ def image(layers: list[Layer], *, entrypoint: list[str] | None = None, cmd: list
     config = {"architecture": arch or _arch(), "os": "linux", "config": cfg,
               "rootfs": {"type": "layers", "diff_ids": diff_ids if diff_ids is not None else [l.diff_id for l in layers]}}
     config_bytes = json.dumps(config, sort_keys=True).encode()
-    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": _digest(config_bytes), "size": len(config_bytes)},
-                "layers": [{"mediaType": l.media_type, "digest": _digest(l.blob), "size": len(l.blob)} for l in layers]}
-    return OCIImage(layers, config, config_bytes, json.dumps(manifest).encode())
+    manifest_type = DOCKER_MANIFEST if docker else OCI_MANIFEST
+    manifest = {"schemaVersion": 2, "mediaType": manifest_type,
+                "config": {"mediaType": DOCKER_CONFIG if docker else OCI_CONFIG, "digest": _digest(config_bytes), "size": len(config_bytes)},
+                "layers": [{"mediaType": DOCKER_LAYER if docker and l.media_type == LAYER_GZIP else l.media_type,
+                            "digest": _digest(l.blob), "size": len(l.blob)} for l in layers]}
+    return OCIImage(layers, config, config_bytes, json.dumps(manifest).encode(), manifest_type)
 
 
 def free_port() -> int:
@@ -157,9 +164,14 @@ def free_port() -> int:
 class Registry:
     """``docker-registry serve`` on 127.0.0.1:<free port>; ``users`` turns on htpasswd auth."""
 
-    def __init__(self, workdir: str, *, users: Mapping[str, str] | None = None) -> None:
+    def __init__(self, workdir: str, *, users: Mapping[str, str] | None = None, token_auth: bool = False) -> None:
         self.workdir = workdir
         self.users = dict(users or {})
+        #: with ``token_auth`` the registry sends Bearer challenges answered by a TokenServer (else htpasswd)
+        self.token_server: Any = None
+        if token_auth:
+            from tests.support.registry_token import TokenServer
+            self.token_server = TokenServer(workdir, users=self.users)
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -170,7 +182,9 @@ class Registry:
     def start(self, timeout: float = 30) -> "Registry":
         os.makedirs(self.workdir, exist_ok=True)
         auth = ""
-        if self.users:
+        if self.token_server is not None:
+            auth = self.token_server.start().registry_config()
+        elif self.users:
             htpasswd = os.path.join(self.workdir, "htpasswd")
             with open(htpasswd, "w") as f:
                 for user, password in self.users.items():
@@ -208,13 +222,18 @@ class Registry:
                 self.proc.kill()
                 self.proc.wait(10)
         self.proc = None
+        if self.token_server is not None:
+            self.token_server.stop()
 
     def _req(self, method: str, url: str, data: bytes | None = None, headers: Mapping[str, str] | None = None,
              auth: tuple[str, str] | None = None) -> urllib.request.addinfourl:
         h = dict(headers or {})
         if auth is None and self.users:
             auth = next(iter(self.users.items()))
-        if auth:
+        if self.token_server is not None:
+            repo = url.split("/v2/", 1)[1].split("/blobs/")[0].split("/manifests/")[0] if "/v2/" in url else ""
+            h["Authorization"] = "Bearer " + self.token_server.token(auth[0] if auth else "", f"repository:{repo}:pull,push")
+        elif auth:
             h["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         req = urllib.request.Request(url if url.startswith("http") else f"http://{self.host}{url}", data=data, method=method, headers=h)
         return urllib.request.urlopen(req, timeout=30)
@@ -242,15 +261,17 @@ class Registry:
         self.push_manifest(repo, tag, img.manifest_bytes, img.media_type)
         return f"{self.host}/{repo}:{tag}"
 
-    def push_index(self, repo: str, tag: str, images: list[tuple[OCIImage, str]]) -> str:
-        """An OCI index over ``images`` (each with its architecture), pushed as ``repo:tag``."""
+    def push_index(self, repo: str, tag: str, images: list[tuple[OCIImage, str]], *, docker: bool = False) -> str:
+        """An OCI index (a Docker manifest list with ``docker``) over ``images`` (each with its
+        architecture), pushed as ``repo:tag``."""
         manifests = []
         for img, arch in images:
             self.push(repo, img.digest.split(":", 1)[1][:20], img)
-            manifests.append({"mediaType": OCI_MANIFEST, "digest": img.digest, "size": len(img.manifest_bytes),
+            manifests.append({"mediaType": img.media_type, "digest": img.digest, "size": len(img.manifest_bytes),
                               "platform": {"os": "linux", "architecture": arch}})
-        body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}).encode()
-        self.push_manifest(repo, tag, body, OCI_INDEX)
+        kind = DOCKER_LIST if docker else OCI_INDEX
+        body = json.dumps({"schemaVersion": 2, "mediaType": kind, "manifests": manifests}).encode()
+        self.push_manifest(repo, tag, body, kind)
         return f"{self.host}/{repo}:{tag}"
 
     def __enter__(self) -> "Registry":

@@ -5,8 +5,10 @@ and the local APIServices every built-in group/version has."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.kubectl
 GROUP, VERSION = "wardle.example.com", "v1alpha1"
 GV = f"{GROUP}/{VERSION}"
 SEEN: web.AppKey[list[dict[str, Any]]] = web.AppKey("seen")
+RELEASE: web.AppKey[asyncio.Event] = web.AppKey("release")
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> Any:
@@ -58,8 +61,20 @@ def wardle_app() -> web.Application:
                 "spec": {"askedBy": request.headers.get("X-Remote-User", "")}}
         return web.json_response({"apiVersion": GV, "kind": "FlunderList", "metadata": {"resourceVersion": "1"}, "items": [item]})
 
+    async def watch(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return await flunders(request)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","object":{"kind":"Flunder","metadata":{"name":"first"}}}\n')
+        await request.app[RELEASE].wait()  # the second event only once the test has seen the first
+        await response.write(b'{"type":"ADDED","object":{"kind":"Flunder","metadata":{"name":"second"}}}\n')
+        await response.write_eof()
+        return response
+
+    app[RELEASE] = asyncio.Event()
     app.router.add_get(f"/apis/{GV}", discovery)
-    app.router.add_get(f"/apis/{GV}/namespaces/{{ns}}/flunders", flunders)
+    app.router.add_get(f"/apis/{GV}/namespaces/{{ns}}/flunders", watch)
     return app
 
 
@@ -105,6 +120,12 @@ def test_an_aggregated_api_is_discovered_proxied_and_sent_the_front_proxy_identi
         assert [(i["metadata"]["name"], i["spec"]["askedBy"]) for i in items] == [("first", "system:unsecured")]
         table = kubectl.run("get", "fl", "-n", "wardle").stdout.splitlines()
         assert table[0].split()[0] == "NAME" and table[1].split()[0] == "first"
+        # a watch streams through the relay: the first event arrives while the backend still holds the second
+        with urllib.request.urlopen(f"{apiserver.url}/apis/{GV}/namespaces/wardle/flunders?watch=true", timeout=30) as stream:
+            first = json.loads(stream.readline())
+            backend.loop.call_soon_threadsafe(backend.app[RELEASE].set)
+            second = json.loads(stream.readline())
+        assert (first["object"]["metadata"]["name"], second["object"]["metadata"]["name"]) == ("first", "second")
         seen = backend.app[SEEN]
         assert seen[0]["cn"] == "front-proxy-client"
         assert seen[0]["groups"] == ["system:masters", "system:authenticated"]
@@ -138,3 +159,41 @@ def test_every_builtin_group_version_has_a_local_apiservice(apiserver, kubectl):
     assert core["metadata"]["labels"] == {"kube-aggregator.kubernetes.io/automanaged": "onstart"}
     assert core["status"]["conditions"][0]["reason"] == "Local"
 
+
+
+def test_a_given_front_proxy_ca_and_client_certificate_are_used_and_published(tmp_path):
+    from k8py.client.certs import encode_cert_pem, encode_private_key_pem, new_self_signed_ca
+
+    ca = new_self_signed_ca("my-front-proxy-ca")
+    cert, key = ca.issue_client("my-proxy")
+    files = {"ca": tmp_path / "ca.crt", "cert": tmp_path / "proxy.crt", "key": tmp_path / "proxy.key"}
+    files["ca"].write_bytes(ca.cert_pem)
+    files["cert"].write_bytes(encode_cert_pem(cert))
+    files["key"].write_bytes(encode_private_key_pem(key))
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), apiservice_check_interval=1.0,
+                      requestheader_client_ca_file=str(files["ca"]), proxy_client_cert_file=str(files["cert"]),
+                      proxy_client_key_file=str(files["key"]), requestheader_allowed_names=("my-proxy",)) as server:
+        kubectl = Kubectl(server.url, str(tmp_path / "home"))
+        published = json.loads(kubectl.run("get", "configmap", "-n", "kube-system", "extension-apiserver-authentication",
+                                           "-o", "json").stdout)["data"]
+        assert published["requestheader-client-ca-file"] == ca.cert_pem.decode()
+        assert json.loads(published["requestheader-allowed-names"]) == ["my-proxy"]
+        assert json.loads(published["requestheader-username-headers"]) == ["X-Remote-User"]
+        assert json.loads(published["requestheader-group-headers"]) == ["X-Remote-Group"]
+        with HTTPSServer(wardle_app(), dns_names=("api.wardle.svc",), client_ca_pem=ca.cert_pem) as backend:
+            register_wardle(kubectl, backend)
+            wait_for(lambda: "True" in kubectl.run("get", "apiservice", f"{VERSION}.{GROUP}", "--no-headers").stdout,
+                     what="the APIService to become Available")
+            kubectl.run("get", "--raw", f"/apis/{GV}/namespaces/wardle/flunders")
+            assert backend.app[SEEN][-1]["cn"] == "my-proxy"
+
+
+def test_incomplete_front_proxy_flags_stop_the_api_server_with_what_to_give(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "k8py", "apiserver", "--port", "0", "--data-dir", str(tmp_path),
+                           "--proxy-client-cert-file", str(tmp_path / "x.crt")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == ("k8py apiserver: --requestheader-client-ca-file, --proxy-client-cert-file and "
+                           "--proxy-client-key-file go together: give all three (or none, and a front-proxy CA is made at start)\n")

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
 from k8py.apiserver.aggregator import Aggregator, FrontProxyIdentity
+from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
 from k8py.apiserver.app import build_app
 from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
@@ -43,25 +44,26 @@ from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.flow import FlowRecorder
-from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES, NamespaceLifecycle
+from k8py.apiserver.admission.builtin import register_builtin_plugins
+from k8py.apiserver.admission.chain import AdmissionChain
+from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
+from k8py.apiserver.admission.plugins import PluginContext, build_chain
+from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
-from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
-from k8py.apiserver.admission.limit_ranger import LimitRanger
-from k8py.apiserver.admission.priority import PriorityAdmission
-from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
+from k8py.apiserver.admission.node_restriction import NodeRestriction
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
@@ -98,6 +100,11 @@ class APIServerConfig:
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
     trace: bool = False
+    #: ``--enable-admission-plugins`` / ``--disable-admission-plugins`` (names; upstream's defaults otherwise)
+    enable_admission_plugins: tuple[str, ...] = ()
+    disable_admission_plugins: tuple[str, ...] = ()
+    #: plugin name -> its configuration (``--admission-control-config-file``)
+    admission_plugin_config: dict[str, Any] = field(default_factory=dict)
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
@@ -166,8 +173,6 @@ class APIServer:
             clock=self.config.watch_clock,
         )
         self.store = ObjectStore(storage)
-        self.namespaces = NamespaceLifecycle(self.registry, self.cacher, self.store)
-        self.store.namespace_check = self.namespaces.admit_create
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
@@ -175,10 +180,14 @@ class APIServer:
         self._allocator_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
-        self.store.admit_new.append(PriorityAdmission(self.registry, self.cacher).admit)
-        self.store.admit_new.append(DefaultTolerationSeconds().admit)
-        self.store.admit_new.append(LimitRanger(self.registry, self.cacher).admit)
-        self.store.allocate_new.append(ResourceQuotaAdmission(self.registry, self.cacher, self.store).allocate)
+        register_builtin_plugins()
+        register_webhook_plugins()
+        #: what plugin factories get; other parts of the server add to ``extra`` before the chain is built
+        self.admission_context = PluginContext(self.registry, self.cacher, self.store,
+                                               config=self.config.admission_plugin_config)
+        self.admission: AdmissionChain = build_chain(self.admission_context,
+                                                     enable=self.config.enable_admission_plugins,
+                                                     disable=self.config.disable_admission_plugins)
         self.policy = CachedPolicy(self.cacher, self.registry)
         self.rbac = RBACAuthorizer(self.policy)
         self.authorizer = Union([self._authorizer(mode) for mode in self.config.authorization_modes])
@@ -188,7 +197,11 @@ class APIServer:
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            self.middlewares.append(authorization_middleware(self.authorizer))
+            self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
+        if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
+            node_restriction = NodeRestriction(self.registry, self.cacher)
+            self.middlewares.append(node_restriction.middleware())
+            self.store.allocate_new.append(node_restriction)
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
@@ -205,8 +218,8 @@ class APIServer:
             cacher=self.cacher,
             bookmark_interval=self.config.bookmark_interval,
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
-            delete_hooks={"namespaces": self.namespaces},
             flow=FlowRecorder() if self.config.trace else None,
+            admission=self.admission,
             create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review, **ACCESS_REVIEW_HANDLERS},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
@@ -226,6 +239,7 @@ class APIServer:
         )
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
+        self.app[CONSISTENT] = self.cacher.wait_consistent
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
@@ -252,7 +266,7 @@ class APIServer:
         if not any(files):
             return None
         if not all(files):
-            raise ValueError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
+            raise FrontProxyConfigError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
@@ -309,6 +323,7 @@ class APIServer:
             await asyncio.gather(self._aggregator_task, return_exceptions=True)
             self._aggregator_task = None
         await self.aggregator.close()
+        await close_webhook_plugins(self.admission_context)
         await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()

@@ -82,11 +82,29 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--enable-admission-plugins", default="",
+                   help="admission plugins to enable besides the defaults (comma-separated; run in upstream's order)")
+    p.add_argument("--disable-admission-plugins", default="",
+                   help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
+    p.add_argument("--admission-control-config-file", default="",
+                   help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
                    help="authorizers asked in order, comma-separated: AlwaysAllow, AlwaysDeny, Node, RBAC "
                         "(default: %(default)s; k8py up runs Node,RBAC)")
     p.add_argument("--log-level", default="WARNING")
     _add_service_account_options(p)
+    _add_aggregator_options(p)
+
+
+def _add_aggregator_options(p: argparse.ArgumentParser) -> None:
+    """The front proxy towards aggregated API servers (kube-apiserver's flags)."""
+    p.add_argument("--requestheader-client-ca-file", default="",
+                   help="the CA aggregated API servers trust for the front-proxy client certificate "
+                        "(with --proxy-client-cert-file/--proxy-client-key-file; none of the three: one is made at start)")
+    p.add_argument("--proxy-client-cert-file", default="", help="the client certificate this server presents to aggregated API servers")
+    p.add_argument("--proxy-client-key-file", default="", help="the key of --proxy-client-cert-file")
+    p.add_argument("--requestheader-allowed-names", default="",
+                   help="comma-separated client certificate names aggregated servers accept (default: front-proxy-client)")
 
 
 def _duration_seconds(text: str) -> int:
@@ -198,19 +216,11 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-async def _run_apiserver(args: argparse.Namespace) -> int:
+def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type: ignore[no-untyped-def,type-arg]
     from k8py.apiserver.server import APIServer, APIServerConfig
+    from k8py.apiserver.admission.config import load_admission_config
 
-    from k8py.api.service_account_keys import KeyFileError
-
-    started = time.perf_counter()
-    try:
-        os.makedirs(args.data_dir, exist_ok=True)
-        service_accounts = _service_account_config(args)
-    except KeyFileError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 1
-    server = APIServer(
+    return APIServer(
         _make_storage(args),
         APIServerConfig(
             bind=args.bind,
@@ -221,9 +231,40 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
             authorization_modes=tuple(args.authorization_mode),
-            **service_accounts,  # type: ignore[arg-type]
+            enable_admission_plugins=(args.enable_admission_plugins,),
+            disable_admission_plugins=(args.disable_admission_plugins,),
+            admission_plugin_config=load_admission_config(args.admission_control_config_file)
+            if args.admission_control_config_file else {},
+            requestheader_client_ca_file=args.requestheader_client_ca_file,
+            proxy_client_cert_file=args.proxy_client_cert_file,
+            proxy_client_key_file=args.proxy_client_key_file,
+            requestheader_allowed_names=tuple(n.strip() for n in args.requestheader_allowed_names.split(",") if n.strip()),
+            **service_accounts,
         ),
     )
+
+
+async def _run_apiserver(args: argparse.Namespace) -> int:
+    from k8py.api.service_account_keys import KeyFileError
+
+    started = time.perf_counter()
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+        service_accounts = _service_account_config(args)
+    except KeyFileError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    from k8py.apiserver.admission.plugins import AdmissionConfigError
+    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+
+    try:
+        server = _build_apiserver(args, service_accounts)
+    except FrontProxyConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    except AdmissionConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 2
     try:
         await server.start()
     except OSError as err:

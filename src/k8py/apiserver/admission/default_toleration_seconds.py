@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.registry import ResourceDefinition
 
 __all__ = ["DefaultTolerationSeconds", "NOT_READY", "UNREACHABLE"]
@@ -33,10 +34,21 @@ def _tolerates(tolerations: list[dict[str, Any]], key: str) -> bool:
 
 
 class DefaultTolerationSeconds:
+    """The ``DefaultTolerationSeconds`` plugin (mutating, pod creates)."""
+
+    name = "DefaultTolerationSeconds"
+
+    def handles(self, operation: Operation) -> bool:
+        return operation is Operation.CREATE
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.object is not None and attributes.definition is not None and attributes.is_core("pods"):
+            self.admit_new(attributes.definition, attributes.object)
+
     def __init__(self, *, not_ready_seconds: int = 300, unreachable_seconds: int = 300) -> None:
         self.seconds = {NOT_READY: not_ready_seconds, UNREACHABLE: unreachable_seconds}
 
-    def admit(self, definition: ResourceDefinition, obj: dict[str, Any]) -> None:
+    def admit_new(self, definition: ResourceDefinition, obj: dict[str, Any]) -> None:
         if definition.group != "" or definition.kind != "Pod":
             return
         spec = obj.setdefault("spec", {})

@@ -28,6 +28,7 @@ import orjson
 from k8py.api.errors import Forbidden
 from k8py.api.quantity import parse_quantity
 from k8py.api.quota import format_amount
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.watch.cacher import Cacher
 
@@ -61,6 +62,18 @@ def _bounds(item: Object, kind: str, requests: dict[str, Fraction], limits: dict
 
 
 class LimitRanger:
+    """The ``LimitRanger`` plugin (mutating, pod creates: containers cannot change on update, so
+    upstream skips pod updates too)."""
+
+    name = "LimitRanger"
+
+    def handles(self, operation: Operation) -> bool:
+        return operation is Operation.CREATE
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.object is not None and attributes.definition is not None and attributes.is_core("pods"):
+            self.admit_new(attributes.definition, attributes.object)
+
     def __init__(self, registry: Registry, cacher: Cacher) -> None:
         self.registry = registry
         self.cacher = cacher
@@ -72,7 +85,7 @@ class LimitRanger:
         objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values())
         return [r for r in objs if (r.get("metadata") or {}).get("namespace") == namespace]
 
-    def admit(self, definition: ResourceDefinition, obj: Object) -> None:
+    def admit_new(self, definition: ResourceDefinition, obj: Object) -> None:
         if definition.group != "" or definition.kind != "Pod":
             return
         ranges = self._ranges((obj.get("metadata") or {}).get("namespace") or "")

@@ -18,19 +18,23 @@ namespace controller's job (``k8py.controllers.namespace``, in the controller
 manager): it deletes everything in the namespace, then clears the
 ``kubernetes`` finalizer through ``/finalize``, and that update deletes the
 namespace once no finalizer is left (``handlers/subresources``). The API
-server keeps only the admission part here, served to the generic DELETE as
-the namespaces' ``DeleteHooks`` (``admit_delete``, ``after_delete``).
+server keeps only the admission part here, as the ``NamespaceLifecycle``
+plugin of the admission chain: on the DELETE of a namespace it refuses the
+immortal ones (default, kube-system, kube-public) and starts the live lookup;
+creates and updates of namespaced objects need their namespace to exist
+(upstream also checks updates), creates one that is not terminating.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import orjson
 
-from k8py.api.errors import Forbidden, NotFound
+from k8py.api.errors import Cause, Forbidden, NotFound
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import Registry, ResourceDefinition
@@ -39,6 +43,8 @@ __all__ = ["NamespaceLifecycle", "SYSTEM_NAMESPACES"]
 
 log = logging.getLogger(__name__)
 
+Object = dict[str, Any]
+
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _UNDELETABLE = ("default", "kube-system", "kube-public")
 #: how long after a namespace's deletion its admission reads the store (upstream's forceLiveLookupTTL)
@@ -46,6 +52,10 @@ LIVE_LOOKUP_TTL = 30.0
 
 
 class NamespaceLifecycle:
+    """The ``NamespaceLifecycle`` admission plugin (mutating phase, so it refuses first)."""
+
+    name = "NamespaceLifecycle"
+
     def __init__(self, registry: Registry, cacher: Cacher, store: ObjectStore, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = registry
         self.cacher = cacher
@@ -60,7 +70,29 @@ class NamespaceLifecycle:
         assert definition is not None
         return definition
 
-    async def admit_create(self, definition: ResourceDefinition, namespace: str, name: str) -> None:
+    def handles(self, operation: Operation) -> bool:
+        return operation in (Operation.CREATE, Operation.UPDATE, Operation.DELETE)
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        """Upstream's ``Lifecycle.Admit``: namespaces themselves pass (an immortal one may not be
+        deleted); other deletes pass; creates and updates need a live namespace, creates a
+        namespace not being terminated."""
+        if not attributes.namespace or (attributes.resource.group == "" and attributes.resource.resource == "namespaces"):
+            if attributes.operation is Operation.DELETE and attributes.is_core("namespaces"):
+                self.admit_delete(attributes.name)
+                self.after_delete(attributes.name)
+            return
+        if attributes.operation is Operation.DELETE:
+            return
+        if attributes.resource.group == "authorization.k8s.io" and attributes.resource.resource.endswith("accessreviews"):
+            return  # upstream: an access review must not reveal whether the namespace exists
+        ns = await self._lookup(attributes.namespace)
+        if attributes.operation is Operation.CREATE and (ns.get("metadata") or {}).get("deletionTimestamp"):
+            raise attributes.forbidden(
+                f"unable to create new content in namespace {attributes.namespace} because it is being terminated",
+                (Cause("NamespaceTerminating", f"namespace {attributes.namespace} is being terminated", "metadata.namespace"),))
+
+    async def _lookup(self, namespace: str) -> Object:
         ns_def = self._namespaces
         key = ns_def.key("", namespace)
         cached = self.cacher.cache_for(ns_def).objects.get(key)
@@ -72,14 +104,7 @@ class NamespaceLifecycle:
             if kv is None:
                 raise NotFound.for_object("namespaces", namespace)
             ns = orjson.loads(kv.value)
-        if (ns.get("metadata") or {}).get("deletionTimestamp"):
-            raise Forbidden(
-                f'{definition.qualified} "{name}" is forbidden: unable to create new content in namespace '
-                f"{namespace} because it is being terminated",
-                name=name,
-                group=definition.group,
-                kind=definition.plural,
-            )
+        return ns
 
     def _needs_live_lookup(self, namespace: str) -> bool:
         until = self._live_lookup.get(namespace)
@@ -99,6 +124,5 @@ class NamespaceLifecycle:
             )
 
     def after_delete(self, name: str) -> None:
-        """DeleteHooks: a DELETE of namespace ``name`` went through (it is
-        Terminating, or gone); the namespace controller takes it from here."""
+        """A DELETE of namespace ``name`` is under way: for a while, read it from the store."""
         self._live_lookup[name] = self._clock() + LIVE_LOOKUP_TTL

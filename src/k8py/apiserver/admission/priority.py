@@ -8,7 +8,8 @@ comes from its ``spec.priorityClassName`` (upstream ``plugin/pkg/admission/prior
 - a pod that states a priority other than its class's: 403 Forbidden;
 - a second PriorityClass with ``globalDefault: true``: 403 Forbidden.
 
-Classes are read from the watch cache, so admission costs no store read.
+On update a pod keeps the priority it was given; an update that sets
+``globalDefault`` on a second class is refused too. Classes are read from the watch cache, so admission costs no store read.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from k8py.api.errors import Forbidden
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.watch.cacher import Cacher
 
@@ -27,6 +29,30 @@ Object = dict[str, Any]
 
 
 class PriorityAdmission:
+    """The ``Priority`` plugin (mutating): pods on create and update, PriorityClasses on create and update."""
+
+    name = "Priority"
+
+    def handles(self, operation: Operation) -> bool:
+        return operation in (Operation.CREATE, Operation.UPDATE)
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        obj = attributes.object
+        if obj is None or attributes.subresource or attributes.definition is None:
+            return
+        if attributes.operation is Operation.UPDATE:
+            if attributes.is_core("pods") and attributes.old_object is not None:
+                # the priority was set on create; an update that leaves it out keeps it (validation
+                # refuses changing it), as upstream
+                spec, old_spec = obj.setdefault("spec", {}), attributes.old_object.get("spec") or {}
+                for field in ("priority", "preemptionPolicy"):
+                    if spec.get(field) is None and old_spec.get(field) is not None:
+                        spec[field] = old_spec[field]
+            elif attributes.resource.group == "scheduling.k8s.io" and attributes.resource.resource == "priorityclasses":
+                self._admit_class(obj)
+            return
+        self.admit_new(attributes.definition, obj)
+
     def __init__(self, registry: Registry, cacher: Cacher) -> None:
         self.registry = registry
         self.cacher = cacher
@@ -44,7 +70,7 @@ class PriorityAdmission:
         cached = self.cacher.cache_for(d).objects.get(d.key("", name))
         return orjson.loads(cached.data) if cached is not None else None
 
-    def admit(self, definition: ResourceDefinition, obj: Object) -> None:
+    def admit_new(self, definition: ResourceDefinition, obj: Object) -> None:
         if definition.group == "" and definition.kind == "Pod":
             self._admit_pod(obj)
         elif definition.group == "scheduling.k8s.io" and definition.kind == "PriorityClass":

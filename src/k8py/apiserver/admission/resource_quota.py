@@ -16,8 +16,12 @@ For each ResourceQuota of the new object's namespace whose scopes select it
   taken back (the returned rollback). The controller later recomputes
   ``used`` from what exists, which also returns what deleted objects held.
 
-Runs as an ``allocate_new`` hook (after the ``admit_new`` ones, so
-LimitRanger's defaults are charged). Dry runs check but do not charge.
+An update is charged what it uses beyond the old object (a Service turned
+LoadBalancer, a claim grown); what shrinks is given back by the controller.
+The ``ResourceQuota`` plugin of the chain (validating, last before AlwaysDeny,
+so LimitRanger's defaults and the webhooks' mutations are charged). A charge
+is undone if the write then fails (``attributes.on_abort``). Dry runs check
+but do not charge.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import orjson
 from k8py.api.errors import Forbidden, NotFound
 from k8py.api.quantity import parse_quantity
 from k8py.api.quota import format_amount, matches_scopes, usage
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
@@ -62,13 +67,36 @@ class ResourceQuotaAdmission:
         objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values())
         return [q for q in objs if (q.get("metadata") or {}).get("namespace") == namespace]
 
-    async def allocate(self, definition: ResourceDefinition, obj: Object, *, dry_run: bool = False) -> Rollback | None:
+    name = "ResourceQuota"
+
+    def handles(self, operation: Operation) -> bool:
+        return operation in (Operation.CREATE, Operation.UPDATE)
+
+    async def validate(self, attributes: AdmissionAttributes) -> None:
+        definition, obj = attributes.definition, attributes.object
+        if definition is None or obj is None or attributes.subresource or not definition.namespaced:
+            return
+        if attributes.operation is Operation.UPDATE and attributes.old_object is None:
+            return
+        rollback = await self.charge(definition, obj, attributes.old_object, dry_run=attributes.dry_run)
+        if rollback is not None:
+            attributes.on_abort(rollback)
+
+    async def charge(self, definition: ResourceDefinition, obj: Object, old: Object | None, *,
+                     dry_run: bool = False) -> Rollback | None:
+        """Check and charge ``obj``'s usage (an update: what it uses more than ``old``)."""
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or ""
-        quotas = self._quotas(namespace) if definition.namespaced else []
+        quotas = self._quotas(namespace)
         if not quotas:
             return None
         charge = usage(definition.plural, definition.group, obj)
+        if old is not None:
+            before = usage(definition.plural, definition.group, old)
+            charge = {k: v - before.get(k, Fraction(0)) for k, v in charge.items()}
+            charge = {k: v for k, v in charge.items() if v > 0}  # upstream: only what grows is checked
+            if not charge:
+                return None
         prefix = f'{definition.plural}{"." + definition.group if definition.group else ""} "{meta.get("name") or ""}" is forbidden: '
         charged: list[tuple[str, dict[str, Fraction]]] = []
 
@@ -81,7 +109,7 @@ class ResourceQuotaAdmission:
                 if not matches_scopes(quota, definition.plural, definition.group, obj):
                     continue
                 hard_names = set(((quota.get("spec") or {}).get("hard") or {}))
-                if definition.plural == "pods" and not definition.group:
+                if old is None and definition.plural == "pods" and not definition.group:
                     missing = sorted(n for n in hard_names & set(_MUST_SPECIFY) if n not in charge)
                     if missing:
                         raise Forbidden(prefix + f"failed quota: {quota['metadata']['name']}: must specify {','.join(missing)}",

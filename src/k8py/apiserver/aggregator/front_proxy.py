@@ -26,12 +26,16 @@ import orjson
 from k8py.apiserver.authn.user import UserInfo
 from k8py.client.certs import encode_cert_pem, encode_private_key_pem, new_self_signed_ca
 
-__all__ = ["FrontProxyIdentity", "remote_user_headers", "authentication_configmap", "CONFIGMAP_NAME"]
+__all__ = ["FrontProxyIdentity", "FrontProxyConfigError", "remote_user_headers", "authentication_configmap", "CONFIGMAP_NAME"]
 
 CONFIGMAP_NAME = "extension-apiserver-authentication"
 USERNAME_HEADER = "X-Remote-User"
 GROUP_HEADER = "X-Remote-Group"
 EXTRA_PREFIX = "X-Remote-Extra-"
+
+
+class FrontProxyConfigError(ValueError):
+    """The front-proxy flags are incomplete or name files that cannot be read (the server does not start)."""
 
 
 @dataclass
@@ -49,11 +53,21 @@ class FrontProxyIdentity:
 
     @classmethod
     def from_files(cls, ca_file: str, cert_file: str, key_file: str, allowed_names: tuple[str, ...] = ()) -> "FrontProxyIdentity":
-        def read(path: str) -> bytes:
-            with open(path, "rb") as f:
-                return f.read()
+        def read(path: str, flag: str) -> bytes:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as err:
+                raise FrontProxyConfigError(f"{flag} {path}: {err.strerror or err}") from None
 
-        return cls(read(ca_file), read(cert_file), read(key_file), allowed_names or ("front-proxy-client",))
+        identity = cls(read(ca_file, "--requestheader-client-ca-file"), read(cert_file, "--proxy-client-cert-file"),
+                       read(key_file, "--proxy-client-key-file"), allowed_names or ("front-proxy-client",))
+        try:
+            identity.client_context(None, insecure=False)
+        except (ssl.SSLError, ValueError) as err:
+            raise FrontProxyConfigError(f"--proxy-client-cert-file {cert_file} and --proxy-client-key-file {key_file} "
+                                        f"are not a certificate and its key in PEM: {err}") from None
+        return identity
 
     def client_context(self, ca_bundle_pem: str | None, *, insecure: bool) -> ssl.SSLContext:
         """A client context presenting the proxy certificate and trusting ``ca_bundle_pem``."""

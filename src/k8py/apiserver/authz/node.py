@@ -154,13 +154,19 @@ class NodeAuthorizer:
             return Decision.NO_OPINION, f'unknown node for user "{attributes.user.name}"'
         if attributes.resource_request and attributes.api_group == "":
             resource, sub = attributes.resource, attributes.subresource
-            if resource in ("secrets", "configmaps") and not sub:
+            if resource in ("secrets", "configmaps"):
                 if attributes.verb not in ("get", "list", "watch"):
                     return Decision.NO_OPINION, "can only read resources of this type"
+                if sub:
+                    return Decision.NO_OPINION, "cannot read subresource"
+                if not attributes.namespace:
+                    return Decision.NO_OPINION, "can only read namespaced object of this type"
                 return self._graph(node, resource, attributes)
-            if resource in ("persistentvolumeclaims", "persistentvolumes") and not sub:
+            if resource in ("persistentvolumeclaims", "persistentvolumes") and sub != "status":
                 if attributes.verb != "get":
                     return Decision.NO_OPINION, "can only get individual resources of this type"
+                if sub:
+                    return Decision.NO_OPINION, "cannot get subresource"
                 return self._graph(node, resource, attributes)
             if resource == "serviceaccounts" and sub == "token":
                 if attributes.verb != "create":

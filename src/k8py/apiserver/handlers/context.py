@@ -19,11 +19,13 @@ imports another handler module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, NotFound
+from k8py.apiserver.admission.attributes import Operation
+from k8py.apiserver.admission.request import RequestAdmission
 from k8py.apiserver.handlers.codec import ResponseFormat
 from k8py.apiserver.handlers.request_info import ResourcePath
 from k8py.apiserver.registry import Registry, ResourceDefinition
@@ -79,6 +81,9 @@ class SubresourceHost(Protocol):
 
     async def update(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         """The generic PUT, limited to ``subresource``'s fields."""
+
+    def admission_for(self, ctx: RequestContext, operation: Operation, **kw: Any) -> RequestAdmission | None:
+        """The request's admission (a ``RequestAdmission``), or None when no plugin handles ``operation``."""
 
     async def patch(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         """The generic PATCH, limited to ``subresource``'s fields."""

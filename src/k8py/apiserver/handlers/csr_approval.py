@@ -18,6 +18,7 @@ from aiohttp import web
 
 from k8py.api.errors import BadRequest, Cause, Invalid, MethodNotAllowed
 from k8py.api.patch import apply_patch
+from k8py.apiserver.admission.attributes import Operation
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
@@ -84,6 +85,7 @@ async def approve(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinit
         return new
 
     manager = dataclasses.replace(ctx.manager, subresource="approval")
-    obj = await host.store.guaranteed_update(d, "", name, mutate, subresource="approval", dry_run=ctx.dry_run, manager=manager)
+    obj = await host.store.guaranteed_update(d, "", name, mutate, subresource="approval", dry_run=ctx.dry_run, manager=manager,
+                                             admission=host.admission_for(ctx, Operation.UPDATE))
     return object_response(d, obj, ctx.fmt)
 

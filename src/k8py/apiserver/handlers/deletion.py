@@ -19,6 +19,9 @@ Upstream's ``rest.BeforeDelete`` plus ``Store.Delete``:
 - otherwise it is removed from the store; the reply is the deleted object for
   kinds that return it (pods, services, namespaces) and a ``Status`` otherwise.
 
+With an admission hook, the DELETE is admitted with the stored object as
+the old object (NamespaceLifecycle refuses deleting kube-system there).
+
 The reply's second element says whether the object is gone (HTTP 200) or
 deletion is pending (HTTP 202), as upstream answers.
 """
@@ -30,7 +33,8 @@ from typing import Any, Mapping
 
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, NotFound, success_status
 from k8py.apiserver.store.object_meta import rfc3339
-from k8py.apiserver.store.object_store import ObjectStore, dump_object, load_object
+from k8py.apiserver.store.admission_hook import AdmissionHook
+from k8py.apiserver.store.object_store import ObjectStore, dump_object_async, load_object_async
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.handlers.request_info import query_bool
 from k8py.storage import KeyNotFoundError, RevisionConflictError
@@ -49,6 +53,20 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_rv: str | None = None
     dry_run: bool = False
+
+    def to_api(self) -> dict[str, Any]:
+        """As a meta.k8s.io/v1 DeleteOptions (what admission and webhooks are shown)."""
+        out: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+        if self.grace_period_seconds is not None:
+            out["gracePeriodSeconds"] = self.grace_period_seconds
+        if self.precondition_uid or self.precondition_rv:
+            out["preconditions"] = {k: v for k, v in (("uid", self.precondition_uid),
+                                                      ("resourceVersion", self.precondition_rv)) if v}
+        if self.propagation_policy:
+            out["propagationPolicy"] = self.propagation_policy
+        if self.dry_run:
+            out["dryRun"] = ["All"]
+        return out
 
 
 def parse_delete_options(body: Mapping[str, Any] | None, params: Mapping[str, str]) -> DeleteOptions:
@@ -94,15 +112,19 @@ async def delete_object(
     namespace: str,
     name: str,
     opts: DeleteOptions,
+    *,
+    admission: AdmissionHook | None = None,
 ) -> tuple[Object, bool]:
-    """Returns (reply body, deleted now)."""
+    """Returns (reply body, deleted now). ``admission`` admits the DELETE of the
+    object read (after the preconditions, again on each retry), as upstream's
+    ``Store.Delete`` runs its delete validation."""
     key = definition.key(namespace, name)
     storage = store.storage
     for _ in range(16):
         kv = await storage.get(key)
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        obj = load_object(definition, kv)
+        obj = await load_object_async(definition, kv)
         meta = obj["metadata"]
         if opts.precondition_uid and opts.precondition_uid != meta.get("uid"):
             raise Conflict.for_object(
@@ -120,6 +142,8 @@ async def delete_object(
                 f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
                 definition.group,
             )
+        if admission is not None:
+            await admission.delete(obj)
         strategy = definition.strategy
         if strategy.begin_termination(obj):
             # e.g. a namespace: it stays, Terminating, until its content is gone
@@ -128,7 +152,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
@@ -148,7 +172,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             except KeyNotFoundError:

@@ -35,6 +35,7 @@ from aiohttp import web
 
 from k8py.api.errors import BadRequest, Cause, InternalError, NotFound, TooManyRequests, success_status
 from k8py.api.selectors import label_selector_from_dict
+from k8py.apiserver.admission.attributes import Operation
 from k8py.apiserver.handlers.codec import decode_body
 from k8py.apiserver.handlers.context import RequestContext, SubresourceHost
 from k8py.apiserver.handlers.deletion import delete_object, parse_delete_options
@@ -82,6 +83,9 @@ async def evict(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinitio
         raise BadRequest(f"name in URL does not match name in Eviction object")
     opts = parse_delete_options(body.get("deleteOptions"), ctx.params)
     opts.dry_run = opts.dry_run or ctx.dry_run
+    admission = host.admission_for(ctx, Operation.CREATE, dry_run=opts.dry_run)
+    if admission is not None:
+        await admission.admit_object(body)
     pod = await host.store.get(d, ctx.namespace, name)
     meta = pod.get("metadata") or {}
     if meta.get("deletionTimestamp"):

@@ -16,6 +16,7 @@ from k8py.api.errors import BadRequest, NotFound
 from k8py.api.patch import apply_patch, decode_apply_body, server_side_apply
 from k8py.apiserver.handlers.codec import APPLY_PATCH
 from k8py.apiserver.store.object_meta import rfc3339
+from k8py.apiserver.store.admission_hook import AdmissionHook
 from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.admission.field_validation import check_field_validation
 from k8py.apiserver.store.object_store import ObjectStore
@@ -40,8 +41,11 @@ async def patch_object(
     subresource: str = "",
     dry_run: bool = False,
     manager: FieldManager | None = None,
+    admission: AdmissionHook | None = None,
 ) -> tuple[Object, bool, list[str]]:
-    """Returns (object, created, warnings)."""
+    """Returns (object, created, warnings). ``admission`` admits the patched
+    object as an UPDATE (inside the guaranteed update), or as a CREATE when an
+    apply creates the object."""
     schema = definition.schema_name
     validation = params.get("fieldValidation", "")
     warnings: list[str] = []
@@ -66,7 +70,7 @@ async def patch_object(
 
         try:
             obj = await store.guaranteed_update(
-                definition, namespace, name, apply, subresource=subresource, dry_run=dry_run
+                definition, namespace, name, apply, subresource=subresource, dry_run=dry_run, admission=admission
             )
             return obj, False, warnings
         except NotFound:
@@ -76,7 +80,8 @@ async def patch_object(
                 None, applied, manager=manager, force=force, schema_name=schema, now=rfc3339(), ignored=ignored
             )
             new.setdefault("metadata", {})["name"] = name
-            created = await store.create(definition, namespace, new, dry_run=dry_run)
+            created = await store.create(definition, namespace, new, dry_run=dry_run,
+                                         admission=None if admission is None else admission.for_create())
             return created, True, warnings
 
     def mutate(current: Object) -> Object:
@@ -90,7 +95,8 @@ async def patch_object(
         return patched
 
     obj = await store.guaranteed_update(
-        definition, namespace, name, mutate, subresource=subresource, dry_run=dry_run, manager=manager
+        definition, namespace, name, mutate, subresource=subresource, dry_run=dry_run, manager=manager,
+        admission=admission,
     )
     return obj, False, warnings
 

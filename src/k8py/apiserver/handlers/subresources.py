@@ -35,6 +35,8 @@ from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, MethodNotAllow
 from k8py.api.patch import apply_patch
 from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver import streaming
+from k8py.apiserver.admission.attributes import Operation
+from k8py.apiserver.admission.request import RequestAdmission
 from k8py.apiserver.handlers.codec import PATCH_TYPES, decode_body, media_type_of
 from k8py.apiserver.handlers.deletion import DeleteOptions, delete_object
 from k8py.apiserver.handlers.csr_approval import approve
@@ -168,8 +170,39 @@ async def _scale(host: SubresourceHost, ctx: RequestContext, d: ResourceDefiniti
         return current
 
     manager = dataclasses.replace(ctx.manager, subresource="scale")
-    obj = await store.guaranteed_update(d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=manager)
+    admission = host.admission_for(ctx, Operation.UPDATE)
+    hook = None if admission is None else _ScaleAdmission(admission, spec)
+    obj = await store.guaranteed_update(d, ctx.namespace, ctx.path.name, mutate, dry_run=ctx.dry_run, manager=manager,
+                                        admission=hook)
     return json_response(orjson.dumps(scale_of(obj, spec)))
+
+
+class _ScaleAdmission:
+    """Admission of a ``/scale`` write: the plugins see Scales (as upstream's scale
+    REST admits them); a mutated ``spec.replicas`` is carried back to the object."""
+
+    def __init__(self, inner: RequestAdmission, spec: ScaleSpec) -> None:
+        self.inner = inner
+        self.spec = spec
+
+    async def mutate(self, obj: Object, old: Object | None) -> Object:
+        scale = await self.inner.mutate(scale_of(obj, self.spec), None if old is None else scale_of(old, self.spec))
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if isinstance(replicas, int) and not isinstance(replicas, bool):
+            _set_path(obj, self.spec.replicas_path, replicas)
+        return obj
+
+    async def validate(self, obj: Object, old: Object | None) -> None:
+        await self.inner.validate(scale_of(obj, self.spec), None if old is None else scale_of(old, self.spec))
+
+    async def delete(self, old: Object) -> None:
+        raise AssertionError("a scale is not deleted")
+
+    async def abort(self) -> None:
+        await self.inner.abort()
+
+    def for_create(self) -> "_ScaleAdmission":
+        raise AssertionError("a scale is not created")
 
 
 async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
@@ -187,6 +220,14 @@ async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinitio
         raise Invalid.for_object("Binding", "", [Cause("FieldValueRequired", "Required value: name or generateName is required", "metadata.name")])
     if not node:
         raise Invalid.for_object("Binding", name, [Cause("FieldValueRequired", "Required value", "target.name")])
+
+    if ctx.definition is d:  # pods/NAME/binding
+        admission = host.admission_for(ctx, Operation.CREATE, name=name)
+    else:  # POST bindings: the bindings resource, as upstream's attributes name it
+        admission = host.admission_for(ctx, Operation.CREATE, name=name, subresource="")
+    if admission is not None:
+        admitted = await admission.admit_object(binding)
+        node = ((admitted or binding).get("target") or {}).get("name") or node
 
     def mutate(pod: Object) -> Object:
         spec = pod.setdefault("spec", {})
@@ -221,7 +262,8 @@ async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefin
         return ns
 
     obj = await host.store.guaranteed_update(
-        d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run
+        d, "", ctx.path.name, mutate, subresource="finalize", dry_run=ctx.dry_run,
+        admission=host.admission_for(ctx, Operation.UPDATE),
     )
     meta = obj.get("metadata") or {}
     if meta.get("deletionTimestamp") and not finalizers and not meta.get("finalizers") and not ctx.dry_run:
@@ -234,7 +276,41 @@ async def _finalize(host: SubresourceHost, ctx: RequestContext, d: ResourceDefin
     return object_response(d, obj, ctx.fmt)
 
 
+#: the CONNECT subresources and the query parameters their options object carries
+_CONNECT_OPTIONS = {
+    "exec": ("stdin", "stdout", "stderr", "tty", "container", "command"),
+    "attach": ("stdin", "stdout", "stderr", "tty", "container"),
+    "portforward": ("ports",),
+    "proxy": ("path",),
+}
+_BOOL_OPTIONS = frozenset({"stdin", "stdout", "stderr", "tty"})
+
+
+def connect_options(kind: str, subresource: str, request: web.Request) -> Object:
+    """The ``*Options`` object a CONNECT is admitted with, from the query (as upstream decodes it)."""
+    out: Object = {"kind": kind, "apiVersion": "v1"}
+    head, _, rest = subresource.partition("/")
+    for key in _CONNECT_OPTIONS.get(head, ()):
+        values = request.query.getall(key, [])
+        if key == "path" and rest:
+            out["path"] = "/" + rest
+        elif not values:
+            continue
+        elif key in _BOOL_OPTIONS:
+            out[key] = values[-1] in ("1", "true", "True")
+        elif key in ("command", "ports"):
+            out[key] = [int(v) if key == "ports" and v.isdigit() else v for v in values]
+        else:
+            out[key] = values[-1]
+    return out
+
+
 async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
+    head = ctx.path.subresource.split("/", 1)[0]
+    if head in _CONNECT_OPTIONS:
+        admission = host.admission_for(ctx, Operation.CONNECT)
+        if admission is not None:
+            await admission.admit_object(connect_options(admission.attributes.kind.kind, ctx.path.subresource, ctx.request))
     return await streaming.serve_subresource(
         ctx.request,
         ctx.request.app[streaming.KUBELETS],

@@ -22,7 +22,10 @@ import orjson
 from aiohttp import web
 
 from k8py.api.errors import BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
+from k8py.apiserver.admission.chain import AdmissionChain
+from k8py.apiserver.admission.request import RequestAdmission
 from k8py.apiserver.handlers import subresources
+from k8py.apiserver.handlers.admitting import Operation, request_admission
 from k8py.apiserver.handlers.context import DeleteHooks, RequestContext, not_found
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.watch.watch_cache import CachedObject, build_cached_object
@@ -34,7 +37,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.handlers.patching import patch_object
 from k8py.apiserver.printers import build_table
 from k8py.apiserver.handlers.query import parse_query
-from k8py.apiserver.registry import Registry, ResourceDefinition
+from k8py.apiserver.registry import Registry, ResourceDefinition, to_served
 from k8py.apiserver.handlers.request_info import ResourcePath, query_bool
 from k8py.apiserver.handlers.responses import json_response, list_response, object_response
 from k8py.apiserver.admission.time_fields import needs_normalizing, normalize_times
@@ -62,6 +65,7 @@ class ResourceHandlers:
         on_watch: Callable[[str, int], None] | None = None,
         delete_hooks: Mapping[str, DeleteHooks] | None = None,
         flow: FlowRecorder | None = None,
+        admission: AdmissionChain | None = None,
         create_handlers: Mapping[str, Callable[[RequestContext], Awaitable[web.StreamResponse]]] | None = None,
         create_hooks: Mapping[str, Callable[[RequestContext, Object], None]] | None = None,
     ) -> None:
@@ -75,12 +79,19 @@ class ResourceHandlers:
         self.delete_hooks: Mapping[str, DeleteHooks] = delete_hooks or {}
         #: the list-watch flow recorder (``--trace``), or None
         self.flow = flow
+        #: the admission chain writes go through (None: nothing is admitted)
+        self.admission = admission
+
         #: qualified resource -> what answers its POST instead of a store create
         #: (reviews, never stored: ``tokenreviews.authentication.k8s.io``)
         self.create_handlers = dict(create_handlers or {})
         #: qualified resource -> what fills a new object from the request before
         #: it is created (a CSR's requester, from the authenticated user)
         self.create_hooks = dict(create_hooks or {})
+
+    def admission_for(self, ctx: RequestContext, operation: Operation, **kw: Any) -> RequestAdmission | None:
+        """This request's admission (see :func:`~k8py.apiserver.handlers.admitting.request_admission`)."""
+        return request_admission(self.admission, ctx, operation, **kw)
 
     def resolve(self, request: web.Request, path: ResourcePath) -> RequestContext:
         definition = self.registry.get(path.group, path.version, path.plural)
@@ -149,9 +160,9 @@ class ResourceHandlers:
         query = parse_query(ctx.definition, ctx.namespace, ctx.params)
         cache = self.cacher.cache_for(ctx.definition)
         page = await list_objects(self.cacher, cache, self.storage, query, ctx.params)
-        converter = ctx.definition.converter
-        if converter is not None:
-            page.items = [orjson.dumps(converter.from_storage(orjson.loads(item))) for item in page.items]
+        if ctx.definition.converter is not None:
+            served = await to_served(ctx.definition, [orjson.loads(item) for item in page.items])
+            page.items = [orjson.dumps(obj) for obj in served]
         return list_response(ctx.definition, page, ctx.fmt)
 
     async def watch(self, ctx: RequestContext) -> web.StreamResponse:
@@ -202,11 +213,14 @@ class ResourceHandlers:
         hook = self.create_hooks.get(ctx.definition.qualified)
         if hook is not None:
             hook(ctx, obj)
-        created = await self.store.create(ctx.definition, ctx.namespace, obj, dry_run=ctx.dry_run, manager=ctx.manager)
-        return object_response(ctx.definition, created, ctx.fmt, status=201, warnings=warnings)
+        admission = self.admission_for(ctx, Operation.CREATE)
+        created = await self.store.create(ctx.definition, ctx.namespace, obj, dry_run=ctx.dry_run, manager=ctx.manager,
+                                          admission=admission)
+        return object_response(ctx.definition, created, ctx.fmt, status=201, warnings=_with_admission(warnings, admission))
 
     async def update(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         obj, warnings = await self.read_object(ctx, "update")
+        admission = self.admission_for(ctx, Operation.UPDATE, subresource=subresource)
         result, created = await self.store.update(
             ctx.definition,
             ctx.namespace,
@@ -215,8 +229,10 @@ class ResourceHandlers:
             subresource=subresource,
             dry_run=ctx.dry_run,
             manager=ctx.manager,
+            admission=admission,
         )
-        return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200, warnings=warnings)
+        return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200,
+                               warnings=_with_admission(warnings, admission))
 
     async def patch(self, ctx: RequestContext, *, subresource: str = "") -> web.StreamResponse:
         content_type = media_type_of(ctx.request.headers.get("Content-Type"))
@@ -234,6 +250,8 @@ class ResourceHandlers:
         raw = await ctx.request.read()
         if content_type == APPLY_PATCH and not ctx.params.get("fieldManager"):
             raise BadRequest("PATCH /apply requires fieldManager")
+        admission = self.admission_for(ctx, Operation.UPDATE, subresource=subresource,
+                                       options={"kind": "PatchOptions"})
         result, created, warnings = await patch_object(
             self.store,
             ctx.definition,
@@ -245,8 +263,10 @@ class ResourceHandlers:
             subresource=subresource,
             dry_run=ctx.dry_run,
             manager=ctx.manager,
+            admission=admission,
         )
-        return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200, warnings=warnings)
+        return object_response(ctx.definition, result, ctx.fmt, status=201 if created else 200,
+                               warnings=_with_admission(warnings, admission))
 
     async def delete(self, ctx: RequestContext) -> web.StreamResponse:
         raw = await ctx.request.read()
@@ -256,13 +276,16 @@ class ResourceHandlers:
         hooks = self.delete_hooks.get(ctx.definition.qualified)
         if hooks is not None:
             hooks.admit_delete(ctx.path.name)
-        reply, deleted = await delete_object(self.store, ctx.definition, ctx.namespace, ctx.path.name, opts)
+        admission = self.admission_for(ctx, Operation.DELETE, dry_run=opts.dry_run, options=opts.to_api())
+        reply, deleted = await delete_object(self.store, ctx.definition, ctx.namespace, ctx.path.name, opts,
+                                             admission=admission)
         if hooks is not None and not opts.dry_run:
             hooks.after_delete(ctx.path.name)
         status = 200 if deleted else 202
+        warnings = _with_admission(None, admission)
         if reply.get("kind") == "Status":
-            return json_response(_dumps(reply), status=status)
-        return object_response(ctx.definition, reply, ctx.fmt, status=status)
+            return json_response(_dumps(reply), status=status, warnings=warnings)
+        return object_response(ctx.definition, reply, ctx.fmt, status=status, warnings=warnings)
 
     async def delete_collection(self, ctx: RequestContext) -> web.StreamResponse:
         raw = await ctx.request.read()
@@ -279,15 +302,19 @@ class ResourceHandlers:
             candidates = await self._stored_objects(ctx.definition, query.namespace, current)
         targets = sorted((o for o in candidates if query.matches(o)), key=lambda o: o.key)
         items: list[Object] = []
+        options = opts.to_api()
         for target in targets:
+            admission = self.admission_for(ctx, Operation.DELETE, namespace=target.namespace, name=target.name,
+                                           dry_run=opts.dry_run, options=options)
             try:
-                reply, _ = await delete_object(self.store, ctx.definition, target.namespace, target.name, opts)
+                reply, _ = await delete_object(self.store, ctx.definition, target.namespace, target.name, opts,
+                                               admission=admission)
             except NotFound:
                 continue
             if reply.get("kind") == ctx.definition.kind:
                 items.append(reply)
             elif ctx.definition.converter is not None:
-                items.append(ctx.definition.converter.from_storage(target.decode()))
+                items.extend(await to_served(ctx.definition, [target.decode()]))
             else:
                 items.append(target.decode())
         body_out = {
@@ -313,6 +340,13 @@ class ResourceHandlers:
                     continue  # undecodable: the cache skips it too (and counts it)
             if not page.more:
                 return out
+
+
+def _with_admission(warnings: list[str] | None, admission: RequestAdmission | None) -> list[str] | None:
+    """The request's warnings, then those the admission plugins added."""
+    if admission is None or not admission.warnings:
+        return warnings
+    return [*(warnings or ()), *admission.warnings]
 
 
 def _dumps(value: Any) -> bytes:

@@ -27,6 +27,7 @@ import orjson
 from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
 from k8py.api.go_shape import fill_go_fields
 from k8py.api.names import generate_name
+from k8py.apiserver.store.admission_hook import AdmissionHook
 from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.store.key_locks import KeyLocks
 from k8py.apiserver.store.object_meta import (
@@ -36,7 +37,7 @@ from k8py.apiserver.store.object_meta import (
     raise_if_invalid,
     validate_meta,
 )
-from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.registry import ResourceDefinition, to_served, to_stored
 from k8py.storage import (
     KeyExistsError,
     KeyNotFoundError,
@@ -46,7 +47,8 @@ from k8py.storage import (
     ValueTooLargeError,
 )
 
-__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object"]
+__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object",
+           "load_object_async", "dump_object_async"]
 
 Object = dict[str, Any]
 #: computes the new object from the current one (patch, status update, ...)
@@ -86,6 +88,21 @@ def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
     return encode_for_store(obj)
 
 
+async def load_object_async(definition: ResourceDefinition, kv: KeyValue) -> Object:
+    """:func:`load_object` for any converter, one that does I/O (a CRD's
+    conversion webhook) too: what the request path uses."""
+    if definition.converter is None:
+        return decode_stored(kv)
+    return (await to_served(definition, [decode_stored(kv)]))[0]
+
+
+async def dump_object_async(definition: ResourceDefinition, obj: Object) -> bytes:
+    """:func:`dump_object` for any converter (see :func:`load_object_async`)."""
+    if definition.converter is None:
+        return encode_for_store(obj)
+    return encode_for_store((await to_stored(definition, [obj]))[0])
+
+
 class UpdateAllocator(Protocol):
     """Allocations an update may need (a Service turned NodePort needs node ports).
 
@@ -105,11 +122,9 @@ class ObjectStore:
     def __init__(self, storage: Storage, *, clock: Callable[[], float] = time.time) -> None:
         self.storage = storage
         self.clock = clock
-        #: set by the server: (definition, namespace, name) -> awaitable raising
-        #: if the namespace cannot take new objects (namespace lifecycle admission)
-        self.namespace_check: Callable[[ResourceDefinition, str, str], Awaitable[None]] | None = None
-        #: set by the server: mutating admission for new objects, after
-        #: defaulting and before validation (e.g. ClusterIP allocation)
+        #: internal mutations of new objects that are not admission plugins, after the
+        #: request's mutating admission and before validation (admission itself comes
+        #: in per request, as an :class:`AdmissionHook`)
         self.admit_new: list[Callable[[ResourceDefinition, Object], None]] = []
         #: set by the server: allocations for new objects made in the store
         #: (cluster IPs, node ports), after ``admit_new``; each returns a
@@ -130,6 +145,7 @@ class ObjectStore:
         *,
         dry_run: bool = False,
         manager: FieldManager | None = None,
+        admission: AdmissionHook | None = None,
     ) -> Object:
         self._check_type(definition, obj)
         name_given = bool((obj.get("metadata") or {}).get("name"))
@@ -137,6 +153,9 @@ class ObjectStore:
         strategy = definition.strategy
         strategy.default(obj)
         strategy.prepare_for_create(obj)
+        if admission is not None:
+            obj = await admission.mutate(obj, None)
+            self._check_type(definition, obj)
         for admit in self.admit_new:
             admit(definition, obj)
         rollbacks = []
@@ -145,8 +164,11 @@ class ObjectStore:
                 rollback = await allocate(definition, obj, dry_run=dry_run)
                 if rollback is not None:
                     rollbacks.append(rollback)
-            stored = await self._validate_and_store(definition, obj, dry_run=dry_run, manager=manager, name_given=name_given)
+            stored = await self._validate_and_store(definition, obj, dry_run=dry_run, manager=manager,
+                                                    name_given=name_given, admission=admission)
         except BaseException:
+            if admission is not None:
+                await admission.abort()
             for rollback in rollbacks:
                 await asyncio.shield(rollback())
             raise
@@ -156,22 +178,23 @@ class ObjectStore:
         return stored
 
     async def _validate_and_store(self, definition: ResourceDefinition, obj: Object, *, dry_run: bool,
-                                  manager: FieldManager | None, name_given: bool) -> Object:
+                                  manager: FieldManager | None, name_given: bool,
+                                  admission: AdmissionHook | None) -> Object:
         strategy = definition.strategy
         if manager is not None:
             obj = manager.record(definition, None, obj)
         raise_if_invalid(definition, obj, validate_meta(definition, obj) + strategy.validate(obj))
         fill_go_fields(definition.api_version, definition.kind, obj)  # stored and served in upstream's shape
         meta = obj["metadata"]
-        if definition.namespaced and self.namespace_check is not None:
-            await self.namespace_check(definition, meta["namespace"], meta.get("name", ""))
+        if admission is not None:
+            await admission.validate(obj, None)
         if dry_run:
             return obj
         generated = not name_given and bool(meta.get("generateName"))
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
-                kv = await self.storage.create(key, dump_object(definition, obj))
+                kv = await self.storage.create(key, await dump_object_async(definition, obj))
             except KeyExistsError:
                 if generated and meta.get("generateName") and meta["name"].startswith(meta["generateName"]):
                     meta["name"] = generate_name(meta["generateName"])
@@ -189,7 +212,7 @@ class ObjectStore:
         kv = await self.storage.get(definition.key(namespace, name))
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        return load_object(definition, kv)
+        return await load_object_async(definition, kv)
 
     # -- update -------------------------------------------------------------
 
@@ -203,6 +226,7 @@ class ObjectStore:
         subresource: str = "",
         dry_run: bool = False,
         manager: FieldManager | None = None,
+        admission: AdmissionHook | None = None,
     ) -> tuple[Object, bool]:
         """PUT. Returns (object, created)."""
         self._check_type(definition, obj)
@@ -230,6 +254,7 @@ class ObjectStore:
                 precondition_rv=precondition,
                 dry_run=dry_run,
                 manager=manager,
+                admission=admission,
             )
             return result, False
         except NotFound:
@@ -238,7 +263,8 @@ class ObjectStore:
             if precondition:
                 raise
             obj.setdefault("metadata", {})["name"] = name
-            return await self.create(definition, namespace, obj, dry_run=dry_run, manager=manager), True
+            creating = None if admission is None else admission.for_create()
+            return await self.create(definition, namespace, obj, dry_run=dry_run, manager=manager, admission=creating), True
 
     async def guaranteed_update(
         self,
@@ -252,6 +278,7 @@ class ObjectStore:
         dry_run: bool = False,
         apply_defaults: bool = True,
         manager: FieldManager | None = None,
+        admission: AdmissionHook | None = None,
     ) -> Object:
         """Read, mutate, validate, write guarded on the revision read; retry on
         conflict unless the client pinned a resourceVersion.
@@ -260,14 +287,43 @@ class ObjectStore:
         given, so that alone is no pin: on a lost race the object is read again
         and the mutation re-run, and only a version the request itself carried
         (``precondition_rv``, or one a patch body sets, which then differs from
-        the fresh read) becomes a Conflict, as upstream's GuaranteedUpdate does."""
+        the fresh read) becomes a Conflict, as upstream's GuaranteedUpdate does.
+
+        ``admission`` is run inside, on each attempt, against the object read
+        (see :mod:`~k8py.apiserver.store.admission_hook`)."""
+        if admission is not None:
+            try:
+                return await self._guaranteed_update_hooked(
+                    definition, namespace, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission)
+            except BaseException:
+                await admission.abort()
+                raise
+        return await self._guaranteed_update_hooked(
+            definition, namespace, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
+            dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=None)
+
+    async def _guaranteed_update_hooked(
+        self,
+        definition: ResourceDefinition,
+        namespace: str,
+        name: str,
+        mutate: Mutation,
+        *,
+        subresource: str,
+        precondition_rv: str,
+        dry_run: bool,
+        apply_defaults: bool,
+        manager: FieldManager | None,
+        admission: AdmissionHook | None,
+    ) -> Object:
         key = definition.key(namespace, name)
         hooks = [] if subresource else [h for h in self.allocate_update if h.applies(definition)]
         if not hooks:
             async with self._update_locks.hold(key):
                 return await self._guaranteed_update(
                     definition, key, name, mutate, subresource=subresource, precondition_rv=precondition_rv,
-                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission,
                 )
         seen: list[tuple[Object, Object]] = []
 
@@ -285,7 +341,7 @@ class ObjectStore:
             async with self._update_locks.hold(key):
                 result = await self._guaranteed_update(
                     definition, key, name, allocating, subresource=subresource, precondition_rv=precondition_rv,
-                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission,
                 )
         except BaseException:
             for hook in hooks:
@@ -309,13 +365,14 @@ class ObjectStore:
         dry_run: bool,
         apply_defaults: bool,
         manager: FieldManager | None,
+        admission: AdmissionHook | None,
     ) -> Object:
         strategy = definition.strategy
         for _ in range(_MAX_RETRIES):
             kv = await self.storage.get(key)
             if kv is None:
                 raise NotFound.for_object(definition.plural, name, definition.group)
-            old = load_object(definition, kv)
+            old = await load_object_async(definition, kv)
             new = mutate(orjson.loads(orjson.dumps(old)))
             if not isinstance(new, dict):
                 new = await new
@@ -339,12 +396,21 @@ class ObjectStore:
                 )
             new_meta["name"] = name
             carry_meta_for_update(definition, new, old)
+            defaulted = False
+            if admission is not None:
+                if apply_defaults and not subresource:
+                    strategy.default(new)  # mutating admission sees the defaulted object, as upstream
+                    defaulted = True
+                new = await admission.mutate(new, old)
+                self._check_type(definition, new)
+                new.setdefault("metadata", {})["name"] = name
+                carry_meta_for_update(definition, new, old)
             if subresource == "status":
                 strategy.prepare_for_status_update(new, old)
             elif subresource:
                 pass  # internal writers (pods/binding) own both spec and status
             else:
-                if apply_defaults:
+                if apply_defaults and not defaulted:
                     strategy.default(new)
                 strategy.prepare_for_update(new, old)
                 if strategy.tracks_generation and strategy.spec_changed(new, old):
@@ -358,7 +424,9 @@ class ObjectStore:
                 causes += strategy.validate_update(new, old)
             raise_if_invalid(definition, new, causes)
             fill_go_fields(definition.api_version, definition.kind, new)
-            value = dump_object(definition, new)
+            if admission is not None:
+                await admission.validate(new, old)
+            value = await dump_object_async(definition, new)
             if value == kv.value:
                 return old  # nothing changed: no write, no event, same resourceVersion
             meta = new["metadata"]
