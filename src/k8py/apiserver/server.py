@@ -60,10 +60,9 @@ from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
-from k8py.apiserver.admission.node_restriction import NodeRestriction
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
@@ -197,11 +196,7 @@ class APIServer:
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            self.middlewares.append(authorization_middleware(self.authorizer))
-        if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
-            node_restriction = NodeRestriction(self.registry, self.cacher)
-            self.middlewares.append(node_restriction.middleware())
-            self.store.allocate_new.append(node_restriction)
+            self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
@@ -239,6 +234,7 @@ class APIServer:
         )
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
+        self.app[CONSISTENT] = self.cacher.wait_consistent
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
