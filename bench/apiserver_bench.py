@@ -14,10 +14,13 @@ HTTP/1.1 client (cheap, so the server is what is measured). Figures:
    (writers as fast as they go) and p99 delivery latency at 500 events/s,
    against a bare aiohttp fan-out of pre-encoded lines of the same size to the
    same client (the floor);
-6. security: creates/s and create latency (2. and 3.) again against a second
-   server on HTTPS (``--secure-port``) whose clients authenticate with a client
-   certificate (``--client-ca-file``), beside the insecure-port figures of the
-   same run (issue 14: at most 20% fewer creates/s, at most +1 ms on p50).
+6. with ``--authorization-mode=Node,RBAC``: creates/s and create p50 beside 2 and 3,
+   and one RBAC decision for an ordinary user, in process (``rbac_decision.py``);
+7. security: creates/s and create latency (2. and 3.) again against servers on
+   HTTPS (``--secure-port``) whose clients authenticate with a client
+   certificate (``--client-ca-file``), without and with ``Node,RBAC``, beside
+   the insecure-port figures of the same run (issue 14: at most 20% fewer
+   creates/s, at most +1 ms on p50).
 
     python bench/apiserver_bench.py [--pods 10000] [--creates 5000] [--watchers 100] [--only-security]
 """
@@ -42,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_load import HttpConnection, WatchReader, pod_body  # noqa: E402
 from watch_floor import run_floor  # noqa: E402
 from store_put import measure_put_throughput  # noqa: E402
+from rbac_decision import measure_rbac_decision  # noqa: E402
 
 
 def start_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, float]:
@@ -60,7 +64,7 @@ def start_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, flo
     raise RuntimeError("server did not start")
 
 
-def start_secure_server(data_dir: str) -> tuple[subprocess.Popen, str, "ssl.SSLContext"]:
+def start_secure_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, "ssl.SSLContext"]:
     """An API server on HTTPS only, authenticating clients by certificate; the client's TLS context."""
     import ssl
 
@@ -74,7 +78,7 @@ def start_secure_server(data_dir: str) -> tuple[subprocess.Popen, str, "ssl.SSLC
     certs.write_pem(os.path.join(data_dir, "client.key"), certs.encode_private_key_pem(key), private=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "k8py", "apiserver", "--data-dir", data_dir, "--secure-port", "0",
-         "--client-ca-file", os.path.join(data_dir, "ca.crt"), "--anonymous-auth=false"],
+         "--client-ca-file", os.path.join(data_dir, "ca.crt"), "--anonymous-auth=false", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert proc.stdout is not None
@@ -99,26 +103,28 @@ async def creates_and_latency(addr: str, n: int, prefix: str) -> tuple[float, li
 
 
 async def security_cost(tmp: str, n: int) -> None:
-    """6.: the same creates over the insecure port and over HTTPS with a client certificate."""
+    """7.: the same creates over the insecure port, and over HTTPS with a client certificate
+    (system:masters, so RBAC decides through the cluster-admin binding) without and with RBAC."""
     proc, addr, _ = start_server(os.path.join(tmp, "plain"))
     try:
         plain, plain_lat = await creates_and_latency(addr, n, "")
     finally:
         proc.terminate()
         proc.wait(10)
-    proc, addr, ctx = start_secure_server(os.path.join(tmp, "secure"))
-    HttpConnection.ssl_context = ctx
-    try:
-        secure, secure_lat = await creates_and_latency(addr, n, "")
-    finally:
-        HttpConnection.ssl_context = None
-        proc.terminate()
-        proc.wait(10)
-    print(f"creates/s, insecure port:                {plain:,.0f}   HTTPS + client cert: {secure:,.0f}   "
-          f"(secure/insecure = {secure / plain:.2f}; target >= 0.80)")
-    print(f"create p50 at 100/s, insecure:           {pct(plain_lat, .5) * 1e3:.1f} ms   HTTPS + client cert: "
-          f"{pct(secure_lat, .5) * 1e3:.1f} ms   (+{(pct(secure_lat, .5) - pct(plain_lat, .5)) * 1e3:.1f} ms; target <= +1 ms); "
-          f"p99 {pct(plain_lat, .99) * 1e3:.1f} / {pct(secure_lat, .99) * 1e3:.1f} ms")
+    p50 = pct(plain_lat, .5)
+    print(f"creates/s, insecure port:                {plain:,.0f}; create p50 at 100/s {p50 * 1e3:.1f} ms, p99 {pct(plain_lat, .99) * 1e3:.1f} ms")
+    for label, extra in (("HTTPS + client cert:", ()), ("HTTPS + client cert + Node,RBAC:", ("--authorization-mode", "Node,RBAC"))):
+        proc, addr, ctx = start_secure_server(os.path.join(tmp, "secure" + "-rbac" * bool(extra)), *extra)
+        HttpConnection.ssl_context = ctx
+        try:
+            secure, secure_lat = await creates_and_latency(addr, n, "")
+        finally:
+            HttpConnection.ssl_context = None
+            proc.terminate()
+            proc.wait(10)
+        print(f"creates/s, {label:<32} {secure:,.0f}   (secure/insecure = {secure / plain:.2f}; target >= 0.80); "
+              f"create p50 {pct(secure_lat, .5) * 1e3:.1f} ms ({(pct(secure_lat, .5) - p50) * 1e3:+.1f} ms; target <= +1 ms), "
+              f"p99 {pct(secure_lat, .99) * 1e3:.1f} ms")
 
 
 def rss_bytes(pid: int) -> int:
@@ -314,6 +320,25 @@ async def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+
+    # the same create figures with authorization on (issue 14): requests on the insecure port are
+    # system:masters (the privileged-group shortcut); the RBAC decision of an ordinary user is
+    # measured in process beside it
+    proc, addr, _ = start_server(os.path.join(tmp, "api-rbac"), "--authorization-mode", "Node,RBAC")
+    try:
+        c = await HttpConnection.open(addr)
+        for ns in ("bench", "lat"):
+            await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
+        c.close()
+        secured = await create_throughput(addr, args.creates, 16, "bench")
+        lat_on = await create_latency_at_rate(addr, 100, 10, "lat")
+        print(f"creates/s with Node,RBAC:                {secured:,.0f}   ({(1 - secured / creates) * 100:+.0f}% cost; target <= 20%)")
+        print(f"create p50 at 100/s with Node,RBAC:      {pct(lat_on, .5) * 1e3:.1f} ms ({(pct(lat_on, .5) - pct(lat, .5)) * 1e3:+.2f} ms; target <= +1 ms)")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    warm, cold = await measure_rbac_decision()
+    print(f"RBAC decision, RoleBinding user, 1,000 bindings: {warm:.1f} µs (first after a policy change {cold / 1e3:.1f} ms)")
     try:
         await security_cost(tmp, args.creates)
     finally:
