@@ -38,6 +38,12 @@ def kubectl(apiserver, tmp_path) -> Kubectl:
     return Kubectl(apiserver.url, str(tmp_path / "home"))
 
 
+def settle(kubectl: Kubectl) -> None:
+    """A consistent list: the watch cache, where admission reads configurations, has caught up."""
+    kubectl.run("get", "validatingwebhookconfigurations,mutatingwebhookconfigurations,"
+                       "validatingadmissionpolicies,validatingadmissionpolicybindings")
+
+
 def configmap(name: str, **labels: str) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels},
                        "data": {"key": "value"}})
@@ -49,6 +55,7 @@ def test_a_validating_webhooks_denial_reaches_kubectl_as_upstream_prints_it(kube
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "ValidatingWebhookConfiguration", "deny-cm", webhook.url + "/deny", webhook.ca_bundle,
             objectSelector={"matchLabels": {"guarded": "yes"}}))
+        settle(kubectl)
         kubectl.run("create", "-f", "-", input=configmap("free"))
         denied = kubectl.run("create", "-f", "-", input=configmap("guarded", guarded="yes"), check=False)
         assert (denied.returncode, denied.stdout) == (1, "")
@@ -65,6 +72,7 @@ def test_a_mutating_webhooks_patch_is_stored_and_its_warning_reaches_the_client(
     with HTTPSServer(app) as webhook:
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "MutatingWebhookConfiguration", "inject", webhook.url + "/mutate", webhook.ca_bundle))
+        settle(kubectl)
         created = kubectl.run("create", "-f", "-", input=configmap("patched"))
         assert created.stderr == "Warning: configmap was mutated\n"
         client = official_client(apiserver.url)
@@ -91,6 +99,7 @@ def test_a_hanging_webhook_fails_the_write_after_its_timeout_unless_failure_poli
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "ValidatingWebhookConfiguration", "hang-ignore", url, webhook.ca_bundle, timeoutSeconds=1,
             failurePolicy="Ignore", objectSelector={"matchLabels": {"policy": "ignore"}}))
+        settle(kubectl)
         try:
             started = time.monotonic()
             failed = kubectl.run("create", "-f", "-", input=configmap("closed", policy="fail"), check=False)
@@ -139,6 +148,7 @@ spec:
 
 def test_a_validating_admission_policy_with_params_refuses_through_kubectl(kubectl):
     kubectl.run("apply", "-f", "-", input=POLICY)
+    settle(kubectl)
     kubectl.run("create", "deployment", "small", "--image=nginx", "--replicas=2")
     denied = kubectl.run("create", "deployment", "big", "--image=nginx", "--replicas=5", check=False)
     assert denied.returncode == 1
@@ -152,3 +162,22 @@ def test_a_validating_admission_policy_with_params_refuses_through_kubectl(kubec
         "'replica-limit-binding' denied request: replicas must be no greater than 3\n"))
     rows = kubectl.run("get", "validatingadmissionpolicies", "--no-headers").stdout.split()
     assert rows[:3] == ["replica-limit.example.com", "1", "v1/ConfigMap"]
+
+
+def test_a_webhook_that_denies_everything_cannot_lock_out_its_own_configuration(kubectl):
+    with HTTPSServer(review_app({"/deny": lambda req: deny("everything is denied")})) as webhook:
+        kubectl.run("create", "-f", "-", input=json.dumps({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "deny-all"}, "webhooks": [{
+                "name": "deny-all.example.com", "clientConfig": {"url": webhook.url + "/deny", "caBundle": webhook.ca_bundle},
+                "rules": [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}))
+        settle(kubectl)
+        denied = kubectl.run("create", "configmap", "blocked", check=False)
+        assert denied.stderr == ('error: failed to create configmap: admission webhook "deny-all.example.com" '
+                                 "denied the request: everything is denied\n")
+        kubectl.run("label", "validatingwebhookconfiguration", "deny-all", "still=editable")
+        kubectl.run("delete", "validatingwebhookconfiguration", "deny-all")
+        settle(kubectl)
+        kubectl.run("create", "configmap", "allowed")
+        assert all(r["resource"]["resource"] != "validatingwebhookconfigurations" for r in webhook.requests)

@@ -63,7 +63,6 @@ from k8py.apiserver.authz.escalation import EscalationCheck
 from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
-from k8py.apiserver.admission.node_restriction import NodeRestriction
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
@@ -198,10 +197,6 @@ class APIServer:
         self.middlewares: list[Any] = []
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
-        if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
-            node_restriction = NodeRestriction(self.registry, self.cacher)
-            self.middlewares.append(node_restriction.middleware())
-            self.store.allocate_new.append(node_restriction)
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
