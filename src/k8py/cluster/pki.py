@@ -12,7 +12,8 @@ In ``DATA_DIR/pki``:
 ``apiserver-kubelet-client.crt``   CN=kube-apiserver-kubelet-client O=system:masters: the
                                    API server's identity towards kubelets
 ``kubelet-<node>.crt``             each kubelet's serving certificate (its IP and name)
-``<component>.crt``                each component's client certificate (:data:`IDENTITIES`)
+``<component>.crt``                each component's client certificate (:data:`IDENTITIES`;
+                                   ``node-<node>.crt`` for kubelets)
 =================================  ==================================================
 
 and one kubeconfig per component in ``DATA_DIR/kubeconfigs`` (the admin's is
@@ -40,13 +41,17 @@ from cryptography import x509
 from k8py.client import certs
 from k8py.cluster.kubeconfig import write_kubeconfig
 
-__all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "node_identity"]
+__all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity"]
 
-#: component -> (user, groups) of its client certificate
+#: component -> (user, groups) of its client certificate. The controller
+#: manager is also in system:masters: upstream's runs each controller as its own
+#: service account (--use-service-account-credentials, the system:controller:*
+#: roles), which k8py's controller manager does not do yet, and the
+#: system:kube-controller-manager role alone cannot run the controllers.
 ADMIN = ("system:admin", ("system:masters",))
 IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ADMIN,
-    "controller-manager": ("system:kube-controller-manager", ()),
+    "controller-manager": ("system:kube-controller-manager", ("system:masters",)),
     "scheduler": ("system:kube-scheduler", ()),
     "proxy": ("system:kube-proxy", ()),
     "dns": ("system:k8py-dns", ()),
@@ -57,8 +62,15 @@ _RENEW_BEFORE = dt.timedelta(days=30)
 _CLUSTER_DOMAIN = "cluster.local"
 
 
-def node_identity(node: str) -> tuple[str, tuple[str, ...]]:
+#: the simulated-nodes process: one client for many Nodes, which the Node
+#: authorizer and NodeRestriction (one identity, one node) cannot allow
+SIMULATED_KUBELET = ("system:k8py-simulated-kubelet", ("system:masters",))
+
+
+def node_identity(node: str, *, simulated: bool = False) -> tuple[str, tuple[str, ...]]:
     """A kubelet's user and groups (the Node authorizer's ``system:node:<name>``)."""
+    if simulated:
+        return SIMULATED_KUBELET
     return f"system:node:{node}", ("system:nodes",)
 
 
@@ -94,8 +106,9 @@ class ClusterPKI:
 
     # -- making it ----------------------------------------------------------------
 
-    def ensure(self, *, api_url: str, bind: str, service_ip: str, nodes: list[str]) -> None:
-        """Make (or complete) the PKI and (re)write every kubeconfig for ``api_url``."""
+    def ensure(self, *, api_url: str, bind: str, service_ip: str, nodes: list[str], simulated: str = "") -> None:
+        """Make (or complete) the PKI and (re)write every kubeconfig for ``api_url``;
+        ``simulated``: the node name of the simulated-nodes process (one of ``nodes``)."""
         ca = self._ca()
         ips = _unique(["127.0.0.1", *([bind] if bind not in ("0.0.0.0", "::", "") else []), service_ip])
         dns = _unique(["localhost", socket.gethostname().lower(), "kubernetes", "kubernetes.default",
@@ -104,7 +117,7 @@ class ClusterPKI:
         for node in nodes:
             self._leaf(ca, self.kubelet_name(node), certs.CertConfig(
                 node, dns_names=_unique([node, "localhost"]), ips=["127.0.0.1"], usages=(certs.SERVER_AUTH,)))
-        identities = {**IDENTITIES, **{f"node-{n}": node_identity(n) for n in nodes}}
+        identities = {**IDENTITIES, **{f"node-{n}": node_identity(n, simulated=n == simulated) for n in nodes}}
         for name, (user, groups) in identities.items():
             self._leaf(ca, name, certs.CertConfig(user, organization=groups, usages=(certs.CLIENT_AUTH,)))
             if name == "apiserver-kubelet-client":

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, zygote_spec
+from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, zygote_spec
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
@@ -210,7 +210,8 @@ class Supervisor:
         # the certificates, and every kubeconfig written now, so that no
         # component ever reads an old one (a resumed cluster on a new port)
         await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
-                                service_ip=self.spec.service_ip(), nodes=self.spec.certificate_nodes())
+                                service_ip=self.spec.service_ip(), nodes=self.spec.certificate_nodes(),
+                                simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
         await self._start_zygote()
         api, *rest = self.components
         await self._spawn(api)
