@@ -163,6 +163,9 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
         if spec.trace:
             api += ["--trace"]
+        if not any(a.startswith("--enable-admission-plugins") for a in extra.get("apiserver", [])):
+            # the controller manager's node lifecycle controller lifts the not-ready taint
+            api += ["--enable-admission-plugins", "TaintNodesByCondition"]
         out.append(ComponentSpec(name, api + extra.get("apiserver", []), log(name), f"http://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
