@@ -86,6 +86,8 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="admission plugins to enable besides the defaults (comma-separated, repeatable; run in upstream's order)")
     p.add_argument("--disable-admission-plugins", action="append", default=[],
                    help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
+    p.add_argument("--encryption-provider-config", default="",
+                   help="an EncryptionConfiguration file: which resources are encrypted at rest, with which keys")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
@@ -235,6 +237,7 @@ def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type:
             disable_admission_plugins=tuple(args.disable_admission_plugins),
             admission_plugin_config=load_admission_config(args.admission_control_config_file)
             if args.admission_control_config_file else {},
+            encryption_provider_config=args.encryption_provider_config,
             requestheader_client_ca_file=args.requestheader_client_ca_file,
             proxy_client_cert_file=args.proxy_client_cert_file,
             proxy_client_key_file=args.proxy_client_key_file,
@@ -256,13 +259,14 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
         return 1
     from k8py.apiserver.admission.plugins import AdmissionConfigError
     from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+    from k8py.storage.encryption import EncryptionConfigError
 
     try:
         server = _build_apiserver(args, service_accounts)
     except FrontProxyConfigError as err:
         print(f"k8py apiserver: {err}", file=sys.stderr)
         return 1
-    except AdmissionConfigError as err:
+    except (AdmissionConfigError, EncryptionConfigError) as err:
         print(f"k8py apiserver: {err}", file=sys.stderr)
         return 2
     try:
