@@ -205,6 +205,9 @@ def main() -> int:
                 p.kill()
         # containers of the process runtime keep running after a kubelet stops: stop ours
         _kill_recorded(f"{tmp}/kubelet")
+        from k8py.kubelet.cgroups.tree import CgroupTree
+
+        CgroupTree("bench").close()  # the emptied QoS and pod levels, and k8py-bench itself
         shutil.rmtree(tmp, ignore_errors=True)
 
 

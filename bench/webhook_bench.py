@@ -11,8 +11,9 @@ server, each in its own namespace (each webhook matches one namespace):
 3. a mutating webhook that adds a label (a JSONPatch applied).
 
 For each: sequential create latency p50/p99 (one client; what one create
-costs) and creates/s from 16 concurrent clients. The overhead per create is
-the difference of the p50s.
+costs; the three runs interleaved in four rounds after a warm-up) and
+creates/s from 16 concurrent clients. The overhead per create is the
+difference of the p50s.
 
     python bench/webhook_bench.py [--creates 2000] [--sequential 300]
 """
@@ -73,12 +74,12 @@ async def check(conn: HttpConnection, method: str, path: str, body: bytes = b"")
     return data
 
 
-async def sequential(addr: str, namespace: str, n: int) -> list[float]:
+async def sequential(addr: str, namespace: str, n: int, prefix: str = "warm") -> list[float]:
     conn = await HttpConnection.open(addr)
     latencies = []
     for i in range(n):
         started = time.perf_counter()
-        await check(conn, "POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap(f"seq-{i}"))
+        await check(conn, "POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap(f"seq-{prefix}-{i}"))
         latencies.append(time.perf_counter() - started)
     return latencies
 
@@ -121,13 +122,16 @@ async def main(args: argparse.Namespace) -> None:
             mutated = (probe["metadata"].get("labels") or {}).get("bench") == "yes"
             print(f"webhook bench: {args.sequential} sequential + {args.creates} concurrent (16 clients) ConfigMap creates per run")
             print(f"  (mutating webhook applied: {mutated}; webhook requests served: {len(hook.requests)})")
-            base_p50 = None
+            await sequential(addr, "plain", 100)  # warm-up: caches, connections, the allocator
+            latencies: dict[str, list[float]] = {namespace: [] for _, namespace, _ in runs}
+            for round_index in range(4):  # interleaved, so drift in the machine's load hits every run alike
+                for _, namespace, _ in runs:
+                    latencies[namespace] += await sequential(addr, namespace, args.sequential // 4, prefix=f"r{round_index}")
+            base_p50 = quantile(latencies["plain"], 50) * 1000
             for label, namespace, _ in runs:
-                lat = await sequential(addr, namespace, args.sequential)
                 rate = await concurrent(addr, namespace, args.creates)
-                p50, p99 = quantile(lat, 50) * 1000, quantile(lat, 99) * 1000
-                base_p50 = p50 if base_p50 is None else base_p50
-                extra = "" if namespace == "plain" else f"  overhead p50 +{p50 - base_p50:.2f} ms"
+                p50, p99 = quantile(latencies[namespace], 50) * 1000, quantile(latencies[namespace], 99) * 1000
+                extra = "" if namespace == "plain" else f"  overhead p50 {p50 - base_p50:+.2f} ms"
                 print(f"  {label:20s} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  {rate:7.0f} creates/s{extra}")
         finally:
             proc.terminate()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -72,6 +72,18 @@ def _wait_log(node: Node, ns: str, pod: str, needle: str, timeout: float = 60) -
     raise AssertionError(f"{needle!r} never showed in the log of {ns}/{pod}: {text!r}\n{events}" + "".join(list(node.kubelet.output)[-30:]))
 
 
+def _wait_event(node: Node, ns: str, pod: str, check: Callable[[dict], bool], timeout: float = 60) -> None:
+    """Events are written asynchronously (the recorder batches them): wait for the one wanted."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = node.events(ns, pod)
+        if any(check(e) for e in events):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no such event for {ns}/{pod}: " + "; ".join(f"{e['reason']}: {e['message']}" for e in events))
+
+
 def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node: Node, app_image: str) -> None:
     ns = _ns(oci_node, "oci-files")
     oci_node.kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod_manifest("app", [{
@@ -89,8 +101,8 @@ def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node:
     assert lines[0] == "hello from the image" and lines[1] == "1"
     assert "No such file" in lines[2] or lines[2] == ""  # the host's /usr is not there
     assert lines[-1] == "x"  # the root is writable (an overlay of the container's own)
-    reasons = [e["reason"] for e in oci_node.events(ns, "app")]
-    assert "Pulling" in reasons and "Pulled" in reasons
+    _wait_event(oci_node, ns, "app", lambda e: e["reason"] == "Pulling")
+    _wait_event(oci_node, ns, "app", lambda e: e["reason"] == "Pulled" and e["message"].startswith(f'Successfully pulled image "{app_image}"'))
     node = json.loads(oci_node.kubectl.run("get", "node", "oci-node", "-o", "json").stdout)
     import time
     deadline = time.monotonic() + 30
@@ -153,12 +165,16 @@ def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: R
     oci_node.core.create_namespaced_pod(ns, pod_manifest("cached", [{"name": "c", "image": ref, "imagePullPolicy": "IfNotPresent"}],
                                                          node_name="oci-node"))
     assert _wait_log(oci_node, ns, "cached", "one").strip() == "one"
-    assert any(e["reason"] == "Pulled" and "already present on machine" in e["message"] for e in oci_node.events(ns, "cached"))
+    _wait_event(oci_node, ns, "cached", lambda e: e["reason"] == "Pulled" and "already present on machine" in e["message"])
     oci_node.core.create_namespaced_pod(ns, pod_manifest("fresh", [{"name": "c", "image": ref, "imagePullPolicy": "Always"}],
                                                          node_name="oci-node"))
     assert _wait_log(oci_node, ns, "fresh", "two").strip() == "two"
-    first = oci_node.pod(ns, "first")["status"]["containerStatuses"][0]["imageID"]
-    fresh = oci_node.pod(ns, "fresh")["status"]["containerStatuses"][0]["imageID"]
+    def image_id(name: str) -> str:  # the status is written a moment after the log shows the output
+        pod = oci_node.wait_pod(ns, name, lambda p: bool(((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("imageID")),
+                                what="with an imageID")
+        return pod["status"]["containerStatuses"][0]["imageID"]
+
+    first, fresh = image_id("first"), image_id("fresh")
     assert first != fresh and fresh.startswith(f"{registry.host}/k8py/moving@sha256:")
 
 
@@ -200,4 +216,24 @@ def test_a_private_registry_needs_an_image_pull_secret(oci_node: Node, auth_regi
     oci_node.core.create_namespaced_pod(ns, pod_manifest("authed", [{"name": "c", "image": ref}], node_name="oci-node",
                                                          imagePullSecrets=[{"name": "missing-secret"}, {"name": "regcred"}]))
     assert _wait_log(oci_node, ns, "authed", "yes").strip() == "yes"
-    assert any(e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"] for e in oci_node.events(ns, "authed"))
+    _wait_event(oci_node, ns, "authed", lambda e: e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"])
+
+
+def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_cleanly(oci_node: Node, app_image: str) -> None:
+    ns = _ns(oci_node, "oci-adopt")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("kept", [{"name": "c", "image": app_image}], node_name="oci-node",
+                                                         terminationGracePeriodSeconds=1))
+    before = oci_node.wait_pod(ns, "kept", phase("Running"), what="Running")["status"]["containerStatuses"][0]
+    oci_node.kubelet.stop()
+    oci_node.kubelet.start()
+    out = oci_node.kubectl.run("exec", "-n", ns, "kept", "--", "cat", "/srv/hello.txt").stdout
+    assert out == "hello from the image\n"
+    after = oci_node.pod(ns, "kept")["status"]["containerStatuses"][0]
+    assert after["containerID"] == before["containerID"] and after["restartCount"] == 0 and after["imageID"] == before["imageID"]
+    records = [r for r in oci_node.kubelet.container_records() if r.get("image") == app_image and r["pod_uid"] == oci_node.pod(ns, "kept")["metadata"]["uid"]]
+    cdir = os.path.join(oci_node.kubelet.root_dir, "runtime", "containers", records[0]["id"])
+    assert os.path.isdir(os.path.join(cdir, "rootfs", "upper"))
+    oci_node.core.delete_namespaced_pod("kept", ns)
+    oci_node.wait_gone(ns, "kept")
+    assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
+    assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))

@@ -201,3 +201,46 @@ async def test_docker_schema2_manifests_and_manifest_lists_are_pulled_too(regist
             assert rec.id == img.id and open(os.path.join(puller.store.rootfs(rec.id), "fmt")).read() == fmt
     finally:
         await puller.close()
+
+
+async def test_concurrent_pulls_of_one_reference_share_one_pull_and_digests_pin_an_image(registry: Registry, tmp_path) -> None:
+    import asyncio
+    img = image([busybox_layer({"pinned": "p"})])
+    ref = registry.push("shared/app", "1", img)
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        recs = await asyncio.gather(*(puller.pull(ref) for _ in range(4)))
+        assert len({id(r) for r in recs}) == 1 and len(os.listdir(os.path.join(puller.store.root, "rootfs"))) == 1
+        by_digest = f"{registry.host}/shared/app@{img.digest}"
+        registry.push("shared/app", "1", image([busybox_layer({"pinned": "moved"})]))  # the tag moves; the digest does not
+        rec = await puller.pull(by_digest)
+        assert rec.id == img.id and puller.status(by_digest) is rec
+    finally:
+        await puller.close()
+
+
+def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(registry: Registry, tmp_path) -> None:
+    import asyncio
+    import shutil
+    import subprocess
+
+    from k8py.kubelet.runtime.process.oci_container import build_oci_launch
+    from k8py.kubelet.runtime.protocols import Mount
+
+    ref = registry.push("ro/app", "1", image([busybox_layer({"etc/os-release": "ID=ro-test\n"})]))
+    puller = ImagePuller(str(tmp_path / "store"))
+    rec = asyncio.run(puller.pull(ref))
+    asyncio.run(puller.close())
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    (vol / "in-volume").write_text("v")
+    status = os.open(str(tmp_path / "status.json"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 || echo read-only"],
+                                  bwrap=shutil.which("bwrap") or "bwrap", rootfs=puller.store.rootfs(rec.id), container_dir=str(tmp_path / "c"),
+                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=False)
+        out = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=(status,), timeout=60, env={"PATH": "/bin"})
+    finally:
+        os.close(status)
+    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1]
+    assert out.stdout.strip().endswith("read-only")

@@ -4,7 +4,8 @@
 authentication chain (helper tls-authn) is on main, who a request is comes
 from a stand-in authenticator installed in the server's middleware list: a
 bearer token looked up in :data:`TOKENS` (a static token file in all but
-name). Everything after authentication — authorization, escalation checks,
+name), or a service-account token checked by the server's own token
+authenticators (helper tokens'). Everything after authentication — authorization, escalation checks,
 reviews — is the real code path. kubectl sends no bearer token over plain
 HTTP, so for kubectl the stand-in takes ``--as``/``--as-group``
 (``Impersonate-User``/``-Group``) as who the request is, without the
@@ -24,6 +25,7 @@ import pytest
 from aiohttp import web
 
 from k8py.apiserver.authn.user import ALL_AUTHENTICATED, USER_KEY, UserInfo
+from k8py.apiserver.handlers.token_review import TOKEN_AUTHENTICATORS
 from k8py.apiserver.server import APIServer
 from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient, RetryPolicy
@@ -50,6 +52,16 @@ async def token_authentication(request: web.Request, handler: Any) -> web.Stream
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer ") and header[7:] in TOKENS:
         request[USER_KEY] = TOKENS[header[7:]]
+    elif header.startswith("Bearer "):  # a service-account token: the server's own token authenticators
+        user = None
+        for authenticator in request.app.get(TOKEN_AUTHENTICATORS) or []:
+            user = await authenticator.authenticate_token(header[7:])
+            if user is not None:
+                break
+        if user is None:
+            return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                      "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, status=401)
+        request[USER_KEY] = user
     elif "Impersonate-User" in request.headers:
         groups = tuple(request.headers.getall("Impersonate-Group", ()))
         request[USER_KEY] = UserInfo(request.headers["Impersonate-User"], groups=(*groups, ALL_AUTHENTICATED))
@@ -125,7 +137,7 @@ class ControllersThread:
 def secured(tmp_path) -> Iterator[SecuredServer]:
     """Node,RBAC, with the ClusterRole aggregation controller running (admin, edit and view get their rules)."""
     with SecuredServer(sqlite_storage(str(tmp_path / "data")), bookmark_interval=1.0,
-                       authorization_modes=("Node", "RBAC")) as server:
+                       authorization_modes=("Node", "RBAC"), enable_admission_plugins=("NodeRestriction",)) as server:
         with ControllersThread(server.url, "clusterrole-aggregation"):
             wait_for_aggregation(server.url)
             yield server

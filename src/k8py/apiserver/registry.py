@@ -30,6 +30,9 @@ from k8py.api.errors import Cause
 
 __all__ = [
     "Converter",
+    "AsyncConverter",
+    "to_stored",
+    "to_served",
     "FieldGetter",
     "ScaleSpec",
     "Strategy",
@@ -53,6 +56,45 @@ class Converter(Protocol):
     def to_storage(self, obj: Object) -> Object: ...
 
     def from_storage(self, obj: Object) -> Object: ...
+
+
+class AsyncConverter(Converter, Protocol):
+    """A converter that must do I/O (a CRD's conversion webhook): the request
+    path converts through :func:`to_stored` and :func:`to_served`, which
+    await it, and never calls the sync methods (which raise)."""
+
+    is_async: bool
+
+    async def to_storage_many(self, objs: list[Object]) -> list[Object]: ...
+
+    async def from_storage_many(self, objs: list[Object]) -> list[Object]: ...
+
+
+def _async_converter(definition: ResourceDefinition) -> AsyncConverter | None:
+    converter = definition.converter
+    return converter if getattr(converter, "is_async", False) else None  # type: ignore[return-value]
+
+
+async def to_stored(definition: ResourceDefinition, objs: list[Object]) -> list[Object]:
+    """``objs`` (as ``definition`` serves them) in the stored form."""
+    converter = definition.converter
+    if converter is None:
+        return objs
+    slow = _async_converter(definition)
+    if slow is not None:
+        return await slow.to_storage_many(objs)
+    return [converter.to_storage(o) for o in objs]
+
+
+async def to_served(definition: ResourceDefinition, objs: list[Object]) -> list[Object]:
+    """Stored ``objs`` as ``definition`` serves them."""
+    converter = definition.converter
+    if converter is None:
+        return objs
+    slow = _async_converter(definition)
+    if slow is not None:
+        return await slow.from_storage_many(objs)
+    return [converter.from_storage(o) for o in objs]
 
 
 class Strategy:

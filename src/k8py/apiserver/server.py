@@ -48,6 +48,7 @@ from k8py.apiserver.admission.builtin import register_builtin_plugins
 from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.plugins import PluginContext, build_chain
+from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -59,7 +60,7 @@ from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import AUTHORIZER, authorization_middleware
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
 from k8py.apiserver.authz.policy_index import CachedPolicy
@@ -191,6 +192,7 @@ class APIServer:
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         register_builtin_plugins()
+        register_webhook_plugins()
         #: what plugin factories get; other parts of the server add to ``extra`` before the chain is built
         self.admission_context = PluginContext(self.registry, self.cacher, self.store,
                                                config=self.config.admission_plugin_config)
@@ -206,7 +208,7 @@ class APIServer:
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            self.middlewares.append(authorization_middleware(self.authorizer))
+            self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
@@ -244,6 +246,7 @@ class APIServer:
         )
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
+        self.app[CONSISTENT] = self.cacher.wait_consistent
         self.app[TOKEN_ISSUER] = self.token_issuer
         self.app[TOKEN_AUTHENTICATORS] = self.token_authenticators
         self.app[API_AUDIENCES] = self.service_accounts.api_audiences
@@ -339,6 +342,7 @@ class APIServer:
             await asyncio.gather(self._aggregator_task, return_exceptions=True)
             self._aggregator_task = None
         await self.aggregator.close()
+        await close_webhook_plugins(self.admission_context)
         await self.crds.close()
         await self.cacher.close()
         await self.kubelets.close()

@@ -202,6 +202,9 @@ async def _main(args: argparse.Namespace) -> int:
                 config.node_labels["k8py.io/pod-network"] = "cni"  # k8py proxy --proxy-mode=auto picks nftables for this node
                 network = CNIPodNetwork(NetworkNames(config.node_name, os.path.abspath(config.root_dir)), config.runtime_dir,
                                         plugin_dirs=dirs, service_cidr=args.service_cluster_ip_range)
+            from k8py.kubelet.node_cleanup import write_owner
+
+            write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
             runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
                                      node_ip=config.address, log_max_size=config.container_log_max_size,

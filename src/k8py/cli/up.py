@@ -252,8 +252,26 @@ def run_down(args: argparse.Namespace) -> int:
             except OSError:
                 pass
     swept = sweep(data_dir)
-    print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else ""))
+    from k8py.kubelet.node_cleanup import cleanup_under
+
+    cleaned = cleanup_under(os.path.join(data_dir, "kubelet"))  # the nodes' pod namespaces, bridges and cgroups
+    _delete_proxy_tables(cleaned)
+    print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else "")
+          + (f"; removed the host state of {', '.join(cleaned)}" if cleaned else ""))
     return 0
+
+
+def _delete_proxy_tables(nodes: list[str]) -> None:
+    """The nftables proxy deletes its table when it stops; one killed before that leaves it: remove it."""
+    import shutil
+    import subprocess
+
+    from k8py.proxy.nftables.ruleset import delete, table_name
+
+    if not nodes or not shutil.which("nft") or os.geteuid() != 0:
+        return
+    for node in nodes:
+        subprocess.run(["nft", "-f", "-"], input=delete(table_name(node)), text=True, capture_output=True)
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
 from k8py.apiserver.admission.limit_ranger import LimitRanger
 from k8py.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
+from k8py.apiserver.admission.node_restriction import NodeRestriction
 from k8py.apiserver.admission.node_taint import TaintNodesByCondition
 from k8py.apiserver.admission.plugins import PluginContext, register
 from k8py.apiserver.admission.pod_security import PodSecurity, PodSecurityConfig
@@ -40,6 +41,7 @@ def register_builtin_plugins() -> None:
     register("Priority", lambda ctx: PriorityAdmission(ctx.registry, ctx.cacher))
     register("DefaultTolerationSeconds", _default_toleration_seconds)
     register("ResourceQuota", lambda ctx: ResourceQuotaAdmission(ctx.registry, ctx.cacher, ctx.store))
+    register("NodeRestriction", lambda ctx: NodeRestriction())
 
 
 class AlwaysAdmit:

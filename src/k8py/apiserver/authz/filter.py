@@ -24,10 +24,12 @@ from k8py.apiserver.authz.attributes import Authorizer, Decision
 from k8py.apiserver.authz.chain import forbidden
 from k8py.apiserver.authz.request_attributes import request_attributes
 
-__all__ = ["authorization_middleware", "REQUEST_USER", "current_user", "AUTHORIZER"]
+__all__ = ["authorization_middleware", "REQUEST_USER", "current_user", "AUTHORIZER", "CONSISTENT"]
 
 #: the server's authorizer chain (the access reviews ask it)
 AUTHORIZER = web.AppKey("k8py.authorizer", object)
+#: awaits the watch cache catching up with the store (before a negative answer is final)
+CONSISTENT = web.AppKey("k8py.authz_consistent", object)
 
 #: who the request being served comes from (None outside a request: the server's own writes)
 REQUEST_USER: contextvars.ContextVar[UserInfo | None] = contextvars.ContextVar("k8py_request_user", default=None)
@@ -39,12 +41,22 @@ def current_user() -> UserInfo | None:
     return REQUEST_USER.get()
 
 
-def authorization_middleware(authorizer: Authorizer) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+def authorization_middleware(authorizer: Authorizer, consistent: Callable[[], Awaitable[bool]] | None = None,
+                             ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """``consistent`` (the watch cache catching up with the store) is awaited
+    before a refusal is final: a request is judged on every RBAC write that
+    completed before it, not only on those the cache has seen (upstream's
+    informers give no such promise; a client that just created its binding
+    would otherwise see a spurious 403). Allowed requests never wait."""
+
     @web.middleware
     async def authorize(request: web.Request, handler: Handler) -> web.StreamResponse:
         user = request.get(USER_KEY) or UNSECURED
         attributes = request_attributes(user, request.method, request.path, request.query)
         decision, reason = await authorizer.authorize(attributes)
+        if decision is Decision.NO_OPINION and consistent is not None:
+            await consistent()
+            decision, reason = await authorizer.authorize(attributes)
         if decision is not Decision.ALLOW:
             raise forbidden(attributes, reason)
         token = REQUEST_USER.set(user)

@@ -17,6 +17,8 @@ The small API::
   :class:`CompileError` carries cel-go's message (``ERROR: <input>:1:6: ...``).
 * :meth:`Program.evaluate` -> a Python value, or :class:`EvaluationError`
   (:class:`CostLimitError` past ``PER_CALL_LIMIT`` by default).
+* :class:`Activation` binds values once for several programs over the same
+  variables (the JSON-to-CEL conversion is most of an evaluation's cost).
 * ``PER_CALL_LIMIT``, ``RUNTIME_BUDGET``, ``STATIC_ESTIMATED_COST_LIMIT``:
   upstream's limits (``k8s.io/apiserver/pkg/apis/cel``).
 
@@ -32,10 +34,10 @@ in the bottom layer of the API server so validation and admission can use it.
 
 from k8py.apiserver.cel.cost import PER_CALL_LIMIT, RUNTIME_BUDGET, STATIC_ESTIMATED_COST_LIMIT, Shape
 from k8py.apiserver.cel.errors import CELError, CompileError, CostLimitError, EvaluationError
-from k8py.apiserver.cel.program import Opaque, Program, compile
+from k8py.apiserver.cel.program import Activation, Opaque, Program, compile
 
 __all__ = [
-    "compile", "Program", "Opaque", "Shape",
+    "compile", "Program", "Activation", "Opaque", "Shape",
     "CELError", "CompileError", "EvaluationError", "CostLimitError",
     "PER_CALL_LIMIT", "RUNTIME_BUDGET", "STATIC_ESTIMATED_COST_LIMIT",
 ]

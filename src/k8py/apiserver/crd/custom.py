@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from k8py.api.errors import Cause, MethodNotAllowed
+from k8py.apiserver.crd.conversion import WebhookConverter
 from k8py.apiserver.crd.printer import printer_for_version
 from k8py.apiserver.validation import structural
 from k8py.apiserver.validation.cel_rules import build_rule_tree
 from k8py.apiserver.resources.strategies import path_getter
 from k8py.apiserver.registry import ResourceDefinition, ScaleSpec, Strategy
+from k8py.apiserver.webhooks.client import WebhookClient
 
 __all__ = ["CustomResourceStrategy", "definitions_for"]
 
@@ -120,6 +122,15 @@ def _converter(group: str, served: str, stored: str, schema: Object | None) -> V
     return VersionConverter(f"{group}/{served}", f"{group}/{stored}", with_defaults)
 
 
+def _webhook_converter(crd: Object, served: str, stored: str, schema: Object | None,
+                       client: WebhookClient | None) -> WebhookConverter | None:
+    conversion = crd["spec"].get("conversion") or {}
+    if served == stored or client is None or conversion.get("strategy") != "Webhook":
+        return None
+    return WebhookConverter(client, conversion.get("webhook") or {}, group=crd["spec"]["group"],
+                            kind=crd["spec"]["names"]["kind"], served=served, stored=stored, schema=schema)
+
+
 def _field_getters(version: Object) -> dict[str, Any]:
     """``selectableFields``: ``spec.color`` for ``jsonPath: .spec.color``."""
     getters = {}
@@ -135,8 +146,10 @@ def _path(json_path: str) -> tuple[str, ...]:
     return tuple(p for p in json_path.split(".") if p)
 
 
-def definitions_for(crd: Object) -> list[ResourceDefinition]:
-    """One definition per served version of ``crd`` (already defaulted)."""
+def definitions_for(crd: Object, conversion_client: WebhookClient | None = None) -> list[ResourceDefinition]:
+    """One definition per served version of ``crd`` (already defaulted);
+    ``conversion_client`` calls the conversion webhook of a CRD whose
+    strategy is ``Webhook`` (without it, such versions convert as ``None``)."""
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     group = spec["group"]
@@ -178,7 +191,8 @@ def definitions_for(crd: Object) -> list[ResourceDefinition]:
             scale=scale,
             custom=True,
             field_getters=_field_getters(version),
-            converter=_converter(group, version["name"], storage_version, schema),
+            converter=_webhook_converter(crd, version["name"], storage_version, schema, conversion_client)
+            or _converter(group, version["name"], storage_version, schema),
             printer=printer_for_version(version),
             structural_schema=schema,
         ))

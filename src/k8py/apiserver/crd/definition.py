@@ -19,7 +19,8 @@ from typing import Any
 from k8py.api.errors import Cause
 from k8py.apiserver.registry import ResourceDefinition, Strategy
 from k8py.apiserver.validation.cel_compile import crd_causes
-from k8py.apiserver.validation.field import invalid, not_supported, required
+from k8py.apiserver.resources.admissionregistration import _validate_client_config as validate_client_config
+from k8py.apiserver.validation.field import forbidden, invalid, not_supported, required
 
 __all__ = ["CRD_DEFINITION", "CLEANUP_FINALIZER", "CRDStrategy", "GROUP"]
 
@@ -130,9 +131,7 @@ def validate_crd(obj: Object, old: Object | None) -> list[Cause]:
     elif scope not in ("Cluster", "Namespaced"):
         causes.append(not_supported("spec.scope", scope, ["Cluster", "Namespaced"]))
     causes += _validate_versions(spec.get("versions"))
-    strategy = (spec.get("conversion") or {}).get("strategy", "None")
-    if strategy not in ("None", "Webhook"):
-        causes.append(not_supported("spec.conversion.strategy", strategy, ["None", "Webhook"]))
+    causes += _validate_conversion(spec.get("conversion") or {})
     if old is not None:
         old_spec = old.get("spec") or {}
         if old_spec.get("group") != group:
@@ -180,6 +179,31 @@ def _validate_versions(versions: Any) -> list[Cause]:
         causes.append(invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
     if not served:
         causes.append(invalid("spec.versions", versions, "must have at least one version served"))
+    return causes
+
+
+def _validate_conversion(conversion: Object) -> list[Cause]:
+    """Upstream's ``validateCustomResourceConversion`` (its paths name the
+    internal fields: ``webhookClientConfig``, ``conversionReviewVersions``)."""
+    strategy = conversion.get("strategy", "None")
+    path = "spec.conversion"
+    if strategy not in ("None", "Webhook"):
+        return [not_supported(f"{path}.strategy", strategy, ["None", "Webhook"])]
+    webhook = conversion.get("webhook") if isinstance(conversion.get("webhook"), dict) else None
+    if strategy != "Webhook":
+        if webhook is not None and webhook.get("clientConfig") is not None:
+            return [forbidden(f"{path}.webhookClientConfig", "should not be set when strategy is not set to Webhook")]
+        return []
+    causes: list[Cause] = []
+    if webhook is None or webhook.get("clientConfig") is None:
+        causes.append(required(f"{path}.webhookClientConfig", "required when strategy is set to Webhook"))
+    else:
+        causes += validate_client_config(webhook["clientConfig"], f"{path}.webhookClientConfig")
+    versions = (webhook or {}).get("conversionReviewVersions") or []
+    if not versions:
+        causes.append(required(f"{path}.conversionReviewVersions", "must include at least one of v1, v1beta1"))
+    elif not {"v1", "v1beta1"} & set(versions):
+        causes.append(invalid(f"{path}.conversionReviewVersions", versions, "must include at least one of v1, v1beta1"))
     return causes
 
 

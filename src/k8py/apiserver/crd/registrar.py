@@ -36,6 +36,8 @@ from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore, decode_stored, load_object
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.webhooks.client import WebhookClient
+from k8py.apiserver.webhooks.service_resolver import ServiceResolver
 from k8py.storage import Storage
 from k8py.storage.interface import CompactedError, EventType, StorageError, WatchLaggedError
 
@@ -62,6 +64,8 @@ class CRDRegistrar:
         self._task: asyncio.Task[None] | None = None
         self._cleanups: dict[str, asyncio.Task[None]] = {}
         self._lock = asyncio.Lock()
+        #: calls the conversion webhooks of CRDs whose strategy is Webhook
+        self.conversion_client = WebhookClient(ServiceResolver(registry, cacher))
 
     async def start(self) -> None:
         """Serve every stored CRD, then follow changes."""
@@ -78,6 +82,7 @@ class CRDRegistrar:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        await self.conversion_client.close()
 
     async def _run(self, revision: int) -> None:
         while True:
@@ -133,7 +138,7 @@ class CRDRegistrar:
             name = crd["metadata"]["name"]
             self.crds[name] = crd
             accepted, reason, message = self._accepted_names(crd)
-            wanted: list[ResourceDefinition] = definitions_for(crd) if accepted else []
+            wanted: list[ResourceDefinition] = definitions_for(crd, self.conversion_client) if accepted else []
             keys = {(d.group, d.version, d.plural) for d in wanted}
             for key in self._served.get(name, set()) - keys:
                 self.registry.remove(*key)

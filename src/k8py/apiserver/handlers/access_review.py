@@ -25,7 +25,7 @@ from aiohttp import web
 from k8py.api.errors import BadRequest, Invalid, Cause
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY, UserInfo
 from k8py.apiserver.authz.attributes import Attributes, Decision
-from k8py.apiserver.authz.filter import AUTHORIZER
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT
 from k8py.apiserver.handlers.codec import decode_body
 from k8py.apiserver.handlers.context import RequestContext
 from k8py.apiserver.handlers.responses import json_response
@@ -72,7 +72,12 @@ def _attributes(kind: str, user: UserInfo, spec: Object) -> Attributes:
 
 
 async def _decide(ctx: RequestContext, attributes: Attributes) -> Object:
-    decision, reason = await ctx.request.app[AUTHORIZER].authorize(attributes)  # type: ignore[attr-defined]
+    authorizer = ctx.request.app[AUTHORIZER]
+    decision, reason = await authorizer.authorize(attributes)  # type: ignore[attr-defined]
+    consistent = ctx.request.app.get(CONSISTENT)
+    if decision is Decision.NO_OPINION and consistent is not None:  # judged on every completed RBAC write
+        await consistent()  # type: ignore[operator]
+        decision, reason = await authorizer.authorize(attributes)  # type: ignore[attr-defined]
     status: Object = {"allowed": decision is Decision.ALLOW}
     if decision is Decision.DENY:
         status["denied"] = True
@@ -129,6 +134,9 @@ async def self_subject_rules_review(ctx: RequestContext) -> web.StreamResponse:
     namespace = spec.get("namespace") or ""
     if not namespace:
         raise BadRequest("no namespace on request")
+    consistent = ctx.request.app.get(CONSISTENT)
+    if consistent is not None:
+        await consistent()  # type: ignore[operator]
     resource, non_resource, incomplete, errors = ctx.request.app[AUTHORIZER].rules_for(  # type: ignore[attr-defined]
         _requester(ctx), namespace)
     status: Object = {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": incomplete}

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from k8py.api.errors import BadRequest, Cause, Conflict, Invalid, NotFound, success_status
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.admission_hook import AdmissionHook
-from k8py.apiserver.store.object_store import ObjectStore, dump_object, load_object
+from k8py.apiserver.store.object_store import ObjectStore, dump_object_async, load_object_async
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.handlers.request_info import query_bool
 from k8py.storage import KeyNotFoundError, RevisionConflictError
@@ -124,7 +124,7 @@ async def delete_object(
         kv = await storage.get(key)
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        obj = load_object(definition, kv)
+        obj = await load_object_async(definition, kv)
         meta = obj["metadata"]
         if opts.precondition_uid and opts.precondition_uid != meta.get("uid"):
             raise Conflict.for_object(
@@ -152,7 +152,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
@@ -172,7 +172,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, dump_object(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             except KeyNotFoundError:

@@ -37,7 +37,7 @@ from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.handlers.patching import patch_object
 from k8py.apiserver.printers import build_table
 from k8py.apiserver.handlers.query import parse_query
-from k8py.apiserver.registry import Registry, ResourceDefinition
+from k8py.apiserver.registry import Registry, ResourceDefinition, to_served
 from k8py.apiserver.handlers.request_info import ResourcePath, query_bool
 from k8py.apiserver.handlers.responses import json_response, list_response, object_response
 from k8py.apiserver.admission.time_fields import needs_normalizing, normalize_times
@@ -160,9 +160,9 @@ class ResourceHandlers:
         query = parse_query(ctx.definition, ctx.namespace, ctx.params)
         cache = self.cacher.cache_for(ctx.definition)
         page = await list_objects(self.cacher, cache, self.storage, query, ctx.params)
-        converter = ctx.definition.converter
-        if converter is not None:
-            page.items = [orjson.dumps(converter.from_storage(orjson.loads(item))) for item in page.items]
+        if ctx.definition.converter is not None:
+            served = await to_served(ctx.definition, [orjson.loads(item) for item in page.items])
+            page.items = [orjson.dumps(obj) for obj in served]
         return list_response(ctx.definition, page, ctx.fmt)
 
     async def watch(self, ctx: RequestContext) -> web.StreamResponse:
@@ -314,7 +314,7 @@ class ResourceHandlers:
             if reply.get("kind") == ctx.definition.kind:
                 items.append(reply)
             elif ctx.definition.converter is not None:
-                items.append(ctx.definition.converter.from_storage(target.decode()))
+                items.extend(await to_served(ctx.definition, [target.decode()]))
             else:
                 items.append(target.decode())
         body_out = {

@@ -56,7 +56,7 @@ from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.handlers.codec import ResponseFormat
 from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
 from k8py.apiserver.handlers.query import Query
-from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.registry import ResourceDefinition, to_served
 from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
 from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits, Watcher
@@ -92,12 +92,26 @@ class _Encoder:
         self.first_table = True
         #: told of every batch of events about to be written (the flow recorder)
         self.on_sent = on_sent
+        #: the converter does I/O (a conversion webhook): events are converted
+        #: by :meth:`convert` on the watch's own task, never in the cacher's sink
+        self.slow = bool(getattr(definition.converter, "is_async", False))
+
+    async def convert(self, events: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """The object events of a batch in the served version, in one call."""
+        if not self.slow:
+            return events
+        at = [i for i, (t, _) in enumerate(events) if t in ("ADDED", "MODIFIED", "DELETED")]
+        served = await to_served(self.definition, [orjson.loads(events[i][1]) for i in at])
+        out = list(events)
+        for i, obj in zip(at, served):
+            out[i] = (events[i][0], orjson.dumps(obj))
+        return out
 
     def lines(self, events: list[tuple[str, bytes]]) -> bytes:
         if self.on_sent is not None:
             self.on_sent(events)
         converter = self.definition.converter
-        if converter is not None:  # a view of another kind's stored form
+        if converter is not None and not self.slow:  # a view of another kind's stored form
             events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
         if self.fmt.kind != "table" or self.table is None:
             parts: list[bytes] = []
@@ -218,7 +232,7 @@ async def serve_watch(
             opened = True
         for i in range(0, len(initial), _INITIAL_CHUNK):
             try:
-                frame = encoder.lines(initial[i : i + _INITIAL_CHUNK])
+                frame = encoder.lines(await encoder.convert(initial[i : i + _INITIAL_CHUNK]))
             except Exception as err:
                 log.exception("encoding initial watch events failed", extra={"resource": definition.plural})
                 watcher.fail(f"unable to encode watch events: {err!r}")
@@ -236,7 +250,7 @@ async def serve_watch(
             if stream.gone:
                 watcher.terminate()
                 return True
-            if stream.backed_up or watcher.pending_bytes > limits.frame_bytes:
+            if stream.backed_up or watcher.pending_bytes > limits.frame_bytes or encoder.slow:
                 return False  # the task below writes them, in frames, as the client catches up
             stream.write(encoder.lines(events))
             return True
@@ -348,7 +362,7 @@ async def _pump(
         events = watcher.take(limits.frame_bytes)
         if events:
             try:
-                frame = encoder.lines(events)
+                frame = encoder.lines(await encoder.convert(events))
             except Exception as err:
                 log.exception("encoding watch events failed", extra={"resource": encoder.definition.plural})
                 watcher.fail(f"unable to encode watch events: {err!r}")

@@ -37,7 +37,7 @@ from k8py.apiserver.store.object_meta import (
     raise_if_invalid,
     validate_meta,
 )
-from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.registry import ResourceDefinition, to_served, to_stored
 from k8py.storage.encryption import StaleKeyValue
 from k8py.storage import (
     KeyExistsError,
@@ -48,7 +48,8 @@ from k8py.storage import (
     ValueTooLargeError,
 )
 
-__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object"]
+__all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "dump_object",
+           "load_object_async", "dump_object_async"]
 
 Object = dict[str, Any]
 #: computes the new object from the current one (patch, status update, ...)
@@ -86,6 +87,21 @@ def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
     if definition.converter is not None:
         return encode_for_store(definition.converter.to_storage(obj))
     return encode_for_store(obj)
+
+
+async def load_object_async(definition: ResourceDefinition, kv: KeyValue) -> Object:
+    """:func:`load_object` for any converter, one that does I/O (a CRD's
+    conversion webhook) too: what the request path uses."""
+    if definition.converter is None:
+        return decode_stored(kv)
+    return (await to_served(definition, [decode_stored(kv)]))[0]
+
+
+async def dump_object_async(definition: ResourceDefinition, obj: Object) -> bytes:
+    """:func:`dump_object` for any converter (see :func:`load_object_async`)."""
+    if definition.converter is None:
+        return encode_for_store(obj)
+    return encode_for_store((await to_stored(definition, [obj]))[0])
 
 
 class UpdateAllocator(Protocol):
@@ -179,7 +195,7 @@ class ObjectStore:
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
-                kv = await self.storage.create(key, dump_object(definition, obj))
+                kv = await self.storage.create(key, await dump_object_async(definition, obj))
             except KeyExistsError:
                 if generated and meta.get("generateName") and meta["name"].startswith(meta["generateName"]):
                     meta["name"] = generate_name(meta["generateName"])
@@ -197,7 +213,7 @@ class ObjectStore:
         kv = await self.storage.get(definition.key(namespace, name))
         if kv is None:
             raise NotFound.for_object(definition.plural, name, definition.group)
-        return load_object(definition, kv)
+        return await load_object_async(definition, kv)
 
     # -- update -------------------------------------------------------------
 
@@ -357,7 +373,7 @@ class ObjectStore:
             kv = await self.storage.get(key)
             if kv is None:
                 raise NotFound.for_object(definition.plural, name, definition.group)
-            old = load_object(definition, kv)
+            old = await load_object_async(definition, kv)
             new = mutate(orjson.loads(orjson.dumps(old)))
             if not isinstance(new, dict):
                 new = await new
@@ -411,7 +427,7 @@ class ObjectStore:
             fill_go_fields(definition.api_version, definition.kind, new)
             if admission is not None:
                 await admission.validate(new, old)
-            value = dump_object(definition, new)
+            value = await dump_object_async(definition, new)
             if value == kv.value and not isinstance(kv, StaleKeyValue):
                 # nothing changed: no write, no event, same resourceVersion (a value read with an
                 # old encryption key is rewritten: that is how keys are rotated)

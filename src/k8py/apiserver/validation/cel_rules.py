@@ -32,7 +32,7 @@ from typing import Any
 
 from k8py.api.errors import Cause
 from k8py.apiserver import cel
-from k8py.apiserver.validation.cel_compile import CompiledRule, compile_rule
+from k8py.apiserver.validation.cel_compile import RULE_VARIABLES, CompiledRule, compile_rule
 from k8py.apiserver.validation.field import duplicate, forbidden, invalid, required
 
 __all__ = ["RuleTree", "build_rule_tree"]
@@ -120,13 +120,14 @@ class RuleTree:
             state.stop(invalid(shown, self.type, "validation failed due to running out of cost budget, "
                                                  "no further validation rules will be run"))
             return
+        bound = cel.Activation({"self": value, "oldSelf": old}, RULE_VARIABLES)
         for compiled in self.rules:
             if compiled.error or compiled.program is None:
                 state.causes.append(invalid(shown, self.type, f"rule compile error: {compiled.error}"))
                 continue
             if compiled.uses_old_self and old is None and not compiled.optional_old_self:
                 continue
-            activation = {"self": value, "oldSelf": old}
+            activation: Any = bound
             if compiled.optional_old_self:
                 activation = {"self": value, "k8pyOldSelfValue": old, "k8pyHasOldSelf": old is not None}
             try:
@@ -154,11 +155,11 @@ class RuleTree:
                 continue  # unchanged since it was stored: upstream only warns
             target = shown if not compiled.field_path else (
                 f"{path}.{compiled.field_path}" if path else compiled.field_path)
-            detail = self._message(compiled, {"self": value, "oldSelf": old}, state) or compiled.message_or_default
+            detail = self._message(compiled, bound, state) or compiled.message_or_default
             state.causes.append(_cause(compiled.rule.get("reason"), target, self.type, detail))
 
     @staticmethod
-    def _message(compiled: CompiledRule, activation: dict[str, Any], state: _State) -> str:
+    def _message(compiled: CompiledRule, activation: cel.Activation, state: _State) -> str:
         if compiled.message_program is None:
             return ""
         try:

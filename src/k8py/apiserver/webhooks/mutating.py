@@ -21,6 +21,7 @@ from k8py.api.patch.json_patch import apply_json_patch
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller, annotation_value, calling_failed
+from k8py.apiserver.webhooks.rules import is_exempt
 
 __all__ = ["MutatingWebhookDispatcher"]
 
@@ -39,7 +40,7 @@ class MutatingWebhookDispatcher:
 
     async def admit(self, attrs: RequestAttributes) -> None:
         hooks = self.source.webhooks()
-        if not hooks:
+        if not hooks or is_exempt(attrs):
             return
         changes = 0
         #: webhook index -> the change count when an IfNeeded webhook last ran

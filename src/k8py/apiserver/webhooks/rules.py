@@ -16,7 +16,8 @@ Pure functions over JSON-shaped configuration, as upstream's
   namespace (for a Namespace: the object's own labels); a cluster-scoped
   object other than a Namespace always matches;
 - the ``objectSelector`` against the labels of the new or the old object
-  (either matching is enough, as upstream).
+  (either matching is enough, as upstream);
+- the admission configuration kinds themselves are exempt (:func:`is_exempt`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,19 @@ from typing import Any, Callable, Iterable, Mapping
 from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 
-__all__ = ["rule_matches", "rules_match", "namespace_selector_matches", "object_selector_matches", "resource_matches"]
+__all__ = ["is_exempt", "rule_matches", "rules_match", "namespace_selector_matches", "object_selector_matches", "resource_matches"]
 
 Object = dict[str, Any]
+
+
+#: never sent to webhooks nor policies (upstream's IsExemptAdmissionConfigurationResource): a bad
+#: webhook must not be able to lock out the configuration that would fix it
+_EXEMPT = frozenset({"validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+                     "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"})
+
+
+def is_exempt(attrs: RequestAttributes) -> bool:
+    return attrs.resource[0] == "admissionregistration.k8s.io" and attrs.resource[2] in _EXEMPT
 
 
 def _matches_list(values: Iterable[str] | None, value: str) -> bool:

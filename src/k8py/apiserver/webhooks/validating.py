@@ -14,6 +14,7 @@ from k8py.api.errors import StatusError
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import Invocation, WebhookCaller
+from k8py.apiserver.webhooks.rules import is_exempt
 
 __all__ = ["ValidatingWebhookDispatcher"]
 
@@ -29,6 +30,8 @@ class ValidatingWebhookDispatcher:
         return operation in ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
     async def validate(self, attrs: RequestAttributes) -> None:
+        if is_exempt(attrs):
+            return
         invocations: list[Invocation] = []
         for webhook in self.source.webhooks():
             invocation = self.caller.should_call(webhook, attrs)

@@ -40,7 +40,7 @@ from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 from k8py.apiserver.webhooks.conditions import activation
 from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, PolicySource
-from k8py.apiserver.webhooks.rules import namespace_selector_matches, object_selector_matches, rules_match
+from k8py.apiserver.webhooks.rules import is_exempt, namespace_selector_matches, object_selector_matches, rules_match
 
 __all__ = ["ValidatingPolicyPlugin"]
 
@@ -72,7 +72,7 @@ class ValidatingPolicyPlugin:
 
     async def validate(self, attrs: RequestAttributes) -> None:
         bound = self.source.bound()
-        if not bound:
+        if not bound or is_exempt(attrs):
             return
         for entry in bound:
             self._validate_one(entry, attrs)

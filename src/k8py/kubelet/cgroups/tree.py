@@ -278,8 +278,23 @@ class CgroupTree:
                     self.remove([os.path.join(root, sub)])
             self.remove([base])
 
-    def cleanup(self) -> None:
-        """Kill whatever is still in the tree, then remove all of it (``k8py down``, tests)."""
+    def cleanup(self, timeout: float = 10.0) -> None:
+        """Kill whatever is still in the tree, then remove all of it (``k8py down``, tests).
+
+        Blocking (for command-line cleanup, not the kubelet's loop): a killed
+        process leaves its cgroup only once the kernel has reaped it, so this
+        retries until the tree is gone or ``timeout`` passes."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self._kill_all()
+            self.close()
+            if not any(os.path.isdir(b) for b in self.bases.values()) or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+    def _kill_all(self) -> None:
         for base in self.bases.values():
             for root, _, files in os.walk(base):
                 if "cgroup.procs" in files:
@@ -291,4 +306,3 @@ class CgroupTree:
                                 pass
                     except OSError:
                         pass
-        self.close()

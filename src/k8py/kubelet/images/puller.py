@@ -11,7 +11,10 @@
    costs one manifest request);
 4. fetch the layers missing from the store (verified by digest and size),
    unpack them in order into a fresh directory in a worker thread, each
-   layer's diff_id checked against the config, then commit the record.
+   layer's diff_id checked against the config, add the mount points a
+   runtime needs where the image lacks them (``/proc``, ``/dev``, ``/sys``,
+   ``/tmp``, empty ``/etc/resolv.conf``, ``/etc/hosts``, ``/etc/hostname``),
+   then commit the record.
 
 Concurrency: one pull per normalised reference at a time (a second caller
 waits for the first and reuses its result); pulls of different references
@@ -42,6 +45,23 @@ from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
 __all__ = ["ImagePuller"]
 
 logger = logging.getLogger(__name__)
+
+
+#: what a container runtime mounts over every rootfs; made (empty) where an image lacks them,
+#: since the shared rootfs is read-only to containers and bwrap cannot create them there
+_MOUNT_DIRS = ("proc", "dev", "sys", "tmp", "etc")
+_MOUNT_FILES = ("etc/resolv.conf", "etc/hosts", "etc/hostname")
+
+
+def add_mount_points(root: str) -> None:
+    for d in _MOUNT_DIRS:
+        path = os.path.join(root, d)
+        if not os.path.lexists(path):
+            os.mkdir(path, 0o1777 if d == "tmp" else 0o755)
+    for f in _MOUNT_FILES:
+        path = os.path.join(root, f)
+        if not os.path.lexists(path) and os.path.isdir(os.path.dirname(path)) and not os.path.islink(os.path.dirname(path)):
+            open(path, "w").close()
 
 
 class ImagePuller:
@@ -213,6 +233,7 @@ class ImagePuller:
                 got = apply_layer(tmp, self.store.blob_path(str(desc["digest"])), str(desc.get("mediaType", "")))
                 if got != want:
                     raise LayerError(f"layer {desc['digest']}: diff_id {got} does not match the config's {want}")
+            add_mount_points(tmp)
             final = self.store.rootfs(image_id)
             if os.path.isdir(final):
                 shutil.rmtree(final)

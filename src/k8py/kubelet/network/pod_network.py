@@ -146,8 +146,8 @@ class CNIPodNetwork:
         errors: list[str] = []
         for conflist, ifname in ((self._pod_network(False), "eth0"), (self._loopback(), "lo")):
             att = Attachment(sandbox_id, path if os.path.exists(path) else "", ifname)
-            if self.cni.cached(conflist["name"], att) is None and ifname == "lo":
-                continue
+            if self.cni.cached(conflist["name"], att) is None and (ifname == "lo" or not self.pod_cidr):
+                continue  # nothing recorded to delete (and no config to DEL with without a CIDR)
             try:
                 await self.cni.delete(conflist, att)
             except CNIError as err:
@@ -171,10 +171,10 @@ class CNIPodNetwork:
     async def cleanup(self) -> None:
         """Remove every namespace, attachment, lease, route and the bridge of this node."""
         async with self._lock:
-            for cache in self.cni.cached_attachments():
-                cid = str(cache.get("containerId", ""))
-                if cache.get("networkName", "").startswith(self.names.network) and cid:
-                    await self.teardown(cid)
+            ids = {str(c.get("containerId", "")) for c in self.cni.cached_attachments()
+                   if str(c.get("networkName", "")).startswith(self.names.network)}
+            for cid in sorted(ids - {""}):
+                await self.teardown(cid)
             for name in self.leftovers():
                 await host.netns_delete(name)
             if await host.link_exists(self.names.bridge):

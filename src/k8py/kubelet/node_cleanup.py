@@ -1,0 +1,74 @@
+"""Remove everything a kubelet made on the host: pod network namespaces, its bridge, its cgroups.
+
+A kubelet that stops leaves its containers running (a new kubelet adopts
+them), and with them their network namespaces and cgroups. When a whole
+cluster goes (``k8py down``, after its processes are swept) those go too:
+:func:`write_owner` records, in the kubelet's root dir, which node the
+kubelet ran (the names of everything it makes derive from that and the
+root dir: :class:`~k8py.kubelet.network.names.NetworkNames`, ``k8py-<node>``
+cgroups); :func:`cleanup_root` reads it back and removes exactly those,
+nothing another kubelet or program made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+
+__all__ = ["write_owner", "cleanup_root", "cleanup_under"]
+
+logger = logging.getLogger(__name__)
+
+OWNER = "owner.json"
+
+
+def write_owner(root_dir: str, node: str, pod_network: str) -> None:
+    os.makedirs(root_dir, exist_ok=True)
+    with open(os.path.join(root_dir, OWNER), "w", encoding="utf-8") as f:
+        json.dump({"node": node, "rootDir": os.path.abspath(root_dir), "podNetwork": pod_network}, f)
+
+
+async def cleanup_root(root_dir: str) -> str | None:
+    """Clean the node recorded in ``root_dir``; returns its name (None if none recorded)."""
+    from k8py.kubelet.cgroups.tree import CgroupTree
+    from k8py.kubelet.network.names import NetworkNames
+    from k8py.kubelet.network.pod_network import CNIPodNetwork
+
+    try:
+        with open(os.path.join(root_dir, OWNER), encoding="utf-8") as f:
+            owner = json.load(f)
+    except (OSError, ValueError):
+        return None
+    node = str(owner["node"])
+    CgroupTree(node).cleanup()
+    if owner.get("podNetwork") == "cni" and os.geteuid() == 0:
+        await CNIPodNetwork(NetworkNames(node, str(owner["rootDir"])), os.path.join(root_dir, "runtime")).cleanup()
+    return node
+
+
+def cleanup_under(directory: str, depth: int = 3) -> list[str]:
+    """:func:`cleanup_root` for every kubelet root dir found under ``directory``."""
+    found = []
+    base = directory.rstrip("/").count("/")
+    for root, dirs, files in os.walk(directory):
+        if OWNER in files:
+            found.append(root)
+            dirs[:] = []
+        elif root.count("/") - base >= depth:
+            dirs[:] = []
+
+    async def run() -> list[str]:
+        names = []
+        for root in found:
+            try:
+                name = await cleanup_root(root)
+            except Exception as err:  # one broken node must not keep the others' leftovers
+                logger.warning("cleanup of a kubelet's host state failed", extra={"root": root, "error": str(err)})
+                continue
+            if name:
+                names.append(name)
+        return names
+
+    return asyncio.run(run())
