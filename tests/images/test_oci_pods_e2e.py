@@ -237,3 +237,41 @@ def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_clean
     oci_node.wait_gone(ns, "kept")
     assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
     assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))
+
+
+def test_the_kubelet_collects_unused_images_and_the_node_stops_listing_them(tmp_path, registry: Registry) -> None:
+    # thresholds of 0%: every round is "above the high threshold", so every unused image goes
+    server, kubelet, kubectl = start_node(str(tmp_path), name="gc-node", extra=(
+        "--image-gc-high-threshold", "0", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0", "--image-gc-period", "0.5"))
+    api = official_client(server.url)
+    node = Node(server, kubelet, kubectl, api)
+    try:
+        used = registry.push("gc/used", "1", image([busybox_layer({"u": "1"})], cmd=["sh", "-c", "sleep 3600"]))
+        done = registry.push("gc/done", "1", image([busybox_layer({"d": "1"})], cmd=["true"]))
+        ns = _ns(node, "oci-gc")
+        node.core.create_namespaced_pod(ns, pod_manifest("running", [{"name": "c", "image": used}], node_name="gc-node"))
+        node.core.create_namespaced_pod(ns, pod_manifest("finished", [{"name": "c", "image": done}], node_name="gc-node", restartPolicy="Never"))
+        node.wait_pod(ns, "running", phase("Running"), what="Running")
+        node.wait_pod(ns, "finished", phase("Succeeded"), what="Succeeded")
+        store = os.path.join(kubelet.root_dir, "images", "images")
+
+        def names() -> set[str]:
+            n = node.api.sanitize_for_serialization(node.core.read_node("gc-node"))
+            return {name for i in n["status"].get("images") or [] for name in i["names"]}
+
+        # the finished pod's container still exists: its image is in use, as upstream counts it
+        assert len(os.listdir(store)) == 2
+        node.core.delete_namespaced_pod("finished", ns)
+        node.wait_gone(ns, "finished")
+        import time
+        deadline = time.monotonic() + 60
+        listed = names()
+        while time.monotonic() < deadline and not (used in listed and done not in listed and len(os.listdir(store)) == 1):
+            time.sleep(0.3)
+            listed = names()
+        assert used in listed and done not in listed and len(os.listdir(store)) == 1, (listed, os.listdir(store))
+    finally:
+        api.close()
+        kubelet.stop()
+        kubelet.kill_containers()
+        server.stop()
