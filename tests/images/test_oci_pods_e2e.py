@@ -147,6 +147,26 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
     assert lines[4] == "data"
 
 
+def test_run_as_user_overrides_the_image_user_and_run_as_non_root_is_enforced(oci_node: Node, registry: Registry) -> None:
+    root_image = registry.push("k8py/rootuser", "1", image([busybox_layer()], cmd=["sh", "-c", "echo uid=$(id -u) gid=$(id -g); sleep 3600"]))
+    named = registry.push("k8py/nameduser", "1", image([busybox_layer()], cmd=["sh", "-c", "sleep 3600"], user="app"))
+    ns = _ns(oci_node, "oci-sc")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("as-2000", [{"name": "c", "image": root_image,
+                                                         "securityContext": {"runAsUser": 2000}}], node_name="oci-node",
+                                                         securityContext={"runAsUser": 1500, "runAsGroup": 3000}))
+    assert "uid=2000 gid=3000" in _wait_log(oci_node, ns, "as-2000", "uid=")
+    for name, img in (("root-refused", root_image), ("named-refused", named)):
+        oci_node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": img, "securityContext": {"runAsNonRoot": True}}],
+                                                             node_name="oci-node"))
+    uid = oci_node.wait_pod(ns, "root-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError",
+                            what="CreateContainerConfigError")["metadata"]["uid"]
+    msg = oci_node.pod(ns, "root-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg == f'container has runAsNonRoot and image will run as root (pod: "root-refused_{ns}({uid})", container: c)'
+    oci_node.wait_pod(ns, "named-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
+    msg = oci_node.pod(ns, "named-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert "image has non-numeric user (app), cannot verify user is non-root" in msg
+
+
 def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: Registry) -> None:
     ns = _ns(oci_node, "oci-policy")
     absent = f"{registry.host}/k8py/never-pulled:1"
@@ -237,3 +257,41 @@ def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_clean
     oci_node.wait_gone(ns, "kept")
     assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
     assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))
+
+
+def test_the_kubelet_collects_unused_images_and_the_node_stops_listing_them(tmp_path, registry: Registry) -> None:
+    # thresholds of 0%: every round is "above the high threshold", so every unused image goes
+    server, kubelet, kubectl = start_node(str(tmp_path), name="gc-node", extra=(
+        "--image-gc-high-threshold", "0", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0", "--image-gc-period", "0.5"))
+    api = official_client(server.url)
+    node = Node(server, kubelet, kubectl, api)
+    try:
+        used = registry.push("gc/used", "1", image([busybox_layer({"u": "1"})], cmd=["sh", "-c", "sleep 3600"]))
+        done = registry.push("gc/done", "1", image([busybox_layer({"d": "1"})], cmd=["true"]))
+        ns = _ns(node, "oci-gc")
+        node.core.create_namespaced_pod(ns, pod_manifest("running", [{"name": "c", "image": used}], node_name="gc-node"))
+        node.core.create_namespaced_pod(ns, pod_manifest("finished", [{"name": "c", "image": done}], node_name="gc-node", restartPolicy="Never"))
+        node.wait_pod(ns, "running", phase("Running"), what="Running")
+        node.wait_pod(ns, "finished", phase("Succeeded"), what="Succeeded")
+        store = os.path.join(kubelet.root_dir, "images", "images")
+
+        def names() -> set[str]:
+            n = node.api.sanitize_for_serialization(node.core.read_node("gc-node"))
+            return {name for i in n["status"].get("images") or [] for name in i["names"]}
+
+        # the finished pod's container still exists: its image is in use, as upstream counts it
+        assert len(os.listdir(store)) == 2
+        node.core.delete_namespaced_pod("finished", ns)
+        node.wait_gone(ns, "finished")
+        import time
+        deadline = time.monotonic() + 60
+        listed = names()
+        while time.monotonic() < deadline and not (used in listed and done not in listed and len(os.listdir(store)) == 1):
+            time.sleep(0.3)
+            listed = names()
+        assert used in listed and done not in listed and len(os.listdir(store)) == 1, (listed, os.listdir(store))
+    finally:
+        api.close()
+        kubelet.stop()
+        kubelet.kill_containers()
+        server.stop()

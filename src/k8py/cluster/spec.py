@@ -163,7 +163,16 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
         if spec.trace:
             api += ["--trace"]
-        out.append(ComponentSpec(name, api + extra.get("apiserver", []), log(name), f"http://{host}:{ports[name]}/readyz",
+        api_extra = extra.get("apiserver", [])
+        if not any(a.startswith("--authorization-mode") for a in api_extra):
+            # as kubeadm and k3s run it: every component with only what upstream grants its identity
+            api += ["--authorization-mode", "Node,RBAC"]
+            if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
+                api += ["--enable-admission-plugins", "NodeRestriction"]
+        if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
+            # the controller manager's node lifecycle controller lifts the not-ready taint
+            api += ["--enable-admission-plugins", "TaintNodesByCondition"]
+        out.append(ComponentSpec(name, api + api_extra, log(name), f"http://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
     cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
