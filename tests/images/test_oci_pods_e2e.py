@@ -147,6 +147,26 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
     assert lines[4] == "data"
 
 
+def test_run_as_user_overrides_the_image_user_and_run_as_non_root_is_enforced(oci_node: Node, registry: Registry) -> None:
+    root_image = registry.push("k8py/rootuser", "1", image([busybox_layer()], cmd=["sh", "-c", "echo uid=$(id -u) gid=$(id -g); sleep 3600"]))
+    named = registry.push("k8py/nameduser", "1", image([busybox_layer()], cmd=["sh", "-c", "sleep 3600"], user="app"))
+    ns = _ns(oci_node, "oci-sc")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("as-2000", [{"name": "c", "image": root_image,
+                                                         "securityContext": {"runAsUser": 2000}}], node_name="oci-node",
+                                                         securityContext={"runAsUser": 1500, "runAsGroup": 3000}))
+    assert "uid=2000 gid=3000" in _wait_log(oci_node, ns, "as-2000", "uid=")
+    for name, img in (("root-refused", root_image), ("named-refused", named)):
+        oci_node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": img, "securityContext": {"runAsNonRoot": True}}],
+                                                             node_name="oci-node"))
+    uid = oci_node.wait_pod(ns, "root-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError",
+                            what="CreateContainerConfigError")["metadata"]["uid"]
+    msg = oci_node.pod(ns, "root-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg == f'container has runAsNonRoot and image will run as root (pod: "root-refused_{ns}({uid})", container: c)'
+    oci_node.wait_pod(ns, "named-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
+    msg = oci_node.pod(ns, "named-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert "image has non-numeric user (app), cannot verify user is non-root" in msg
+
+
 def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: Registry) -> None:
     ns = _ns(oci_node, "oci-policy")
     absent = f"{registry.host}/k8py/never-pulled:1"

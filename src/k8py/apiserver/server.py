@@ -67,6 +67,7 @@ from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.storage import Storage
+from k8py.storage.encryption import EncryptedStorage, ProviderChain, load_encryption_config
 
 __all__ = ["APIServer", "APIServerConfig"]
 
@@ -104,6 +105,8 @@ class APIServerConfig:
     disable_admission_plugins: tuple[str, ...] = ()
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
+    #: ``--encryption-provider-config``: an EncryptionConfiguration file ("" = stored as is)
+    encryption_provider_config: str = ""
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
@@ -150,11 +153,20 @@ class CachedCoreObjects:
 
 class APIServer:
     def __init__(self, storage: Storage, config: APIServerConfig | None = None) -> None:
-        self.storage = storage
         self.config = config or APIServerConfig()
+        if self.config.encryption_provider_config:
+            # every reader (store, watch cache, lists) sees plaintext; the backend only ciphertext
+            self.encryption = load_encryption_config(self.config.encryption_provider_config)
+            self._encryption_index: dict[str, ProviderChain | None] | None = None
+            storage = EncryptedStorage(storage, self._encryption_chain_for_key)  # type: ignore[assignment]
+        self.storage = storage
         if not self.config.kubernetes_service_ip:
             self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
+        if self.config.encryption_provider_config:
+            forget = lambda _d: setattr(self, "_encryption_index", None)  # noqa: E731 - CRDs come and go
+            self.registry.on_change(forget)
+            self.registry.on_remove(forget)
         register_builtins(self.registry)
         self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
@@ -264,6 +276,18 @@ class APIServer:
             raise FrontProxyConfigError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
+
+    def _encryption_chain_for_key(self, key: str) -> ProviderChain | None:
+        """The providers of the resource stored under ``key`` (``/registry/<resource>/...``)."""
+        index = self._encryption_index
+        if index is None:
+            index = self._encryption_index = {
+                d.key_prefix: self.encryption.chain_for(d.plural, d.group) for d in self.registry}
+        parts = key.split("/", 4)  # "", "registry", resource[, plural of a custom resource], ...
+        for prefix in ("/".join(parts[:3]) + "/", "/".join(parts[:4]) + "/"):
+            if prefix in index:
+                return index[prefix]
+        return None
 
     @property
     def url(self) -> str:

@@ -169,6 +169,9 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             api += ["--authorization-mode", "Node,RBAC"]
             if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
                 api += ["--enable-admission-plugins", "NodeRestriction"]
+        if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
+            # the controller manager's node lifecycle controller lifts the not-ready taint
+            api += ["--enable-admission-plugins", "TaintNodesByCondition"]
         out.append(ComponentSpec(name, api + api_extra, log(name), f"http://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])

@@ -65,7 +65,9 @@ def prepare(images: ProcessImages, config: ContainerConfig, *, hostname: str, bw
                                  "(install the bubblewrap package, or run without --no-bwrap)")
     assert images.puller is not None
     rootfs = images.puller.store.rootfs(rec.id)
-    proc = oci_process(rec.config, config, rootfs, hostname=hostname)
+    pod = f"{config.labels.get('io.kubernetes.pod.name', '')}_{config.labels.get('io.kubernetes.pod.namespace', '')}"
+    pod += f"({config.labels.get('io.kubernetes.pod.uid', '')})"
+    proc = oci_process(rec.config, config, rootfs, hostname=hostname, pod=pod)
     repo = parse(config.image).repository
     image_ref = next((d for d in rec.repo_digests if d.startswith(repo + "@")), rec.repo_digests[0] if rec.repo_digests else rec.id)
     images.puller.store.touch(rec.id)
@@ -113,7 +115,29 @@ def _primary_gid(rootfs: str, uid: int) -> int:
     return uid if uid else 0
 
 
-def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs: str, *, hostname: str) -> OCIProcess:
+def _user(rootfs: str, image_user: str, config: ContainerConfig, *, pod: str) -> tuple[int, int] | None:
+    """The image's User, overridden by runAsUser/runAsGroup; runAsNonRoot checked as the kubelet does."""
+    where = f"(pod: \"{pod}\", container: {config.name})"
+    if config.run_as_user is not None:
+        uid = config.run_as_user
+        gid = config.run_as_group if config.run_as_group is not None else _primary_gid(rootfs, uid)
+        if config.run_as_non_root and uid == 0:
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container's runAsUser breaks non-root policy {where}")
+        return None if uid == 0 and gid == 0 else (uid, gid)
+    name = image_user.partition(":")[0]
+    if config.run_as_non_root:
+        if not name or name == "0":
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container has runAsNonRoot and image will run as root {where}")
+        if not name.isdigit():
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container has runAsNonRoot and image has non-numeric user ({name}), "
+                                     f"cannot verify user is non-root {where}")
+    user = resolve_user(rootfs, image_user)
+    if config.run_as_group is not None:
+        return (user[0] if user else 0, config.run_as_group) if (user or config.run_as_group) else None
+    return user
+
+
+def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs: str, *, hostname: str, pod: str = "") -> OCIProcess:
     entrypoint = list(image_config.get("Entrypoint") or [])
     cmd = list(image_config.get("Cmd") or [])
     if config.command:
@@ -128,7 +152,7 @@ def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs
         env[k] = v
     env.setdefault("PATH", DEFAULT_PATH)
     env["HOSTNAME"] = hostname
-    user = resolve_user(rootfs, str(image_config.get("User") or ""))
+    user = _user(rootfs, str(image_config.get("User") or ""), config, pod=pod)
     env.setdefault("HOME", "/root" if user is None else "/")
     env.update(dict(config.env))
     cwd = config.working_dir or str(image_config.get("WorkingDir") or "") or "/"
