@@ -49,6 +49,7 @@ from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.plugins import PluginContext, build_chain
 from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
+from k8py.apiserver.webhooks.policy_status import PolicyStatusWriter
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -251,6 +252,7 @@ class APIServer:
             self.registry, self.cacher, self.store, identity=self._front_proxy_identity(),
             now=lambda: rfc3339(), check_interval=self.config.apiservice_check_interval)
         self._aggregator_task: asyncio.Task[None] | None = None
+        self._policy_status_task: asyncio.Task[None] | None = None
         self.app = build_app(
             handlers=self.handlers,
             discovery=Discovery(self.registry, self.aggregator),
@@ -323,6 +325,8 @@ class APIServer:
         await self._bootstrap()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
+        self._policy_status_task = asyncio.create_task(
+            PolicyStatusWriter(self.registry, self.cacher, self.store).run(), name="admission-policy-status")
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -356,6 +360,10 @@ class APIServer:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        if self._policy_status_task is not None:
+            self._policy_status_task.cancel()
+            await asyncio.gather(self._policy_status_task, return_exceptions=True)
+            self._policy_status_task = None
         if self._aggregator_task is not None:
             self._aggregator_task.cancel()
             await asyncio.gather(self._aggregator_task, return_exceptions=True)

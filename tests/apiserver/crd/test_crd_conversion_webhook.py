@@ -162,3 +162,34 @@ def test_the_webhook_strategy_needs_a_client_config(k8s) -> None:
         f'CustomResourceDefinition.apiextensions.k8s.io "{NAME}" is invalid: [spec.conversion.webhookClientConfig: '
         "Required value: required when strategy is set to Webhook, spec.conversion.conversionReviewVersions: "
         "Required value: must include at least one of v1, v1beta1]")
+
+
+def test_a_webhook_reached_through_a_service(k8s) -> None:
+    app = web.Application()
+    app.router.add_post("/convert", convert)
+    with HTTPSServer(app, dns_names=("converter.default.svc",)) as server:
+        core = kubernetes.client.CoreV1Api(k8s)
+        core.create_namespaced_service("default", {"metadata": {"name": "converter"}, "spec": {
+            "ports": [{"port": 443, "targetPort": server.port}]}})
+        core.create_namespaced_endpoints("default", {"metadata": {"name": "converter"}, "subsets": [{
+            "addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": server.port}]}]})
+        ext = kubernetes.client.ApiextensionsV1Api(k8s)
+        ext.create_custom_resource_definition(crd({
+            "clientConfig": {"service": {"namespace": "default", "name": "converter", "path": "/convert"},
+                             "caBundle": server.ca_bundle},
+            "conversionReviewVersions": ["v1"]}))
+        wait_for(lambda: established(ext, NAME), what="Established")
+        api = kubernetes.client.CustomObjectsApi(k8s)
+
+        def created() -> bool:
+            try:
+                api.create_namespaced_custom_object(GROUP, "v2", "default", "ports", port("s", "v2", host="h", port=1))
+            except kubernetes.client.ApiException as err:
+                if err.status == 500:  # the Endpoints not yet in the watch cache the resolver reads
+                    return False
+                raise
+            return True
+
+        wait_for(created, what="a create converted through the Service")
+        assert api.get_namespaced_custom_object(GROUP, "v1", "default", "ports", "s")["spec"] == {"hostPort": "h:1"}
+        assert server.requests and server.requests[0]["request"]["desiredAPIVersion"] == f"{GROUP}/v1"
