@@ -54,7 +54,8 @@ def test_a_validating_webhooks_denial_reaches_kubectl_as_upstream_prints_it(kube
     with HTTPSServer(app) as webhook:
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "ValidatingWebhookConfiguration", "deny-cm", webhook.url + "/deny", webhook.ca_bundle,
-            objectSelector={"matchLabels": {"guarded": "yes"}}))
+            objectSelector={"matchLabels": {"guarded": "yes"}},
+            matchConditions=[{"name": "creates-only", "expression": "request.operation == 'CREATE'"}]))
         settle(kubectl)
         kubectl.run("create", "-f", "-", input=configmap("free"))
         denied = kubectl.run("create", "-f", "-", input=configmap("guarded", guarded="yes"), check=False)
@@ -162,6 +163,14 @@ def test_a_validating_admission_policy_with_params_refuses_through_kubectl(kubec
         "'replica-limit-binding' denied request: replicas must be no greater than 3\n"))
     rows = kubectl.run("get", "validatingadmissionpolicies", "--no-headers").stdout.split()
     assert rows[:3] == ["replica-limit.example.com", "1", "v1/ConfigMap"]
+
+    def status() -> dict:
+        return json.loads(kubectl.run("get", "validatingadmissionpolicy", "replica-limit.example.com", "-o", "json").stdout).get("status") or {}
+
+    deadline = time.monotonic() + 30
+    while status() != {"observedGeneration": 1, "typeChecking": {}}:  # what clients wait for before relying on a policy
+        assert time.monotonic() < deadline, f"the policy's status was never written: {status()}"
+        time.sleep(0.1)
 
 
 def test_a_webhook_that_denies_everything_cannot_lock_out_its_own_configuration(kubectl):
