@@ -67,6 +67,9 @@ from k8py.apiserver.authz.node import NodeAuthorizer
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
+from k8py.apiserver.audit.auditor import Auditor
+from k8py.apiserver.audit.log_backend import LogBackend
+from k8py.apiserver.audit.policy import load_policy
 from k8py.storage import Storage
 from k8py.storage.encryption import EncryptedStorage, ProviderChain, load_encryption_config
 
@@ -108,6 +111,13 @@ class APIServerConfig:
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
     #: ``--encryption-provider-config``: an EncryptionConfiguration file ("" = stored as is)
     encryption_provider_config: str = ""
+    #: ``--audit-policy-file`` and ``--audit-log-path`` (both needed for an audit log; "-" = stdout)
+    audit_policy_file: str = ""
+    audit_log_path: str = ""
+    #: ``--audit-log-maxsize`` (megabytes before rotation; 0 = never), ``-maxbackup``, ``-maxage`` (days)
+    audit_log_maxsize: float = 0
+    audit_log_maxbackup: int = 0
+    audit_log_maxage: int = 0
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
@@ -208,6 +218,13 @@ class APIServer:
         self.store.allocate_update.append(escalation)
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
+        self.auditor: Auditor | None = None
+        if self.config.audit_policy_file and self.config.audit_log_path:
+            # after authentication (the event names the user), before authorization (a 403 is audited)
+            self.auditor = Auditor(load_policy(self.config.audit_policy_file), LogBackend(
+                self.config.audit_log_path, max_bytes=int(self.config.audit_log_maxsize * 1024 * 1024),
+                max_backups=self.config.audit_log_maxbackup, max_age_days=self.config.audit_log_maxage))
+            self.middlewares.append(self.auditor.middleware)
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object)
@@ -246,6 +263,8 @@ class APIServer:
             non_resource=OIDCDiscovery(self.service_accounts).routes(),
             middlewares=self.middlewares,
         )
+        if self.auditor is not None:
+            self.auditor.install(self.app)
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
         self.app[CONSISTENT] = self.cacher.wait_consistent
