@@ -54,7 +54,8 @@ def test_a_validating_webhooks_denial_reaches_kubectl_as_upstream_prints_it(kube
     with HTTPSServer(app) as webhook:
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "ValidatingWebhookConfiguration", "deny-cm", webhook.url + "/deny", webhook.ca_bundle,
-            objectSelector={"matchLabels": {"guarded": "yes"}}))
+            objectSelector={"matchLabels": {"guarded": "yes"}},
+            matchConditions=[{"name": "creates-only", "expression": "request.operation == 'CREATE'"}]))
         settle(kubectl)
         kubectl.run("create", "-f", "-", input=configmap("free"))
         denied = kubectl.run("create", "-f", "-", input=configmap("guarded", guarded="yes"), check=False)
