@@ -244,3 +244,24 @@ def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(regist
         os.close(status)
     assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1]
     assert out.stdout.strip().endswith("read-only")
+
+
+def test_a_tar_without_end_blocks_applies_and_a_cut_one_fails_its_diff_id(tmp_path) -> None:
+    import hashlib
+
+    from k8py.kubelet.images.unpack import LayerError, apply_layer
+    layer = tar_layer([("d", None), ("d/f", "x" * 1000)], gzip_it=False)
+    data_end = layer.tar.index(b"x" * 1000) + 1000
+    unpadded = layer.tar[:data_end]  # what umoci 0.4 writes: no padding, no end-of-archive blocks
+    blob = tmp_path / "unpadded"
+    blob.write_bytes(unpadded)
+    (tmp_path / "r1").mkdir()
+    assert apply_layer(str(tmp_path / "r1"), str(blob), layer.media_type) == "sha256:" + hashlib.sha256(unpadded).hexdigest()
+    assert (tmp_path / "r1" / "d" / "f").read_text() == "x" * 1000
+    cut = tmp_path / "cut"  # cut inside the file's data: an error, or at least not the config's diff_id
+    cut.write_bytes(unpadded[:-10])
+    (tmp_path / "r2").mkdir()
+    try:
+        assert apply_layer(str(tmp_path / "r2"), str(cut), layer.media_type) != "sha256:" + hashlib.sha256(unpadded).hexdigest()
+    except LayerError:
+        pass
