@@ -265,3 +265,17 @@ def test_a_tar_without_end_blocks_applies_and_a_cut_one_fails_its_diff_id(tmp_pa
         assert apply_layer(str(tmp_path / "r2"), str(cut), layer.media_type) != "sha256:" + hashlib.sha256(unpadded).hexdigest()
     except LayerError:
         pass
+
+
+async def test_an_unreachable_registry_is_err_image_pull_saying_so(tmp_path) -> None:
+    from tests.support.oci_registry import free_port
+    name = f"127.0.0.1:{free_port()}/nobody/home:1"
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(name)
+        assert err.value.reason == "ErrImagePull"
+        assert err.value.message.startswith(f'failed to pull and unpack image "{name}": failed to resolve reference "{name}": failed to do request')
+        assert "Connect" in err.value.message or "connect" in err.value.message
+    finally:
+        await puller.close()

@@ -103,6 +103,19 @@ def resolve_user(rootfs: str, spec: str) -> tuple[int, int] | None:
     return None if uid == 0 and gid == 0 else (uid, gid)
 
 
+def _home(rootfs: str, uid: int) -> str:
+    """The user's home in the image's /etc/passwd (``/`` if it has none), as runc sets HOME."""
+    try:
+        with open(os.path.join(rootfs, "etc/passwd"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":")
+                if len(parts) > 5 and parts[2] == str(uid):
+                    return parts[5] or "/"
+    except OSError:
+        pass
+    return "/"
+
+
 def _primary_gid(rootfs: str, uid: int) -> int:
     try:
         with open(os.path.join(rootfs, "etc/passwd"), encoding="utf-8", errors="replace") as f:
@@ -153,7 +166,7 @@ def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs
     env.setdefault("PATH", DEFAULT_PATH)
     env["HOSTNAME"] = hostname
     user = _user(rootfs, str(image_config.get("User") or ""), config, pod=pod)
-    env.setdefault("HOME", "/root" if user is None else "/")
+    env.setdefault("HOME", "/root" if user is None else _home(rootfs, user[0]))
     env.update(dict(config.env))
     cwd = config.working_dir or str(image_config.get("WorkingDir") or "") or "/"
     return OCIProcess(argv, env, cwd, user)
