@@ -31,7 +31,7 @@ def test_every_component_has_its_contracted_identity(tmp_path):
     _ensure(pki)
     expected = {
         "admin": ("system:admin", ("system:masters",)),
-        "controller-manager": ("system:kube-controller-manager", ("system:masters",)),
+        "controller-manager": ("system:kube-controller-manager", ()),
         "scheduler": ("system:kube-scheduler", ()),
         "proxy": ("system:kube-proxy", ()),
         "dns": ("system:k8py-dns", ()),

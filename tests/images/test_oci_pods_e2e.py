@@ -128,7 +128,7 @@ def test_command_replaces_the_entrypoint_and_args_replace_only_the_cmd(oci_node:
 
 
 def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, registry: Registry) -> None:
-    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u); sleep 3600"], user="app"))
+    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u) home=$HOME; sleep 3600"], user="app"))
     ns = _ns(oci_node, "oci-user")
     oci_node.core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting.txt": "hi from a configmap"}})
     oci_node.core.create_namespaced_pod(ns, pod_manifest("u", [{
@@ -136,7 +136,7 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "cfg", "mountPath": "/etc/cfg"}]}],
         node_name="oci-node", volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}]))
     oci_node.wait_pod(ns, "u", phase("Running"), what="Running")
-    assert "main-uid=1000" in _wait_log(oci_node, ns, "u", "main-uid=")
+    assert "main-uid=1000 home=/home/app" in _wait_log(oci_node, ns, "u", "main-uid=")
     out = oci_node.kubectl.run("exec", "-n", ns, "u", "--", "sh", "-c",
                                "id -u; hostname; cat /etc/cfg/greeting.txt; echo; ps -o pid | wc -l; echo data > /scratch/f; cat /scratch/f").stdout
     lines = out.splitlines()
@@ -145,6 +145,26 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
     assert lines[2] == "hi from a configmap"
     assert int(lines[3]) <= 6  # own pid namespace: bwrap, sh, sleep, and the exec's processes
     assert lines[4] == "data"
+
+
+def test_run_as_user_overrides_the_image_user_and_run_as_non_root_is_enforced(oci_node: Node, registry: Registry) -> None:
+    root_image = registry.push("k8py/rootuser", "1", image([busybox_layer()], cmd=["sh", "-c", "echo uid=$(id -u) gid=$(id -g); sleep 3600"]))
+    named = registry.push("k8py/nameduser", "1", image([busybox_layer()], cmd=["sh", "-c", "sleep 3600"], user="app"))
+    ns = _ns(oci_node, "oci-sc")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("as-2000", [{"name": "c", "image": root_image,
+                                                         "securityContext": {"runAsUser": 2000}}], node_name="oci-node",
+                                                         securityContext={"runAsUser": 1500, "runAsGroup": 3000}))
+    assert "uid=2000 gid=3000" in _wait_log(oci_node, ns, "as-2000", "uid=")
+    for name, img in (("root-refused", root_image), ("named-refused", named)):
+        oci_node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": img, "securityContext": {"runAsNonRoot": True}}],
+                                                             node_name="oci-node"))
+    uid = oci_node.wait_pod(ns, "root-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError",
+                            what="CreateContainerConfigError")["metadata"]["uid"]
+    msg = oci_node.pod(ns, "root-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg == f'container has runAsNonRoot and image will run as root (pod: "root-refused_{ns}({uid})", container: c)'
+    oci_node.wait_pod(ns, "named-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
+    msg = oci_node.pod(ns, "named-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert "image has non-numeric user (app), cannot verify user is non-root" in msg
 
 
 def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: Registry) -> None:

@@ -43,15 +43,13 @@ from k8py.cluster.kubeconfig import write_kubeconfig
 
 __all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity"]
 
-#: component -> (user, groups) of its client certificate. The controller
-#: manager is also in system:masters: upstream's runs each controller as its own
-#: service account (--use-service-account-credentials, the system:controller:*
-#: roles), which k8py's controller manager does not do yet, and the
-#: system:kube-controller-manager role alone cannot run the controllers.
+#: component -> (user, groups) of its client certificate (the controller
+#: manager's identity only makes service-account tokens for its controllers:
+#: --use-service-account-credentials)
 ADMIN = ("system:admin", ("system:masters",))
 IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "admin": ADMIN,
-    "controller-manager": ("system:kube-controller-manager", ("system:masters",)),
+    "controller-manager": ("system:kube-controller-manager", ()),
     "scheduler": ("system:kube-scheduler", ()),
     "proxy": ("system:kube-proxy", ()),
     "dns": ("system:k8py-dns", ()),

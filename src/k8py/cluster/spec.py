@@ -193,15 +193,19 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         if spec.trace:
             api += ["--trace"]
         api_extra = extra.get("apiserver", [])
+        plugins = ["TaintNodesByCondition"]  # the controller manager's node lifecycle controller lifts the not-ready taint
         if not any(a.startswith("--authorization-mode") for a in api_extra):
             # as kubeadm and k3s run it: every component with only what upstream grants its identity
             api += ["--authorization-mode", "Node,RBAC"]
-            if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
-                api += ["--enable-admission-plugins", "NodeRestriction"]
+            plugins.append("NodeRestriction")
+        if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
+            api += ["--enable-admission-plugins", ",".join(plugins)]
         out.append(ComponentSpec(name, api + api_extra, log(name), f"https://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
     cm_flags = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    # each controller as its own service account, which the bootstrap policy's system:controller:* roles authorize
+    cm_flags += ["--use-service-account-credentials"] if "--use-service-account-credentials" not in cm_extra else []
     # the cluster CA signs approved CSRs and is what pods trust (kube-root-ca.crt, token Secrets);
     # legacy tokens are signed with the key the API server verifies (DATA_DIR/service-account.key)
     for flag, value in (("--root-ca-file", pki.ca_file), ("--cluster-signing-cert-file", pki.ca_file),
