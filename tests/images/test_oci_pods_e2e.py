@@ -128,7 +128,7 @@ def test_command_replaces_the_entrypoint_and_args_replace_only_the_cmd(oci_node:
 
 
 def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, registry: Registry) -> None:
-    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u); sleep 3600"], user="app"))
+    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u) home=$HOME; sleep 3600"], user="app"))
     ns = _ns(oci_node, "oci-user")
     oci_node.core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting.txt": "hi from a configmap"}})
     oci_node.core.create_namespaced_pod(ns, pod_manifest("u", [{
@@ -136,7 +136,7 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "cfg", "mountPath": "/etc/cfg"}]}],
         node_name="oci-node", volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}]))
     oci_node.wait_pod(ns, "u", phase("Running"), what="Running")
-    assert "main-uid=1000" in _wait_log(oci_node, ns, "u", "main-uid=")
+    assert "main-uid=1000 home=/home/app" in _wait_log(oci_node, ns, "u", "main-uid=")
     out = oci_node.kubectl.run("exec", "-n", ns, "u", "--", "sh", "-c",
                                "id -u; hostname; cat /etc/cfg/greeting.txt; echo; ps -o pid | wc -l; echo data > /scratch/f; cat /scratch/f").stdout
     lines = out.splitlines()
