@@ -93,7 +93,7 @@ async def test_no_layer_writes_outside_the_image_root(registry: Registry, tmp_pa
 async def test_symlinked_parents_are_resolved_inside_the_root(registry: Registry, tmp_path) -> None:
     # etc -> / would write the host's /<name> if followed on the host; inside the root it is the root
     name = f"k8py-oci-test-{os.getpid()}"
-    layer = tar_layer([("etc2", f"->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
+    layer = tar_layer([("etc2", "->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
     ref = registry.push("links", "1", image([busybox_layer(), layer]))
     puller = ImagePuller(str(tmp_path / "store"))
     try:
@@ -219,7 +219,8 @@ async def test_concurrent_pulls_of_one_reference_share_one_pull_and_digests_pin_
         await puller.close()
 
 
-def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(registry: Registry, tmp_path) -> None:
+@pytest.mark.parametrize("mode", ["", "tmpfs", "disk"], ids=["read-only (rootless)", "tmpfs upper layer", "disk upper layer"])
+def test_each_root_mode_runs_the_image_under_bwrap(registry: Registry, tmp_path, mode: str) -> None:
     import asyncio
     import shutil
     import subprocess
@@ -236,14 +237,19 @@ def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(regist
     (vol / "in-volume").write_text("v")
     status = os.open(str(tmp_path / "status.json"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 || echo read-only"],
+        if mode and os.geteuid() != 0:
+            pytest.fail("overlay root modes need root (CI runs as root)")
+        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 && echo writable || echo read-only"],
                                   bwrap=shutil.which("bwrap") or "bwrap", rootfs=puller.store.rootfs(rec.id), container_dir=str(tmp_path / "c"),
-                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=False)
+                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=mode)
         out = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=(status,), timeout=60, env={"PATH": "/bin"})
     finally:
         os.close(status)
-    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1]
-    assert out.stdout.strip().endswith("read-only")
+    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1], out.stdout + out.stderr
+    assert out.stdout.strip().endswith("writable" if mode else "read-only")
+    assert not os.path.exists(os.path.join(puller.store.rootfs(rec.id), "x"))  # the shared image root is never written
+    upper = tmp_path / "c" / "rootfs" / "upper"
+    assert (upper / "x").exists() is (mode == "disk")  # a tmpfs upper layer lives only in the container's mount namespace
 
 
 def test_a_tar_without_end_blocks_applies_and_a_cut_one_fails_its_diff_id(tmp_path) -> None:

@@ -71,6 +71,8 @@ class ProcessRuntime:
     def info(self) -> RuntimeInfo:
         iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
+        if self.images.puller is not None:
+            iso += "; registry images in their own rootfs" if self.bwrap else "; registry images need bwrap"
         if self.network is not None:
             iso += "; " + self.network.describe()
         iso += "; " + self.cgroups.describe()
@@ -287,7 +289,7 @@ class ProcessRuntime:
                 launch = oci_container.build_oci_launch(rec["argv"], bwrap=self.bwrap, rootfs=rec["rootfs"], container_dir=cdir,
                                                         mounts=[Mount(*m) for m in rec["mounts"]], cwd=rec["cwd"], hostname=rec["hostname"],
                                                         status_fd=status_fd, user=(user[0], user[1]) if user else None,
-                                                        overlay=os.geteuid() == 0)
+                                                        overlay=oci_container.overlay_mode(self.state_dir))
             else:
                 launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
                                                working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
