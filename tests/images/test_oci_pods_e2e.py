@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -72,6 +72,18 @@ def _wait_log(node: Node, ns: str, pod: str, needle: str, timeout: float = 60) -
     raise AssertionError(f"{needle!r} never showed in the log of {ns}/{pod}: {text!r}\n{events}" + "".join(list(node.kubelet.output)[-30:]))
 
 
+def _wait_event(node: Node, ns: str, pod: str, check: Callable[[dict], bool], timeout: float = 60) -> None:
+    """Events are written asynchronously (the recorder batches them): wait for the one wanted."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = node.events(ns, pod)
+        if any(check(e) for e in events):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no such event for {ns}/{pod}: " + "; ".join(f"{e['reason']}: {e['message']}" for e in events))
+
+
 def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node: Node, app_image: str) -> None:
     ns = _ns(oci_node, "oci-files")
     oci_node.kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod_manifest("app", [{
@@ -89,8 +101,8 @@ def test_a_pod_from_a_pulled_image_sees_the_images_files_not_the_hosts(oci_node:
     assert lines[0] == "hello from the image" and lines[1] == "1"
     assert "No such file" in lines[2] or lines[2] == ""  # the host's /usr is not there
     assert lines[-1] == "x"  # the root is writable (an overlay of the container's own)
-    reasons = [e["reason"] for e in oci_node.events(ns, "app")]
-    assert "Pulling" in reasons and "Pulled" in reasons
+    _wait_event(oci_node, ns, "app", lambda e: e["reason"] == "Pulling")
+    _wait_event(oci_node, ns, "app", lambda e: e["reason"] == "Pulled" and e["message"].startswith(f'Successfully pulled image "{app_image}"'))
     node = json.loads(oci_node.kubectl.run("get", "node", "oci-node", "-o", "json").stdout)
     import time
     deadline = time.monotonic() + 30
@@ -116,7 +128,7 @@ def test_command_replaces_the_entrypoint_and_args_replace_only_the_cmd(oci_node:
 
 
 def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, registry: Registry) -> None:
-    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u); sleep 3600"], user="app"))
+    ref = registry.push("k8py/user", "1", image([busybox_layer()], cmd=["sh", "-c", "echo main-uid=$(id -u) home=$HOME; sleep 3600"], user="app"))
     ns = _ns(oci_node, "oci-user")
     oci_node.core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg"}, "data": {"greeting.txt": "hi from a configmap"}})
     oci_node.core.create_namespaced_pod(ns, pod_manifest("u", [{
@@ -124,7 +136,7 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "cfg", "mountPath": "/etc/cfg"}]}],
         node_name="oci-node", volumes=[{"name": "scratch", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "cfg"}}]))
     oci_node.wait_pod(ns, "u", phase("Running"), what="Running")
-    assert "main-uid=1000" in _wait_log(oci_node, ns, "u", "main-uid=")
+    assert "main-uid=1000 home=/home/app" in _wait_log(oci_node, ns, "u", "main-uid=")
     out = oci_node.kubectl.run("exec", "-n", ns, "u", "--", "sh", "-c",
                                "id -u; hostname; cat /etc/cfg/greeting.txt; echo; ps -o pid | wc -l; echo data > /scratch/f; cat /scratch/f").stdout
     lines = out.splitlines()
@@ -133,6 +145,26 @@ def test_the_image_user_and_the_pods_namespaces_and_volumes(oci_node: Node, regi
     assert lines[2] == "hi from a configmap"
     assert int(lines[3]) <= 6  # own pid namespace: bwrap, sh, sleep, and the exec's processes
     assert lines[4] == "data"
+
+
+def test_run_as_user_overrides_the_image_user_and_run_as_non_root_is_enforced(oci_node: Node, registry: Registry) -> None:
+    root_image = registry.push("k8py/rootuser", "1", image([busybox_layer()], cmd=["sh", "-c", "echo uid=$(id -u) gid=$(id -g); sleep 3600"]))
+    named = registry.push("k8py/nameduser", "1", image([busybox_layer()], cmd=["sh", "-c", "sleep 3600"], user="app"))
+    ns = _ns(oci_node, "oci-sc")
+    oci_node.core.create_namespaced_pod(ns, pod_manifest("as-2000", [{"name": "c", "image": root_image,
+                                                         "securityContext": {"runAsUser": 2000}}], node_name="oci-node",
+                                                         securityContext={"runAsUser": 1500, "runAsGroup": 3000}))
+    assert "uid=2000 gid=3000" in _wait_log(oci_node, ns, "as-2000", "uid=")
+    for name, img in (("root-refused", root_image), ("named-refused", named)):
+        oci_node.core.create_namespaced_pod(ns, pod_manifest(name, [{"name": "c", "image": img, "securityContext": {"runAsNonRoot": True}}],
+                                                             node_name="oci-node"))
+    uid = oci_node.wait_pod(ns, "root-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError",
+                            what="CreateContainerConfigError")["metadata"]["uid"]
+    msg = oci_node.pod(ns, "root-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert msg == f'container has runAsNonRoot and image will run as root (pod: "root-refused_{ns}({uid})", container: c)'
+    oci_node.wait_pod(ns, "named-refused", lambda p: waiting_reason(p) == "CreateContainerConfigError", what="CreateContainerConfigError")
+    msg = oci_node.pod(ns, "named-refused")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert "image has non-numeric user (app), cannot verify user is non-root" in msg
 
 
 def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: Registry) -> None:
@@ -153,12 +185,16 @@ def test_pull_policies_never_ifnotpresent_and_always(oci_node: Node, registry: R
     oci_node.core.create_namespaced_pod(ns, pod_manifest("cached", [{"name": "c", "image": ref, "imagePullPolicy": "IfNotPresent"}],
                                                          node_name="oci-node"))
     assert _wait_log(oci_node, ns, "cached", "one").strip() == "one"
-    assert any(e["reason"] == "Pulled" and "already present on machine" in e["message"] for e in oci_node.events(ns, "cached"))
+    _wait_event(oci_node, ns, "cached", lambda e: e["reason"] == "Pulled" and "already present on machine" in e["message"])
     oci_node.core.create_namespaced_pod(ns, pod_manifest("fresh", [{"name": "c", "image": ref, "imagePullPolicy": "Always"}],
                                                          node_name="oci-node"))
     assert _wait_log(oci_node, ns, "fresh", "two").strip() == "two"
-    first = oci_node.pod(ns, "first")["status"]["containerStatuses"][0]["imageID"]
-    fresh = oci_node.pod(ns, "fresh")["status"]["containerStatuses"][0]["imageID"]
+    def image_id(name: str) -> str:  # the status is written a moment after the log shows the output
+        pod = oci_node.wait_pod(ns, name, lambda p: bool(((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("imageID")),
+                                what="with an imageID")
+        return pod["status"]["containerStatuses"][0]["imageID"]
+
+    first, fresh = image_id("first"), image_id("fresh")
     assert first != fresh and fresh.startswith(f"{registry.host}/k8py/moving@sha256:")
 
 
@@ -200,7 +236,7 @@ def test_a_private_registry_needs_an_image_pull_secret(oci_node: Node, auth_regi
     oci_node.core.create_namespaced_pod(ns, pod_manifest("authed", [{"name": "c", "image": ref}], node_name="oci-node",
                                                          imagePullSecrets=[{"name": "missing-secret"}, {"name": "regcred"}]))
     assert _wait_log(oci_node, ns, "authed", "yes").strip() == "yes"
-    assert any(e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"] for e in oci_node.events(ns, "authed"))
+    _wait_event(oci_node, ns, "authed", lambda e: e["reason"] == "FailedToRetrieveImagePullSecret" and "missing-secret" in e["message"])
 
 
 def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_cleanly(oci_node: Node, app_image: str) -> None:
@@ -221,3 +257,41 @@ def test_a_restarted_kubelet_adopts_a_running_oci_container_and_deletes_it_clean
     oci_node.wait_gone(ns, "kept")
     assert not os.path.exists(cdir)  # the container's own overlay layer went with it; the image's rootfs stays
     assert os.path.isdir(os.path.join(oci_node.kubelet.root_dir, "images", "rootfs", records[0]["image_id"].split(":", 1)[1]))
+
+
+def test_the_kubelet_collects_unused_images_and_the_node_stops_listing_them(tmp_path, registry: Registry) -> None:
+    # thresholds of 0%: every round is "above the high threshold", so every unused image goes
+    server, kubelet, kubectl = start_node(str(tmp_path), name="gc-node", extra=(
+        "--image-gc-high-threshold", "0", "--image-gc-low-threshold", "0", "--minimum-image-gc-age", "0", "--image-gc-period", "0.5"))
+    api = official_client(server.url)
+    node = Node(server, kubelet, kubectl, api)
+    try:
+        used = registry.push("gc/used", "1", image([busybox_layer({"u": "1"})], cmd=["sh", "-c", "sleep 3600"]))
+        done = registry.push("gc/done", "1", image([busybox_layer({"d": "1"})], cmd=["true"]))
+        ns = _ns(node, "oci-gc")
+        node.core.create_namespaced_pod(ns, pod_manifest("running", [{"name": "c", "image": used}], node_name="gc-node"))
+        node.core.create_namespaced_pod(ns, pod_manifest("finished", [{"name": "c", "image": done}], node_name="gc-node", restartPolicy="Never"))
+        node.wait_pod(ns, "running", phase("Running"), what="Running")
+        node.wait_pod(ns, "finished", phase("Succeeded"), what="Succeeded")
+        store = os.path.join(kubelet.root_dir, "images", "images")
+
+        def names() -> set[str]:
+            n = node.api.sanitize_for_serialization(node.core.read_node("gc-node"))
+            return {name for i in n["status"].get("images") or [] for name in i["names"]}
+
+        # the finished pod's container still exists: its image is in use, as upstream counts it
+        assert len(os.listdir(store)) == 2
+        node.core.delete_namespaced_pod("finished", ns)
+        node.wait_gone(ns, "finished")
+        import time
+        deadline = time.monotonic() + 60
+        listed = names()
+        while time.monotonic() < deadline and not (used in listed and done not in listed and len(os.listdir(store)) == 1):
+            time.sleep(0.3)
+            listed = names()
+        assert used in listed and done not in listed and len(os.listdir(store)) == 1, (listed, os.listdir(store))
+    finally:
+        api.close()
+        kubelet.stop()
+        kubelet.kill_containers()
+        server.stop()

@@ -219,7 +219,8 @@ async def test_concurrent_pulls_of_one_reference_share_one_pull_and_digests_pin_
         await puller.close()
 
 
-def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(registry: Registry, tmp_path) -> None:
+@pytest.mark.parametrize("mode", ["", "tmpfs", "disk"], ids=["read-only (rootless)", "tmpfs upper layer", "disk upper layer"])
+def test_each_root_mode_runs_the_image_under_bwrap(registry: Registry, tmp_path, mode: str) -> None:
     import asyncio
     import shutil
     import subprocess
@@ -236,11 +237,51 @@ def test_a_read_only_image_root_runs_under_bwrap_as_a_rootless_node_would(regist
     (vol / "in-volume").write_text("v")
     status = os.open(str(tmp_path / "status.json"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 || echo read-only"],
+        if mode and os.geteuid() != 0:
+            pytest.fail("overlay root modes need root (CI runs as root)")
+        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 && echo writable || echo read-only"],
                                   bwrap=shutil.which("bwrap") or "bwrap", rootfs=puller.store.rootfs(rec.id), container_dir=str(tmp_path / "c"),
-                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=False)
+                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=mode)
         out = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=(status,), timeout=60, env={"PATH": "/bin"})
     finally:
         os.close(status)
-    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1]
-    assert out.stdout.strip().endswith("read-only")
+    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1], out.stdout + out.stderr
+    assert out.stdout.strip().endswith("writable" if mode else "read-only")
+    assert not os.path.exists(os.path.join(puller.store.rootfs(rec.id), "x"))  # the shared image root is never written
+    upper = tmp_path / "c" / "rootfs" / "upper"
+    assert (upper / "x").exists() is (mode == "disk")  # a tmpfs upper layer lives only in the container's mount namespace
+
+
+def test_a_tar_without_end_blocks_applies_and_a_cut_one_fails_its_diff_id(tmp_path) -> None:
+    import hashlib
+
+    from k8py.kubelet.images.unpack import LayerError, apply_layer
+    layer = tar_layer([("d", None), ("d/f", "x" * 1000)], gzip_it=False)
+    data_end = layer.tar.index(b"x" * 1000) + 1000
+    unpadded = layer.tar[:data_end]  # what umoci 0.4 writes: no padding, no end-of-archive blocks
+    blob = tmp_path / "unpadded"
+    blob.write_bytes(unpadded)
+    (tmp_path / "r1").mkdir()
+    assert apply_layer(str(tmp_path / "r1"), str(blob), layer.media_type) == "sha256:" + hashlib.sha256(unpadded).hexdigest()
+    assert (tmp_path / "r1" / "d" / "f").read_text() == "x" * 1000
+    cut = tmp_path / "cut"  # cut inside the file's data: an error, or at least not the config's diff_id
+    cut.write_bytes(unpadded[:-10])
+    (tmp_path / "r2").mkdir()
+    try:
+        assert apply_layer(str(tmp_path / "r2"), str(cut), layer.media_type) != "sha256:" + hashlib.sha256(unpadded).hexdigest()
+    except LayerError:
+        pass
+
+
+async def test_an_unreachable_registry_is_err_image_pull_saying_so(tmp_path) -> None:
+    from tests.support.oci_registry import free_port
+    name = f"127.0.0.1:{free_port()}/nobody/home:1"
+    puller = ImagePuller(str(tmp_path / "store"))
+    try:
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await puller.pull(name)
+        assert err.value.reason == "ErrImagePull"
+        assert err.value.message.startswith(f'failed to pull and unpack image "{name}": failed to resolve reference "{name}": failed to do request')
+        assert "Connect" in err.value.message or "connect" in err.value.message
+    finally:
+        await puller.close()

@@ -137,7 +137,7 @@ class ControllersThread:
 def secured(tmp_path) -> Iterator[SecuredServer]:
     """Node,RBAC, with the ClusterRole aggregation controller running (admin, edit and view get their rules)."""
     with SecuredServer(sqlite_storage(str(tmp_path / "data")), bookmark_interval=1.0,
-                       authorization_modes=("Node", "RBAC")) as server:
+                       authorization_modes=("Node", "RBAC"), enable_admission_plugins=("NodeRestriction",)) as server:
         with ControllersThread(server.url, "clusterrole-aggregation"):
             wait_for_aggregation(server.url)
             yield server

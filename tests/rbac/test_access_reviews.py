@@ -4,6 +4,7 @@ SubjectAccessReview carries upstream's reasons."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import kubernetes
@@ -150,3 +151,6 @@ def test_subject_access_review_reports_who_allowed_and_why_not(clients) -> None:
     with pytest.raises(kubernetes.client.ApiException) as err:
         authz.create_subject_access_review({"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})
     assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or '
+        'group must be specified')

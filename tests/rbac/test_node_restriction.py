@@ -65,6 +65,8 @@ def test_a_node_writes_only_its_own_lease(node_a, clients) -> None:
     with pytest.raises(kubernetes.client.ApiException) as err:
         leases.create_namespaced_lease("kube-node-lease", {"metadata": {"name": "node-b"}, "spec": {"holderIdentity": "node-a"}})
     assert err.value.status == 403
+    kubernetes.client.CoordinationV1Api(clients.api("admin-token")).create_namespaced_lease(
+        "kube-node-lease", {"metadata": {"name": "node-b"}, "spec": {"holderIdentity": "node-b"}})
     with pytest.raises(kubernetes.client.ApiException) as err:
         leases.patch_namespaced_lease("node-b", "kube-node-lease", {"spec": {"holderIdentity": "node-a"}})
     assert _message(err) == 'leases.coordination.k8s.io "node-b" is forbidden: node "node-a" is not allowed to modify lease "node-b"'

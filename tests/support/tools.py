@@ -72,8 +72,10 @@ def in_ci(environ: dict[str, str] | None = None) -> bool:
     return any(env.get(name, "").strip().lower() not in _FALSE for name in _CI_VARIABLES)
 
 
-#: the image tests' tools: a real registry, the busybox their images are built from, htpasswd for auth
-OCI_TOOLS = (("docker-registry", "docker-registry"), ("busybox", "busybox-static"), ("htpasswd", "apache2-utils"))
+#: the image tests' tools: a real registry, the busybox their images are built from, htpasswd for auth,
+#: and the walkthrough's image tools
+OCI_TOOLS = (("docker-registry", "docker-registry"), ("busybox", "busybox-static"), ("htpasswd", "apache2-utils"),
+             ("umoci", "umoci"), ("skopeo", "skopeo"))  # docs/13-images.md builds and pushes with these
 
 
 def oci_tools_missing() -> list[tuple[str, str]]:

@@ -54,7 +54,8 @@ def test_a_validating_webhooks_denial_reaches_kubectl_as_upstream_prints_it(kube
     with HTTPSServer(app) as webhook:
         kubectl.run("create", "-f", "-", input=webhook_configuration(
             "ValidatingWebhookConfiguration", "deny-cm", webhook.url + "/deny", webhook.ca_bundle,
-            objectSelector={"matchLabels": {"guarded": "yes"}}))
+            objectSelector={"matchLabels": {"guarded": "yes"}},
+            matchConditions=[{"name": "creates-only", "expression": "request.operation == 'CREATE'"}]))
         settle(kubectl)
         kubectl.run("create", "-f", "-", input=configmap("free"))
         denied = kubectl.run("create", "-f", "-", input=configmap("guarded", guarded="yes"), check=False)
@@ -163,6 +164,14 @@ def test_a_validating_admission_policy_with_params_refuses_through_kubectl(kubec
     rows = kubectl.run("get", "validatingadmissionpolicies", "--no-headers").stdout.split()
     assert rows[:3] == ["replica-limit.example.com", "1", "v1/ConfigMap"]
 
+    def status() -> dict:
+        return json.loads(kubectl.run("get", "validatingadmissionpolicy", "replica-limit.example.com", "-o", "json").stdout).get("status") or {}
+
+    deadline = time.monotonic() + 30
+    while status() != {"observedGeneration": 1, "typeChecking": {}}:  # what clients wait for before relying on a policy
+        assert time.monotonic() < deadline, f"the policy's status was never written: {status()}"
+        time.sleep(0.1)
+
 
 def test_a_webhook_that_denies_everything_cannot_lock_out_its_own_configuration(kubectl):
     with HTTPSServer(review_app({"/deny": lambda req: deny("everything is denied")})) as webhook:
@@ -181,3 +190,29 @@ def test_a_webhook_that_denies_everything_cannot_lock_out_its_own_configuration(
         settle(kubectl)
         kubectl.run("create", "configmap", "allowed")
         assert all(r["resource"]["resource"] != "validatingwebhookconfigurations" for r in webhook.requests)
+
+
+def test_updates_and_deletes_reach_webhooks_with_the_stored_object_as_old_object(kubectl):
+    def review(req):
+        if req["operation"] == "DELETE":
+            return deny(f"{req['oldObject']['metadata']['name']} is protected (labels {req['oldObject']['metadata'].get('labels')})")
+        return allow()
+
+    with HTTPSServer(review_app({"/review": review})) as webhook:
+        kubectl.run("create", "-f", "-", input=json.dumps({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "protect"}, "webhooks": [{
+                "name": "protect.example.com", "clientConfig": {"url": webhook.url + "/review", "caBundle": webhook.ca_bundle},
+                "rules": [{"operations": ["UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]}))
+        kubectl.run("create", "configmap", "keep")
+        settle(kubectl)
+        kubectl.run("label", "configmap", "keep", "tier=gold")
+        refused = kubectl.run("delete", "configmap", "keep", check=False)
+        assert refused.stderr == ('Error from server: admission webhook "protect.example.com" denied the request: '
+                                  "keep is protected (labels {'tier': 'gold'})\n")
+        assert kubectl.run("get", "configmap", "keep", "-o", "name").stdout == "configmap/keep\n"
+        update, delete = webhook.requests
+        assert (update["operation"], update["oldObject"]["metadata"].get("labels"), update["object"]["metadata"]["labels"]) == (
+            "UPDATE", None, {"tier": "gold"})
+        assert (delete["operation"], "object" in delete, delete["options"]["kind"]) == ("DELETE", False, "DeleteOptions")

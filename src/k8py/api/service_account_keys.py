@@ -170,16 +170,28 @@ def generate_signing_key(*, ec_p256: bool = False) -> SigningKey:
 
 
 def ensure_signing_key_file(path: str) -> SigningKey:
-    """Load ``path``, or create it (an RSA-2048 key, mode 0600) when it does not exist yet."""
+    """Load ``path``, or create it (an RSA-2048 key, mode 0600) when it does not exist yet.
+
+    Safe when several processes start at once on one directory (``k8py up
+    --apiservers N``): the key is written aside and hard-linked into place,
+    which fails if another got there first, and then everyone loads the
+    winner's key, so all of them sign and verify with the same one."""
     if not os.path.exists(path):
         key = generate_signing_key()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key.pem())
-        os.replace(tmp, path)
-        return key
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(key.pem())
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(tmp)
     return load_signing_key(path)
 
 

@@ -49,6 +49,7 @@ from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.plugins import PluginContext, build_chain
 from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
+from k8py.apiserver.webhooks.policy_status import PolicyStatusWriter
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.openapi.v3 import OpenAPIService
@@ -63,11 +64,14 @@ from k8py.apiserver.authz.escalation import EscalationCheck
 from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
 from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.authz.node import NodeAuthorizer
-from k8py.apiserver.admission.node_restriction import NodeRestriction
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
+from k8py.apiserver.audit.auditor import Auditor
+from k8py.apiserver.audit.log_backend import LogBackend
+from k8py.apiserver.audit.policy import load_policy
 from k8py.storage import Storage
+from k8py.storage.encryption import EncryptedStorage, ProviderChain, load_encryption_config
 
 __all__ = ["APIServer", "APIServerConfig"]
 
@@ -105,6 +109,15 @@ class APIServerConfig:
     disable_admission_plugins: tuple[str, ...] = ()
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
+    #: ``--encryption-provider-config``: an EncryptionConfiguration file ("" = stored as is)
+    encryption_provider_config: str = ""
+    #: ``--audit-policy-file`` and ``--audit-log-path`` (both needed for an audit log; "-" = stdout)
+    audit_policy_file: str = ""
+    audit_log_path: str = ""
+    #: ``--audit-log-maxsize`` (megabytes before rotation; 0 = never), ``-maxbackup``, ``-maxage`` (days)
+    audit_log_maxsize: float = 0
+    audit_log_maxbackup: int = 0
+    audit_log_maxage: int = 0
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
@@ -151,11 +164,20 @@ class CachedCoreObjects:
 
 class APIServer:
     def __init__(self, storage: Storage, config: APIServerConfig | None = None) -> None:
-        self.storage = storage
         self.config = config or APIServerConfig()
+        if self.config.encryption_provider_config:
+            # every reader (store, watch cache, lists) sees plaintext; the backend only ciphertext
+            self.encryption = load_encryption_config(self.config.encryption_provider_config)
+            self._encryption_index: dict[str, ProviderChain | None] | None = None
+            storage = EncryptedStorage(storage, self._encryption_chain_for_key)  # type: ignore[assignment]
+        self.storage = storage
         if not self.config.kubernetes_service_ip:
             self.config.kubernetes_service_ip = str(ipaddress.ip_network(self.config.service_cidr)[1])
         self.registry = Registry()
+        if self.config.encryption_provider_config:
+            forget = lambda _d: setattr(self, "_encryption_index", None)  # noqa: E731 - CRDs come and go
+            self.registry.on_change(forget)
+            self.registry.on_remove(forget)
         register_builtins(self.registry)
         self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
@@ -196,12 +218,15 @@ class APIServer:
         self.store.allocate_update.append(escalation)
         #: inside the Status middleware, in order: authentication, then authorization
         self.middlewares: list[Any] = []
+        self.auditor: Auditor | None = None
+        if self.config.audit_policy_file and self.config.audit_log_path:
+            # after authentication (the event names the user), before authorization (a 403 is audited)
+            self.auditor = Auditor(load_policy(self.config.audit_policy_file), LogBackend(
+                self.config.audit_log_path, max_bytes=int(self.config.audit_log_maxsize * 1024 * 1024),
+                max_backups=self.config.audit_log_maxbackup, max_age_days=self.config.audit_log_maxage))
+            self.middlewares.append(self.auditor.middleware)
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
-        if "Node" in self.config.authorization_modes:  # NodeRestriction: a kubelet writes only its own objects
-            node_restriction = NodeRestriction(self.registry, self.cacher)
-            self.middlewares.append(node_restriction.middleware())
-            self.store.allocate_new.append(node_restriction)
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
@@ -227,6 +252,7 @@ class APIServer:
             self.registry, self.cacher, self.store, identity=self._front_proxy_identity(),
             now=lambda: rfc3339(), check_interval=self.config.apiservice_check_interval)
         self._aggregator_task: asyncio.Task[None] | None = None
+        self._policy_status_task: asyncio.Task[None] | None = None
         self.app = build_app(
             handlers=self.handlers,
             discovery=Discovery(self.registry, self.aggregator),
@@ -237,6 +263,8 @@ class APIServer:
             non_resource=OIDCDiscovery(self.service_accounts).routes(),
             middlewares=self.middlewares,
         )
+        if self.auditor is not None:
+            self.auditor.install(self.app)
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
         self.app[CONSISTENT] = self.cacher.wait_consistent
@@ -270,6 +298,18 @@ class APIServer:
                              "go together: give all three (or none, and a front-proxy CA is made at start)")
         return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
+    def _encryption_chain_for_key(self, key: str) -> ProviderChain | None:
+        """The providers of the resource stored under ``key`` (``/registry/<resource>/...``)."""
+        index = self._encryption_index
+        if index is None:
+            index = self._encryption_index = {
+                d.key_prefix: self.encryption.chain_for(d.plural, d.group) for d in self.registry}
+        parts = key.split("/", 4)  # "", "registry", resource[, plural of a custom resource], ...
+        for prefix in ("/".join(parts[:3]) + "/", "/".join(parts[:4]) + "/"):
+            if prefix in index:
+                return index[prefix]
+        return None
+
     @property
     def url(self) -> str:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
@@ -285,6 +325,8 @@ class APIServer:
         await self._bootstrap()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
+        self._policy_status_task = asyncio.create_task(
+            PolicyStatusWriter(self.registry, self.cacher, self.store).run(), name="admission-policy-status")
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -318,6 +360,10 @@ class APIServer:
             self._allocator_task.cancel()
             await asyncio.gather(self._allocator_task, return_exceptions=True)
             self._allocator_task = None
+        if self._policy_status_task is not None:
+            self._policy_status_task.cancel()
+            await asyncio.gather(self._policy_status_task, return_exceptions=True)
+            self._policy_status_task = None
         if self._aggregator_task is not None:
             self._aggregator_task.cancel()
             await asyncio.gather(self._aggregator_task, return_exceptions=True)

@@ -78,6 +78,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
     p.add_argument("--cluster-signing-key-file", default="", help="its private key (PEM)")
     p.add_argument("--cluster-signing-duration", type=float, default=365 * 24 * 3600.0,
                    help="the longest a signed certificate lives, in seconds (default: a year)")
+    p.add_argument("--use-service-account-credentials", action="store_true",
+                   help="run each controller as its own kube-system service account (what upstream's RBAC roles expect)")
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -99,6 +101,7 @@ async def _main(args: argparse.Namespace) -> int:
         service_account_private_key_file=args.service_account_private_key_file, root_ca_file=args.root_ca_file,
         cluster_signing_cert_file=args.cluster_signing_cert_file, cluster_signing_key_file=args.cluster_signing_key_file,
         cluster_signing_duration=args.cluster_signing_duration,
+        use_service_account_credentials=args.use_service_account_credentials,
         extra={"max_endpoints_per_slice": args.max_endpoints_per_slice,
                "hpa_sync_period": args.horizontal_pod_autoscaler_sync_period,
                "hpa_tolerance": args.horizontal_pod_autoscaler_tolerance,

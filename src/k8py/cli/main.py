@@ -82,10 +82,17 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
-    p.add_argument("--enable-admission-plugins", default="",
-                   help="admission plugins to enable besides the defaults (comma-separated; run in upstream's order)")
-    p.add_argument("--disable-admission-plugins", default="",
+    p.add_argument("--enable-admission-plugins", action="append", default=[],
+                   help="admission plugins to enable besides the defaults (comma-separated, repeatable; run in upstream's order)")
+    p.add_argument("--disable-admission-plugins", action="append", default=[],
                    help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
+    p.add_argument("--encryption-provider-config", default="",
+                   help="an EncryptionConfiguration file: which resources are encrypted at rest, with which keys")
+    p.add_argument("--audit-policy-file", default="", help="an audit.k8s.io/v1 Policy: which requests are logged, at which level")
+    p.add_argument("--audit-log-path", default="", help="where audit events go, one JSON line each ('-' = standard output)")
+    p.add_argument("--audit-log-maxsize", type=int, default=0, help="megabytes of audit log before it is rotated (0 = never)")
+    p.add_argument("--audit-log-maxbackup", type=int, default=0, help="rotated audit logs kept (0 = all)")
+    p.add_argument("--audit-log-maxage", type=int, default=0, help="days a rotated audit log is kept (0 = forever)")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
@@ -231,10 +238,16 @@ def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type:
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
             authorization_modes=tuple(args.authorization_mode),
-            enable_admission_plugins=(args.enable_admission_plugins,),
-            disable_admission_plugins=(args.disable_admission_plugins,),
+            enable_admission_plugins=tuple(args.enable_admission_plugins),
+            disable_admission_plugins=tuple(args.disable_admission_plugins),
             admission_plugin_config=load_admission_config(args.admission_control_config_file)
             if args.admission_control_config_file else {},
+            encryption_provider_config=args.encryption_provider_config,
+            audit_policy_file=args.audit_policy_file,
+            audit_log_path=args.audit_log_path,
+            audit_log_maxsize=args.audit_log_maxsize,
+            audit_log_maxbackup=args.audit_log_maxbackup,
+            audit_log_maxage=args.audit_log_maxage,
             requestheader_client_ca_file=args.requestheader_client_ca_file,
             proxy_client_cert_file=args.proxy_client_cert_file,
             proxy_client_key_file=args.proxy_client_key_file,
@@ -256,13 +269,15 @@ async def _run_apiserver(args: argparse.Namespace) -> int:
         return 1
     from k8py.apiserver.admission.plugins import AdmissionConfigError
     from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+    from k8py.apiserver.audit.policy import AuditPolicyError
+    from k8py.storage.encryption import EncryptionConfigError
 
     try:
         server = _build_apiserver(args, service_accounts)
     except FrontProxyConfigError as err:
         print(f"k8py apiserver: {err}", file=sys.stderr)
         return 1
-    except AdmissionConfigError as err:
+    except (AdmissionConfigError, EncryptionConfigError, AuditPolicyError) as err:
         print(f"k8py apiserver: {err}", file=sys.stderr)
         return 2
     try:

@@ -176,12 +176,22 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
         if spec.trace:
             api += ["--trace"]
-        if spec.pod_network == "cni" and "--service-cluster-ip-range" not in extra.get("apiserver", []):
+        api_extra = extra.get("apiserver", [])
+        plugins = ["TaintNodesByCondition"]  # the controller manager's node lifecycle controller lifts the not-ready taint
+        if not any(a.startswith("--authorization-mode") for a in api_extra):
+            # as kubeadm and k3s run it: every component with only what upstream grants its identity
+            api += ["--authorization-mode", "Node,RBAC"]
+            plugins.append("NodeRestriction")
+        if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
+            api += ["--enable-admission-plugins", ",".join(plugins)]
+        if spec.pod_network == "cni" and "--service-cluster-ip-range" not in api_extra:
             api += ["--service-cluster-ip-range", service_cidr_for(cluster_cidr)]
-        out.append(ComponentSpec(name, api + extra.get("apiserver", []), log(name), f"http://{host}:{ports[name]}/readyz",
+        out.append(ComponentSpec(name, api + api_extra, log(name), f"http://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
     cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    # each controller as its own service account, which the bootstrap policy's system:controller:* roles authorize
+    cidr += ["--use-service-account-credentials"] if "--use-service-account-credentials" not in cm_extra else []
     out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
                                                          *cidr, *cm_extra),
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))

@@ -85,6 +85,8 @@ class ControllerOptions:
     """``--cluster-signing-cert-file`` / ``-key-file``: the CA the csrsigning controller signs with."""
     cluster_signing_duration: float = 365 * 24 * 3600.0
     """``--cluster-signing-duration``: the longest a signed certificate lives (upstream: 8760h)."""
+    use_service_account_credentials: bool = False
+    """``--use-service-account-credentials``: each controller writes as its own kube-system service account."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form settings for controllers that need more (tests, later issues)."""
 

@@ -21,6 +21,7 @@ A controller whose ``run`` fails is logged and the manager fails with it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import uuid
@@ -35,6 +36,7 @@ from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext, ControllerOptions
 from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.controllers.registry import Controller, enabled_controllers, load_factory
+from k8py.controllers.service_account_credentials import ServiceAccountClients
 
 __all__ = ["ControllerManager", "LeaderElectionConfig", "LEASE_NAMESPACE", "LEASE_NAME"]
 
@@ -81,6 +83,8 @@ class ControllerManager:
         self.broadcaster = EventBroadcaster(client, clock=self.clock)
         self.health = HealthServer(metrics=prometheus_text(self.registry), bind=bind, port=port)
         self.controllers: dict[str, Controller] = {}
+        #: per-controller clients (``--use-service-account-credentials``), made when the controllers start
+        self.credentials: ServiceAccountClients | None = None
         self.context: ControllerContext | None = None
         self.started = asyncio.Event()
         """Set once every controller's task is running (for tests and callers)."""
@@ -131,7 +135,10 @@ class ControllerManager:
             factory = load_factory(name)
             if factory is None:
                 continue
-            controller = factory(ctx)
+            own = ctx
+            if self.credentials is not None and self.credentials.client(name) is not self.client:
+                own = dataclasses.replace(ctx, client=self.credentials.client(name))  # same informers, its own identity
+            controller = factory(own)
             if controller is None:  # its configuration is missing (csrsigning without a CA): not started, as upstream
                 continue
             self.controllers[name] = controller
@@ -140,15 +147,22 @@ class ControllerManager:
         return ctx
 
     async def run_controllers(self) -> None:
+        if self.options.use_service_account_credentials:
+            self.credentials = ServiceAccountClients(self.client)
+            await self.credentials.prepare(self.names)
         ctx = self.build()
         try:
             async with asyncio.TaskGroup() as group:
+                if self.credentials is not None:
+                    group.create_task(self.credentials.run(), name="controller-token-renewal")
                 ctx.informers.start()
                 for name, controller in self.controllers.items():
                     group.create_task(self._run_one(name, controller), name=f"controller-{name}")
                 self.started.set()
         finally:
             await ctx.informers.shutdown()
+            if self.credentials is not None:
+                await self.credentials.close()
 
     @staticmethod
     async def _run_one(name: str, controller: Controller) -> None:

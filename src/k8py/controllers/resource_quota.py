@@ -12,7 +12,8 @@ its namespace at once, and quota updates only when ``spec.hard`` changes or
 seen an object admission just charged would hand that charge back (the
 deletion of a Service, ConfigMap or Secret re-syncs too); other
 counted kinds (``count/<plural>[.<group>]``, ``services``, ``configmaps``, …)
-are listed from the API server on each sync, and every quota is re-synced
+are listed from the API server on each sync (``count/<plural>.<group>`` of
+a custom resource through discovery, so a CRD created later is counted), and every quota is re-synced
 every ``resource_quota_sync_period`` seconds (``options.extra``; upstream's
 ``--resource-quota-sync-period`` is 5 minutes).
 
@@ -27,6 +28,7 @@ import logging
 from fractions import Fraction
 from typing import Any
 
+from k8py.api.errors import StatusError
 from k8py.api.quota import format_amount, is_terminal, matches_scopes, usage
 from k8py.client.keys import split_key
 from k8py.client.resource import Resource
@@ -102,8 +104,9 @@ class ResourceQuotaController(KeyedController):
             for pod in self.pods.lister.list(namespace=namespace):
                 if matches_scopes(quota, "pods", "", pod):
                     self._add(used, usage("pods", "", pod), pod_names)
-        for resource in {r for r in (_resource_of(n) for n in hard if not _is_pod_name(n)) if r is not None}:
-            names = [n for n in hard if _resource_of(n) == resource]
+        counted = {n: await self._resource(n) for n in hard if not _is_pod_name(n)}
+        for resource in {r for r in counted.values() if r is not None}:
+            names = [n for n, r in counted.items() if r == resource]
             items = (await self.client.list(resource, namespace)).get("items") or []
             for obj in items:
                 if matches_scopes(quota, resource.plural, resource.group, obj):
@@ -112,6 +115,19 @@ class ResourceQuotaController(KeyedController):
         if (quota.get("status") or {}) != status:
             await self.client.update(RESOURCE_QUOTAS, dict(quota, status=status), subresource="status")
         return self.sync_period
+
+    async def _resource(self, name: str) -> Resource | None:
+        """:func:`_resource_of`, or for ``count/<plural>.<group>`` of a group
+        it does not know (a custom resource), the resource discovery finds."""
+        resource = _resource_of(name)
+        if resource is not None or not name.startswith("count/"):
+            return resource
+        plural, _, group = name[len("count/"):].partition(".")
+        try:
+            found = await self.client.discovery.resource_for(plural, group=group)
+        except StatusError:
+            return None  # not served (yet): counted once discovery finds it
+        return found if found.namespaced and found.plural == plural else None
 
     @staticmethod
     def _add(used: dict[str, Fraction], charge: dict[str, Fraction], names: list[str]) -> None:

@@ -84,6 +84,13 @@ def _resources(c: Mapping[str, Any]) -> Resources:
     return Resources(cpu_quota=cpu, memory_limit=mem, cpu_shares=shares(milli_cpu(cpu_req)) if cpu_req is not None else 2)
 
 
+def _security(pod: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, Any]:
+    """runAsUser/runAsGroup/runAsNonRoot, the container's securityContext over the pod's."""
+    pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
+    sc = {**pod_sc, **{k: v for k, v in (c.get("securityContext") or {}).items() if v is not None}}
+    return {"run_as_user": sc.get("runAsUser"), "run_as_group": sc.get("runAsGroup"), "run_as_non_root": bool(sc.get("runAsNonRoot"))}
+
+
 async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> float | None:
     pod, name, image = w.pod, c["name"], c.get("image", "")
     key = f"{w.uid}/{name}/image"
@@ -208,12 +215,12 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": meta["name"],
                 "io.kubernetes.pod.namespace": meta.get("namespace", "default"), "io.kubernetes.pod.uid": w.uid},
         log_path=f"{name}/{attempt}.log", stdin=bool(c.get("stdin")), stdin_once=bool(c.get("stdinOnce")), tty=bool(c.get("tty")),
-        resources=_resources(c),
+        resources=_resources(c), **_security(pod, c),
     )
     try:
         cid = await s.runtime.create_container(w.sandbox_id, config, s.sandbox_config(w))
     except RuntimeErrorStatus as err:
-        w.waiting[name] = ("CreateContainerError", err.message)
+        w.waiting[name] = (err.reason if err.reason == "CreateContainerConfigError" else "CreateContainerError", err.message)
         s.event(pod, "Warning", "Failed", f"Error: {err.message}")
         return 2.0
     s.event(pod, "Normal", "Created", f"Created container: {name}")

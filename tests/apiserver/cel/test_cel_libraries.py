@@ -76,6 +76,16 @@ def evaluate(expression, self=None):
     ("quantity('1.5').isInteger() || !quantity('2').isInteger()", False),
     ("isQuantity('1Gi') && !isQuantity('1 Gi')", True),
     ("type(quantity('1')) == kubernetes.Quantity && type(url('/a')) == kubernetes.URL", True),
+    # format
+    ("format.dns1123Label().validate('my-name').hasValue()", False),
+    ("format.dns1123Label().validate('My_Name').value()", [
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+        "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]),
+    ("format.dns1123SubdomainPrefix().validate('web-').hasValue()", False),
+    ("format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()", False),
+    ("format.labelValue().validate('a').hasValue() || format.date().validate('2024-13-01').hasValue()", True),
+    ("optional.of(1).hasValue() && !optional.none().hasValue()", True),
     # optionals, bindings, has
     ("self.?spec.?replicas.orValue(1)", 1),
     ("{'a': 2}[?'a'].hasValue()", True),

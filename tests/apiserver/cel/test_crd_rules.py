@@ -191,3 +191,36 @@ def test_field_paths_normalize_against_the_schema():
     assert normalize_field_path(".a['b.c']", schema) == "a.b.c"
     assert normalize_field_path(".m.key", schema) == "m[key]"
     assert normalize_field_path(".a.x", schema) is None
+
+
+@pytest.mark.parametrize("rule, name", [
+    ("self.replicas > 0 && self.replicaz > 0", "replicaz"),
+    ("has(self.nope)", "nope"),
+    ("self.items.all(i, i.nam == 'x')", "nam"),
+    ("self.labels.any == 'x' && self.metadata.name == 'x'", "metadata"),
+])
+def test_a_field_the_schema_does_not_declare_is_a_compile_error(rule, name):
+    # cel-go points at the dot; for has(), at the macro's parenthesis
+    column = (rule.index("(") if rule.startswith("has(") else rule.index("." + name)) + 1
+    schema = {"type": "object", "properties": {
+        "replicas": {"type": "integer"},
+        "items": {"type": "array", "maxItems": 2, "items": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 2}}}},
+        "labels": {"type": "object", "maxProperties": 2, "additionalProperties": {"type": "string", "maxLength": 2}},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    causes = crd_causes({"type": "object", "properties": {"spec": {**schema, "x-kubernetes-validations": [
+        {"rule": rule}]}}}, PATH)
+    # (metadata is declared only at the root and in embedded resources)
+    assert [c.message.split("compilation failed: ", 1)[1] for c in causes] == [
+        f"ERROR: <input>:1:{column}: undefined field '{name}'\n | {rule}\n | {'.' * (column - 1)}^"]
+
+
+def test_declared_root_metadata_and_unknown_fields_compile():
+    schema = {"type": "object", "x-kubernetes-validations": [
+        {"rule": "self.metadata.name.startsWith('a') && self.spec.free.anything == 1 && self.kind == 'K'"}],
+        "properties": {"spec": {"type": "object", "properties": {
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}
+    assert crd_causes(schema, PATH) == []
+    bad = {**schema, "x-kubernetes-validations": [{"rule": "self.metadata.labels.size() > 0"}]}
+    assert [c.message.split(": compilation failed: ")[1].splitlines()[0] for c in crd_causes(bad, PATH)] == [
+        "ERROR: <input>:1:14: undefined field 'labels'"]

@@ -12,9 +12,13 @@ from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.admission.default_toleration_seconds import DefaultTolerationSeconds
 from k8py.apiserver.admission.limit_ranger import LimitRanger
 from k8py.apiserver.admission.namespace_lifecycle import NamespaceLifecycle
+from k8py.apiserver.admission.node_restriction import NodeRestriction
+from k8py.apiserver.admission.node_taint import TaintNodesByCondition
 from k8py.apiserver.admission.plugins import PluginContext, register
+from k8py.apiserver.admission.pod_security import PodSecurity, PodSecurityConfig
 from k8py.apiserver.admission.priority import PriorityAdmission
 from k8py.apiserver.admission.resource_quota import ResourceQuotaAdmission
+from k8py.apiserver.admission.service_account import ServiceAccountAdmission
 
 __all__ = ["register_builtin_plugins"]
 
@@ -30,9 +34,14 @@ def register_builtin_plugins() -> None:
     register("AlwaysDeny", lambda ctx: AlwaysDeny())
     register("NamespaceLifecycle", lambda ctx: NamespaceLifecycle(ctx.registry, ctx.cacher, ctx.store))
     register("LimitRanger", lambda ctx: LimitRanger(ctx.registry, ctx.cacher))
+    register("ServiceAccount", lambda ctx: ServiceAccountAdmission(ctx.registry, ctx.cacher, ctx.store))
+    register("TaintNodesByCondition", lambda ctx: TaintNodesByCondition())
+    register("PodSecurity", lambda ctx: PodSecurity(ctx.registry, ctx.cacher,
+                                                    PodSecurityConfig.from_api(ctx.plugin_config("PodSecurity"))))
     register("Priority", lambda ctx: PriorityAdmission(ctx.registry, ctx.cacher))
     register("DefaultTolerationSeconds", _default_toleration_seconds)
     register("ResourceQuota", lambda ctx: ResourceQuotaAdmission(ctx.registry, ctx.cacher, ctx.store))
+    register("NodeRestriction", lambda ctx: NodeRestriction())
 
 
 class AlwaysAdmit:

@@ -10,150 +10,94 @@ other user passes untouched. As upstream's ``noderestriction`` admission:
 - nodes: a node may create, update or delete only its own Node object, and
   may not set labels under ``node-restriction.kubernetes.io/``;
 - leases (``coordination.k8s.io``): only its own, ``kube-node-lease/<name>``;
-- ``serviceaccounts/token``: only for service accounts of pods bound to it
-  (the Node authorizer already checks the relation; kept here as upstream).
+- ``serviceaccounts/token``: only tokens bound to a pod on the node (the Node
+  authorizer already ties the service account to one).
 
 Refusals are upstream's Forbidden, e.g. ``pods "p" is forbidden: node "a" can
-only update pod status for pods with spec.nodeName set to itself``.
-
-Where it runs: the checks that need only the request and the stored object
-(delete, status, eviction, other nodes, leases) run as a middleware right after
-authorization, reading the target from the watch cache; those that need the
-new object's body (a pod or node create) run as an object-store hook, with the
-user from the request context. The admission chain, when it comes, takes both
-as one plugin.
+only update pod status for pods with spec.nodeName set to itself``. Off by
+default, as upstream; ``k8py up`` enables it with ``Node,RBAC``
+(``--enable-admission-plugins=NodeRestriction``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-import orjson
-from aiohttp import web
-
-from k8py.api.errors import Forbidden
-from k8py.apiserver.authn.user import UNSECURED, USER_KEY
-from k8py.apiserver.authz.filter import current_user
+from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.authz.node import node_name, pod_references
-from k8py.apiserver.authz.request_attributes import request_attributes
-from k8py.apiserver.registry import Registry, ResourceDefinition
-from k8py.apiserver.watch.cacher import Cacher
 
 __all__ = ["NodeRestriction", "MIRROR_ANNOTATION"]
 
 Object = dict[str, Any]
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 RESTRICTED_LABEL_PREFIX = "node-restriction.kubernetes.io/"
-_WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-
-
-def _forbidden(resource: str, group: str, name: str, message: str) -> Forbidden:
-    qualified = f"{resource}.{group}" if group else resource
-    full = f'{qualified} "{name}" is forbidden: {message}' if name else f"{qualified} is forbidden: {message}"
-    return Forbidden(full, name=name, group=group, kind=resource)
 
 
 class NodeRestriction:
-    def __init__(self, registry: Registry, cacher: Cacher) -> None:
-        self.registry = registry
-        self.cacher = cacher
+    name = "NodeRestriction"
 
-    def _stored(self, plural: str, namespace: str, name: str) -> Object | None:
-        definition = self.registry.get("", "v1", plural)
-        if definition is None:
-            return None
-        cached = self.cacher.cache_for(definition).objects.get(definition.key(namespace, name))
-        return None if cached is None else orjson.loads(cached.data)
+    def handles(self, operation: Operation) -> bool:
+        return operation in (Operation.CREATE, Operation.UPDATE, Operation.DELETE)
 
-    # -- the request stage (after authorization) ----------------------------------
-
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
-        @web.middleware
-        async def node_restriction(request: web.Request, handler: Handler) -> web.StreamResponse:
-            if request.method not in ("GET", "HEAD"):
-                user = request.get(USER_KEY) or UNSECURED
-                node = node_name(user)
-                if node is not None:
-                    self.check_request(node, request_attributes(user, request.method, request.path, request.query))
-            return await handler(request)
-
-        return node_restriction
-
-    def check_request(self, node: str, attrs: Any) -> None:
-        if not attrs.resource_request or attrs.verb not in _WRITES:
-            return
-        group, resource, sub, name = attrs.api_group, attrs.resource, attrs.subresource, attrs.name
-        if group == "" and resource == "pods":
-            if sub == "" and attrs.verb == "create":
-                return  # judged on the body (pod_created)
-            if sub == "" and attrs.verb == "delete":
-                pod = self._stored("pods", attrs.namespace, name)
-                if pod is not None and (pod.get("spec") or {}).get("nodeName") != node:
-                    raise _forbidden("pods", "", name, f'node "{node}" can only delete pods with spec.nodeName set to itself')
-                return
-            if sub in ("status", "eviction"):
-                pod = self._stored("pods", attrs.namespace, name)
-                if pod is not None and (pod.get("spec") or {}).get("nodeName") != node:
-                    what = "update pod status" if sub == "status" else "evict pods"
-                    raise _forbidden("pods", "", name, f'node "{node}" can only {what} for pods with spec.nodeName set to itself')
-                return
-            raise _forbidden("pods", "", name, f'unexpected operation "{attrs.verb}" on "{sub or "pods"}", node "{node}" '
-                             "can only create and delete mirror pods, and update their status")
-        if group == "" and resource == "nodes":
-            if attrs.verb == "create":
-                return  # judged on the body (node_created)
-            if name != node:
-                raise _forbidden("nodes", "", name, f'node "{node}" is not allowed to modify node "{name}"')
-            return
-        if group == "coordination.k8s.io" and resource == "leases":
-            if attrs.namespace != "kube-node-lease" or (name and name != node) or attrs.verb == "deletecollection":
-                raise _forbidden("leases", group, name, f'node "{node}" is not allowed to modify lease "{name}"'
-                                 if name else f'node "{node}" is not allowed to modify leases')
-            return
-        if group == "" and resource == "serviceaccounts" and sub == "token":
-            return  # the Node authorizer already ties the token to a pod on this node
-
-    # -- the store stage (new objects) ------------------------------------------
-
-    async def __call__(self, definition: ResourceDefinition, obj: Object, *, dry_run: bool) -> None:
-        user = current_user()
-        node = node_name(user) if user is not None else None
+    async def validate(self, a: AdmissionAttributes) -> None:
+        node = node_name(a.user)
         if node is None:
-            return None
-        meta = obj.get("metadata") or {}
-        if definition.group == "coordination.k8s.io" and definition.plural == "leases":
-            name = meta.get("name", "")
-            if meta.get("namespace") != "kube-node-lease" or name != node:
-                raise _forbidden("leases", definition.group, name, f'node "{node}" is not allowed to modify lease "{name}"')
-            return None
-        if definition.group != "":
-            return None
-        if definition.plural == "pods":
-            self.pod_created(node, obj)
-        elif definition.plural == "nodes":
-            name = meta.get("name", "")
-            if name != node:
-                raise _forbidden("nodes", "", name, f'node "{node}" is not allowed to modify node "{name}"')
-            restricted = sorted(k for k in meta.get("labels") or {} if k.startswith(RESTRICTED_LABEL_PREFIX))
-            if restricted:
-                raise _forbidden("nodes", "", name, f'node "{node}" is not allowed to set the following labels: '
-                                 + ", ".join(restricted))
-        return None
+            return
+        group, resource = a.resource.group, a.resource.resource
+        if group == "" and resource == "pods":
+            self._pod(node, a)
+        elif group == "" and resource == "nodes":
+            self._node(node, a)
+        elif group == "coordination.k8s.io" and resource == "leases":
+            name = a.name or ((a.object or {}).get("metadata") or {}).get("name", "")
+            if a.namespace != "kube-node-lease" or name != node:
+                raise a.forbidden(f'node "{node}" is not allowed to modify lease "{name}"')
+        elif group == "" and resource == "serviceaccounts" and a.subresource == "token":
+            bound = ((a.object or {}).get("spec") or {}).get("boundObjectRef") or {}
+            if bound.get("kind") != "Pod":
+                raise a.forbidden(f'node "{node}" can only create tokens for individual service accounts bound to pods')
 
-    def pod_created(self, node: str, pod: Object) -> None:
+    def _pod(self, node: str, a: AdmissionAttributes) -> None:
+        sub = a.subresource
+        stored = a.old_object or {}
+        if sub == "" and a.operation is Operation.CREATE:
+            self._mirror_pod(node, a)
+        elif sub == "" and a.operation is Operation.DELETE:
+            if (stored.get("spec") or {}).get("nodeName") != node:
+                raise a.forbidden(f'node "{node}" can only delete pods with spec.nodeName set to itself')
+        elif sub == "status" and a.operation is Operation.UPDATE:
+            if (stored.get("spec") or {}).get("nodeName") != node:
+                raise a.forbidden(f'node "{node}" can only update pod status for pods with spec.nodeName set to itself')
+        elif sub == "eviction" and a.operation is Operation.CREATE:
+            pass  # the eviction names a pod; the Node authorizer and the pod's binding decide
+        else:
+            raise a.forbidden(f'unexpected operation {a.operation.value} on pods{"/" + sub if sub else ""}, node "{node}" '
+                              "can only create and delete mirror pods, and update their status")
+
+    def _mirror_pod(self, node: str, a: AdmissionAttributes) -> None:
+        pod = a.object or {}
         meta = pod.get("metadata") or {}
-        name = meta.get("name", "") or meta.get("generateName", "")
         if MIRROR_ANNOTATION not in (meta.get("annotations") or {}):
-            raise _forbidden("pods", "", name, f'pod does not have "{MIRROR_ANNOTATION}" annotation, node "{node}" can only '
-                             "create mirror pods")
-        if (pod.get("spec") or {}).get("nodeName") != node:
-            raise _forbidden("pods", "", name, f'node "{node}" can only create pods with spec.nodeName set to itself')
+            raise a.forbidden(f'pod does not have "{MIRROR_ANNOTATION}" annotation, node "{node}" can only create mirror pods')
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") != node:
+            raise a.forbidden(f'node "{node}" can only create pods with spec.nodeName set to itself')
         refs = pod_references(pod)
-        explicit_sa = (pod.get("spec") or {}).get("serviceAccountName")
-        for kind, what in (("secrets", "secrets"), ("configmaps", "configmaps"),
-                           ("persistentvolumeclaims", "persistentvolumeclaims")):
+        for kind in ("secrets", "configmaps", "persistentvolumeclaims"):
             if refs[kind]:
-                raise _forbidden("pods", "", name, f'node "{node}" can not create pods that reference {what}')
-        if explicit_sa:
-            raise _forbidden("pods", "", name, f'node "{node}" can not create pods that reference a service account')
+                raise a.forbidden(f'node "{node}" can not create pods that reference {kind}')
+        if spec.get("serviceAccountName") not in (None, "", "default") or spec.get("serviceAccount") not in (None, "", "default"):
+            raise a.forbidden(f'node "{node}" can not create pods that reference a service account')
+
+    def _node(self, node: str, a: AdmissionAttributes) -> None:
+        name = a.name or ((a.object or {}).get("metadata") or {}).get("name", "")
+        if name != node:
+            raise a.forbidden(f'node "{node}" is not allowed to modify node "{name}"')
+        if a.operation is Operation.DELETE:
+            return
+        labels = ((a.object or {}).get("metadata") or {}).get("labels") or {}
+        old = ((a.old_object or {}).get("metadata") or {}).get("labels") or {}
+        changed = sorted(k for k in set(labels) | set(old)
+                         if k.startswith(RESTRICTED_LABEL_PREFIX) and labels.get(k) != old.get(k))
+        if changed:
+            raise a.forbidden(f'node "{node}" is not allowed to modify labels: {", ".join(changed)}')

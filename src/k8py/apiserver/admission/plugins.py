@@ -70,9 +70,11 @@ ORDER: tuple[str, ...] = (
     "AlwaysDeny",
 )
 
-#: on unless ``--disable-admission-plugins`` names them (upstream's default-on set)
+#: on unless ``--disable-admission-plugins`` names them: upstream's default-on set, less
+#: TaintNodesByCondition (a bare API server has no node lifecycle controller to lift its
+#: taint; ``k8py up``, which runs one, enables it)
 DEFAULT_ON: frozenset[str] = frozenset({
-    "NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "PodSecurity",
+    "NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity",
     "Priority", "DefaultTolerationSeconds", "DefaultStorageClass", "StorageObjectInUseProtection",
     "PersistentVolumeClaimResize", "RuntimeClass", "CertificateApproval", "CertificateSigning",
     "ClusterTrustBundleAttest", "CertificateSubjectRestriction", "DefaultIngressClass",

@@ -86,8 +86,10 @@ class Aggregator:
 
     async def bootstrap(self) -> None:
         """The local APIServices and the authentication ConfigMap, before the server is ready."""
-        await self.local.reconcile()
         self._registry_generation = self.registry.generation
+        await asyncio.gather(self.local.reconcile(), self._publish_front_proxy())
+
+    async def _publish_front_proxy(self) -> None:
         definition = self.registry.get("", "v1", "configmaps")
         assert definition is not None
         configmap = authentication_configmap(self.identity)

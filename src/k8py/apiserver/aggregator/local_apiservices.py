@@ -4,7 +4,7 @@ As kube-apiserver's autoregister controller: every built-in group/version
 gets an APIService ``<version>.<group>`` (``v1.`` for the core group) with no
 ``spec.service``, upstream's priorities, the label
 ``kube-aggregator.kubernetes.io/automanaged: onstart`` and the status
-``Available=True`` (reason ``Local``). Group/versions of
+``Available=True`` (reason ``Local``, set by the APIService strategy as it is created). Group/versions of
 CustomResourceDefinitions get one too, labelled ``automanaged: "true"``
 (priority 1000/100, as upstream's CRD registration controller), and lose it
 when the last CRD of that group/version goes. APIServices a user created are
@@ -13,6 +13,7 @@ never touched.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Callable
 
@@ -94,33 +95,39 @@ class LocalAPIServices:
         return out
 
     async def reconcile(self) -> None:
+        """Create what is missing and drop stale CRD ones; the writes go out together (the
+        store commits concurrent writes as one group: start-up pays two commits, not forty)."""
         existing = self._existing()
         wanted = self.wanted()
-        for name, (group, version, label, (group_min, version_priority)) in wanted.items():
-            if name in existing:
-                continue
-            obj = {
-                "metadata": {"name": name, "labels": {AUTOMANAGED: label}},
-                "spec": {**({"group": group} if group else {}), "version": version,  # group: omitempty
-                         "groupPriorityMinimum": group_min, "versionPriority": version_priority},
-            }
-            try:
-                await self.store.create(self.definition, "", obj)
-            except AlreadyExists:
-                continue
-            except StatusError as err:
-                log.warning("could not create a local APIService", extra={"apiservice": name, "error": err.message})
-                continue
-            await self._mark_available(name)
-        for name, obj in existing.items():
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            if labels.get(AUTOMANAGED) == "true" and name not in wanted:
-                try:
-                    await self.store.storage.delete(self.definition.key("", name))
-                except Exception as err:  # gone already, or the store is closing: the next pass tries again
-                    log.debug("could not delete a stale APIService", extra={"apiservice": name, "error": str(err)})
-            elif name in wanted and not (obj.get("spec") or {}).get("service") and not _available(obj):
-                await self._mark_available(name)
+        await asyncio.gather(*(self._create(name, *spec) for name, spec in wanted.items() if name not in existing))
+        stale = [name for name, obj in existing.items()
+                 if ((obj.get("metadata") or {}).get("labels") or {}).get(AUTOMANAGED) == "true" and name not in wanted]
+        unavailable = [name for name, obj in existing.items()
+                       if name in wanted and not (obj.get("spec") or {}).get("service") and not _available(obj)]
+        # new local APIServices start Available (the strategy's initial status); older ones may not be
+        await asyncio.gather(*(self._mark_available(name) for name in unavailable), *(self._delete(name) for name in stale))
+
+    async def _create(self, name: str, group: str, version: str, label: str, priorities: tuple[int, int]) -> str | None:
+        group_min, version_priority = priorities
+        obj = {
+            "metadata": {"name": name, "labels": {AUTOMANAGED: label}},
+            "spec": {**({"group": group} if group else {}), "version": version,  # group: omitempty
+                     "groupPriorityMinimum": group_min, "versionPriority": version_priority},
+        }
+        try:
+            await self.store.create(self.definition, "", obj)
+        except AlreadyExists:
+            return None
+        except StatusError as err:
+            log.warning("could not create a local APIService", extra={"apiservice": name, "error": err.message})
+            return None
+        return name
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self.store.storage.delete(self.definition.key("", name))
+        except Exception as err:  # gone already, or the store is closing: the next pass tries again
+            log.debug("could not delete a stale APIService", extra={"apiservice": name, "error": str(err)})
 
     async def _mark_available(self, name: str) -> None:
         def mutate(current: Object) -> Object:

@@ -126,7 +126,9 @@ class RemoteAPIs:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False)
+            # the relay passes bodies through as the backend encoded them; checks ask for identity
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False,
+                                                  skip_auto_headers=("Accept-Encoding", "User-Agent"))
         return self._session
 
     async def close(self) -> None:
@@ -165,7 +167,7 @@ class RemoteAPIs:
         try:
             async with asyncio.timeout(5.0):
                 async with self.session().get(url, ssl=entry.ssl, server_hostname=target.server_name,
-                                              headers={"Accept": "application/json"}) as response:
+                                              headers={"Accept": "application/json", "Accept-Encoding": "identity"}) as response:
                     body = await response.read()
                     status = response.status
         except asyncio.CancelledError:
@@ -196,8 +198,8 @@ class RemoteAPIs:
     async def _openapi_url(self, entry: RemoteAPIService, target: ServiceTarget) -> str:
         try:
             async with asyncio.timeout(5.0):
-                async with self.session().get(target.url("/openapi/v3"), ssl=entry.ssl,
-                                              server_hostname=target.server_name) as response:
+                async with self.session().get(target.url("/openapi/v3"), ssl=entry.ssl, server_hostname=target.server_name,
+                                              headers={"Accept-Encoding": "identity"}) as response:
                     if response.status != 200:
                         return ""
                     root = orjson.loads(await response.read())

@@ -167,6 +167,11 @@ CONTROLLER_ROLES: dict[str, list[Object]] = {
         rule("update", "delete", groups=[LEGACY], resources=["persistentvolumeclaims"]),
         events_rule(),
     ],
+    "taint-eviction-controller": [
+        rule("patch", "update", groups=[LEGACY], resources=["pods/status"]),
+        rule("list", "get", "delete", groups=[LEGACY], resources=["pods"]),
+        events_rule(),
+    ],
     "ttl-after-finished-controller": [
         rule("get", "list", "watch", "delete", groups=["batch"], resources=["jobs"]),
         events_rule(),

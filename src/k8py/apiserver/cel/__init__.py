@@ -26,7 +26,7 @@ Modules: ``environment`` (the libraries, caches), ``program`` (evaluation,
 conversions), ``errors``, ``cost`` and ``syntax_tree`` (cel-go cost units over
 the checked tree), ``types`` (the opaque Kubernetes types as protobuf
 messages) and one module per Kubernetes library: ``lists``, ``regex``,
-``urls``, ``ip``, ``quantity``.
+``urls``, ``ip``, ``quantity``, ``formats``.
 
 Layering: this package imports only :mod:`k8py.api` and its engine; it sits
 in the bottom layer of the API server so validation and admission can use it.

@@ -48,7 +48,7 @@ MAP_CREATE = 30
 _UNKNOWN = object()
 _STRING_SCANS = {"contains", "startsWith", "endsWith", "lowerAscii", "upperAscii", "trim", "replace", "split",
                  "substring", "charAt", "indexOf", "lastIndexOf", "reverse", "join", "url", "isURL", "ip", "isIP",
-                 "cidr", "isCIDR", "quantity", "isQuantity", "format", "quote", "string", "bytes"}
+                 "cidr", "isCIDR", "quantity", "isQuantity", "format", "quote", "string", "bytes", "validate"}
 _REGEX = {"matches", "find", "findAll"}
 _LIST_SCANS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "@in", "sets.contains",
                "sets.equivalent", "sets.intersects", "join", "_==_", "_!=_"}

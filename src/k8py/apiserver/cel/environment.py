@@ -10,16 +10,16 @@ holding Kubernetes' base libraries:
   ``bindings`` (``cel.bind``) extensions;
 * the Kubernetes libraries written here: :mod:`~k8py.apiserver.cel.lists`
   (and ``sets.*``), :mod:`~k8py.apiserver.cel.regex`,
-  :mod:`~k8py.apiserver.cel.urls`, :mod:`~k8py.apiserver.cel.ip` (IP and CIDR)
-  and :mod:`~k8py.apiserver.cel.quantity`.
+  :mod:`~k8py.apiserver.cel.urls`, :mod:`~k8py.apiserver.cel.ip` (IP and CIDR),
+  :mod:`~k8py.apiserver.cel.quantity` and :mod:`~k8py.apiserver.cel.formats`.
 
 Compiling costs ~150 µs and evaluating ~10 µs, so programs are compiled once:
 :func:`compile_program` is cached by (expression, variables). Environments and
 programs are immutable and safe to share between requests.
 
-Not here (cel-cpp limits, see the package docstring): Kubernetes' ``format``
-library (its results are optionals, which a Python function cannot return to
-cel-cpp), ``authorizer``, semver, two-variable comprehensions and cross-type
+Not here: ``format.named()`` and ``orValue`` on a format's result (optionals,
+which a Python function cannot return to cel-cpp; see ``formats``),
+``authorizer``, semver, two-variable comprehensions and cross-type
 numeric comparisons at check time (``1 < 1.5``; ``dyn`` values compare across
 types at run time). cel-cpp also stops an evaluation after 10,000 comprehension
 iterations in total (``Iteration budget exceeded``), where upstream has only
@@ -35,7 +35,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from k8py.apiserver.cel import ip, lists, quantity, regex, types, urls
+from k8py.apiserver.cel import formats, ip, lists, quantity, regex, types, urls
 from k8py.apiserver.cel.errors import CompileError, cel_go_message
 
 __all__ = ["Variables", "compile_program", "environment", "variable_types"]
@@ -76,6 +76,7 @@ def environment(variables: tuple[tuple[str, str], ...]) -> Any:
         extensions=[
             ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
             lists.extension(), regex.extension(), urls.extension(), ip.extension(), quantity.extension(),
+            formats.extension(),
         ],
     )
 

@@ -72,13 +72,15 @@ class Activation:
 class Program:
     """One checked expression over declared variables; immutable and shareable."""
 
-    __slots__ = ("source", "variables", "_expression", "_root", "_flat_cost", "_grows")
+    __slots__ = ("source", "variables", "_expression", "_root", "_flat_cost", "_grows", "_positions")
 
     def __init__(self, source: str, variables: tuple[tuple[str, str], ...], expression: Any) -> None:
         self.source = source
         self.variables = variables
         self._expression = expression
-        self._root = syntax_tree.decode_checked(expression.serialize())
+        serialized = expression.serialize()
+        self._root = syntax_tree.decode_checked(serialized)
+        self._positions = syntax_tree.decode_positions(serialized)
         self._grows = cost_model.has_comprehension(self._root)
         self._flat_cost = cost_model.estimate(self._root, {})
 
@@ -90,6 +92,10 @@ class Program:
     @property
     def syntax_tree(self) -> syntax_tree.Node:
         return self._root
+
+    def offset_of(self, node: syntax_tree.Node) -> int:
+        """Where ``node`` starts in :attr:`source` (0 if unknown)."""
+        return self._positions.get(node.id, 0)
 
     def runtime_cost(self, activation: Mapping[str, Any]) -> int:
         """cel-go units to evaluate with ``activation`` (an upper bound)."""

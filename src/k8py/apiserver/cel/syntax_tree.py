@@ -17,7 +17,7 @@ import dataclasses
 import struct
 from typing import Any
 
-__all__ = ["Node", "decode_checked"]
+__all__ = ["Node", "decode_checked", "decode_positions"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -28,6 +28,7 @@ class Node:
     children: tuple[Node, ...] = ()    # select: (operand,); call: (target?, *args); list/map: values
     has_target: bool = False           # call: receiver-style (x.f(y))
     accu: str = ""                     # comprehension: accumulator variable
+    id: int = 0                        # the expression id (``decode_positions`` maps it to an offset)
 
 
 def _fields(data: bytes) -> list[tuple[int, Any]]:
@@ -89,7 +90,14 @@ def _constant(data: bytes) -> Any:
 
 
 def _expr(data: bytes) -> Node:
-    for number, value in _fields(data):
+    fields = _fields(data)
+    node = _expr_of(fields)
+    expr_id = _first(fields, 2, 0)
+    return dataclasses.replace(node, id=expr_id) if expr_id else node
+
+
+def _expr_of(fields: list[tuple[int, Any]]) -> Node:
+    for number, value in fields:
         if number == 3:
             return Node("const", value=_constant(value))
         if number == 4:
@@ -132,3 +140,15 @@ def decode_checked(serialized: bytes) -> Node:
     any_fields = _fields(serialized)
     checked = _first(any_fields, 2, b"")
     return _expr(_first(_fields(checked), 4, b""))
+
+
+def decode_positions(serialized: bytes) -> dict[int, int]:
+    """Expression id -> character offset in the source (``SourceInfo.positions``)."""
+    checked = _first(_fields(serialized), 2, b"")
+    source_info = _first(_fields(checked), 5, b"")
+    out: dict[int, int] = {}
+    for number, entry in _fields(source_info):
+        if number == 4:
+            f = _fields(entry)
+            out[_first(f, 1, 0)] = _first(f, 2, 0)
+    return out

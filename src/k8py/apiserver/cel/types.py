@@ -22,9 +22,10 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-__all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "new_url", "new_ip", "new_cidr", "new_quantity", "type_name"]
+__all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "FORMAT", "FORMAT_ERRORS", "new_url", "new_ip", "new_cidr",
+           "new_quantity", "new_format", "new_format_errors", "type_name"]
 
-_OPAQUE = {"kubernetes": ["URL", "Quantity"], "net": ["IP", "CIDR"]}
+_OPAQUE = {"kubernetes": ["URL", "Quantity", "NamedFormat", "FormatErrors"], "net": ["IP", "CIDR"]}
 
 POOL = descriptor_pool.DescriptorPool()
 for _package, _names in _OPAQUE.items():
@@ -44,11 +45,15 @@ _URL = _message_class("kubernetes.URL")
 _QUANTITY = _message_class("kubernetes.Quantity")
 _IP = _message_class("net.IP")
 _CIDR = _message_class("net.CIDR")
+_FORMAT = _message_class("kubernetes.NamedFormat")
+_FORMAT_ERRORS = _message_class("kubernetes.FormatErrors")
 
 URL = cel.Type("kubernetes.URL")
 QUANTITY = cel.Type("kubernetes.Quantity")
 IP = cel.Type("net.IP")
 CIDR = cel.Type("net.CIDR")
+FORMAT = cel.Type("kubernetes.NamedFormat")
+FORMAT_ERRORS = cel.Type("kubernetes.FormatErrors")
 
 
 def new_url(text: str) -> Any:
@@ -65,6 +70,15 @@ def new_ip(canonical: str) -> Any:
 
 def new_cidr(canonical: str) -> Any:
     return _CIDR(value=canonical)
+
+
+def new_format(name: str) -> Any:
+    return _FORMAT(value=name)
+
+
+def new_format_errors(errors: list[str]) -> Any:
+    """``value`` holds the errors joined by NUL ("" and no errors: valid)."""
+    return _FORMAT_ERRORS(value="\0".join(errors))
 
 
 def type_name(message: Any) -> str:

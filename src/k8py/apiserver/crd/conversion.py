@@ -65,6 +65,8 @@ class WebhookConverter:
         self.served = f"{group}/{served}"
         self.stored = f"{group}/{stored}"
         self.schema = schema
+        #: the storage version's own definition (see VersionConverter)
+        self.reads_stored_form = served == stored
 
     # the sync Converter methods: never on the request path (see registry.AsyncConverter)
     def to_storage(self, obj: Object) -> Object:

@@ -87,6 +87,9 @@ class VersionConverter:
     Not used for the storage version itself (see ``_converter``)."""
 
     field_aliases: dict[str, str] = {}
+    #: the storage version's own definition (objects of older versions are
+    #: read through it): its watch cache holds the stored form
+    reads_stored_form = False
 
     def __init__(self, served: str, stored: str, schema: Object | None = None) -> None:
         self.served = served
@@ -111,21 +114,37 @@ def _has_defaults(schema: Any) -> bool:
     return False
 
 
-def _converter(group: str, served: str, stored: str, schema: Object | None) -> VersionConverter | None:
+def _older_versions_stored(crd: Object, stored: str) -> bool:
+    """``status.storedVersions`` names a version besides the storage version:
+    objects written before the storage version changed may still be in it."""
+    return any(v != stored for v in (crd.get("status") or {}).get("storedVersions") or [])
+
+
+def _converter(crd: Object, served: str, stored: str, schema: Object | None) -> VersionConverter | None:
     """None for the storage version: its stored bytes are served as they are
     (the list fast path; defaulting every item on read made a list of 2,000
-    cost 4.7x a ConfigMap list). Other served versions decode each object
-    anyway, so they fill defaults on read as well."""
-    if served == stored:
+    cost 4.7x a ConfigMap list) - unless objects of an older storage version
+    may remain, which are then given the storage version's apiVersion on
+    read. Other served versions decode each object anyway, so they fill
+    defaults on read as well."""
+    group = crd["spec"]["group"]
+    if served == stored and not _older_versions_stored(crd, stored):
         return None
     with_defaults = schema if schema is not None and _has_defaults(schema) else None
-    return VersionConverter(f"{group}/{served}", f"{group}/{stored}", with_defaults)
+    converter = VersionConverter(f"{group}/{served}", f"{group}/{stored}", with_defaults)
+    converter.reads_stored_form = served == stored
+    return converter
 
 
 def _webhook_converter(crd: Object, served: str, stored: str, schema: Object | None,
                        client: WebhookClient | None) -> WebhookConverter | None:
+    """The webhook between ``served`` and the storage version; for the
+    storage version itself only while older versions may be stored (the
+    webhook then converts just the objects still in them)."""
     conversion = crd["spec"].get("conversion") or {}
-    if served == stored or client is None or conversion.get("strategy") != "Webhook":
+    if client is None or conversion.get("strategy") != "Webhook":
+        return None
+    if served == stored and not _older_versions_stored(crd, stored):
         return None
     return WebhookConverter(client, conversion.get("webhook") or {}, group=crd["spec"]["group"],
                             kind=crd["spec"]["names"]["kind"], served=served, stored=stored, schema=schema)
@@ -192,7 +211,7 @@ def definitions_for(crd: Object, conversion_client: WebhookClient | None = None)
             custom=True,
             field_getters=_field_getters(version),
             converter=_webhook_converter(crd, version["name"], storage_version, schema, conversion_client)
-            or _converter(group, version["name"], storage_version, schema),
+            or _converter(crd, version["name"], storage_version, schema),
             printer=printer_for_version(version),
             structural_schema=schema,
         ))

@@ -57,12 +57,16 @@ def _reply(kind: str, body: Object, spec: Object, status: Object, namespace: str
 def _attributes(kind: str, user: UserInfo, spec: Object) -> Attributes:
     resource = spec.get("resourceAttributes")
     non_resource = spec.get("nonResourceAttributes")
-    if bool(resource) == bool(non_resource):
-        message = ("exactly one of nonResourceAttributes or resourceAttributes must be specified" if resource
-                   else "exactly one of nonResourceAttributes or resourceAttributes must be specified")
-        raise Invalid.for_object(kind, "", [Cause("FieldValueRequired", f"Required value: {message}", "spec.resourceAttributes")],
-                                 GROUP)
-    if non_resource:
+    if resource is not None and non_resource is not None:  # upstream's ValidateSubjectAccessReviewSpec
+        raise Invalid.for_object(kind, "", [Cause("FieldValueInvalid", "Invalid value: \"object\": cannot be specified in "
+                                                  "combination with resourceAttributes", "spec.nonResourceAttributes")], GROUP)
+    if resource is None and non_resource is None:
+        raise Invalid.for_object(kind, "", [Cause("FieldValueInvalid", "Invalid value: \"null\": exactly one of "
+                                                  "nonResourceAttributes or resourceAttributes must be specified",
+                                                  "spec.resourceAttributes")], GROUP)
+    resource = resource or {}
+    non_resource = non_resource or {}
+    if not resource:
         return Attributes(user=user, verb=str(non_resource.get("verb") or ""), resource_request=False,
                           path=str(non_resource.get("path") or ""))
     return Attributes(user=user, verb=str(resource.get("verb") or ""), api_group=str(resource.get("group") or ""),
@@ -100,8 +104,8 @@ async def self_subject_access_review(ctx: RequestContext) -> web.StreamResponse:
 
 def _subject(kind: str, spec: Object) -> UserInfo:
     if not spec.get("user") and not spec.get("groups"):
-        raise Invalid.for_object(kind, "", [Cause("FieldValueRequired", "Required value: at least one of user or group must be specified",
-                                                  "spec.user")], GROUP)
+        raise Invalid.for_object(kind, "", [Cause("FieldValueInvalid", 'Invalid value: "": at least one of user or group '
+                                                  "must be specified", "spec.user")], GROUP)
     return UserInfo.from_api({"username": spec.get("user") or "", "uid": spec.get("uid") or "",
                               "groups": spec.get("groups") or [], "extra": spec.get("extra") or {}})
 

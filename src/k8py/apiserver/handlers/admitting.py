@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from k8py.apiserver.admission.attributes import AdmissionAttributes, GroupVersionKind, GroupVersionResource, Operation
 from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.request import RequestAdmission
+from k8py.apiserver.audit.auditor import ANNOTATIONS_KEY
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY
 from k8py.apiserver.handlers.context import RequestContext
 from k8py.apiserver.registry import ResourceDefinition
@@ -94,4 +95,7 @@ def request_admission(
         options=_options(operation, ctx, dry, options),
         definition=d,
     )
+    annotations = ctx.request.get(ANNOTATIONS_KEY)
+    if annotations is not None:  # audited: what plugins annotate reaches the audit event
+        attributes.audit_annotations = annotations
     return RequestAdmission(chain, attributes)

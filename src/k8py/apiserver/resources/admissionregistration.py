@@ -17,9 +17,12 @@ Four cluster-scoped kinds, defaulted and validated as upstream's
   matchPolicy Equivalent, empty selectors, scope ``*``; a binding's
   ``paramRef.parameterNotFoundAction`` Deny.
 
-Expressions are compiled (and refused when they do not compile) by the
-dispatchers that run them (``k8py.apiserver.webhooks``), not here: this
-module stays below the CEL environment's users.
+CEL expressions (matchConditions, validations, messageExpressions,
+variables, auditAnnotations) are compiled here with the variables their
+evaluators give them, and refused as upstream words it (``Invalid value:
+"<expr>": compilation failed: ERROR: <input>:…``); the dispatchers in
+``k8py.apiserver.webhooks`` compile them again from the cache (the program
+cache makes that free).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from k8py.api.errors import Cause
+from k8py.apiserver import cel
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.resources.strategies import StandardStrategy
 
@@ -48,6 +52,20 @@ def _quote(value: Any) -> str:
 def _unsupported(field: str, value: Any, supported: tuple[str, ...]) -> Cause:
     listed = ", ".join(f'"{s}"' for s in supported)
     return Cause("FieldValueNotSupported", f"Unsupported value: {_quote(value)}: supported values: {listed}", field)
+
+
+_WEBHOOK_VARIABLES = ("object", "oldObject", "request")
+_POLICY_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+
+
+def _cel_causes(expression: Any, variables: tuple[str, ...], field: str) -> list[Cause]:
+    if not isinstance(expression, str) or not expression:
+        return []
+    try:
+        cel.compile(expression, list(variables))
+    except cel.CompileError as err:
+        return [Cause("FieldValueInvalid", f"Invalid value: {_quote(expression)}: compilation failed: {err}", field)]
+    return []
 
 
 def _default_selectors(holder: Object, keys: tuple[str, ...] = ("namespaceSelector", "objectSelector")) -> None:
@@ -181,16 +199,9 @@ class WebhookConfigurationStrategy(StandardStrategy):
                 causes.append(Cause("FieldValueRequired", "Required value: must specify one of None, NoneOnDryRun", f"{path}.sideEffects"))
             elif side_effects not in ("None", "NoneOnDryRun"):
                 causes.append(_unsupported(f"{path}.sideEffects", side_effects, ("None", "NoneOnDryRun")))
-            versions = hook.get("admissionReviewVersions") or []
-            if not versions:
-                causes.append(Cause("FieldValueRequired", "Required value: must specify one of v1, v1beta1", f"{path}.admissionReviewVersions"))
-            elif not any(v in ("v1", "v1beta1") for v in versions):
-                causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_list(versions)}: must include at least one of v1, v1beta1", f"{path}.admissionReviewVersions"))
             timeout = hook.get("timeoutSeconds")
             if not isinstance(timeout, int) or not 1 <= timeout <= 30:
                 causes.append(Cause("FieldValueInvalid", f"Invalid value: {timeout}: the timeout value must be between 1 and 30 seconds", f"{path}.timeoutSeconds"))
-            if self.mutating and hook.get("reinvocationPolicy") not in ("Never", "IfNeeded"):
-                causes.append(_unsupported(f"{path}.reinvocationPolicy", hook.get("reinvocationPolicy"), ("IfNeeded", "Never")))
             causes += _validate_client_config(hook.get("clientConfig"), f"{path}.clientConfig")
             condition_names: set[str] = set()
             for j, condition in enumerate(hook.get("matchConditions") or []):
@@ -202,6 +213,14 @@ class WebhookConfigurationStrategy(StandardStrategy):
                 condition_names.add(cname)
                 if not (condition or {}).get("expression"):
                     causes.append(Cause("FieldValueRequired", "Required value", f"{path}.matchConditions[{j}].expression"))
+                causes += _cel_causes((condition or {}).get("expression"), _WEBHOOK_VARIABLES, f"{path}.matchConditions[{j}].expression")
+            if self.mutating and hook.get("reinvocationPolicy") not in ("Never", "IfNeeded"):
+                causes.append(_unsupported(f"{path}.reinvocationPolicy", hook.get("reinvocationPolicy"), ("IfNeeded", "Never")))
+            versions = hook.get("admissionReviewVersions") or []
+            if not versions:
+                causes.append(Cause("FieldValueRequired", "Required value: must specify one of v1, v1beta1", f"{path}.admissionReviewVersions"))
+            elif not any(v in ("v1", "v1beta1") for v in versions):
+                causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_list(versions)}: must include at least one of v1, v1beta1", f"{path}.admissionReviewVersions"))
         return causes
 
 
@@ -241,12 +260,20 @@ class PolicyStrategy(StandardStrategy):
             causes += _validate_rules(constraints.get("resourceRules"), "spec.matchConstraints.resourceRules")
         if not spec.get("validations") and not spec.get("auditAnnotations"):
             causes.append(Cause("FieldValueRequired", "Required value: validations or auditAnnotations must contain at least one item", "spec.validations"))
+        for i, condition in enumerate(spec.get("matchConditions") or []):
+            causes += _cel_causes((condition or {}).get("expression"), _POLICY_VARIABLES, f"spec.matchConditions[{i}].expression")
+        for i, variable in enumerate(spec.get("variables") or []):
+            causes += _cel_causes((variable or {}).get("expression"), _POLICY_VARIABLES, f"spec.variables[{i}].expression")
         for i, validation in enumerate(spec.get("validations") or []):
             if not (validation or {}).get("expression"):
                 causes.append(Cause("FieldValueRequired", "Required value", f"spec.validations[{i}].expression"))
+            causes += _cel_causes((validation or {}).get("expression"), _POLICY_VARIABLES, f"spec.validations[{i}].expression")
+            causes += _cel_causes((validation or {}).get("messageExpression"), _POLICY_VARIABLES, f"spec.validations[{i}].messageExpression")
             reason = (validation or {}).get("reason")
             if reason is not None and reason not in ("Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"):
                 causes.append(_unsupported(f"spec.validations[{i}].reason", reason, ("Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized")))
+        for i, annotation in enumerate(spec.get("auditAnnotations") or []):
+            causes += _cel_causes((annotation or {}).get("valueExpression"), _POLICY_VARIABLES, f"spec.auditAnnotations[{i}].valueExpression")
         param_kind = spec.get("paramKind")
         if param_kind is not None:
             if not (param_kind or {}).get("kind"):

@@ -28,7 +28,12 @@ class APIServiceStrategy(StandardStrategy):
         super().__init__(GROUP, "v1", "APIService", has_status=True)
 
     def initial_status(self, obj: Object) -> Object | None:
-        return {}
+        if (obj.get("spec") or {}).get("service"):
+            return {}  # the aggregator's availability check fills it
+        # served by this server: always available (upstream's availability controller says so at once)
+        return {"conditions": [{"type": "Available", "status": "True",
+                                "lastTransitionTime": (obj.get("metadata") or {}).get("creationTimestamp"),
+                                "reason": "Local", "message": "Local APIServices are always available"}]}
 
     def default(self, obj: Object) -> None:
         service = (obj.get("spec") or {}).get("service")

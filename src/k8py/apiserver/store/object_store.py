@@ -38,6 +38,7 @@ from k8py.apiserver.store.object_meta import (
     validate_meta,
 )
 from k8py.apiserver.registry import ResourceDefinition, to_served, to_stored
+from k8py.storage.encryption import StaleKeyValue
 from k8py.storage import (
     KeyExistsError,
     KeyNotFoundError,
@@ -427,8 +428,10 @@ class ObjectStore:
             if admission is not None:
                 await admission.validate(new, old)
             value = await dump_object_async(definition, new)
-            if value == kv.value:
-                return old  # nothing changed: no write, no event, same resourceVersion
+            if value == kv.value and not isinstance(kv, StaleKeyValue):
+                # nothing changed: no write, no event, same resourceVersion (a value read with an
+                # old encryption key is rewritten: that is how keys are rotated)
+                return old
             meta = new["metadata"]
             if (
                 meta.get("deletionTimestamp")

@@ -15,9 +15,11 @@ apiextensions.ValidationRule{Rule:"self.x(", ...}: compilation failed:
 ERROR: <input>:1:8: ...``).
 
 Types: rules compile with ``self`` and ``oldSelf`` as ``dyn`` (upstream
-derives CEL types from the schema). So a misspelt field is an evaluation
-error (``no such key: foo evaluating rule: ...``), not a compile error, and a
-rule whose type is ``dyn`` is accepted. ``optionalOldSelf`` rules are
+derives CEL types from the schema); :func:`undefined_fields` walks the checked
+tree against the schema for upstream's commonest type error (``undefined
+field 'foo'``), but other type errors on schema values (``self.replicas +
+'a'``) surface only when the rule runs, and a rule whose type is ``dyn`` is
+accepted. ``optionalOldSelf`` rules are
 compiled inside ``cel.bind(oldSelf, <optional of the old value>, <rule>)``,
 since cel-cpp takes no optional value from Python.
 """
@@ -130,6 +132,100 @@ def _compile(frozen: tuple[tuple[str, Any], ...], field_path: str) -> CompiledRu
                         optional_old_self=optional, field_path=field_path, error=error, message_error=message_error)
 
 
+# -- fields the schema does not declare: upstream's "undefined field" -------------------
+
+_ROOT_META = {"type": "object", "properties": {"name": {"type": "string"}, "generateName": {"type": "string"}}}
+_ROOT_FIELDS = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": _ROOT_META}
+
+
+def undefined_fields(program: cel.Program, schema: Schema, *, root: bool) -> str:
+    """cel-go's ``undefined field 'x'`` errors for ``program`` over ``schema``
+    ("" when every selected field is declared).
+
+    Upstream type-checks rules against types built from the schema; here
+    ``self`` is ``dyn``, so this walk over the checked tree finds what that
+    type check would: a field selected (``self.x``, ``has(self.x)``,
+    ``self.?x``) on an object schema that neither declares it nor allows
+    unknown fields. At the root and in an embedded resource ``apiVersion``,
+    ``kind`` and ``metadata.name``/``generateName`` are declared.
+    """
+    node = {**schema, "x-k8py-root": True} if root else schema
+    errors: list[tuple[int, str]] = []
+    _resolve(program.syntax_tree, {"self": node, "oldSelf": node}, program, errors)
+    return "\n".join(_format(program.source, offset, message) for offset, message in sorted(errors))
+
+
+def _format(source: str, offset: int, message: str) -> str:
+    line_no = source.count("\n", 0, offset) + 1
+    start = source.rfind("\n", 0, offset) + 1
+    end = source.find("\n", offset)
+    line = source[start:] if end < 0 else source[start:end]
+    column = offset - start
+    return f"ERROR: <input>:{line_no}:{column + 1}: {message}\n | {line}\n | {'.' * column}^"
+
+
+def _field(parent: Schema, name: str) -> tuple[Schema | None, bool]:
+    """(the field's schema or None for dyn, whether it is undefined)."""
+    if parent.get("x-k8py-root") or parent.get("x-kubernetes-embedded-resource"):
+        if name in _ROOT_FIELDS and name not in (parent.get("properties") or {}):
+            return _ROOT_FIELDS[name], False
+    if parent.get("type") != "object" or parent.get("x-kubernetes-preserve-unknown-fields"):
+        return None, False
+    props = parent.get("properties") or {}
+    if name in props:
+        return props[name], False
+    additional = parent.get("additionalProperties")
+    if isinstance(additional, dict):
+        return additional, False
+    if additional is True:
+        return None, False
+    return None, True
+
+
+def _resolve(node: Any, scope: dict[str, Any], program: cel.Program, errors: list[tuple[int, str]]) -> Schema | None:
+    if node.kind == "ident":
+        return scope.get(node.name)
+    if node.kind == "select" and node.children:
+        parent = _resolve(node.children[0], scope, program, errors)
+        return _select(parent, node.name, node, program, errors)
+    if node.kind == "comprehension":
+        range_node, init, condition, step, result = node.children
+        items = _resolve(range_node, scope, program, errors)
+        inner = dict(scope)
+        inner[node.accu] = None
+        element: Schema | None = None
+        if isinstance(items, dict):
+            if items.get("type") == "array" and isinstance(items.get("items"), dict):
+                element = items["items"]
+            elif items.get("type") == "object":
+                element = {"type": "string"}  # a map's keys
+        inner[node.name] = element
+        for child in (init, condition, step, result):
+            _resolve(child, inner, program, errors)
+        return None
+    children = [_resolve(child, scope, program, errors) for child in node.children]
+    if node.kind == "call" and node.name == "_[_]" and children and isinstance(children[0], dict):
+        container = children[0]
+        if container.get("type") == "array" and isinstance(container.get("items"), dict):
+            return container["items"]
+        if isinstance(container.get("additionalProperties"), dict):
+            return container["additionalProperties"]
+    if node.kind == "call" and node.name == "_?._" and len(node.children) == 2 \
+            and node.children[1].kind == "const" and isinstance(node.children[1].value, str):
+        _select(children[0], node.children[1].value, node, program, errors)
+    return None
+
+
+def _select(parent: Schema | None, name: str, node: Any, program: cel.Program,
+            errors: list[tuple[int, str]]) -> Schema | None:
+    if not isinstance(parent, dict):
+        return None
+    found, undefined = _field(parent, name)
+    if undefined:
+        errors.append((program.offset_of(node), f"undefined field '{name}'"))
+    return found
+
+
 # -- schema shapes: what the static cost estimate knows of a value ------------------
 
 
@@ -239,7 +335,7 @@ def crd_causes(schema: Schema, path: str) -> list[Cause]:
     """Upstream's causes for the rules of one version's ``openAPIV3Schema`` at ``path``."""
     causes: list[Cause] = []
     total = [0]
-    _walk(schema, path, causes, total, cardinality=1, uncorrelatable="")
+    _walk(schema, path, causes, total, cardinality=1, uncorrelatable="", root=True)
     if total[0] > STATIC_ESTIMATED_CRD_COST_LIMIT:
         causes.append(forbidden(path, _cost_message(
             "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema", total[0],
@@ -248,7 +344,7 @@ def crd_causes(schema: Schema, path: str) -> list[Cause]:
 
 
 def _walk(schema: Any, path: str, causes: list[Cause], total: list[int], *, cardinality: int,
-          uncorrelatable: str) -> None:
+          uncorrelatable: str, root: bool = False) -> None:
     if not isinstance(schema, dict):
         return
     rules = schema.get("x-kubernetes-validations")
@@ -256,7 +352,7 @@ def _walk(schema: Any, path: str, causes: list[Cause], total: list[int], *, card
         for i, rule in enumerate(rules):
             if isinstance(rule, dict):
                 total[0] += _check_rule(rule, schema, f"{path}.x-kubernetes-validations[{i}]", causes,
-                                        uncorrelatable) * cardinality
+                                        uncorrelatable, root) * cardinality
     shape = SchemaShape(schema)
     for name, sub in (schema.get("properties") or {}).items():
         _walk(sub, f"{path}.properties[{name}]", causes, total, cardinality=cardinality,
@@ -272,7 +368,8 @@ def _walk(schema: Any, path: str, causes: list[Cause], total: list[int], *, card
         _walk(sub, f"{path}.allOf[{i}]", causes, total, cardinality=cardinality, uncorrelatable=uncorrelatable)
 
 
-def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], uncorrelatable: str) -> int:
+def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], uncorrelatable: str,
+                root: bool) -> int:
     text = str(rule.get("rule") or "").strip()
     message = rule.get("message")
     if not text:
@@ -300,8 +397,12 @@ def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], un
             causes.append(invalid(f"{path}.fieldPath", field_path, "fieldPath must be a valid path"))
     compiled = compile_rule(rule, schema)
     cost = 0
+    undefined = undefined_fields(compiled.program, schema, root=root) if compiled.program is not None \
+        and not compiled.optional_old_self else ""
     if compiled.error:
         causes.append(invalid(f"{path}.rule", Raw(_go_rule(rule)), compiled.error))
+    elif undefined:
+        causes.append(invalid(f"{path}.rule", Raw(_go_rule(rule)), f"compilation failed: {undefined}"))
     elif compiled.program is not None:
         shape = SchemaShape(schema)
         cost = compiled.program.estimated_cost({"self": shape, "oldSelf": shape, "k8pyOldSelfValue": shape})

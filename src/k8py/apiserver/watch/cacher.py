@@ -138,7 +138,7 @@ class Cacher:
             cache = WatchCache(definition, capacity=self.capacity)
             cache.revision = cache.oldest_rv = self.revision
             self.caches[name] = cache
-        elif definition.converter is None:
+        elif definition.converter is None or getattr(definition.converter, "reads_stored_form", False):
             cache.set_definition(definition)  # the cache holds the stored form
         return cache
 

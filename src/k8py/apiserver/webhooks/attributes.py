@@ -15,7 +15,7 @@ from typing import Any, Mapping, NamedTuple, Protocol
 
 from k8py.apiserver.authn.user import UserInfo
 
-__all__ = ["GroupVersionKind", "GroupVersionResource", "RequestAttributes", "gvk_api", "gvr_api"]
+__all__ = ["GroupVersionKind", "GroupVersionResource", "RequestAttributes", "gvk_api", "gvr_api", "operation_name"]
 
 Object = dict[str, Any]
 
@@ -30,6 +30,11 @@ class GroupVersionResource(NamedTuple):
     group: str
     version: str
     resource: str
+
+
+def operation_name(operation: Any) -> str:
+    """``CREATE`` as a plain str (the chain's Operation is a str enum, which CEL does not take)."""
+    return str(getattr(operation, "value", operation))
 
 
 def gvk_api(gvk: tuple[str, str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, Sequence
 
 from k8py.apiserver import cel
-from k8py.apiserver.webhooks.attributes import RequestAttributes, gvk_api, gvr_api
+from k8py.apiserver.webhooks.attributes import RequestAttributes, gvk_api, gvr_api, operation_name
 
 __all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable", "cel_compiler"]
 
@@ -56,7 +56,7 @@ def request_variable(attrs: RequestAttributes) -> Object:
         "requestResource": gvr_api(attrs.resource),
         "name": attrs.name,
         "namespace": attrs.namespace,
-        "operation": attrs.operation,
+        "operation": operation_name(attrs.operation),
         "userInfo": attrs.user.to_api(),
         "dryRun": bool(attrs.dry_run),
     }

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes, gvk_api, gvr_api
+from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes, gvk_api, gvr_api, operation_name
 from k8py.apiserver.webhooks.client import CallError
 
 __all__ = ["build_review", "parse_response", "ReviewResponse"]
@@ -46,7 +46,7 @@ def build_review(attrs: RequestAttributes, *, kind: GroupVersionKind, resource: 
         request["name"] = attrs.name
     if attrs.namespace:
         request["namespace"] = attrs.namespace
-    request["operation"] = attrs.operation
+    request["operation"] = operation_name(attrs.operation)
     request["userInfo"] = attrs.user.to_api()
     if obj is not None:
         request["object"] = obj

@@ -180,6 +180,10 @@ class ContainerConfig:
     stdin_once: bool = False
     tty: bool = False
     resources: Resources = field(default_factory=Resources)
+    #: securityContext (the container's over the pod's): they override the image's User
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ in the image's ``/etc/passwd`` and ``/etc/group``) picks the user.
 
 How it runs (under bubblewrap; a pulled image needs it)::
 
-    [unshare --mount sh -c 'mount -t overlay … && exec "$@"' sh]   (root only)
+    [unshare --mount sh -c '[mount -t tmpfs …] mount -t overlay … && exec "$@"' sh]   (root only)
     bwrap --bind <root> / --dev /dev --proc /proc --tmpfs /tmp
           --ro-bind /etc/resolv.conf, /etc/hosts   (unless a volume covers them)
           [volume binds] --unshare-pid --unshare-ipc --unshare-uts --hostname <pod>
@@ -18,8 +18,10 @@ How it runs (under bubblewrap; a pulled image needs it)::
 The image's rootfs in the content store is shared by every container of
 that image and never written: on a root node each container gets an
 overlayfs (the image as the lower layer, its own upper directory under
-the container's state dir) mounted in a private mount namespace, so it
-disappears with the container and the host never sees it. A rootless
+the container's state dir, or on a tmpfs where that filesystem cannot be
+an upper layer: :func:`overlay_mode` probes once) mounted in a private
+mount namespace, so it disappears with the container and the host never
+sees it. A rootless
 node binds the image read-only with a tmpfs on ``/tmp`` (as a
 ``readOnlyRootFilesystem`` container runs). A non-root ``User`` runs in a
 user namespace mapping that uid to the node's (files owned by other uids
@@ -65,7 +67,9 @@ def prepare(images: ProcessImages, config: ContainerConfig, *, hostname: str, bw
                                  "(install the bubblewrap package, or run without --no-bwrap)")
     assert images.puller is not None
     rootfs = images.puller.store.rootfs(rec.id)
-    proc = oci_process(rec.config, config, rootfs, hostname=hostname)
+    pod = f"{config.labels.get('io.kubernetes.pod.name', '')}_{config.labels.get('io.kubernetes.pod.namespace', '')}"
+    pod += f"({config.labels.get('io.kubernetes.pod.uid', '')})"
+    proc = oci_process(rec.config, config, rootfs, hostname=hostname, pod=pod)
     repo = parse(config.image).repository
     image_ref = next((d for d in rec.repo_digests if d.startswith(repo + "@")), rec.repo_digests[0] if rec.repo_digests else rec.id)
     images.puller.store.touch(rec.id)
@@ -101,6 +105,19 @@ def resolve_user(rootfs: str, spec: str) -> tuple[int, int] | None:
     return None if uid == 0 and gid == 0 else (uid, gid)
 
 
+def _home(rootfs: str, uid: int) -> str:
+    """The user's home in the image's /etc/passwd (``/`` if it has none), as runc sets HOME."""
+    try:
+        with open(os.path.join(rootfs, "etc/passwd"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":")
+                if len(parts) > 5 and parts[2] == str(uid):
+                    return parts[5] or "/"
+    except OSError:
+        pass
+    return "/"
+
+
 def _primary_gid(rootfs: str, uid: int) -> int:
     try:
         with open(os.path.join(rootfs, "etc/passwd"), encoding="utf-8", errors="replace") as f:
@@ -113,7 +130,29 @@ def _primary_gid(rootfs: str, uid: int) -> int:
     return uid if uid else 0
 
 
-def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs: str, *, hostname: str) -> OCIProcess:
+def _user(rootfs: str, image_user: str, config: ContainerConfig, *, pod: str) -> tuple[int, int] | None:
+    """The image's User, overridden by runAsUser/runAsGroup; runAsNonRoot checked as the kubelet does."""
+    where = f"(pod: \"{pod}\", container: {config.name})"
+    if config.run_as_user is not None:
+        uid = config.run_as_user
+        gid = config.run_as_group if config.run_as_group is not None else _primary_gid(rootfs, uid)
+        if config.run_as_non_root and uid == 0:
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container's runAsUser breaks non-root policy {where}")
+        return None if uid == 0 and gid == 0 else (uid, gid)
+    name = image_user.partition(":")[0]
+    if config.run_as_non_root:
+        if not name or name == "0":
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container has runAsNonRoot and image will run as root {where}")
+        if not name.isdigit():
+            raise RuntimeErrorStatus("CreateContainerConfigError", f"container has runAsNonRoot and image has non-numeric user ({name}), "
+                                     f"cannot verify user is non-root {where}")
+    user = resolve_user(rootfs, image_user)
+    if config.run_as_group is not None:
+        return (user[0] if user else 0, config.run_as_group) if (user or config.run_as_group) else None
+    return user
+
+
+def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs: str, *, hostname: str, pod: str = "") -> OCIProcess:
     entrypoint = list(image_config.get("Entrypoint") or [])
     cmd = list(image_config.get("Cmd") or [])
     if config.command:
@@ -128,8 +167,8 @@ def oci_process(image_config: Mapping[str, Any], config: ContainerConfig, rootfs
         env[k] = v
     env.setdefault("PATH", DEFAULT_PATH)
     env["HOSTNAME"] = hostname
-    user = resolve_user(rootfs, str(image_config.get("User") or ""))
-    env.setdefault("HOME", "/root" if user is None else "/")
+    user = _user(rootfs, str(image_config.get("User") or ""), config, pod=pod)
+    env.setdefault("HOME", "/root" if user is None else _home(rootfs, user[0]))
     env.update(dict(config.env))
     cwd = config.working_dir or str(image_config.get("WorkingDir") or "") or "/"
     return OCIProcess(argv, env, cwd, user)
@@ -154,13 +193,52 @@ def check_command(rootfs: str, argv0: str, path: str, mounts: Sequence[Mount]) -
                              f'runc create failed: unable to start container process: exec: "{argv0}": {why}: unknown')
 
 
+_DISK_SCRIPT = 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 4 && exec "$@"'
+# upper and work on a tmpfs of their own, for when the state dir cannot hold an overlay's upper
+# layer (it is itself on overlayfs, as in many CI containers); the lower may be on overlayfs
+_TMPFS_SCRIPT = ('mount -t tmpfs -o mode=0755 tmpfs "$2" && mkdir "$2/upper" "$2/work" && '
+                 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$4" && shift 4 && exec "$@"')
+_overlay_modes: dict[str, str] = {}
+
+
+def overlay_mode(state_dir: str) -> str:
+    """How this node gives a container a writable root: ``disk`` (the upper layer in the
+    container's state dir), ``tmpfs`` (in memory, when the state dir's filesystem refuses to
+    be an upper layer) or ``""`` (read-only root: not root, or no overlayfs). Probed once
+    per state dir by mounting one in a throwaway mount namespace."""
+    if state_dir in _overlay_modes:
+        return _overlay_modes[state_dir]
+    mode = ""
+    unshare = shutil.which("unshare")
+    if os.geteuid() == 0 and unshare:
+        import subprocess
+        import tempfile
+        os.makedirs(state_dir, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="overlay-probe-", dir=state_dir) as d:
+            dirs = [os.path.join(d, x) for x in ("lower", "upper", "work", "merged")]
+            for x in dirs:
+                os.mkdir(x)
+            for name, script in (("disk", _DISK_SCRIPT), ("tmpfs", _TMPFS_SCRIPT)):
+                try:
+                    ok = subprocess.run([unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", *dirs, "true"],
+                                        capture_output=True, timeout=30).returncode == 0
+                except (OSError, subprocess.TimeoutExpired):
+                    ok = False
+                if ok:
+                    mode = name
+                    break
+    _overlay_modes[state_dir] = mode
+    return mode
+
+
 def overlay_dirs(container_dir: str) -> tuple[str, str, str]:
     base = os.path.join(container_dir, "rootfs")
     return os.path.join(base, "upper"), os.path.join(base, "work"), os.path.join(base, "merged")
 
 
 def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_dir: str, mounts: Sequence[Mount], cwd: str,
-                     hostname: str, status_fd: int, user: tuple[int, int] | None, overlay: bool) -> Launch:
+                     hostname: str, status_fd: int, user: tuple[int, int] | None, overlay: str | bool) -> Launch:
+    """``overlay``: :func:`overlay_mode`'s answer (``True`` means ``disk``)."""
     prefix: list[str] = []
     root = rootfs
     if overlay:
@@ -168,7 +246,7 @@ def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_
         for d in (upper, work, merged):
             os.makedirs(d, exist_ok=True)
         unshare = shutil.which("unshare") or "unshare"
-        script = 'mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 4 && exec "$@"'
+        script = _TMPFS_SCRIPT if overlay == "tmpfs" else _DISK_SCRIPT
         prefix = [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", rootfs, upper, work, merged]
         root = merged
     args = [bwrap, "--bind" if overlay else "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]

@@ -287,7 +287,7 @@ class ProcessRuntime:
                 launch = oci_container.build_oci_launch(rec["argv"], bwrap=self.bwrap, rootfs=rec["rootfs"], container_dir=cdir,
                                                         mounts=[Mount(*m) for m in rec["mounts"]], cwd=rec["cwd"], hostname=rec["hostname"],
                                                         status_fd=status_fd, user=(user[0], user[1]) if user else None,
-                                                        overlay=os.geteuid() == 0)
+                                                        overlay=oci_container.overlay_mode(self.state_dir))
             else:
                 launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
                                                working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
