@@ -93,7 +93,7 @@ async def test_no_layer_writes_outside_the_image_root(registry: Registry, tmp_pa
 async def test_symlinked_parents_are_resolved_inside_the_root(registry: Registry, tmp_path) -> None:
     # etc -> / would write the host's /<name> if followed on the host; inside the root it is the root
     name = f"k8py-oci-test-{os.getpid()}"
-    layer = tar_layer([("etc2", f"->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
+    layer = tar_layer([("etc2", "->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
     ref = registry.push("links", "1", image([busybox_layer(), layer]))
     puller = ImagePuller(str(tmp_path / "store"))
     try:
