@@ -412,6 +412,17 @@ def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], un
         if compiled.uses_old_self and uncorrelatable:
             causes.append(invalid(f"{path}.rule", text, "oldSelf cannot be used on the uncorrelatable portion of "
                                   f"the schema within {uncorrelatable}"))
+    message_undefined = undefined_fields(compiled.message_program, schema, root=root) \
+        if compiled.message_program is not None else ""
     if compiled.message_error:
         causes.append(invalid(f"{path}.messageExpression", Raw(_go_rule(rule)), compiled.message_error))
+    elif message_undefined:
+        causes.append(invalid(f"{path}.messageExpression", Raw(_go_rule(rule)),
+                              f"messageExpression compilation failed: {message_undefined}"))
+    elif compiled.message_program is not None:
+        shape = SchemaShape(schema)
+        message_cost = compiled.message_program.estimated_cost({"self": shape, "oldSelf": shape})
+        if message_cost > cel.STATIC_ESTIMATED_COST_LIMIT:
+            causes.append(forbidden(f"{path}.messageExpression", _cost_message(
+                "estimated messageExpression cost", message_cost, cel.STATIC_ESTIMATED_COST_LIMIT)))
     return cost
