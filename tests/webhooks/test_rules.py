@@ -85,3 +85,16 @@ def test_the_admission_configuration_kinds_are_exempt():
     assert is_exempt(attrs(group=group, resource="validatingwebhookconfigurations", namespace=""))
     assert is_exempt(attrs(group=group, resource="validatingadmissionpolicybindings", namespace=""))
     assert not is_exempt(attrs(resource="configmaps"))
+
+
+def test_the_served_versions_of_a_resource_come_from_the_registry():
+    from k8py.apiserver.registry import Registry
+    from k8py.apiserver.resources import register_builtins
+    from k8py.apiserver.webhooks import ClusterLookups
+
+    registry = Registry()
+    register_builtins(registry)
+    lookups = ClusterLookups(registry, cacher=None)  # type: ignore[arg-type]
+    assert sorted(lookups.equivalents("autoscaling", "horizontalpodautoscalers")) == ["v1", "v2"]
+    assert list(lookups.equivalents("apps", "deployments/scale")) == ["v1"]
+    assert list(lookups.equivalents("apps", "nothing")) == []

@@ -14,6 +14,7 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     trace: false               # record the list-watch flow (k8py flow)
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
     dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
+    podNetwork: loopback       # cni (root): each pod its own network namespace, Services through nftables
     zygote: true               # fork components from one process that imported k8py once
     components:                # extra arguments, per component
       apiserver: ["--watch-cache-size", "20000"]
@@ -44,10 +45,10 @@ import yaml
 from k8py.cluster.pki import ClusterPKI
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
-           "pick_cluster_cidr", "zygote_spec"]
+           "pick_cluster_cidr", "service_cidr_for", "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
-               "zygote", "components"}
+               "zygote", "components", "podNetwork"}
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
 
 
@@ -72,6 +73,8 @@ class ClusterSpec:
     #: fork the components from ``k8py zygote`` (faster start, shared memory) instead of
     #: starting an interpreter for each
     zygote: bool = True
+    #: "loopback" (pods share the host network on 127.x IPs) or "cni" (a network namespace per pod, root)
+    pod_network: str = "loopback"
     extra_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -93,12 +96,13 @@ class ClusterSpec:
         """The nodes with a kubelet identity and serving certificate (the simulated process has one)."""
         return self.node_names() + ([SIMULATED_NODE] if self.simulated_nodes else [])
 
-    def service_ip(self) -> str:
-        """The kubernetes Service's ClusterIP: the first of --service-cluster-ip-range (or the default range)."""
+    def service_ip(self, cluster_cidr: str = "") -> str:
+        """The kubernetes Service's ClusterIP: the first of --service-cluster-ip-range (or the
+        range k8py up gives the API server: the default, or one beside a CNI cluster's pod range)."""
         import ipaddress
 
         args = self.extra_args.get("apiserver", [])
-        cidr = "127.192.0.0/12"
+        cidr = service_cidr_for(cluster_cidr) if self.pod_network == "cni" and cluster_cidr else "127.192.0.0/12"
         for i, arg in enumerate(args):
             if arg == "--service-cluster-ip-range" and i + 1 < len(args):
                 cidr = str(args[i + 1])
@@ -162,9 +166,19 @@ def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> st
     nodes of /24), so that two clusters on one machine (parallel test
     sessions) rarely hand out the same pod IPs, whose ports would collide;
     the whole /10 when the cluster has more nodes than a /16 holds."""
+    if spec.pod_network == "cni":
+        # pods on bridges need routable addresses: a random 10.x.0.0/17 (the /24 above it is the Service range)
+        return f"10.{100 + (rng or random.Random()).randrange(150)}.0.0/17"
     if spec.expected_nodes > 250:
         return "127.64.0.0/10"
     return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
+
+
+def service_cidr_for(cluster_cidr: str) -> str:
+    """With ``podNetwork: cni``: the Service range beside the pod range ``10.x.0.0/17``: ``10.x.128.0/24``
+    (not loopback: pods in their own namespaces cannot reach the host's 127.x)."""
+    a = cluster_cidr.split(".")[1]
+    return f"10.{a}.128.0/24"
 
 
 def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "") -> list[ComponentSpec]:
@@ -200,6 +214,8 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             plugins.append("NodeRestriction")
         if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
             api += ["--enable-admission-plugins", ",".join(plugins)]
+        if spec.pod_network == "cni" and "--service-cluster-ip-range" not in api_extra:
+            api += ["--service-cluster-ip-range", service_cidr_for(cluster_cidr)]
         out.append(ComponentSpec(name, api + api_extra, log(name), f"https://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
@@ -222,6 +238,9 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     # ClusterFirst pods at k8py dns only when it got 127.192.0.10:53
     kubelet_extra = extra.get("kubelet", [])
     dns = ["--cluster-dns", DNS_IP] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
+    if spec.pod_network == "cni":
+        # the DNS server answers on the host's loopback, which pods in their own namespaces cannot reach
+        dns = ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr_for(cluster_cidr)]
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
         if spec.proxy and node == spec.node_names()[0]:

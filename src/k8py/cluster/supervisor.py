@@ -210,7 +210,7 @@ class Supervisor:
         # the certificates, and every kubeconfig written now, so that no
         # component ever reads an old one (a resumed cluster on a new port)
         await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
-                                service_ip=self.spec.service_ip(), nodes=self.spec.certificate_nodes(),
+                                service_ip=self.spec.service_ip(self.cluster_cidr), nodes=self.spec.certificate_nodes(),
                                 simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
         await self._start_zygote()
         api, *rest = self.components

@@ -15,12 +15,13 @@ every layer passing it on.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 from typing import Awaitable, Callable
 
 from aiohttp import web
 
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY, UserInfo
-from k8py.apiserver.authz.attributes import Authorizer, Decision
+from k8py.apiserver.authz.attributes import Attributes, Authorizer, Decision
 from k8py.apiserver.authz.chain import forbidden
 from k8py.apiserver.authz.request_attributes import request_attributes
 
@@ -35,6 +36,14 @@ CONSISTENT = web.AppKey("k8py.authz_consistent", object)
 REQUEST_USER: contextvars.ContextVar[UserInfo | None] = contextvars.ContextVar("k8py_request_user", default=None)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+_STREAMS = frozenset({"exec", "attach", "portforward"})
+
+
+def _websocket_stream(request: web.Request, attributes: Attributes) -> bool:
+    return (attributes.verb == "get" and attributes.resource == "pods" and attributes.subresource in _STREAMS
+            and attributes.api_group == "" and request.headers.get("Upgrade", "").lower() == "websocket")
 
 
 def current_user() -> UserInfo | None:
@@ -59,6 +68,13 @@ def authorization_middleware(authorizer: Authorizer, consistent: Callable[[], Aw
             decision, reason = await authorizer.authorize(attributes)
         if decision is not Decision.ALLOW:
             raise forbidden(attributes, reason)
+        if _websocket_stream(request, attributes):
+            # upstream 1.31+ (AuthorizePodWebsocketUpgradeCreatePermission, on by default): a WebSocket
+            # GET of exec, attach or portforward also needs ``create``, as the POST it replaces did
+            create = dataclasses.replace(attributes, verb="create")
+            decision, reason = await authorizer.authorize(create)
+            if decision is not Decision.ALLOW:
+                raise forbidden(create, reason)
         token = REQUEST_USER.set(user)
         try:
             return await handler(request)

@@ -48,6 +48,8 @@ class ClusterLookups:
     def __init__(self, registry: Registry, cacher: Cacher) -> None:
         self.registry = registry
         self.cacher = cacher
+        self._generation = -1
+        self._versions: dict[tuple[str, str], list[str]] = {}
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         definition = self.registry.get("", "v1", "namespaces")
@@ -57,8 +59,14 @@ class ClusterLookups:
         return cached.labels if cached is not None else None
 
     def equivalents(self, group: str, resource: str) -> Iterable[str]:
-        plural = resource.split("/", 1)[0]
-        return [d.version for d in self.registry if d.group == group and d.plural == plural]
+        """The served versions of ``group``/``resource`` (asked for every rule that did not match
+        exactly: kept per registry generation)."""
+        if self._generation != self.registry.generation:
+            versions: dict[tuple[str, str], list[str]] = {}
+            for d in self.registry:
+                versions.setdefault((d.group, d.plural), []).append(d.version)
+            self._versions, self._generation = versions, self.registry.generation
+        return self._versions.get((group, resource.split("/", 1)[0]), ())
 
     def kind_of(self, group: str, version: str, resource: str) -> str | None:
         definition = self.registry.get(group, version, resource.split("/", 1)[0])
