@@ -235,6 +235,8 @@ class APIServer:
                                         registry=self.metrics.registry)
         self.middlewares.append(self.overload.middleware)
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+            # last: it reads request[USER_KEY], so authentication must come before it in this list
+            # (a request no authenticator marked is UNSECURED, i.e. system:masters)
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object)
         self.service_accounts = self._service_account_tokens()
