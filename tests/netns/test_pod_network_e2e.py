@@ -153,6 +153,18 @@ def test_host_network_pods_stay_on_the_host_and_host_ports_map_through_portmap(c
     assert cluster.wait(lambda: get(f"http://127.0.0.1:{host_port}/"), "hostPort answer") == "with-hostport"
 
 
+def test_a_restarted_kubelet_adopts_its_pods_and_their_namespaces(cluster: NetCluster, web: list[dict]) -> None:
+    before = {p["metadata"]["name"]: (p["status"]["podIP"], netns_inode(container_pid(cluster, p["metadata"]["uid"]))) for p in web}
+    cluster.kubelet.stop()  # SIGTERM: containers (and so their namespaces) keep running
+    for ip in (v[0] for v in before.values()):
+        assert get(f"http://{ip}:8080/")  # still served while no kubelet runs
+    cluster.kubelet.start()
+    after = cluster.wait(lambda: (lambda ps: len(ps) == 2 and all(map(running, ps)) and ps)(pods_of(cluster, NS, "app=web")),
+                         "the web pods still ready after the restart")
+    assert {p["metadata"]["name"]: (p["status"]["podIP"], netns_inode(container_pid(cluster, p["metadata"]["uid"]))) for p in after} == before
+    assert f"dev {cluster.names.bridge}" in subprocess.run(["ip", "route", "show", cluster.service_cidr], capture_output=True, text=True).stdout
+
+
 def test_cleanup_leaves_no_namespace_link_table_or_cgroup(cluster: NetCluster, web: list[dict]) -> None:
     assert cluster.leftovers().get("netns"), "the pods' namespaces should exist before cleanup"
     cluster.apps.delete_namespaced_deployment("web", NS)
