@@ -96,3 +96,14 @@ def test_priority_levels():
     assert priority_level(UserInfo("system:node:n1", groups=("system:nodes",)), "") == "system"
     assert priority_level(UserInfo("system:kube-scheduler"), "") == "system"
     assert priority_level(UserInfo("system:serviceaccount:default:app"), "") == "workload"
+
+
+def test_request_headers_and_bodies_are_bounded(server):
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        r = http.post("/api/v1/namespaces/default/configmaps", content=b"{" + b" " * (3 * 1024 * 1024 + 10) + b"}",
+                      headers={"Content-Type": "application/json"})
+        assert r.status_code == 413
+        assert r.json()["reason"] == "RequestEntityTooLarge"
+        r = http.get("/api/v1/namespaces", headers={"X-Big": "x" * 20_000})
+        assert r.status_code in (400, 431)
+        assert http.get("/api/v1/namespaces").status_code == 200  # the server is fine afterwards
