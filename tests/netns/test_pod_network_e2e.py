@@ -123,6 +123,16 @@ def test_pod_and_host_reach_a_service_through_nftables_load_balanced(cluster: Ne
     assert cluster.wait(lambda: get(f"http://127.0.0.1:{node_port}/") in names, "node port") is True
 
 
+def test_client_ip_session_affinity_keeps_a_client_on_one_pod(cluster: NetCluster, web: list[dict]) -> None:
+    svc = cluster.core.patch_namespaced_service("web", NS, {"spec": {"sessionAffinity": "ClientIP"}})
+    vip = svc.spec.cluster_ip
+    cluster.wait(lambda: "update @affinity-" in subprocess.run(["nft", "list", "table", "ip", f"k8py-{cluster.node}"],
+                                                               capture_output=True, text=True).stdout, "the affinity rules")
+    seen = {get(f"http://{vip}:80/") for _ in range(20)}
+    assert len(seen) == 1 and seen <= {p["metadata"]["name"] for p in web}, seen
+    cluster.core.patch_namespaced_service("web", NS, {"spec": {"sessionAffinity": "None"}})
+
+
 def test_a_service_without_endpoints_refuses_at_once(cluster: NetCluster) -> None:
     svc = cluster.core.create_namespaced_service(NS, {"metadata": {"name": "nobody"},
                                                       "spec": {"selector": {"app": "nobody"}, "ports": [{"port": 81}]}})
