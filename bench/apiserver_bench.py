@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -263,6 +264,7 @@ async def main() -> None:
         proc.wait(10)
     warm, cold = await measure_rbac_decision()
     print(f"RBAC decision, RoleBinding user, 1,000 bindings: {warm:.1f} µs (first after a policy change {cold / 1e3:.1f} ms)")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 
@@ -52,6 +53,7 @@ async def measure_rbac_decision(bindings: int = 1_000, decisions: int = 20_000) 
         return warm, cold
     finally:
         await server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ async def test_no_layer_writes_outside_the_image_root(registry: Registry, tmp_pa
 async def test_symlinked_parents_are_resolved_inside_the_root(registry: Registry, tmp_path) -> None:
     # etc -> / would write the host's /<name> if followed on the host; inside the root it is the root
     name = f"k8py-oci-test-{os.getpid()}"
-    layer = tar_layer([("etc2", f"->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
+    layer = tar_layer([("etc2", "->/"), (f"etc2/{name}", "inside"), ("abs", "->/tmp"), (f"abs/{name}", "in")])
     ref = registry.push("links", "1", image([busybox_layer(), layer]))
     puller = ImagePuller(str(tmp_path / "store"))
     try:
@@ -239,13 +239,16 @@ def test_each_root_mode_runs_the_image_under_bwrap(registry: Registry, tmp_path,
     try:
         if mode and os.geteuid() != 0:
             pytest.fail("overlay root modes need root (CI runs as root)")
-        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; touch /x 2>&1 && echo writable || echo read-only"],
+        launch = build_oci_launch(["/bin/sh", "-c", "cat /etc/os-release; cat /tmp/../tmp/v/in-volume; echo; cat /etc/cfg/deep/in-volume; "
+                                   "echo; touch /x 2>&1 && echo writable || echo read-only"],
                                   bwrap=shutil.which("bwrap") or "bwrap", rootfs=puller.store.rootfs(rec.id), container_dir=str(tmp_path / "c"),
-                                  mounts=[Mount("/tmp/v", str(vol))], cwd="/", hostname="ro", status_fd=status, user=None, overlay=mode)
+                                  mounts=[Mount("/tmp/v", str(vol)), Mount("/etc/cfg/deep", str(vol), True)], cwd="/", hostname="ro",
+                                  status_fd=status, user=None, overlay=mode)
         out = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=(status,), timeout=60, env={"PATH": "/bin"})
     finally:
         os.close(status)
-    assert out.stdout.splitlines()[0] == "ID=ro-test" and "v" in out.stdout.splitlines()[1], out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:3] == ["ID=ro-test", "v", "v"], out.stdout + out.stderr  # a volume at a path the image lacks, in every mode
     assert out.stdout.strip().endswith("writable" if mode else "read-only")
     assert not os.path.exists(os.path.join(puller.store.rootfs(rec.id), "x"))  # the shared image root is never written
     upper = tmp_path / "c" / "rootfs" / "upper"

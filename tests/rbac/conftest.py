@@ -29,6 +29,7 @@ from k8py.apiserver.handlers.token_review import TOKEN_AUTHENTICATORS
 from k8py.apiserver.server import APIServer
 from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient, RetryPolicy
+from k8py.controllers.clusterrole_aggregation import aggregated_rules
 from k8py.controllers.controller_manager import ControllerManager
 from tests.support.kube import Kubectl, official_client
 from tests.support.servers import ServerThread, sqlite_storage
@@ -149,11 +150,11 @@ def wait_for_aggregation(url: str, timeout: float = 60.0) -> None:
         rbac = kubernetes.client.RbacAuthorizationV1Api(client)
         deadline = time.monotonic() + timeout
 
-        def converged() -> bool:  # admin gathers edit, which gathers view: done when each holds the one below
-            rules = {n: [client.sanitize_for_serialization(r) for r in rbac.read_cluster_role(n).rules or []]
-                     for n in ("admin", "edit", "view", "system:aggregate-to-view")}
-            return bool(rules["view"]) and rules["view"] == rules["system:aggregate-to-view"] \
-                and all(r in rules["edit"] for r in rules["view"]) and all(r in rules["admin"] for r in rules["edit"])
+        def converged() -> bool:  # each aggregated role holds exactly what its selectors gather now
+            roles = [client.sanitize_for_serialization(r) for r in rbac.list_cluster_role().items]
+            by_name = {r["metadata"]["name"]: r for r in roles}
+            return all(by_name[n].get("rules") and by_name[n].get("rules") == aggregated_rules(by_name[n], roles)
+                       for n in ("admin", "edit", "view"))
 
         while not converged():
             assert time.monotonic() < deadline, "the aggregation controller did not fill admin, edit and view"

@@ -102,6 +102,7 @@ def test_can_i_answers_for_the_user_facing_roles(clients) -> None:
     assert can("vic", "get", "secrets") == "no"
     assert can("vic", "create", "deployments.apps") == "no"
     assert can("vic", "list", "pods", "-n", "kube-system") == "no"
+    assert can("vic", "list", "pods.metrics.k8s.io") == "yes"  # kubectl top, through system:aggregated-metrics-reader
     assert can("eddie", "create", "deployments.apps") == "yes"
     assert can("eddie", "get", "secrets") == "yes"
     assert can("eddie", "create", "pods/exec") == "yes"

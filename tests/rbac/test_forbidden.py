@@ -101,3 +101,23 @@ def test_rules_with_subresources_resource_names_and_wildcards(clients) -> None:
     with pytest.raises(kubernetes.client.ApiException) as err:
         apps.read_namespaced_deployment("missing", "default")
     assert err.value.status == 403
+
+
+def test_a_websocket_exec_needs_create_as_well_as_get(clients, secured) -> None:
+    import urllib.error
+    import urllib.request
+
+    admin = kubernetes.client.RbacAuthorizationV1Api(clients.api("admin-token"))
+    admin.create_namespaced_role("default", {"metadata": {"name": "exec-get"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get"]}]})
+    _bind(clients.api("admin-token"), "exec-get", "bob", kind="Role")
+    request = urllib.request.Request(f"{secured.url}/api/v1/namespaces/default/pods/p/exec?command=true&stdout=true",
+                                     headers={"Authorization": "Bearer bob-token", "Connection": "Upgrade",
+                                              "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                                              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                                              "Sec-WebSocket-Protocol": "v5.channel.k8s.io"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=30)
+    assert err.value.code == 403
+    assert json.loads(err.value.read())["message"] == (
+        'pods "p" is forbidden: User "bob" cannot create resource "pods/exec" in API group "" in the namespace "default"')

@@ -68,6 +68,7 @@ from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.apiserver.audit.auditor import Auditor
+from k8py.apiserver.overload import InflightLimiter
 from k8py.apiserver.audit.log_backend import LogBackend
 from k8py.apiserver.audit.policy import load_policy
 from k8py.storage import Storage
@@ -118,6 +119,9 @@ class APIServerConfig:
     audit_log_maxsize: float = 0
     audit_log_maxbackup: int = 0
     audit_log_maxage: int = 0
+    #: ``--max-requests-inflight`` / ``--max-mutating-requests-inflight`` per priority level (0 = no limit)
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)
@@ -225,6 +229,11 @@ class APIServer:
                 self.config.audit_log_path, max_bytes=int(self.config.audit_log_maxsize * 1024 * 1024),
                 max_backups=self.config.audit_log_maxbackup, max_age_days=self.config.audit_log_maxage))
             self.middlewares.append(self.auditor.middleware)
+        #: after audit (a 429 is audited), before authorization: an overloaded server refuses before any work
+        self.overload = InflightLimiter(max_readonly=self.config.max_requests_inflight,
+                                        max_mutating=self.config.max_mutating_requests_inflight,
+                                        registry=self.metrics.registry)
+        self.middlewares.append(self.overload.middleware)
         if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object)

@@ -93,6 +93,10 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--audit-log-maxsize", type=int, default=0, help="megabytes of audit log before it is rotated (0 = never)")
     p.add_argument("--audit-log-maxbackup", type=int, default=0, help="rotated audit logs kept (0 = all)")
     p.add_argument("--audit-log-maxage", type=int, default=0, help="days a rotated audit log is kept (0 = forever)")
+    p.add_argument("--max-requests-inflight", type=int, default=400,
+                   help="reads in flight per priority level before 429s (0 = no limit; default: %(default)s)")
+    p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
+                   help="writes in flight per priority level before 429s (0 = no limit; default: %(default)s)")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
@@ -248,6 +252,8 @@ def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type:
             audit_log_maxsize=args.audit_log_maxsize,
             audit_log_maxbackup=args.audit_log_maxbackup,
             audit_log_maxage=args.audit_log_maxage,
+            max_requests_inflight=args.max_requests_inflight,
+            max_mutating_requests_inflight=args.max_mutating_requests_inflight,
             requestheader_client_ca_file=args.requestheader_client_ca_file,
             proxy_client_cert_file=args.proxy_client_cert_file,
             proxy_client_key_file=args.proxy_client_key_file,

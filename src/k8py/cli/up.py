@@ -40,6 +40,8 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--apiservers", type=int, default=None, help="API servers on the etcd of --etcd-servers (default: 1)")
     up.add_argument("--trace", action="store_true", default=None, help="record the list-watch flow (read it with k8py flow)")
     up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
+    up.add_argument("--pod-network", choices=("loopback", "cni"), default=None,
+                    help="cni (root): each pod its own network namespace (CNI bridge), Services through nftables (default: loopback)")
     up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
     up.add_argument("--no-zygote", dest="zygote", action="store_false", default=None,
                     help="start each component as its own interpreter instead of forking it from k8py zygote")
@@ -71,8 +73,13 @@ def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         trace=bool(pick(args.trace, "trace", False)),
         proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
         zygote=bool(pick(args.zygote, "zygote", True)),
+        pod_network=str(pick(args.pod_network, "podNetwork", "loopback")),
         extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
     )
+    if spec.pod_network not in ("loopback", "cni"):
+        raise SpecError(f"podNetwork must be loopback or cni, not {spec.pod_network!r}")
+    if spec.pod_network == "cni" and os.geteuid() != 0:
+        raise SpecError("--pod-network cni needs root (network namespaces, a bridge, nftables); run k8py up as root or drop it")
     if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
         raise SpecError("a cluster needs at least one node: --nodes N (N >= 1) or --simulated-nodes N")
     if spec.apiservers < 1 or (spec.apiservers > 1 and not spec.etcd_servers):
@@ -171,7 +178,7 @@ def _detach(args: argparse.Namespace, spec: Any) -> int:
 
     os.makedirs(spec.log_dir, exist_ok=True)
     argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level, "--no-follow-flow"]
-    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers"):
+    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers", "pod_network"):
         value = getattr(args, flag)
         if value not in (None, ""):
             argv += [f"--{flag.replace('_', '-')}", str(value)]

@@ -14,6 +14,7 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     trace: false               # record the list-watch flow (k8py flow)
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
     dns: true                  # k8py dns (on the service range's 10th address, port 53 when free)
+    podNetwork: loopback       # cni (root): each pod its own network namespace, Services through nftables
     zygote: true               # fork components from one process that imported k8py once
     components:                # extra arguments, per component
       apiserver: ["--watch-cache-size", "20000"]
@@ -39,10 +40,10 @@ from typing import Any
 import yaml
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
-           "pick_cluster_cidr", "pick_service_cidr", "dns_ip", "zygote_spec"]
+           "pick_cluster_cidr", "pick_service_cidr", "service_cidr_for", "dns_ip", "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
-               "zygote", "components"}
+               "zygote", "components", "podNetwork"}
 #: the API server's own default Service range, and DNS' port
 DEFAULT_SERVICE_CIDR, DNS_PORT = "127.192.0.0/12", 53
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
@@ -69,6 +70,8 @@ class ClusterSpec:
     #: fork the components from ``k8py zygote`` (faster start, shared memory) instead of
     #: starting an interpreter for each
     zygote: bool = True
+    #: "loopback" (pods share the host network on 127.x IPs) or "cni" (a network namespace per pod, root)
+    pod_network: str = "loopback"
     extra_args: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -142,9 +145,19 @@ def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> st
     nodes of /24), so that two clusters on one machine (parallel test
     sessions) rarely hand out the same pod IPs, whose ports would collide;
     the whole /10 when the cluster has more nodes than a /16 holds."""
+    if spec.pod_network == "cni":
+        # pods on bridges need routable addresses: a random 10.x.0.0/17 (the /24 above it is the Service range)
+        return f"10.{100 + (rng or random.Random()).randrange(150)}.0.0/17"
     if spec.expected_nodes > 250:
         return "127.64.0.0/10"
     return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
+
+
+def service_cidr_for(cluster_cidr: str) -> str:
+    """With ``podNetwork: cni``: the Service range beside the pod range ``10.x.0.0/17``: ``10.x.128.0/24``
+    (not loopback: pods in their own namespaces cannot reach the host's 127.x)."""
+    a = cluster_cidr.split(".")[1]
+    return f"10.{a}.128.0/24"
 
 
 #: the Service ranges k8py up picks from: the /20s of 127.192.0.0/12, the API server's default range
@@ -152,8 +165,13 @@ SERVICE_BLOCKS, SERVICE_PREFIX = ipaddress.ip_network("127.192.0.0/12"), 20
 
 
 def dns_ip(service_cidr: str) -> str:
-    """The kube-dns Service's cluster IP: the range's 10th address, as kubeadm places it."""
-    return str(ipaddress.ip_network(service_cidr)[10])
+    """Where k8py dns answers: the kube-dns Service's cluster IP, the range's 10th address
+    as kubeadm places it, when the range is on loopback; with ``podNetwork: cni`` (a
+    10.x range no host interface holds) the default range's, on loopback."""
+    network = ipaddress.ip_network(service_cidr)
+    if not network.subnet_of(ipaddress.ip_network("127.0.0.0/8")):
+        network = ipaddress.ip_network(DEFAULT_SERVICE_CIDR)
+    return str(network[10])
 
 
 def pick_service_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
@@ -220,6 +238,9 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     # ClusterFirst pods at k8py dns only when it got port 53 on its address
     kubelet_extra = extra.get("kubelet", [])
     dns = ["--cluster-dns", dns_ip(service_cidr)] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
+    if spec.pod_network == "cni":
+        # the DNS server answers on the host's loopback, which pods in their own namespaces cannot reach
+        dns = ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr]
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
         if spec.proxy and node == spec.node_names()[0]:

@@ -43,7 +43,7 @@ import aiohttp
 from k8py.cluster.readiness import http_ok, ready_nodes
 from k8py.cluster.spec import (
     DEFAULT_SERVICE_CIDR, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, pick_service_cidr,
-    zygote_spec,
+    service_cidr_for, zygote_spec,
 )
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
@@ -95,7 +95,10 @@ class Supervisor:
         #: Services' cluster IPs come from them; a cluster from before serviceCIDR was
         #: recorded keeps the API server's default range)
         self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
-        self.service_cidr = previous.get("serviceCIDR") or (DEFAULT_SERVICE_CIDR if previous else pick_service_cidr(spec))
+        if spec.pod_network == "cni":
+            self.service_cidr = service_cidr_for(self.cluster_cidr)
+        else:
+            self.service_cidr = previous.get("serviceCIDR") or (DEFAULT_SERVICE_CIDR if previous else pick_service_cidr(spec))
         self.ports = all_ports(spec, previous.get("ports"), service_cidr=self.service_cidr)
         self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
                                                                 service_cidr=self.service_cidr)]

@@ -224,3 +224,21 @@ def test_declared_root_metadata_and_unknown_fields_compile():
     bad = {**schema, "x-kubernetes-validations": [{"rule": "self.metadata.labels.size() > 0"}]}
     assert [c.message.split(": compilation failed: ")[1].splitlines()[0] for c in crd_causes(bad, PATH)] == [
         "ERROR: <input>:1:14: undefined field 'labels'"]
+
+
+def test_a_message_expression_is_checked_against_the_schema_and_its_cost():
+    schema = {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+        "x-kubernetes-validations": [
+            {"rule": "true", "messageExpression": "'bad ' + self.nmes.join(',')"},
+            {"rule": "true", "messageExpression": "self.names.map(a, self.names.map(b, a + b).join(',')).join(',')"},
+        ]}}}
+    causes = [f"{c.field}: {c.message}" for c in crd_causes(schema, PATH)]
+    assert causes[0].startswith(f"{PATH}.properties[spec].x-kubernetes-validations[0].messageExpression: Invalid "
+                                "value: apiextensions.ValidationRule{")
+    assert causes[0].endswith("messageExpression compilation failed: ERROR: <input>:1:14: undefined field 'nmes'\n"
+                              " | 'bad ' + self.nmes.join(',')\n | .............^")
+    assert causes[1] == (
+        f"{PATH}.properties[spec].x-kubernetes-validations[1].messageExpression: Forbidden: estimated "
+        "messageExpression cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding "
+        "maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")

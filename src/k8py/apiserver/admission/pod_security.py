@@ -34,8 +34,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import orjson
-
 from k8py.api.errors import Cause, Invalid
 from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.admission.pod_security_checks import LEVELS, evaluate
@@ -135,13 +133,6 @@ class PodSecurity:
     def handles(self, operation: Operation) -> bool:
         return operation in (Operation.CREATE, Operation.UPDATE)
 
-    def _namespace(self, name: str) -> Object | None:
-        d = self.registry.get("", "v1", "namespaces")
-        if d is None:
-            return None
-        cached = self.cacher.cache_for(d).objects.get(d.key("", name))
-        return orjson.loads(cached.data) if cached is not None else None
-
     async def validate(self, a: AdmissionAttributes) -> None:
         if a.subresource:
             return
@@ -156,8 +147,9 @@ class PodSecurity:
     # -- pods ----------------------------------------------------------------
 
     def _labels(self, namespace: str) -> Mapping[str, str] | None:
-        ns = self._namespace(namespace)
-        labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+        d = self.registry.get("", "v1", "namespaces")
+        cached = None if d is None else self.cacher.cache_for(d).objects.get(d.key("", namespace))
+        labels = cached.labels if cached is not None else {}  # the watch cache keeps them decoded
         if self._all_privileged and not any(k.startswith(LABEL_PREFIX) for k in labels):
             return None  # the common case: nothing to check
         return labels

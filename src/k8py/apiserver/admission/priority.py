@@ -56,12 +56,25 @@ class PriorityAdmission:
     def __init__(self, registry: Registry, cacher: Cacher) -> None:
         self.registry = registry
         self.cacher = cacher
+        #: key -> (resourceVersion, decoded class)
+        self._decoded: dict[str, tuple[int, Object]] = {}
 
     def _classes(self) -> list[Object]:
         d = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
         if d is None:
             return []
-        return [orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values()]
+        out = []
+        memo = self._decoded
+        for key, cached in self.cacher.cache_for(d).objects.items():
+            hit = memo.get(key)
+            if hit is None or hit[0] != cached.rv:  # decoded once per version: every pod create asks
+                hit = memo[key] = (cached.rv, orjson.loads(cached.data))
+            out.append(hit[1])
+        if len(memo) > len(out):
+            live = self.cacher.cache_for(d).objects
+            for key in [k for k in memo if k not in live]:
+                del memo[key]
+        return out
 
     def _class(self, name: str) -> Object | None:
         d = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")

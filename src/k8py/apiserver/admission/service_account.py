@@ -108,7 +108,9 @@ class ServiceAccountAdmission:
         name = spec.get("serviceAccountName") or DEFAULT_ACCOUNT
         named = bool(spec.get("serviceAccountName"))
         spec["serviceAccountName"] = name
-        account = await self._get("serviceaccounts", a.namespace, name, live=True)
+        # a named account missing from the cache is looked up in the store (the cache may lag its
+        # create); "default" is not: a bare server has none, and it would cost every pod a read
+        account = await self._get("serviceaccounts", a.namespace, name, live=named and name != DEFAULT_ACCOUNT)
         if account is None:
             if named and name != DEFAULT_ACCOUNT:
                 raise a.forbidden(f'error looking up service account {a.namespace}/{name}: serviceaccount "{name}" not found')

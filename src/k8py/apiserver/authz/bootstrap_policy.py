@@ -10,7 +10,8 @@ the namespaced leader-locking and bootstrap-signer roles, and their bindings.
 
 k8py additions, each saying why: ``system:coredns`` (what kubeadm's CoreDNS
 add-on creates) bound to ``system:k8py-dns``, the identity ``k8py dns`` runs
-as; and ``system:kubelet-api-admin`` bound to ``kube-apiserver-kubelet-client``,
+as; ``system:aggregated-metrics-reader`` (what metrics-server installs; k8py
+serves ``metrics.k8s.io`` itself) aggregated into view, edit and admin; and ``system:kubelet-api-admin`` bound to ``kube-apiserver-kubelet-client``,
 the API server's client identity towards kubelets (k3s binds it the same way).
 
 Every object carries the ``kubernetes.io/bootstrapping: rbac-defaults`` label
@@ -228,6 +229,10 @@ def cluster_roles() -> list[Object]:
             rule(*READ, groups=["storage.k8s.io"], resources=["csidrivers"]),
             rule(*READ, groups=["storage.k8s.io"], resources=["csistoragecapacities"]),
         ]),
+        # k8py: the API server serves metrics.k8s.io itself; metrics-server's aggregated reader role lets
+        # view/edit/admin read it (kubectl top), as a cluster with metrics-server installed has
+        _role("system:aggregated-metrics-reader", [rule(*READ, groups=["metrics.k8s.io"], resources=["pods", "nodes"])],
+              {_AGG + "view": "true", _AGG + "edit": "true", _AGG + "admin": "true"}),
         # k8py: what kubeadm's CoreDNS add-on grants, for k8py dns (system:k8py-dns)
         _role("system:coredns", [
             rule("list", "watch", groups=[LEGACY], resources=["endpoints", "services", "pods", "namespaces"]),

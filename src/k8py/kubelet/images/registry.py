@@ -34,7 +34,7 @@ import os
 import platform
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import aiohttp
 
@@ -268,7 +268,3 @@ class RegistryClient:
             r.release()
             if os.path.exists(tmp):
                 os.unlink(tmp)
-
-
-def layer_descriptors(manifest: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
-    return list(manifest.get("layers") or [])

@@ -23,7 +23,9 @@ an upper layer: :func:`overlay_mode` probes once) mounted in a private
 mount namespace, so it disappears with the container and the host never
 sees it. A rootless
 node binds the image read-only with a tmpfs on ``/tmp`` (as a
-``readOnlyRootFilesystem`` container runs). A non-root ``User`` runs in a
+``readOnlyRootFilesystem`` container runs); a volume whose mountPath the
+image lacks gets its parent rebuilt as a tmpfs with the image's entries
+bound back, as :mod:`.launcher` does for the host view. A non-root ``User`` runs in a
 user namespace mapping that uid to the node's (files owned by other uids
 show as ``nobody``). The network is the host's, as for every process
 runtime container; bwrap's process tree and status file are the same as
@@ -236,6 +238,36 @@ def overlay_dirs(container_dir: str) -> tuple[str, str, str]:
     return os.path.join(base, "upper"), os.path.join(base, "work"), os.path.join(base, "merged")
 
 
+def _rebuilt_for_mount_points(rootfs: str, mounts: Sequence[Mount]) -> list[str]:
+    """A read-only root cannot take new mount points: where a volume's mountPath is missing from
+    the image, its deepest existing directory becomes a tmpfs with the image's entries there
+    bound back read-only (and symlinks re-made), so bwrap can create the mount point."""
+    rebuilt: list[str] = []
+    for m in mounts:
+        path = os.path.normpath(m.container_path)
+        if path.split("/")[1:2] in (["tmp"], ["dev"], ["proc"]) or os.path.lexists(os.path.join(rootfs, path.lstrip("/"))):
+            continue
+        while path != "/" and not os.path.isdir(os.path.join(rootfs, path.lstrip("/"))):
+            path = os.path.dirname(path)
+        if path not in rebuilt:
+            rebuilt.append(path)
+    args: list[str] = []
+    for d in sorted(rebuilt, key=lambda d: (d.count("/") if d != "/" else 0, d)):
+        if d == "/":
+            continue  # the root itself cannot be rebuilt under a read-only bind: such a volume stays unmountable
+        host = os.path.join(rootfs, d.lstrip("/"))
+        args += ["--tmpfs", d]
+        for entry in sorted(os.listdir(host)):
+            full, inside = os.path.join(host, entry), os.path.join(d, entry)
+            if any(inside == r for r in rebuilt):
+                continue
+            if os.path.islink(full):
+                args += ["--symlink", os.readlink(full), inside]
+            elif os.path.isdir(full) or os.path.isfile(full):
+                args += ["--ro-bind", full, inside]
+    return args
+
+
 def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_dir: str, mounts: Sequence[Mount], cwd: str,
                      hostname: str, status_fd: int, user: tuple[int, int] | None, overlay: str | bool) -> Launch:
     """``overlay``: :func:`overlay_mode`'s answer (``True`` means ``disk``)."""
@@ -249,7 +281,10 @@ def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_
         script = _TMPFS_SCRIPT if overlay == "tmpfs" else _DISK_SCRIPT
         prefix = [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", rootfs, upper, work, merged]
         root = merged
-    args = [bwrap, "--bind" if overlay else "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args = [bwrap, "--bind" if overlay else "--ro-bind", root, "/"]
+    if not overlay:
+        args += _rebuilt_for_mount_points(rootfs, mounts)
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     covered = {m.container_path.rstrip("/") for m in mounts}
     for host_file in ("/etc/resolv.conf", "/etc/hosts"):
         if host_file not in covered and os.path.isfile(host_file) and (overlay or os.path.lexists(os.path.join(rootfs, host_file[1:]))):

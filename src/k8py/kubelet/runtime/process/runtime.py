@@ -71,6 +71,8 @@ class ProcessRuntime:
     def info(self) -> RuntimeInfo:
         iso = ("bubblewrap: own pid/ipc/uts namespaces, private /tmp, read-only host view, volumes at mountPath"
                if self.bwrap else "plain host processes (bwrap not found): no namespaces, volumes under the pod dir")
+        if self.images.puller is not None:
+            iso += "; registry images in their own rootfs" if self.bwrap else "; registry images need bwrap"
         if self.network is not None:
             iso += "; " + self.network.describe()
         iso += "; " + self.cgroups.describe()
