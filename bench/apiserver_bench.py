@@ -15,9 +15,14 @@ HTTP/1.1 client (cheap, so the server is what is measured). Figures:
    against a bare aiohttp fan-out of pre-encoded lines of the same size to the
    same client (the floor);
 6. with ``--authorization-mode=Node,RBAC``: creates/s and create p50 beside 2 and 3,
-   and one RBAC decision for an ordinary user, in process (``rbac_decision.py``).
+   and one RBAC decision for an ordinary user, in process (``rbac_decision.py``);
+7. security: creates/s and create latency (2. and 3.) again against servers on
+   HTTPS (``--secure-port``) whose clients authenticate with a client
+   certificate (``--client-ca-file``), without and with ``Node,RBAC``, beside
+   the insecure-port figures of the same run (issue 14: at most 20% fewer
+   creates/s, at most +1 ms on p50).
 
-    python bench/apiserver_bench.py [--pods 10000] [--creates 5000] [--watchers 100]
+    python bench/apiserver_bench.py [--pods 10000] [--creates 5000] [--watchers 100] [--only-security]
 """
 
 from __future__ import annotations
@@ -57,6 +62,69 @@ def start_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, flo
         if m:
             return proc, f"{m.group(1)}:{m.group(2)}", time.perf_counter() - started
     raise RuntimeError("server did not start")
+
+
+def start_secure_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, "ssl.SSLContext"]:
+    """An API server on HTTPS only, authenticating clients by certificate; the client's TLS context."""
+    import ssl
+
+    from k8py.client import certs
+
+    os.makedirs(data_dir, exist_ok=True)
+    ca = certs.new_self_signed_ca("bench-ca")
+    ca.save(os.path.join(data_dir, "ca.crt"), os.path.join(data_dir, "ca.key"))
+    cert, key = ca.issue_client("bench", ["system:masters"])
+    certs.write_pem(os.path.join(data_dir, "client.crt"), certs.encode_cert_pem(cert))
+    certs.write_pem(os.path.join(data_dir, "client.key"), certs.encode_private_key_pem(key), private=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "k8py", "apiserver", "--data-dir", data_dir, "--secure-port", "0",
+         "--client-ca-file", os.path.join(data_dir, "ca.crt"), "--anonymous-auth=false", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(r"listening on https://([\d.]+):(\d+)", line)
+        if m:
+            ctx = ssl.create_default_context(cafile=os.path.join(data_dir, "certs", "apiserver.crt"))
+            ctx.load_cert_chain(os.path.join(data_dir, "client.crt"), os.path.join(data_dir, "client.key"))
+            return proc, f"{m.group(1)}:{m.group(2)}", ctx
+    raise RuntimeError("secure server did not start")
+
+
+async def creates_and_latency(addr: str, n: int, prefix: str) -> tuple[float, list[float]]:
+    c = await HttpConnection.open(addr)
+    for ns in (f"{prefix}bench", f"{prefix}lat"):
+        status, _ = await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
+        assert status == 201, status
+    c.close()
+    creates = await create_throughput(addr, n, 16, f"{prefix}bench")
+    lat = await create_latency_at_rate(addr, 100, 10, f"{prefix}lat")
+    return creates, lat
+
+
+async def security_cost(tmp: str, n: int) -> None:
+    """7.: the same creates over the insecure port, and over HTTPS with a client certificate
+    (system:masters, so RBAC decides through the cluster-admin binding) without and with RBAC."""
+    proc, addr, _ = start_server(os.path.join(tmp, "plain"))
+    try:
+        plain, plain_lat = await creates_and_latency(addr, n, "")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    p50 = pct(plain_lat, .5)
+    print(f"creates/s, insecure port:                {plain:,.0f}; create p50 at 100/s {p50 * 1e3:.1f} ms, p99 {pct(plain_lat, .99) * 1e3:.1f} ms")
+    for label, extra in (("HTTPS + client cert:", ()), ("HTTPS + client cert + Node,RBAC:", ("--authorization-mode", "Node,RBAC"))):
+        proc, addr, ctx = start_secure_server(os.path.join(tmp, "secure" + "-rbac" * bool(extra)), *extra)
+        HttpConnection.ssl_context = ctx
+        try:
+            secure, secure_lat = await creates_and_latency(addr, n, "")
+        finally:
+            HttpConnection.ssl_context = None
+            proc.terminate()
+            proc.wait(10)
+        print(f"creates/s, {label:<32} {secure:,.0f}   (secure/insecure = {secure / plain:.2f}; target >= 0.80); "
+              f"create p50 {pct(secure_lat, .5) * 1e3:.1f} ms ({(pct(secure_lat, .5) - p50) * 1e3:+.1f} ms; target <= +1 ms), "
+              f"p99 {pct(secure_lat, .99) * 1e3:.1f} ms")
 
 
 def rss_bytes(pid: int) -> int:
@@ -202,8 +270,15 @@ async def main() -> None:
     ap.add_argument("--creates", type=int, default=5_000)
     ap.add_argument("--watchers", type=int, default=100)
     ap.add_argument("--watch-events", type=int, default=2_000)
+    ap.add_argument("--only-security", action="store_true", help="only 6. (the HTTPS + client certificate cost)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="k8py-bench-")
+    if args.only_security:
+        try:
+            await security_cost(tmp, args.creates)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
 
     # baseline: the raw store's put rate, 16 concurrent writers, same value size
     from k8py.storage.sqlite import SqliteStorage
@@ -264,7 +339,10 @@ async def main() -> None:
         proc.wait(10)
     warm, cold = await measure_rbac_decision()
     print(f"RBAC decision, RoleBinding user, 1,000 bindings: {warm:.1f} µs (first after a policy change {cold / 1e3:.1f} ms)")
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        await security_cost(tmp, args.creates)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

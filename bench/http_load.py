@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import aiohttp
 import orjson
@@ -58,10 +59,13 @@ class HttpConnection:
         self.writer = writer
         self.host = host
 
+    #: TLS for every connection opened (set once by a benchmark that measures HTTPS)
+    ssl_context: Any = None
+
     @classmethod
     async def open(cls, addr: str) -> "HttpConnection":
         host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port), limit=2**26)
+        reader, writer = await asyncio.open_connection(host, int(port), limit=2**26, ssl=cls.ssl_context)
         return cls(reader, writer, addr)
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:

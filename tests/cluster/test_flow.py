@@ -86,7 +86,7 @@ def test_the_seed_scenario_flow_in_order(tmp_path):
     try:
         up = k8py("up", "--detach", "--trace", "--data-dir", data, "--port", "0")
         assert up.returncode == 0, up.stdout + up.stderr
-        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"))
+        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"), read_state(data)["kubeconfig"])
 
         def pods() -> list[Record]:
             items = json.loads(kubectl.run("get", "pods", "-l", "app=web", "-o", "json").stdout)["items"]
@@ -185,7 +185,7 @@ def test_up_trace_in_the_foreground_prints_the_flow_live(tmp_path):
         assert "zygote" not in state["components"]
         with open(f"/proc/{state['components']['apiserver']['pid']}/cmdline", "rb") as f:
             assert f.read().split(b"\0")[3] == b"apiserver"  # python -m k8py apiserver ...
-        kubectl = Kubectl(state["api"], str(tmp_path / "home"))
+        kubectl = Kubectl(state["api"], str(tmp_path / "home"), state["kubeconfig"])
         kubectl.run("create", "configmap", "live-one")
         for line in proc.stdout:
             if "kubectl" in line and "create  configmaps default/live-one" in line:

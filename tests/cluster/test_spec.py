@@ -41,7 +41,7 @@ def test_each_node_gets_its_own_kubelet_root_and_port_and_simulated_nodes_one_pr
     k0, k1, sim = comps["kubelet/k8py-node-0"].argv, comps["kubelet/k8py-node-1"].argv, comps["kubelet/simulated"].argv
     assert k0[k0.index("--root-dir") + 1] != k1[k1.index("--root-dir") + 1]
     assert k0[-2:] == ["--max-pods", "7"] and sim[sim.index("--nodes") + 1] == "50" and "--simulated" in sim
-    assert comps["apiserver"].health == f"http://127.0.0.1:{ports['apiserver']}/readyz"
+    assert comps["apiserver"].health == f"https://127.0.0.1:{ports['apiserver']}/readyz"
 
 
 def test_without_proxy_and_dns_there_are_none(tmp_path):
@@ -104,14 +104,15 @@ def test_flags_win_over_the_config_file(tmp_path):
     assert spec.extra_args == {"scheduler": ["--no-events"]}
 
 
-def test_more_api_servers_share_etcd_each_on_its_port_and_only_the_first_writes_the_kubeconfig(tmp_path):
+def test_more_api_servers_share_etcd_each_on_its_port_and_none_writes_a_kubeconfig(tmp_path):
     spec = ClusterSpec(data_dir=str(tmp_path), port=0, etcd_servers=["http://127.0.0.1:2379"], apiservers=3)
     ports = all_ports(spec)
     apis = [c for c in component_specs(spec, ports) if c.name.startswith("apiserver")]
     assert [c.name for c in apis] == ["apiserver", "apiserver-1", "apiserver-2"]
     assert len({ports[c.name] for c in apis}) == 3
-    kubeconfigs = [c.argv[c.argv.index("--kubeconfig") + 1] for c in apis]
-    assert kubeconfigs[0] == spec.kubeconfig and len(set(kubeconfigs)) == 3
+    # k8py up writes every kubeconfig (with its certificates) itself
+    assert all("--no-kubeconfig" in c.argv and "--kubeconfig" not in c.argv for c in apis)
+    assert all(c.argv[c.argv.index("--client-ca-file") + 1].endswith("/pki/ca.crt") for c in apis)
 
 
 def test_more_api_servers_without_etcd_are_refused_with_what_to_do(tmp_path):

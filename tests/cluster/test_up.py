@@ -46,7 +46,7 @@ def running_pods(kubectl: Kubectl, selector: str) -> list[dict]:
 def kubectl_for(data_dir: str, home: str) -> Kubectl:
     state = read_state(data_dir)
     assert state is not None
-    return Kubectl(state["api"], home)
+    return Kubectl(state["api"], home, state["kubeconfig"])
 
 
 def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_path):

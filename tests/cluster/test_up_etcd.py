@@ -40,8 +40,8 @@ def test_two_api_servers_on_etcd_behind_the_kubernetes_service(tmp_path):
         assert up.returncode == 0, up.stdout + up.stderr
         assert "apiserver up" in up.stdout and "apiserver-1 up" in up.stdout
         state = read_state(data)
-        kubectl = Kubectl(state["api"], str(tmp_path / "home"))
-        second = Kubectl(f"http://127.0.0.1:{state['ports']['apiserver-1']}", str(tmp_path / "home2"))
+        kubectl = Kubectl(state["api"], str(tmp_path / "home"), state["kubeconfig"])
+        second = Kubectl(f"https://127.0.0.1:{state['ports']['apiserver-1']}", str(tmp_path / "home2"), state["kubeconfig"])
 
         kubectl.run("run", "one", "--image=nginx")
         wait_for(lambda: second.run("get", "pod", "one", "-o", "jsonpath={.status.phase}").stdout == "Running",

@@ -81,7 +81,7 @@ def test_a_failed_node_goes_not_ready_its_pods_move_and_it_comes_back(tmp_path):
     try:
         up = k8py("up", "--detach", "--data-dir", data, "--port", "0", "--config", str(config))
         assert up.returncode == 0, up.stdout + up.stderr
-        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"))
+        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"), read_state(data)["kubeconfig"])
 
         def node(name: str) -> dict:
             return json.loads(kubectl.run("get", "node", name, "-o", "json").stdout)

@@ -58,7 +58,7 @@ def test_process_and_simulated_nodes_share_a_deployment_and_a_killed_kubelet_com
         up = k8py("up", "--detach", "--data-dir", data, "--port", "0", "--nodes", "2", "--simulated-nodes", "2", "--no-dns")
         assert up.returncode == 0, up.stdout + up.stderr
         assert "node k8py-node-0 Ready" in up.stdout and "node k8py-node-1 Ready" in up.stdout
-        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"))
+        kubectl = Kubectl(read_state(data)["api"], str(tmp_path / "home"), read_state(data)["kubeconfig"])
         nodes = json.loads(kubectl.run("get", "nodes", "-o", "json").stdout)["items"]
         names = sorted(n["metadata"]["name"] for n in nodes)
         assert names == ["k8py-node-0", "k8py-node-1", "k8py-sim-0", "k8py-sim-1"]

@@ -53,7 +53,7 @@ class Demo:
         result = k8py("up", "--data-dir", self.data, "--port", "0", "--trace", "--detach")
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.splitlines()[-1] == f"Status: k8py status --data-dir {self.data}    Stop: k8py down --data-dir {self.data}"
-        self.kubectl = Kubectl(read_state(self.data)["api"], self.home)
+        self.kubectl = Kubectl(read_state(self.data)["api"], self.home, read_state(self.data)["kubeconfig"])
 
     def flow(self, *args: str) -> list[dict[str, Any]]:
         out = k8py("flow", "--data-dir", self.data, "--output", "json", *args)

@@ -261,6 +261,7 @@ API_RESOURCE_ROWS = [
     ('deployments', 'deploy', 'apps/v1', 'true', 'Deployment'),
     ('replicasets', 'rs', 'apps/v1', 'true', 'ReplicaSet'),
     ('statefulsets', 'sts', 'apps/v1', 'true', 'StatefulSet'),
+    ('selfsubjectreviews', '', 'authentication.k8s.io/v1', 'false', 'SelfSubjectReview'),
     ('tokenreviews', '', 'authentication.k8s.io/v1', 'false', 'TokenReview'),
     ('localsubjectaccessreviews', '', 'authorization.k8s.io/v1', 'true', 'LocalSubjectAccessReview'),
     ('selfsubjectaccessreviews', '', 'authorization.k8s.io/v1', 'false', 'SelfSubjectAccessReview'),

@@ -1,15 +1,15 @@
 """Real API servers for the RBAC tests (embedded store only: RBAC does not depend on the backend).
 
-``secured`` runs with ``--authorization-mode=Node,RBAC``. Until the
-authentication chain (helper tls-authn) is on main, who a request is comes
-from a stand-in authenticator installed in the server's middleware list: a
-bearer token looked up in :data:`TOKENS` (a static token file in all but
-name), or a service-account token checked by the server's own token
-authenticators (helper tokens'). Everything after authentication — authorization, escalation checks,
+``secured`` runs with ``--authorization-mode=Node,RBAC``. Who a request is
+comes from a stand-in authenticator installed before the server's
+authentication middleware (which keeps an identity set before it): a bearer
+token looked up in :data:`TOKENS` (a static token file in all but name), or
+a service-account token checked by the server's own token authenticators
+(helper tokens'). Everything after it — impersonation, authorization, escalation checks,
 reviews — is the real code path. kubectl sends no bearer token over plain
-HTTP, so for kubectl the stand-in takes ``--as``/``--as-group``
-(``Impersonate-User``/``-Group``) as who the request is, without the
-``impersonate`` check the real chain makes.
+HTTP, so it is the insecure port's ``system:unsecured`` (system:masters),
+and ``--as``/``--as-group`` go through the real impersonation filter, which
+allows a system:masters member to impersonate anyone.
 """
 
 from __future__ import annotations
@@ -63,9 +63,6 @@ async def token_authentication(request: web.Request, handler: Any) -> web.Stream
             return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                       "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, status=401)
         request[USER_KEY] = user
-    elif "Impersonate-User" in request.headers:
-        groups = tuple(request.headers.getall("Impersonate-Group", ()))
-        request[USER_KEY] = UserInfo(request.headers["Impersonate-User"], groups=(*groups, ALL_AUTHENTICATED))
     return await handler(request)
 
 

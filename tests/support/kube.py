@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 
 import kubernetes
+import yaml
 
 from k8py.cli.kubeconfig import write_kubeconfig
 
@@ -24,14 +25,30 @@ def official_client(url: str) -> kubernetes.client.ApiClient:
 
 @dataclass
 class Kubectl:
-    """Runs the real kubectl with its own HOME (a cold discovery cache) and kubeconfig."""
+    """Runs the real kubectl with its own HOME (a cold discovery cache) and kubeconfig.
+
+    ``cluster_kubeconfig``: a kubeconfig with credentials (a ``k8py up``
+    cluster's admin one), copied with its server set to ``url``; without it,
+    a kubeconfig with no credentials (a plain-HTTP test server)."""
 
     url: str
     home: str
+    cluster_kubeconfig: str = ""
 
     def __post_init__(self) -> None:
         os.makedirs(self.home, exist_ok=True)
-        self.kubeconfig = write_kubeconfig(os.path.join(self.home, "kubeconfig"), self.url)
+        path = os.path.join(self.home, "kubeconfig")
+        if self.cluster_kubeconfig:
+            with open(self.cluster_kubeconfig) as f:
+                doc = yaml.safe_load(f)
+            for cluster in doc["clusters"]:
+                cluster["cluster"]["server"] = self.url
+            with open(path, "w") as f:
+                yaml.safe_dump(doc, f)
+            os.chmod(path, 0o600)
+            self.kubeconfig = path
+        else:
+            self.kubeconfig = write_kubeconfig(path, self.url)
 
     def run(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}

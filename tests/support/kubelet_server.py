@@ -135,8 +135,12 @@ class _Pods:
 
 
 class KubeletServerThread:
-    def __init__(self, runtime: HostRuntime, node_name: str = "node-1") -> None:
+    """``ssl_context``/``middlewares``: serve HTTPS as a secure kubelet does (k8py.kubelet.server_tls)."""
+
+    def __init__(self, runtime: HostRuntime, node_name: str = "node-1", *, ssl_context: Any = None,
+                 middlewares: tuple[Any, ...] = ()) -> None:
         self.runtime = runtime
+        self._ssl_context, self._middlewares = ssl_context, middlewares
         self.ctx = ServerContext(node_name=node_name, runtime=runtime, pods=_Pods(runtime), registry=CollectorRegistry())  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
         self.port = 0
@@ -149,9 +153,9 @@ class KubeletServerThread:
         return self
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(build_app(self.ctx, poll_interval=0.05), shutdown_timeout=1.0)
+        self._runner = web.AppRunner(build_app(self.ctx, poll_interval=0.05, middlewares=self._middlewares), shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl_context)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 

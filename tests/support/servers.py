@@ -49,6 +49,10 @@ class ServerThread:
         # check "nothing was written" by the store's revision need a quiet store (tests of the
         # reconciler pass an interval)
         config.setdefault("endpoint_reconciler_interval", 0.0)
+        # plain HTTP on a free loopback port (the explicit insecure port): tests of
+        # TLS and authentication pass secure_port=0 (and insecure_port=None)
+        config.setdefault("secure_port", None)
+        config.setdefault("insecure_port", 0)
         self._config = APIServerConfig(**config)
         self.loop = asyncio.new_event_loop()
         self.server: APIServer | None = None

@@ -1,7 +1,9 @@
 """The HTTP surface: one aiohttp Application, routed by path shape.
 
-Non-resource paths (``/version``, health, ``/metrics``, discovery,
-``/openapi/v3``) are answered here; every resource path goes to
+Middlewares, outermost first: Status errors and metrics, then the server's
+(authentication: ``request[USER_KEY]``, 401; impersonation; authorization:
+403). Non-resource paths (``/version``, health,
+``/metrics``, discovery, ``/openapi/v3``) are answered here; every resource path goes to
 :class:`~k8py.apiserver.handlers.verbs.ResourceHandlers`. A middleware turns
 :class:`~k8py.api.errors.StatusError` (and anything unexpected) into a
 ``Status`` body and records request metrics. What is served is kept apart
@@ -135,8 +137,8 @@ def build_app(
 ) -> web.Application:
     """``non_resource``: more non-resource paths, each answered by its handler
     (the service-account issuer's OIDC discovery documents). ``middlewares``
-    run inside the Status-rendering one, in order (authentication, then
-    authorization)."""
+    run inside the Status-rendering one, in order (authentication,
+    impersonation, then authorization)."""
     extra_paths = dict(non_resource or {})
     version_body = orjson.dumps(version_info())
 

@@ -5,6 +5,17 @@
     storage.start() → registry (built-ins) → cacher.start() (list + watch)
     → bootstrap objects → HTTP listening
 
+It listens on the secure port (HTTPS, ``secure_port``; the serving pair
+from ``tls_cert_file``/``tls_private_key_file`` or self-signed in
+``cert_dir``, see :mod:`~k8py.apiserver.secure_serving`) and, only when
+asked, on an insecure port (plain HTTP, loopback only, every request
+``UNSECURED``). Requests over TLS go through :attr:`APIServer.authenticator`
+(x509 with ``client_ca_file``, ``token_auth_file``, the configured token
+authenticators, service-account and bootstrap tokens, anonymous; its lists
+may be extended before ``start()``); :attr:`APIServer.authorizer`
+(``authorization_modes``, or ``config.authorizer``) decides impersonation and
+then the request.
+
 ``start()`` returns when the server is ready (``/readyz`` is 200): the watch
 cache has loaded and the system namespaces and the ``kubernetes`` Service
 exist. ``stop()`` closes watches, the listener and the store, in that order.
@@ -17,6 +28,7 @@ import copy
 import ipaddress
 import logging
 import socket
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,6 +70,14 @@ from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.authn.authenticator import RequestAuthenticator, TokenAuthenticator
+from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
+from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
+from k8py.apiserver.authn.token_file import StaticTokenAuthenticator
+from k8py.apiserver.authn.x509 import X509Authenticator
+from k8py.apiserver.authz.attributes import Authorizer
+from k8py.apiserver.authz.impersonation import impersonation_middleware
+from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
 from k8py.apiserver.authz.attributes import AlwaysAllow
 from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
 from k8py.apiserver.authz.escalation import EscalationCheck
@@ -81,8 +101,32 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class APIServerConfig:
+    #: the secure port's address (``--bind-address``)
     bind: str = "127.0.0.1"
-    port: int = 0  # 0 = pick a free port
+    #: HTTPS (``--secure-port``; 0 picks a free port, None serves no HTTPS)
+    secure_port: int | None = 6443
+    #: plain HTTP on ``insecure_bind`` (``--insecure-port``; None: off), every request UNSECURED
+    insecure_port: int | None = None
+    #: must be a loopback address: the insecure port has no authentication
+    insecure_bind: str = "127.0.0.1"
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    #: where a self-signed serving pair is kept when no files are given ("": in memory only)
+    cert_dir: str = ""
+    #: CAs client certificates must be issued by ("" = no x509 authentication)
+    client_ca_file: str = ""
+    #: upstream's static token CSV ("" = none)
+    token_auth_file: str = ""
+    anonymous_auth: bool = True
+    #: request authenticators asked before x509 / token authenticators after the token file
+    request_authenticators: list[RequestAuthenticator] = field(default_factory=list)
+    token_authenticators: list[TokenAuthenticator] = field(default_factory=list)
+    #: who may do what (impersonation now; every request once authorization is wired); AlwaysAllow when None
+    authorizer: Authorizer | None = None
+    #: the client certificate the server shows kubelets, and the CA it checks them with
+    kubelet_client_certificate: str = ""
+    kubelet_client_key: str = ""
+    kubelet_certificate_authority: str = ""
     bookmark_interval: float = 30.0
     watch_cache_capacity: int = 10_000
     #: a watch client owed more than this many bytes is disconnected
@@ -216,12 +260,16 @@ class APIServer:
                                                      disable=self.config.disable_admission_plugins)
         self.policy = CachedPolicy(self.cacher, self.registry)
         self.rbac = RBACAuthorizer(self.policy)
-        self.authorizer = Union([self._authorizer(mode) for mode in self.config.authorization_modes])
+        self.authorizer: Authorizer = self.config.authorizer or Union(
+            [self._authorizer(mode) for mode in self.config.authorization_modes])
         escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
         self.store.allocate_new.append(escalation)
         self.store.allocate_update.append(escalation)
-        #: inside the Status middleware, in order: authentication, then authorization
-        self.middlewares: list[Any] = []
+        self.authenticator = self._authenticator_chain()
+        #: inside the Status middleware, in order: authentication (the chain over TLS,
+        #: UNSECURED on plain HTTP), impersonation, audit, then authorization
+        self.middlewares: list[Any] = [authentication_middleware(self.authenticator),
+                                       impersonation_middleware(lambda: self.authorizer)]
         self.auditor: Auditor | None = None
         if self.config.audit_policy_file and self.config.audit_log_path:
             # after authentication (the event names the user), before authorization (a 403 is audited)
@@ -234,14 +282,16 @@ class APIServer:
                                         max_mutating=self.config.max_mutating_requests_inflight,
                                         registry=self.metrics.registry)
         self.middlewares.append(self.overload.middleware)
-        if tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+        if self.config.authorizer is not None or tuple(self.config.authorization_modes) != ("AlwaysAllow",):
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
-        self.kubelets = KubeletClient(self._get_object)
+        self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
         self.service_accounts = self._service_account_tokens()
         self.token_issuer = TokenIssuer(self.service_accounts)
         lookup = CachedCoreObjects(self.registry, self.cacher)
-        #: the bearer-token authenticators, in order (the authentication chain and TokenReview ask them)
-        self.token_authenticators: list[Any] = [
+        #: the bearer-token authenticators, in order (the authentication chain and TokenReview
+        #: ask them; the same list as ``authenticator.token_authenticators``)
+        self.token_authenticators: list[Any] = self.authenticator.token_authenticators
+        self.token_authenticators += [
             ServiceAccountTokenAuthenticator(self.service_accounts, lookup),
             BootstrapTokenAuthenticator(lookup, clock=self.service_accounts.clock),
         ]
@@ -254,7 +304,9 @@ class APIServer:
             on_watch=lambda plural, delta: self.metrics.watchers.labels(plural).inc(delta),
             flow=FlowRecorder() if self.config.trace else None,
             admission=self.admission,
-            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review, **ACCESS_REVIEW_HANDLERS},
+            create_handlers={"tokenreviews.authentication.k8s.io": serve_token_review,
+                             "selfsubjectreviews.authentication.k8s.io": serve_self_subject_review,
+                             **ACCESS_REVIEW_HANDLERS},
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.aggregator = Aggregator(
@@ -284,7 +336,47 @@ class APIServer:
         self._ready = False
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []
-        self.port = self.config.port
+        if self.config.secure_port is None and self.config.insecure_port is None:
+            raise ValueError("the API server needs a secure port or an insecure port to listen on")
+        if self.config.insecure_port is not None and not is_loopback(self.config.insecure_bind):
+            raise ValueError(f"the insecure port serves without authentication and binds to loopback only, not {self.config.insecure_bind!r}")
+        #: the bound ports (known after start)
+        self.secure_port: int | None = None
+        self.insecure_port: int | None = None
+        #: the serving certificate (after start, when serving HTTPS)
+        self.serving: ServingCertificate | None = None
+
+    def _authenticator_chain(self) -> AuthenticatorChain:
+        c = self.config
+        request_authenticators = list(c.request_authenticators)
+        if c.client_ca_file:
+            request_authenticators.append(X509Authenticator.from_file(c.client_ca_file))
+        token_authenticators: list[TokenAuthenticator] = []
+        if c.token_auth_file:
+            token_authenticators.append(StaticTokenAuthenticator.from_file(c.token_auth_file))
+        token_authenticators += c.token_authenticators
+        return AuthenticatorChain(request_authenticators=request_authenticators,
+                                  token_authenticators=token_authenticators, anonymous=c.anonymous_auth)
+
+    def _kubelet_tls(self) -> dict[str, str]:
+        c = self.config
+        return {"client_cert_file": c.kubelet_client_certificate, "client_key_file": c.kubelet_client_key,
+                "ca_file": c.kubelet_certificate_authority}
+
+    @staticmethod
+    def _url(scheme: str, host: str, port: int | None) -> str:
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        host = host if ":" not in host else f"[{host}]"
+        return f"{scheme}://{host}:{port}"
+
+    @property
+    def secure_url(self) -> str | None:
+        return self._url("https", self.config.bind, self.secure_port) if self.secure_port is not None else None
+
+    @property
+    def insecure_url(self) -> str | None:
+        return self._url("http", self.config.insecure_bind, self.insecure_port) if self.insecure_port is not None else None
 
     def _authorizer(self, mode: str) -> Any:
         if mode == "AlwaysAllow":
@@ -321,8 +413,12 @@ class APIServer:
 
     @property
     def url(self) -> str:
-        host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
-        return f"http://{host}:{self.port}"
+        """The secure URL when serving HTTPS, else the insecure one."""
+        return self.secure_url or self.insecure_url or ""
+
+    @property
+    def port(self) -> int:
+        return self.secure_port if self.secure_port is not None else (self.insecure_port or 0)
 
     async def start(self) -> None:
         await self.storage.start()
@@ -340,12 +436,18 @@ class APIServer:
         await self.cacher.wait_consistent(timeout=5.0)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.bind, self.config.port, reuse_address=True, backlog=1024)
-        await site.start()
-        server = site._server  # the bound socket tells the port when 0 was asked
-        if server is not None and getattr(server, "sockets", None):
-            self.port = server.sockets[0].getsockname()[1]
+        if self.config.secure_port is not None:
+            self.serving = serving_certificate(
+                cert_file=self.config.tls_cert_file, key_file=self.config.tls_private_key_file,
+                cert_dir=self.config.cert_dir, host=self.config.bind,
+                service_ip=self.config.kubernetes_service_ip)
+            ssl_context = server_ssl_context(self.serving, self.config.client_ca_file)
+            self.secure_port = await self._listen(self.config.bind, self.config.secure_port, ssl_context)
+        if self.config.insecure_port is not None:
+            self.insecure_port = await self._listen(self.config.insecure_bind, self.config.insecure_port, None)
         host = "127.0.0.1" if self.config.bind in ("0.0.0.0", "::", "") else self.config.bind
+        if self.secure_port is None:
+            host = self.config.insecure_bind
         self.endpoint_reconciler = EndpointReconciler(
             self.registry, self.store, address=host, port=self.port,
             interval=self.config.endpoint_reconciler_interval, lease_duration=self.config.endpoint_lease_duration)
@@ -357,6 +459,15 @@ class APIServer:
         self._reconciler_task = asyncio.create_task(self.endpoint_reconciler.run(), name="kubernetes-endpoints")
         self._ready = True
         self.metrics.revision.set_function(lambda: self.cacher.revision)
+
+    async def _listen(self, host: str, port: int, ssl_context: "ssl.SSLContext | None") -> int:
+        assert self._runner is not None
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, backlog=1024, ssl_context=ssl_context)
+        await site.start()
+        server = site._server  # the bound socket tells the port when 0 was asked
+        if server is not None and getattr(server, "sockets", None):
+            return int(server.sockets[0].getsockname()[1])
+        return port
 
     async def stop(self) -> None:
         self._ready = False

@@ -90,10 +90,20 @@ def _server(args: argparse.Namespace) -> str:
     return str(state["api"])
 
 
-def _records(server: str, since: int, follow: bool) -> Iterator[dict[str, Any]]:
+def _ssl_context(args: argparse.Namespace, server: str) -> Any:
+    """As the cluster admin of ``--data-dir`` (k8py up's PKI) for an HTTPS server."""
+    if not server.startswith("https://"):
+        return None
+    from k8py.cluster.pki import ClusterPKI
+
+    pki = ClusterPKI(os.path.abspath(os.path.expanduser(args.data_dir)))
+    return pki.client_ssl_context() if os.path.exists(pki.ca_file) else None
+
+
+def _records(server: str, since: int, follow: bool, context: Any = None) -> Iterator[dict[str, Any]]:
     url = f"{server}/debug/flow?since={since}" + ("&follow=true" if follow else "")
     try:
-        with urllib.request.urlopen(url, timeout=None if follow else 60) as response:
+        with urllib.request.urlopen(url, timeout=None if follow else 60, context=context) as response:
             for line in response:
                 if line.strip():
                     yield json.loads(line)
@@ -110,7 +120,7 @@ def _records(server: str, since: int, follow: bool) -> Iterator[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     server = _server(args)
     try:
-        for record in _records(server, args.since, args.follow):
+        for record in _records(server, args.since, args.follow, _ssl_context(args, server)):
             if not matches(record, args):
                 continue
             out = json.dumps(record, separators=(",", ":")) if args.output == "json" else format_record(record)

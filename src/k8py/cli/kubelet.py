@@ -59,6 +59,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
     p.add_argument("--address", default=None, help="address to serve on and report as the node's InternalIP (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="kubelet HTTP port; 0 picks a free one (default: 10250)")
+    p.add_argument("--tls-cert-file", default="", help="serving certificate of the kubelet's HTTPS server (self-signed in ROOT_DIR/pki with only --client-ca-file)")
+    p.add_argument("--tls-private-key-file", default="", help="its key")
+    p.add_argument("--client-ca-file", default="", help="serve HTTPS and require a client certificate from this CA (all but /healthz)")
     p.add_argument("--pod-cidr", default=None, help="pod IPs when the Node has no spec.podCIDR (default: 127.64.0.0/24)")
     p.add_argument("--pod-cidr-wait", type=float, default=None,
                    help="seconds to wait for node IPAM to set spec.podCIDR before using --pod-cidr (default: 0, no wait)")
@@ -131,6 +134,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     config.node_labels.update(_labels(args.node_labels))
     if args.register_with_taints:
         config.register_with_taints = _taints(args.register_with_taints)
+    config.tls_cert_file, config.tls_private_key_file = args.tls_cert_file, args.tls_private_key_file
+    config.client_ca_file = args.client_ca_file
     config.image_catalog = args.image_catalog
     config.use_bwrap = not args.no_bwrap
     config.image_pull = not args.no_image_pull
@@ -145,6 +150,10 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     if args.resolv_conf:
         config.resolv_conf = args.resolv_conf
     return config
+
+
+def _scheme(config: Any) -> str:
+    return "https" if config.tls_cert_file or config.client_ca_file else "http"
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -182,7 +191,7 @@ async def _main(args: argparse.Namespace) -> int:
             runner = asyncio.create_task(nodes.run(), name="simulated-kubelets")
             await nodes.ready.wait()
             print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "
-                  f"/healthz and /metrics on http://{nodes.config.address}:{nodes.port}", flush=True)
+                  f"/healthz and /metrics on {_scheme(nodes.config)}://{nodes.config.address}:{nodes.port}", flush=True)
         else:
             from k8py.kubelet.kubelet import Kubelet
             from k8py.kubelet.runtime.process.images import ImageCatalog
@@ -218,7 +227,7 @@ async def _main(args: argparse.Namespace) -> int:
             if runner.done():
                 runner.result()
             print(f"k8py kubelet: node {config.node_name} running ({runtime.info().isolation}); "
-                  f"/healthz and /metrics on http://{config.address}:{kubelet.port}", flush=True)
+                  f"/healthz and /metrics on {_scheme(config)}://{config.address}:{kubelet.port}", flush=True)
         done = asyncio.create_task(stop.wait())
         await asyncio.wait([runner, done], return_when=asyncio.FIRST_COMPLETED)
         if runner.done():

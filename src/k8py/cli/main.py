@@ -68,13 +68,40 @@ def _node_port_range(text: str) -> str:
     return text
 
 
+def _bool_flag(text: str) -> bool:
+    """``--flag=true|false`` as Go's flag package reads booleans."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes"):
+        return True
+    if value in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
+
+
 def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the embedded store and kubeconfig live (default: %(default)s)")
-    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=int, default=default_port, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--bind-address", "--bind", dest="bind", default="127.0.0.1",
+                   help="address the secure port listens on (default: %(default)s)")
+    p.add_argument("--secure-port", type=int, default=None,
+                   help=f"HTTPS port; 0 picks a free one (default: {default_port}, or none when only --insecure-port is given)")
+    p.add_argument("--insecure-port", "--port", dest="insecure_port", type=int, default=None,
+                   help="also (or, without --secure-port, only) serve plain HTTP on this loopback port, without "
+                        "authentication: every request is system:masters; 0 picks a free one (default: off)")
+    p.add_argument("--insecure-bind-address", default="127.0.0.1", help="loopback address of the insecure port (default: %(default)s)")
+    p.add_argument("--tls-cert-file", default="", help="serving certificate (PEM; may hold intermediates after the leaf)")
+    p.add_argument("--tls-private-key-file", default="", help="the serving certificate's key (PEM)")
+    p.add_argument("--cert-dir", default="", help="where a self-signed serving pair is kept when no --tls-cert-file is given (default: DATA_DIR/certs)")
+    p.add_argument("--client-ca-file", default="", help="authenticate client certificates signed by these CAs (CN = user, O = groups)")
+    p.add_argument("--token-auth-file", default="", help="static bearer tokens, CSV: token,user,uid,\"group1,group2\"")
+    p.add_argument("--anonymous-auth", type=_bool_flag, default=True, nargs="?", const=True, metavar="BOOL",
+                   help="requests without credentials are system:anonymous (default: true; --anonymous-auth=false refuses them with 401)")
+    p.add_argument("--kubelet-client-certificate", default="", help="client certificate the API server shows kubelets")
+    p.add_argument("--kubelet-client-key", default="", help="its key")
+    p.add_argument("--kubelet-certificate-authority", default="", help="CA that kubelets' serving certificates are checked with (HTTPS to kubelets)")
     p.add_argument("--etcd-servers", default="", help="comma-separated etcd client URLs; the embedded store is used when empty")
     p.add_argument("--etcd-prefix", default="/registry", help="etcd key prefix (default: %(default)s)")
     p.add_argument("--kubeconfig", default="", help="where to write the kubeconfig (default: DATA_DIR/kubeconfig)")
+    p.add_argument("--no-kubeconfig", action="store_true", help="write no kubeconfig (k8py up writes each component's own)")
     p.add_argument("--watch-bookmark-interval", type=float, default=30.0, help="seconds between watch bookmarks")
     p.add_argument("--watch-cache-size", type=int, default=10_000, help="events of history kept per resource for watch resumption (default: %(default)s)")
     p.add_argument("--trace", action="store_true", help="record the list-watch flow for `k8py flow` (GET /debug/flow)")
@@ -227,7 +254,85 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
-def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type: ignore[no-untyped-def,type-arg]
+async def _run_apiserver(args: argparse.Namespace) -> int:
+    from k8py.api.service_account_keys import KeyFileError
+
+    started = time.perf_counter()
+    try:
+        os.makedirs(args.data_dir, exist_ok=True)
+        service_accounts = _service_account_config(args)
+    except KeyFileError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    secure_port = args.secure_port
+    if secure_port is None and args.insecure_port is None:
+        secure_port = 6443
+    admin: tuple[bytes, bytes] | None = None
+    if secure_port is not None and not args.client_ca_file and not args.token_auth_file and not args.no_kubeconfig:
+        args.client_ca_file, admin = _standalone_admin(args.cert_dir or os.path.join(args.data_dir, "certs"))
+    from k8py.apiserver.admission.plugins import AdmissionConfigError
+    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+    from k8py.apiserver.audit.policy import AuditPolicyError
+    from k8py.storage.encryption import EncryptionConfigError
+
+    try:
+        server = _build_apiserver(args, secure_port, service_accounts)
+    except FrontProxyConfigError as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 1
+    except (AdmissionConfigError, EncryptionConfigError, AuditPolicyError) as err:
+        print(f"k8py apiserver: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        print(f"k8py: {err}", file=sys.stderr)
+        return 2
+    try:
+        await server.start()
+    except OSError as err:
+        print(f"k8py: cannot listen on {args.bind}: {err.strerror or err}. "
+              f"Pick other ports with --secure-port/--insecure-port (0 picks a free one).", file=sys.stderr)
+        await server.storage.close()
+        return 1
+    except ValueError as err:
+        print(f"k8py: {err}", file=sys.stderr)
+        await server.storage.close()
+        return 2
+    _tune_gc()
+    kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
+    if args.no_kubeconfig:
+        kubeconfig = ""
+    elif server.insecure_url:
+        write_kubeconfig(kubeconfig, server.insecure_url)
+    else:
+        write_kubeconfig(kubeconfig, server.url, ca_data=server.serving.ca_pem if server.serving else None,
+                         client_cert_data=admin[0] if admin else None, client_key_data=admin[1] if admin else None)
+    store = f"etcd {args.etcd_servers}" if args.etcd_servers else f"embedded store in {args.data_dir}"
+    ready = f"ready in {time.perf_counter() - started:.2f}s"
+    if server.secure_url:
+        print(f"k8py {__version__}: API server listening on {server.secure_url} ({store}); {ready}", flush=True)
+    if server.insecure_url:
+        print(f"k8py {__version__}: API server listening on {server.insecure_url} (insecure: no authentication, loopback only; {store}); {ready}", flush=True)
+    return await _serve(server, kubeconfig)
+
+
+def _standalone_admin(cert_dir: str) -> tuple[str, tuple[bytes, bytes]]:
+    """A server given no way to authenticate anyone makes one, as k3s does: a
+    client CA and an admin certificate (system:admin in system:masters) in
+    ``cert_dir``, kept across restarts, for the kubeconfig it writes."""
+    from k8py.client import certs
+
+    ca_file, ca_key = os.path.join(cert_dir, "client-ca.crt"), os.path.join(cert_dir, "client-ca.key")
+    admin_file, admin_key = os.path.join(cert_dir, "admin.crt"), os.path.join(cert_dir, "admin.key")
+    if not all(os.path.exists(p) for p in (ca_file, ca_key, admin_file, admin_key)):
+        ca = certs.new_self_signed_ca("k8py-client-ca")
+        ca.save(ca_file, ca_key)
+        cert, key = ca.issue_client("system:admin", ["system:masters"])
+        certs.write_pem(admin_key, certs.encode_private_key_pem(key), private=True)
+        certs.write_pem(admin_file, certs.encode_cert_pem(cert))
+    return ca_file, (certs.read_pem(admin_file), certs.read_pem(admin_key))
+
+
+def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_accounts: dict):  # type: ignore[no-untyped-def,type-arg]
     from k8py.apiserver.server import APIServer, APIServerConfig
     from k8py.apiserver.admission.config import load_admission_config
 
@@ -235,7 +340,18 @@ def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type:
         _make_storage(args),
         APIServerConfig(
             bind=args.bind,
-            port=args.port,
+            secure_port=secure_port,
+            insecure_port=args.insecure_port,
+            insecure_bind=args.insecure_bind_address,
+            tls_cert_file=args.tls_cert_file,
+            tls_private_key_file=args.tls_private_key_file,
+            cert_dir=args.cert_dir or os.path.join(args.data_dir, "certs"),
+            client_ca_file=args.client_ca_file,
+            token_auth_file=args.token_auth_file,
+            anonymous_auth=args.anonymous_auth,
+            kubelet_client_certificate=args.kubelet_client_certificate,
+            kubelet_client_key=args.kubelet_client_key,
+            kubelet_certificate_authority=args.kubelet_certificate_authority,
             bookmark_interval=args.watch_bookmark_interval,
             watch_cache_capacity=args.watch_cache_size,
             trace=args.trace,
@@ -263,44 +379,11 @@ def _build_apiserver(args: argparse.Namespace, service_accounts: dict):  # type:
     )
 
 
-async def _run_apiserver(args: argparse.Namespace) -> int:
-    from k8py.api.service_account_keys import KeyFileError
-
-    started = time.perf_counter()
-    try:
-        os.makedirs(args.data_dir, exist_ok=True)
-        service_accounts = _service_account_config(args)
-    except KeyFileError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 1
-    from k8py.apiserver.admission.plugins import AdmissionConfigError
-    from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
-    from k8py.apiserver.audit.policy import AuditPolicyError
-    from k8py.storage.encryption import EncryptionConfigError
-
-    try:
-        server = _build_apiserver(args, service_accounts)
-    except FrontProxyConfigError as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 1
-    except (AdmissionConfigError, EncryptionConfigError, AuditPolicyError) as err:
-        print(f"k8py apiserver: {err}", file=sys.stderr)
-        return 2
-    try:
-        await server.start()
-    except OSError as err:
-        print(f"k8py: cannot listen on {args.bind}:{args.port}: {err.strerror or err}. "
-              f"Pick another port with --port (0 picks a free one).", file=sys.stderr)
-        await server.storage.close()
-        return 1
-    _tune_gc()
-    kubeconfig = args.kubeconfig or os.path.join(args.data_dir, "kubeconfig")
-    write_kubeconfig(kubeconfig, server.url)
-    store = f"etcd {args.etcd_servers}" if args.etcd_servers else f"embedded store in {args.data_dir}"
-    print(f"k8py {__version__}: API server listening on {server.url} ({store}); ready in {time.perf_counter() - started:.2f}s", flush=True)
-    print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
-    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
-    print("  kubectl get namespaces", flush=True)
+async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def]
+    if kubeconfig:
+        print(f"kubeconfig written to {kubeconfig}. Point kubectl at it:", flush=True)
+        print(f"  export KUBECONFIG={kubeconfig}", flush=True)
+        print("  kubectl get namespaces", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

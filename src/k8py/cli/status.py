@@ -7,15 +7,17 @@ import urllib.request
 
 import orjson
 
+from k8py.cluster.pki import ClusterPKI
 from k8py.cluster.readiness import node_is_ready
 from k8py.cluster.state import pid_alive, read_state
 
 __all__ = ["print_status"]
 
 
-def _nodes(api: str) -> list[dict] | None:  # type: ignore[type-arg]
+def _nodes(api: str, data_dir: str) -> list[dict] | None:  # type: ignore[type-arg]
     try:
-        with urllib.request.urlopen(f"{api}/api/v1/nodes", timeout=5) as response:
+        context = ClusterPKI(data_dir).client_ssl_context() if api.startswith("https://") else None
+        with urllib.request.urlopen(f"{api}/api/v1/nodes", timeout=5, context=context) as response:
             return list(orjson.loads(response.read()).get("items") or [])
     except OSError:
         return None
@@ -35,7 +37,7 @@ def print_status(data_dir: str) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[4])
-    nodes = _nodes(state["api"])
+    nodes = _nodes(state["api"], data_dir)
     if nodes is None:
         print("nodes: the API server does not answer")
         return 1

@@ -136,7 +136,7 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         waits = {stopping, api_gone}
         if spec.trace and args.follow_flow:
             _print("The list-watch flow, live (k8py flow --help for filters):")
-            waits.add(asyncio.create_task(_follow_flow(supervisor.api_url), name="follow-flow"))
+            waits.add(asyncio.create_task(_follow_flow(supervisor.api_url, supervisor.pki.client_ssl_context()), name="follow-flow"))
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits - {stopping}:
             task.cancel()
@@ -150,7 +150,7 @@ async def _supervise(args: argparse.Namespace, spec: Any) -> int:
         await supervisor.stop()
 
 
-async def _follow_flow(api_url: str) -> None:
+async def _follow_flow(api_url: str, ssl_context: Any = None) -> None:
     """``k8py up --trace`` in the foreground: print the flow as it happens
     (what ``k8py flow --follow`` prints), leases left out."""
     import aiohttp
@@ -158,7 +158,8 @@ async def _follow_flow(api_url: str) -> None:
     from k8py.cli.flow import format_record
 
     seq = 0
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as session:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+                                     connector=aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else False)) as session:
         while True:
             try:
                 async with session.get(f"{api_url}/debug/flow", params={"since": str(seq), "follow": "true"}) as response:

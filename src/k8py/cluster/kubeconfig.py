@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 
 import yaml
@@ -9,24 +10,45 @@ import yaml
 __all__ = ["write_kubeconfig", "kubeconfig_document", "merge_into_user_kubeconfig"]
 
 
-def kubeconfig_document(server_url: str, *, name: str = "k8py") -> dict:
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def kubeconfig_document(server_url: str, *, name: str = "k8py", ca_data: bytes | None = None,
+                        client_cert_data: bytes | None = None, client_key_data: bytes | None = None,
+                        token: str | None = None) -> dict:
+    """One cluster, user and context; PEM given as bytes is embedded as ``*-data``."""
+    cluster: dict = {"server": server_url}
+    if ca_data:
+        cluster["certificate-authority-data"] = _b64(ca_data)
+    user: dict = {}
+    if client_cert_data:
+        user["client-certificate-data"] = _b64(client_cert_data)
+    if client_key_data:
+        user["client-key-data"] = _b64(client_key_data)
+    if token:
+        user["token"] = token
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server_url}}],
-        "users": [{"name": name, "user": {}}],
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": user}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},
     }
 
 
-def write_kubeconfig(path: str, server_url: str, *, name: str = "k8py") -> str:
-    """Write (atomically) and return the path."""
+def write_kubeconfig(path: str, server_url: str, *, name: str = "k8py", **credentials: bytes | str | None) -> str:
+    """Write (atomically, mode 0600: it may hold a key) and return the path.
+
+    ``credentials`` are :func:`kubeconfig_document`'s ``ca_data``,
+    ``client_cert_data``, ``client_key_data`` and ``token``."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:
-        yaml.safe_dump(kubeconfig_document(server_url, name=name), f, sort_keys=False)
+        yaml.safe_dump(kubeconfig_document(server_url, name=name, **credentials), f, sort_keys=False)  # type: ignore[arg-type]
+    os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path
 

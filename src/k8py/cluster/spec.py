@@ -22,7 +22,11 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
       scheduler: ["--config", "sched.yaml"]
       kubelet: ["--max-pods", "50"]
 
-Flags given on the command line win over the file. Ports: the supervisor
+Flags given on the command line win over the file. Security: every
+component talks HTTPS to the API server with its own client certificate and
+kubeconfig from :class:`~k8py.cluster.pki.ClusterPKI` (``DATA_DIR/pki``,
+``DATA_DIR/kubeconfigs``); the API server has no insecure port, and reaches
+the kubelets over HTTPS with its kubelet-client certificate. Ports: the supervisor
 fixes every port once (a free one where none is asked for) so that a
 restarted component comes back where the others expect it.
 """
@@ -39,8 +43,11 @@ from typing import Any
 
 import yaml
 
+from k8py.cluster.pki import ClusterPKI
+
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
-           "pick_cluster_cidr", "pick_service_cidr", "service_cidr_for", "dns_ip", "zygote_spec"]
+           "pick_cluster_cidr", "pick_service_cidr", "service_cidr_for", "dns_ip", "kubernetes_service_ip",
+           "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
                "zygote", "components", "podNetwork"}
@@ -88,6 +95,10 @@ class ClusterSpec:
 
     def node_names(self) -> list[str]:
         return [f"k8py-node-{i}" for i in range(self.nodes)]
+
+    def certificate_nodes(self) -> list[str]:
+        """The nodes with a kubelet identity and serving certificate (the simulated process has one)."""
+        return self.node_names() + ([SIMULATED_NODE] if self.simulated_nodes else [])
 
 
 @dataclass
@@ -174,15 +185,23 @@ def dns_ip(service_cidr: str) -> str:
     return str(network[10])
 
 
+def kubernetes_service_ip(service_cidr: str) -> str:
+    """The ``kubernetes`` Service's ClusterIP (named in the API server's certificate): the range's first address."""
+    return str(ipaddress.ip_network(service_cidr, strict=False)[1])
+
+
 def pick_service_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
     """The Service range of a new cluster: a random /20 of 127.192.0.0/12 whose
     DNS address (port 53) and ``kubernetes`` Service address (port 443) are free
     now, so that two clusters on one machine do not fight over the same cluster
     IPs (their proxies and DNS servers bind them on this machine's loopback).
     A range given to the API server in the config file wins."""
-    given = spec.extra_args.get("apiserver", [])
-    if "--service-cluster-ip-range" in given[:-1]:
-        return given[given.index("--service-cluster-ip-range") + 1]
+    given = [str(a) for a in spec.extra_args.get("apiserver", [])]
+    for i, arg in enumerate(given):
+        if arg == "--service-cluster-ip-range" and i + 1 < len(given):
+            return given[i + 1]
+        if arg.startswith("--service-cluster-ip-range="):
+            return arg.split("=", 1)[1]
     rng = rng or random.Random()
     blocks = list(SERVICE_BLOCKS.subnets(new_prefix=SERVICE_PREFIX))
     choice = blocks[0]
@@ -199,22 +218,28 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     ``cluster_cidr`` is the controller manager's pod range, ``service_cidr``
     the API server's Service range (its 10th address is k8py dns')."""
     extra = spec.extra_args
-    kc = spec.kubeconfig
+    pki = ClusterPKI(spec.data_dir)
+    kc = pki.kubeconfig
     log = lambda name: os.path.join(spec.log_dir, f"{name}.log")  # noqa: E731
     health = lambda port: f"http://127.0.0.1:{port}/healthz"  # noqa: E731
     host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
     out = []
     for i in range(spec.apiservers):
         name = api_server_name(i)
-        # the first one writes the kubeconfig everyone uses; the others their own
-        api = _k8py("apiserver", "--data-dir", spec.data_dir, "--bind", spec.bind, "--port", str(ports[name]),
-                    "--kubeconfig", kc if i == 0 else os.path.join(spec.data_dir, f"kubeconfig-{name}"))
+        # k8py up writes every kubeconfig itself (ClusterPKI), so the API servers write none
+        api = _k8py("apiserver", "--data-dir", spec.data_dir, "--bind-address", spec.bind, "--secure-port", str(ports[name]),
+                    "--no-kubeconfig",
+                    "--tls-cert-file", pki.cert_file("apiserver"), "--tls-private-key-file", pki.key_file("apiserver"),
+                    "--client-ca-file", pki.ca_file,
+                    "--kubelet-client-certificate", pki.cert_file("apiserver-kubelet-client"),
+                    "--kubelet-client-key", pki.key_file("apiserver-kubelet-client"),
+                    "--kubelet-certificate-authority", pki.ca_file)
         if spec.etcd_servers:
             api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
         if spec.trace:
             api += ["--trace"]
         api_extra = extra.get("apiserver", [])
-        if "--service-cluster-ip-range" not in api_extra:
+        if not any(str(a).startswith("--service-cluster-ip-range") for a in api_extra):
             api += ["--service-cluster-ip-range", service_cidr]
         plugins = ["TaintNodesByCondition"]  # the controller manager's node lifecycle controller lifts the not-ready taint
         if not any(a.startswith("--authorization-mode") for a in api_extra):
@@ -223,16 +248,23 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             plugins.append("NodeRestriction")
         if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
             api += ["--enable-admission-plugins", ",".join(plugins)]
-        out.append(ComponentSpec(name, api + api_extra, log(name), f"http://{host}:{ports[name]}/readyz",
+        out.append(ComponentSpec(name, api + api_extra, log(name), f"https://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
-    cidr = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
+    cm_flags = ["--cluster-cidr", cluster_cidr] if cluster_cidr and "--cluster-cidr" not in cm_extra else []
     # each controller as its own service account, which the bootstrap policy's system:controller:* roles authorize
-    cidr += ["--use-service-account-credentials"] if "--use-service-account-credentials" not in cm_extra else []
-    out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc, "--port", str(ports["controller-manager"]),
-                                                         *cidr, *cm_extra),
+    cm_flags += ["--use-service-account-credentials"] if "--use-service-account-credentials" not in cm_extra else []
+    # the cluster CA signs approved CSRs and is what pods trust (kube-root-ca.crt, token Secrets);
+    # legacy tokens are signed with the key the API server verifies (DATA_DIR/service-account.key)
+    for flag, value in (("--root-ca-file", pki.ca_file), ("--cluster-signing-cert-file", pki.ca_file),
+                        ("--cluster-signing-key-file", pki.key_file("ca")),
+                        ("--service-account-private-key-file", os.path.join(spec.data_dir, "service-account.key"))):
+        if flag not in cm_extra:
+            cm_flags += [flag, value]
+    out.append(ComponentSpec("controller-manager", _k8py("controller-manager", "--kubeconfig", kc("controller-manager"), "--port", str(ports["controller-manager"]),
+                                                         *cm_flags, *cm_extra),
                              log("controller-manager"), health(ports["controller-manager"]), control_plane=True))
-    out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc, "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
+    out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc("scheduler"), "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))
     # pods' resolv.conf can name only an address (port 53 implied): point
     # ClusterFirst pods at k8py dns only when it got port 53 on its address
@@ -246,22 +278,26 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         if spec.proxy and node == spec.node_names()[0]:
             # one proxy for all: the nodes share this machine's loopback, so
             # a second proxy could only fight the first over the same addresses
-            out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc, "--node-name", node, "--port", str(ports["proxy"]),
+            out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc("proxy"), "--node-name", node, "--port", str(ports["proxy"]),
                                                     *extra.get("proxy", [])),
                                      log("proxy"), health(ports["proxy"])))
-        out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc, "--node-name", node, "--port", str(port),
+        serving = pki.kubelet_name(node)
+        tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]
+        out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc(f"node-{node}"), "--node-name", node, "--port", str(port), *tls,
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
                                                           "--pod-cidr-wait", "30", *dns, *kubelet_extra),
-                                 log(f"kubelet-{node}"), health(port)))
+                                 log(f"kubelet-{node}"), f"https://127.0.0.1:{port}/healthz"))
     if spec.simulated_nodes:
         port = ports["kubelet/simulated"]
-        out.append(ComponentSpec("kubelet/simulated", _k8py("kubelet", "--kubeconfig", kc, "--simulated", "--nodes", str(spec.simulated_nodes),
-                                                            "--node-name", "k8py-sim", "--port", str(port),
+        serving = pki.kubelet_name(SIMULATED_NODE)
+        tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]
+        out.append(ComponentSpec("kubelet/simulated", _k8py("kubelet", "--kubeconfig", kc(f"node-{SIMULATED_NODE}"), "--simulated", "--nodes", str(spec.simulated_nodes), *tls,
+                                                            "--node-name", SIMULATED_NODE, "--port", str(port),
                                                             "--root-dir", os.path.join(spec.data_dir, "kubelet", "simulated"),
                                                             *extra.get("kubelet", [])),
-                                 log("kubelet-simulated"), health(port)))
+                                 log("kubelet-simulated"), f"https://127.0.0.1:{port}/healthz"))
     if spec.dns:
-        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc, "--bind", dns_ip(service_cidr),
+        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc("dns"), "--bind", dns_ip(service_cidr),
                                               "--dns-port", str(ports["dns/udp"]), "--port", str(ports["dns"]),
                                               *extra.get("dns", [])), log("dns"), health(ports["dns"])))
     return out
@@ -290,6 +326,8 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None, *,
     return ports
 
 
+#: the simulated kubelet's node-name prefix, and the one identity its nodes share (system:node:k8py-sim)
+SIMULATED_NODE = "k8py-sim"
 
 
 def _udp_bindable(bind: str, port: int) -> bool:

@@ -42,12 +42,12 @@ import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
 from k8py.cluster.spec import (
-    DEFAULT_SERVICE_CIDR, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, pick_service_cidr,
-    service_cidr_for, zygote_spec,
+    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr,
+    kubernetes_service_ip, pick_service_cidr, service_cidr_for, zygote_spec,
 )
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
-from k8py.cluster.kubeconfig import write_kubeconfig
+from k8py.cluster.pki import ClusterPKI
 from k8py.cluster.zygote_client import ForkedProcess, ZygoteClient, ZygoteUnavailable
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
@@ -109,7 +109,8 @@ class Supervisor:
         self._stopping = False
         self._progress: list[str] = []
         host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
-        self.api_url = f"http://{host}:{self.ports['apiserver']}"
+        self.api_url = f"https://{host}:{self.ports['apiserver']}"
+        self.pki = ClusterPKI(spec.data_dir)
 
     # -- state and progress -------------------------------------------------------
 
@@ -191,7 +192,7 @@ class Supervisor:
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
         delay = 0.02
-        async with aiohttp.ClientSession() as session:
+        async with self._session() as session:
             while r.proc is not None and r.proc.returncode is None and not self._stopping:
                 if await http_ok(session, r.spec.health):
                     r.healthy, r.state = True, "running"
@@ -205,6 +206,10 @@ class Supervisor:
         r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
+    def _session(self) -> aiohttp.ClientSession:
+        """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.pki.client_ssl_context()))
+
     # -- the cluster --------------------------------------------------------------
 
     async def start(self, timeout: float = 120.0) -> None:
@@ -212,9 +217,11 @@ class Supervisor:
         :class:`StartError` (after stopping what started) if it cannot be."""
         os.makedirs(self.spec.log_dir, exist_ok=True)
         self.progress(f"starting k8py in {self.spec.data_dir} (logs in {self.spec.log_dir})")
-        # The kubeconfig the API server would write, written now, so that no
-        # component ever reads an old one (a resumed cluster on a new port).
-        write_kubeconfig(self.spec.kubeconfig, self.api_url)
+        # the certificates, and every kubeconfig written now, so that no
+        # component ever reads an old one (a resumed cluster on a new port)
+        await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
+                                service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
+                                simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
         await self._start_zygote()
         api, *rest = self.components
         await self._spawn(api)
@@ -256,7 +263,7 @@ class Supervisor:
     async def _wait_nodes(self, deadline: float) -> None:
         expected = self.spec.expected_nodes
         seen: set[str] = set()
-        async with aiohttp.ClientSession() as session:
+        async with self._session() as session:
             while len(seen) < expected:
                 names = await ready_nodes(session, self.api_url) or []
                 fresh = [n for n in names if n not in seen]

@@ -43,6 +43,10 @@ class KubeletConfig:
     #: the address the kubelet serves on and reports as the node's InternalIP
     address: str = "127.0.0.1"
     port: int = 10250
+    #: HTTPS for the server (see k8py.kubelet.server_tls): serving pair, and the CA client certificates must come from
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    client_ca_file: str = ""
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
     #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``

@@ -28,7 +28,7 @@ from k8py.client.event_recorder import EventBroadcaster
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICE_ACCOUNTS, SERVICES
 from k8py.client.rest import RestClient
-from k8py.kubelet import server
+from k8py.kubelet import server, server_tls
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
@@ -134,9 +134,10 @@ class Kubelet:
     async def _serve(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
                             healthy=lambda: self.ready.is_set())
-        self._runner = web.AppRunner(server.build_app(ctx), access_log=None)
+        ssl_context, middlewares = server_tls.serving_options(self.config)
+        self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.address, self.config.port)
+        site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
         await site.start()
         self.port = self._runner.addresses[0][1]
 

@@ -31,7 +31,7 @@ from k8py.client.event_recorder import EventBroadcaster
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import PODS
 from k8py.client.rest import RestClient
-from k8py.kubelet import server
+from k8py.kubelet import server, server_tls
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
@@ -151,9 +151,10 @@ class SimulatedNodes:
     async def run(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.nodes[0].runtime, pods=self, registry=self.registry,
                             healthy=self.ready.is_set)
-        runner = web.AppRunner(server.build_app(ctx), access_log=None)
+        ssl_context, middlewares = server_tls.serving_options(self.config)
+        runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, self.config.address, self.config.port).start()
+        await web.TCPSite(runner, self.config.address, self.config.port, ssl_context=ssl_context).start()
         self.port = runner.addresses[0][1]
         try:
             limit = asyncio.Semaphore(self.concurrency)

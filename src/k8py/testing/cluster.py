@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from k8py.cluster.pki import ClusterPKI
 from k8py.cluster.state import pid_alive, read_state, running_state
 
 __all__ = ["Cluster", "ClusterStartError"]
@@ -48,6 +49,7 @@ class Cluster:
         self.reused = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._clients: dict[str, Any] = {}
+        self._contexts: dict[str, Any] = {}
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -140,7 +142,9 @@ class Cluster:
         """One JSON request to the API server (no client library needed)."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as response:
+        if "admin" not in self._contexts:
+            self._contexts["admin"] = ClusterPKI(self.data_dir).client_ssl_context()  # HTTPS as system:admin
+        with urllib.request.urlopen(req, timeout=30, context=self._contexts["admin"]) as response:
             raw = response.read()
         return json.loads(raw) if raw else None
 

@@ -5,7 +5,10 @@ served by that node's kubelet; the API server only finds it and relays. The
 kubelet is found from the Node object: the first address in the preferred
 order (``InternalIP``, ``Hostname``, ``ExternalIP`` — loopback clusters
 register InternalIPs) and ``status.daemonEndpoints.kubeletEndpoint.port``.
-Plain HTTP until the security issue brings TLS.
+HTTPS when the server is given a kubelet client certificate or a kubelet
+CA (``--kubelet-client-certificate``/``--kubelet-certificate-authority``, what
+``k8py up`` sets): the kubelet is verified against that CA and shown the
+client certificate. Without either, plain HTTP (standalone test kubelets).
 
 :class:`KubeletClient` owns one ``aiohttp.ClientSession`` for all kubelet
 traffic (created on first use inside the server's loop, closed by
@@ -15,6 +18,7 @@ traffic (created on first use inside the server's loop, closed by
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -44,18 +48,19 @@ class KubeletLocation:
     node: str
     host: str
     port: int
+    scheme: str = "http"
 
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     @property
     def ws_base_url(self) -> str:
-        return "ws" + self.base_url[len("http") :]
+        return ("wss" if self.scheme == "https" else "ws") + self.base_url[len(self.scheme) :]
 
 
-def node_location(node: Object) -> KubeletLocation:
+def node_location(node: Object, scheme: str = "http") -> KubeletLocation:
     name = (node.get("metadata") or {}).get("name", "")
     status = node.get("status") or {}
     port = (((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")) or 0
@@ -64,7 +69,7 @@ def node_location(node: Object) -> KubeletLocation:
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or [] if a.get("address")}
     for kind in PREFERRED_ADDRESS_TYPES:
         if kind in addresses:
-            return KubeletLocation(name, addresses[kind], int(port))
+            return KubeletLocation(name, addresses[kind], int(port), scheme)
     raise ServiceUnavailable(f"node {name!r} has no address to reach its kubelet: is its kubelet running?")
 
 
@@ -106,10 +111,20 @@ async def status_error_from_response(response: aiohttp.ClientResponse) -> Status
 
 
 class KubeletClient:
-    def __init__(self, get: ObjectGetter, *, timeout: float = 30.0) -> None:
+    def __init__(self, get: ObjectGetter, *, timeout: float = 30.0, client_cert_file: str = "",
+                 client_key_file: str = "", ca_file: str = "") -> None:
         self._get = get
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self.scheme = "http"
+        if client_cert_file or ca_file:
+            self.scheme = "https"
+            self._ssl = ssl.create_default_context(cafile=ca_file or None)
+            # kubelets are reached by IP and their certificates name it; the
+            # name check is the CA's word on that IP, as upstream
+            if client_cert_file:
+                self._ssl.load_cert_chain(client_cert_file, client_key_file or None)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -118,6 +133,7 @@ class KubeletClient:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout),
                 auto_decompress=False,
+                connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else False),
             )
         return self._session
 
@@ -131,7 +147,7 @@ class KubeletClient:
             node = await self._get("nodes", "", node_name)
         except NotFound:
             raise NotFound(f'nodes "{node_name}" not found', name=node_name, kind="nodes") from None
-        return node_location(node)
+        return node_location(node, self.scheme)
 
     async def for_pod(self, namespace: str, name: str) -> tuple[Object, KubeletLocation]:
         pod = await self._get("pods", namespace, name)

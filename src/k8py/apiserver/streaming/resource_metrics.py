@@ -143,7 +143,7 @@ class ResourceMetrics:
     async def _scrape(self, node: Object) -> NodeScrape | None:
         name = node["metadata"]["name"]
         try:
-            where = node_location(node)
+            where = node_location(node, self._kubelets.scheme)
             async with self._scrapes, self._kubelets.session.get(f"{where.base_url}/metrics/resource") as resp:
                 if resp.status != 200:
                     raise OSError(f"HTTP {resp.status}")

@@ -34,9 +34,10 @@ from k8py.kubelet.server_context import ServerContext
 __all__ = ["build_app"]
 
 
-def build_app(ctx: ServerContext, *, poll_interval: float = 0.1) -> web.Application:
-    """``poll_interval``: how often a followed log (or an attach) looks for new output."""
-    app = web.Application()
+def build_app(ctx: ServerContext, *, poll_interval: float = 0.1, middlewares: tuple = ()) -> web.Application:  # type: ignore[type-arg]
+    """``poll_interval``: how often a followed log (or an attach) looks for new output;
+    ``middlewares``: e.g. the client-certificate check of :mod:`k8py.kubelet.server_tls`."""
+    app = web.Application(middlewares=list(middlewares))
 
     async def healthz(_: web.Request) -> web.Response:
         if ctx.healthy():
