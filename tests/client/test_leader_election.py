@@ -139,9 +139,14 @@ async def test_release_succeeds_when_a_write_it_did_not_see_answered_moved_the_l
     task_a = asyncio.create_task(a.run(), name="elector-a")
     try:
         await wait_until(a.is_leader)
-        lease = await second_client.get(LEASES, "default", "lock")
-        lease["spec"]["renewTime"] = micro_time(datetime.now(timezone.utc))  # the same holder, a later renewal
-        await second_client.update(LEASES, lease)
+        while True:  # the same holder, a later renewal (retried if a's first renewal lands in between)
+            lease = await second_client.get(LEASES, "default", "lock")
+            lease["spec"]["renewTime"] = micro_time(datetime.now(timezone.utc))
+            try:
+                await second_client.update(LEASES, lease)
+                break
+            except Conflict:
+                continue
         assert await a.release()
         released = await second_client.get(LEASES, "default", "lock")
         assert released["spec"]["holderIdentity"] == "" and released["spec"]["leaseDurationSeconds"] == 1
