@@ -78,3 +78,4 @@ def test_the_v2_layout_writes_unified_files_and_delegates_controllers(tmp_path) 
 
 def test_weight_conversion_matches_upstream() -> None:
     assert weight_from_shares(2) == 1 and weight_from_shares(1024) == 39 and weight_from_shares(262144) == 10000
+

@@ -123,6 +123,16 @@ def test_pod_and_host_reach_a_service_through_nftables_load_balanced(cluster: Ne
     assert cluster.wait(lambda: get(f"http://127.0.0.1:{node_port}/") in names, "node port") is True
 
 
+def test_client_ip_session_affinity_keeps_a_client_on_one_pod(cluster: NetCluster, web: list[dict]) -> None:
+    svc = cluster.core.patch_namespaced_service("web", NS, {"spec": {"sessionAffinity": "ClientIP"}})
+    vip = svc.spec.cluster_ip
+    cluster.wait(lambda: "update @affinity-" in subprocess.run(["nft", "list", "table", "ip", f"k8py-{cluster.node}"],
+                                                               capture_output=True, text=True).stdout, "the affinity rules")
+    seen = {get(f"http://{vip}:80/") for _ in range(20)}
+    assert len(seen) == 1 and seen <= {p["metadata"]["name"] for p in web}, seen
+    cluster.core.patch_namespaced_service("web", NS, {"spec": {"sessionAffinity": "None"}})
+
+
 def test_a_service_without_endpoints_refuses_at_once(cluster: NetCluster) -> None:
     svc = cluster.core.create_namespaced_service(NS, {"metadata": {"name": "nobody"},
                                                       "spec": {"selector": {"app": "nobody"}, "ports": [{"port": 81}]}})
@@ -151,6 +161,18 @@ def test_host_network_pods_stay_on_the_host_and_host_ports_map_through_portmap(c
     assert netns_inode(container_pid(cluster, on_host["metadata"]["uid"])) == netns_inode(os.getpid())
     cluster.wait(lambda: cluster.pod(NS, "with-hostport")["status"].get("phase") == "Running", "with-hostport running")
     assert cluster.wait(lambda: get(f"http://127.0.0.1:{host_port}/"), "hostPort answer") == "with-hostport"
+
+
+def test_a_restarted_kubelet_adopts_its_pods_and_their_namespaces(cluster: NetCluster, web: list[dict]) -> None:
+    before = {p["metadata"]["name"]: (p["status"]["podIP"], netns_inode(container_pid(cluster, p["metadata"]["uid"]))) for p in web}
+    cluster.kubelet.stop()  # SIGTERM: containers (and so their namespaces) keep running
+    for ip in (v[0] for v in before.values()):
+        assert get(f"http://{ip}:8080/")  # still served while no kubelet runs
+    cluster.kubelet.start()
+    after = cluster.wait(lambda: (lambda ps: len(ps) == 2 and all(map(running, ps)) and ps)(pods_of(cluster, NS, "app=web")),
+                         "the web pods still ready after the restart")
+    assert {p["metadata"]["name"]: (p["status"]["podIP"], netns_inode(container_pid(cluster, p["metadata"]["uid"]))) for p in after} == before
+    assert f"dev {cluster.names.bridge}" in subprocess.run(["ip", "route", "show", cluster.service_cidr], capture_output=True, text=True).stdout
 
 
 def test_cleanup_leaves_no_namespace_link_table_or_cgroup(cluster: NetCluster, web: list[dict]) -> None:

@@ -110,3 +110,44 @@ def test_kubectl_top_scrapes_the_tls_kubelet(secure):
     _, _, _, _, kubectl, _ = secure
     out = kubectl.run("top", "nodes").stdout.splitlines()
     assert out[1].split()[0] == NODE
+
+
+def test_port_forward_and_nodes_proxy_go_through_the_tls_kubelet(secure):
+    import http.server
+    import socket
+    import threading
+    import urllib.request
+
+    _, _, runtime, client, kubectl, _ = secure
+    _pod(client, runtime, "web")
+    runtime.add("default", "web", "main")
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    pod_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=pod_server.serve_forever, name="pod-port", daemon=True).start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        local = s.getsockname()[1]
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:{pod_server.server_address[1]}")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"Forwarding from 127.0.0.1:{local}"), line + (proc.stderr.read() if proc.poll() is not None else "")
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=30) as resp:
+            assert resp.read() == b"hello"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        pod_server.shutdown()
+        pod_server.server_close()
+    assert kubectl.run("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/healthz").stdout == "ok"
+    assert '"PodList"' in kubectl.run("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/pods").stdout

@@ -283,6 +283,7 @@ class APIServer:
                                         registry=self.metrics.registry)
         self.middlewares.append(self.overload.middleware)
         if self.config.authorizer is not None or tuple(self.config.authorization_modes) != ("AlwaysAllow",):
+            # last: it reads request[USER_KEY], so authentication must come before it in this list
             self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
         self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
         self.service_accounts = self._service_account_tokens()

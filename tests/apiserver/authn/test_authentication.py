@@ -163,3 +163,21 @@ def test_self_subject_review_only_takes_create(secure_server):
     assert status == 200
     resources = {r["name"]: r["verbs"] for r in json.loads(body)["resources"]}
     assert resources["selfsubjectreviews"] == ["create"]
+
+
+def test_a_websocket_client_can_send_its_token_as_a_subprotocol(tmp_path, pki):
+    """Browsers cannot set Authorization on a WebSocket: upstream reads base64url.bearer.authorization.k8s.io.<token>."""
+    import base64
+
+    token_file = tmp_path / "tokens.csv"
+    token_file.write_text('secret-alice,alice,uid-1\n')
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), secure_port=0, insecure_port=None,
+                      token_auth_file=str(token_file), anonymous_auth=False) as server:
+        def ws_headers(token: str) -> dict[str, str]:
+            encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+            return {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                    "Sec-WebSocket-Protocol": f"v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.{encoded}"}
+
+        assert _request(server, "GET", "/version", headers=ws_headers("secret-alice"))[0] == 200
+        assert _request(server, "GET", "/version", headers=ws_headers("wrong")) == (401, UNAUTHORIZED)

@@ -184,15 +184,13 @@ class ServiceAccountTokenAuthenticator:
 
         ``audiences``: what the token must be meant for (a TokenReview's
         ``spec.audiences``); the API audiences when None."""
-        parsed = unverified_claims(token)
-        if parsed is None:
-            return None
-        _, peek = parsed
-        issuer = peek.get("iss")
-        if issuer != LEGACY_ISSUER and issuer not in self.config.issuers:
-            return None
         claims = self._verified.get(token)
         if claims is None:
+            parsed = unverified_claims(token)
+            if parsed is None:
+                return None
+            if parsed[1].get("iss") != LEGACY_ISSUER and parsed[1].get("iss") not in self.config.issuers:
+                return None
             try:
                 claims = verify_signature(token, self.config.verifying_keys)
             except TokenInvalid as err:
@@ -202,6 +200,7 @@ class ServiceAccountTokenAuthenticator:
                 self._verified.popitem(last=False)
         else:
             self._verified.move_to_end(token)
+        issuer = claims.get("iss")
         if issuer == LEGACY_ISSUER:
             return self._legacy(token, claims)
         return self._bound(claims, tuple(audiences) if audiences else self.config.api_audiences)

@@ -26,8 +26,11 @@ Layout (names as kube-proxy's where there is one)::
                     masqueraded; dnat to ip:port
 
 Load balancing is ``numgen random mod N`` over the endpoints, as upstream.
-Not done here (documented gaps): ClientIP session affinity, and flushing
-UDP conntrack entries of removed endpoints.
+``sessionAffinity: ClientIP`` as upstream's nftables mode: each endpoint
+chain adds the client's address to a timed set (``affinity-<chain>``,
+``timeoutSeconds``), and the Service chain sends a client found in one of
+those sets back to that endpoint before load balancing. Not done here (a
+documented gap): flushing UDP conntrack entries of removed endpoints.
 """
 
 from __future__ import annotations
@@ -59,12 +62,13 @@ def _proto(sp: ServicePort) -> str:
     return sp.protocol.lower()
 
 
-def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str], endpoint_chains: dict[str, str]) -> None:
+def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str], endpoint_chains: Mapping[str, str],
+        affinity: bool = False) -> None:
     lines.append(f"  chain {name} {{")
     lines.append(f'    comment "{comment}"')
-    targets = []
-    for ep in endpoints:
-        targets.append(endpoint_chains[f"{ep.ip}:{ep.port}"])
+    targets = [endpoint_chains[f"{ep.ip}:{ep.port}"] for ep in endpoints]
+    if affinity:  # a client seen recently goes back to the endpoint it used (ClientIP session affinity)
+        lines += [f"    ip saddr @affinity-{t} goto {t}" for t in targets]
     if len(targets) == 1:
         lines.append(f"    goto {targets[0]}")
     else:
@@ -82,22 +86,23 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
     nodeports: list[str] = []
     no_ep: list[str] = []
     no_ep_nodeports: list[str] = []
-    endpoint_chains: dict[str, str] = {}
     endpoint_lines: list[str] = []
+    affinity_sets: list[str] = []
+    used: set[str] = set()
     for key in sorted(services):
         sp = services[key]
         proto = _proto(sp)
         if proto not in ("tcp", "udp", "sctp"):
             continue
+        # one chain per (Service port, endpoint): each carries its own affinity set
+        endpoint_chains: dict[str, str] = {}
         for ep in sp.all_endpoints + sp.cluster_endpoints + sp.external_endpoints:
             k = f"{ep.ip}:{ep.port}"
-            if k in endpoint_chains:
-                continue
-            name = _chain("endpoint", sp.namespace, sp.name, sp.port_name, proto, k)
-            endpoint_chains[k] = name
+            if k not in endpoint_chains:
+                endpoint_chains[k] = _chain("endpoint", sp.namespace, sp.name, sp.port_name, proto, k)
         if sp.cluster_endpoints:
             svc_chain = _chain("service", sp.namespace, sp.name, sp.port_name, proto)
-            _lb(svc_chain, sp.cluster_endpoints, f"{sp}/{proto}", chains, endpoint_chains)
+            _lb(svc_chain, sp.cluster_endpoints, f"{sp}/{proto}", chains, endpoint_chains, sp.session_affinity)
             for ip in sp.cluster_ips:
                 service_ips.append(f"{ip} . {proto} . {sp.port} : goto {svc_chain}")
         else:
@@ -106,21 +111,26 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         if sp.node_port:
             if sp.external_endpoints:
                 ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
-                _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains)
+                _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains, sp.session_affinity)
                 ext = _chain("external", sp.namespace, sp.name, sp.port_name, proto)
                 chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} node port {sp.node_port}"',
                            f"    meta mark set meta mark | {MASQUERADE_MARK:#x}", f"    goto {ext_lb}", "  }"]
                 nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
             else:
                 no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
-    used = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
-    for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
-        if name not in used:
-            continue
-        ip, port = k.rsplit(":", 1)
-        endpoint_lines += [f"  chain {name} {{", f'    comment "{k}"',
-                           f"    ip saddr {ip} meta mark set meta mark | {MASQUERADE_MARK:#x}",
-                           f"    meta l4proto {{ tcp, udp, sctp }} dnat to {ip}:{port}", "  }"]
+        referenced = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
+        for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
+            if name not in referenced or name in used:
+                continue
+            used.add(name)
+            ip, port = k.rsplit(":", 1)
+            body = [f"  chain {name} {{", f'    comment "{sp}/{proto} -> {k}"',
+                    f"    ip saddr {ip} meta mark set meta mark | {MASQUERADE_MARK:#x}"]
+            if sp.session_affinity:
+                affinity_sets += [f"  set affinity-{name} {{", "    type ipv4_addr", "    flags dynamic,timeout",
+                                  f"    timeout {int(sp.affinity_timeout)}s", "  }"]
+                body.append(f"    update @affinity-{name} {{ ip saddr }}")
+            endpoint_lines += body + [f"    meta l4proto {{ tcp, udp, sctp }} dnat to {ip}:{port}", "  }"]
 
     def vmap(name: str, key_type: str, elements: list[str]) -> None:
         lines.append(f"  map {name} {{")
@@ -161,7 +171,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
         "  chain filter-input {", "    type filter hook input priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
     ]
-    lines += endpoint_lines + chains  # a vmap may only name chains already declared
+    lines += affinity_sets + endpoint_lines + chains  # a vmap may only name chains (and sets) already declared
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,30 @@
+"""The nftables backend's ruleset text (pure; runs anywhere, no nft needed)."""
+
+from __future__ import annotations
+
+
+def test_the_nftables_ruleset_is_one_transaction_with_numgen_and_affinity_sets() -> None:
+    from k8py.proxy.nftables import ruleset
+    from k8py.proxy.service_table import Endpoint, ServicePort
+
+    eps = (Endpoint("10.1.1.2", 8080), Endpoint("10.1.1.3", 8080))
+    table = {("d", "web", ""): ServicePort("d", "web", "", "TCP", 80, ("10.2.0.10",), node_port=30080, session_affinity=True,
+                                           affinity_timeout=60, cluster_endpoints=eps, external_endpoints=eps, all_endpoints=eps),
+             ("d", "none", ""): ServicePort("d", "none", "", "TCP", 81, ("10.2.0.11",))}
+    text = ruleset.render("k8py-n", table, ["127.0.0.1"])
+    assert text.startswith("add table ip k8py-n\ndelete table ip k8py-n\ntable ip k8py-n {")
+    assert "numgen random mod 2 vmap" in text and "10.2.0.10 . tcp . 80 : goto service-" in text
+    assert "10.2.0.11 . tcp . 81 : goto reject-chain" in text and "tcp . 30080 : goto external-" in text
+    assert text.count("timeout 60s") == 2 and text.count("update @affinity-") == 2
+    # every chain a rule jumps to is declared before it is named
+    import re
+
+    declared: list[str] = []
+    for line in text.splitlines():
+        m = re.match(r"\s*chain (\S+) \{", line)
+        if m:
+            declared.append(m.group(1))
+            continue
+        for target in re.findall(r"goto ([\w-]+)", line):
+            if "elements" not in line:
+                assert target in declared, (target, line)
