@@ -15,7 +15,8 @@ HTTP/1.1 client (cheap, so the server is what is measured). Figures:
    against a bare aiohttp fan-out of pre-encoded lines of the same size to the
    same client (the floor);
 6. with ``--authorization-mode=Node,RBAC``: creates/s and create p50 beside 2 and 3,
-   and one RBAC decision for an ordinary user, in process (``rbac_decision.py``);
+   and one RBAC decision for an ordinary user, in process (``rbac_decision.py``), and the create
+   p50 of a bound user over HTTPS, AlwaysAllow against Node,RBAC interleaved (``rbac_interleaved.py``);
 7. security: creates/s and create latency (2. and 3.) again against servers on
    HTTPS (``--secure-port``) whose clients authenticate with a client
    certificate (``--client-ca-file``), without and with ``Node,RBAC``, beside
@@ -46,6 +47,7 @@ from http_load import HttpConnection, WatchReader, pod_body  # noqa: E402
 from watch_floor import run_floor  # noqa: E402
 from store_put import measure_put_throughput  # noqa: E402
 from rbac_decision import measure_rbac_decision  # noqa: E402
+from rbac_interleaved import measure_interleaved  # noqa: E402
 
 
 def start_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, str, float]:
@@ -76,6 +78,10 @@ def start_secure_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, s
     cert, key = ca.issue_client("bench", ["system:masters"])
     certs.write_pem(os.path.join(data_dir, "client.crt"), certs.encode_cert_pem(cert))
     certs.write_pem(os.path.join(data_dir, "client.key"), certs.encode_private_key_pem(key), private=True)
+    # an ordinary user, whom only an RBAC binding lets write (see rbac_user_context)
+    cert, key = ca.issue_client("bench-user", ["bench-users"])
+    certs.write_pem(os.path.join(data_dir, "user.crt"), certs.encode_cert_pem(cert))
+    certs.write_pem(os.path.join(data_dir, "user.key"), certs.encode_private_key_pem(key), private=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "k8py", "apiserver", "--data-dir", data_dir, "--secure-port", "0",
          "--client-ca-file", os.path.join(data_dir, "ca.crt"), "--anonymous-auth=false", *extra],
@@ -91,6 +97,31 @@ def start_secure_server(data_dir: str, *extra: str) -> tuple[subprocess.Popen, s
     raise RuntimeError("secure server did not start")
 
 
+def rbac_user_context(data_dir: str) -> "ssl.SSLContext":
+    """The TLS context of the ordinary user ``bench-user`` (group ``bench-users``)."""
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=os.path.join(data_dir, "certs", "apiserver.crt"))
+    ctx.load_cert_chain(os.path.join(data_dir, "user.crt"), os.path.join(data_dir, "user.key"))
+    return ctx
+
+
+async def bind_bench_users(addr: str) -> None:
+    """As system:masters: a ClusterRole to create namespaces and pods, bound to the group bench-users."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    c = await HttpConnection.open(addr)
+    status, _ = await c.request("POST", f"{rbac}/clusterroles", orjson.dumps({
+        "metadata": {"name": "bench-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["create", "get", "list"]}]}))
+    assert status == 201, status
+    status, _ = await c.request("POST", f"{rbac}/clusterrolebindings", orjson.dumps({
+        "metadata": {"name": "bench-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-writer"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "bench-users"}]}))
+    assert status == 201, status
+    c.close()
+
+
 async def creates_and_latency(addr: str, n: int, prefix: str) -> tuple[float, list[float]]:
     c = await HttpConnection.open(addr)
     for ns in (f"{prefix}bench", f"{prefix}lat"):
@@ -103,8 +134,9 @@ async def creates_and_latency(addr: str, n: int, prefix: str) -> tuple[float, li
 
 
 async def security_cost(tmp: str, n: int) -> None:
-    """7.: the same creates over the insecure port, and over HTTPS with a client certificate
-    (system:masters, so RBAC decides through the cluster-admin binding) without and with RBAC."""
+    """7.: the same creates over the insecure port, and over HTTPS with a client certificate:
+    system:masters without and with Node,RBAC (the privileged-group shortcut), and an ordinary
+    user whose RoleBinding-free ClusterRoleBinding RBAC resolves on every request."""
     proc, addr, _ = start_server(os.path.join(tmp, "plain"))
     try:
         plain, plain_lat = await creates_and_latency(addr, n, "")
@@ -113,10 +145,16 @@ async def security_cost(tmp: str, n: int) -> None:
         proc.wait(10)
     p50 = pct(plain_lat, .5)
     print(f"creates/s, insecure port:                {plain:,.0f}; create p50 at 100/s {p50 * 1e3:.1f} ms, p99 {pct(plain_lat, .99) * 1e3:.1f} ms")
-    for label, extra in (("HTTPS + client cert:", ()), ("HTTPS + client cert + Node,RBAC:", ("--authorization-mode", "Node,RBAC"))):
-        proc, addr, ctx = start_secure_server(os.path.join(tmp, "secure" + "-rbac" * bool(extra)), *extra)
+    rbac = ("--authorization-mode", "Node,RBAC")
+    for label, extra, user in (("HTTPS + client cert:", (), False), ("HTTPS + client cert + Node,RBAC:", rbac, False),
+                               ("HTTPS + cert + RBAC, bound user:", rbac, True)):
+        data = os.path.join(tmp, "secure" + "-rbac" * bool(extra) + "-user" * user)
+        proc, addr, ctx = start_secure_server(data, *extra)
         HttpConnection.ssl_context = ctx
         try:
+            if user:
+                await bind_bench_users(addr)
+                HttpConnection.ssl_context = rbac_user_context(data)
             secure, secure_lat = await creates_and_latency(addr, n, "")
         finally:
             HttpConnection.ssl_context = None
@@ -339,6 +377,10 @@ async def main() -> None:
         proc.wait(10)
     warm, cold = await measure_rbac_decision()
     print(f"RBAC decision, RoleBinding user, 1,000 bindings: {warm:.1f} µs (first after a policy change {cold / 1e3:.1f} ms)")
+    ab = await measure_interleaved(1000)
+    (allow_p50, _), (rbac_p50, _) = ab["AlwaysAllow"], ab["Node,RBAC"]
+    print(f"create p50, bound user over HTTPS, A/B interleaved: AlwaysAllow {allow_p50 * 1e3:.2f} ms, "
+          f"Node,RBAC {rbac_p50 * 1e3:.2f} ms ({(rbac_p50 - allow_p50) * 1e3:+.2f} ms; target <= +1 ms)")
     try:
         await security_cost(tmp, args.creates)
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 import orjson
@@ -128,6 +129,29 @@ async def test_a_cancelled_leader_that_does_not_release_is_replaced_within_the_l
         assert rb.leaders[-1] == "b" and "a" in rb.leaders
     finally:
         await stop(task_b)
+
+
+async def test_release_succeeds_when_a_write_it_did_not_see_answered_moved_the_lease_on(client, second_client):
+    """A renewal cut short by the shutdown can land without its answer being read: the
+    candidate's resourceVersion is then stale, and the release reads the Lease again."""
+    ra = Recorder()
+    a = elector(client, "a", ra, lease_duration=60.0, renew_deadline=40.0, retry_period=20.0)  # no renewal during the test
+    task_a = asyncio.create_task(a.run(), name="elector-a")
+    try:
+        await wait_until(a.is_leader)
+        while True:  # the same holder, a later renewal (retried if a's first renewal lands in between)
+            lease = await second_client.get(LEASES, "default", "lock")
+            lease["spec"]["renewTime"] = micro_time(datetime.now(timezone.utc))
+            try:
+                await second_client.update(LEASES, lease)
+                break
+            except Conflict:
+                continue
+        assert await a.release()
+        released = await second_client.get(LEASES, "default", "lock")
+        assert released["spec"]["holderIdentity"] == "" and released["spec"]["leaseDurationSeconds"] == 1
+    finally:
+        await stop(task_a)
 
 
 async def test_release_on_shutdown_lets_the_other_candidate_acquire_at_once(client, second_client):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import random
 
 import pytest
 import yaml
 
 from k8py.cluster.kubeconfig import merge_into_user_kubeconfig, write_kubeconfig
-from k8py.cluster.spec import ClusterSpec, SpecError, all_ports, component_specs, load_config_file, pick_cluster_cidr
+from k8py.cluster.spec import (
+    ClusterSpec, SpecError, all_ports, component_specs, load_config_file, pick_cluster_cidr, pick_service_cidr,
+)
 
 
 def test_a_config_file_with_an_unknown_field_is_refused_with_the_known_ones(tmp_path):
@@ -46,8 +50,6 @@ def test_without_proxy_and_dns_there_are_none(tmp_path):
 
 
 def test_a_cluster_gets_its_own_pod_range_unless_one_is_given(tmp_path):
-    import random
-
     spec = ClusterSpec(data_dir=str(tmp_path), port=0)
     cidrs = {pick_cluster_cidr(spec, random.Random(seed)) for seed in range(20)}
     assert len(cidrs) > 10 and all(c.startswith("127.") and c.endswith(".0.0/16") for c in cidrs)
@@ -125,9 +127,26 @@ def test_kubelets_point_pods_at_k8py_dns_only_when_it_has_port_53(tmp_path):
     spec = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=1)
     ports = all_ports(spec)
     on_53 = {c.name: c.argv for c in component_specs(spec, {**ports, "dns/udp": 53})}["kubelet/k8py-node-0"]
-    assert on_53[on_53.index("--cluster-dns") + 1] == "127.192.0.10"
+    assert on_53[on_53.index("--cluster-dns") + 1] == "127.192.0.10"  # the default range's
+    picked = {c.name: c.argv for c in component_specs(spec, {**ports, "dns/udp": 53}, service_cidr="127.193.16.0/20")}
+    assert picked["kubelet/k8py-node-0"][picked["kubelet/k8py-node-0"].index("--cluster-dns") + 1] == "127.193.16.10"
+    assert picked["dns"][picked["dns"].index("--bind") + 1] == "127.193.16.10"
+    assert picked["apiserver"][picked["apiserver"].index("--service-cluster-ip-range") + 1] == "127.193.16.0/20"
     elsewhere = {c.name: c.argv for c in component_specs(spec, {**ports, "dns/udp": 10053})}["kubelet/k8py-node-0"]
     assert "--cluster-dns" not in elsewhere  # resolv.conf cannot name another port
     no_dns = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=1, dns=False)
     argv = {c.name: c.argv for c in component_specs(no_dns, all_ports(no_dns))}["kubelet/k8py-node-0"]
     assert "--cluster-dns" not in argv
+
+
+def test_each_new_cluster_picks_its_own_service_range_with_room_and_a_given_one_wins(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    picked = {pick_service_cidr(spec, random.Random(seed)) for seed in range(20)}
+    assert len(picked) > 10  # two clusters on one machine rarely share cluster IPs
+    for cidr in picked:
+        network = ipaddress.ip_network(cidr)
+        assert network.prefixlen == 20 and network.subnet_of(ipaddress.ip_network("127.192.0.0/12"))
+    given = ClusterSpec(data_dir=str(tmp_path), extra_args={"apiserver": ["--service-cluster-ip-range", "127.200.0.0/16"]})
+    assert pick_service_cidr(given) == "127.200.0.0/16"
+    api = component_specs(given, all_ports(given), service_cidr="127.200.0.0/16")[0].argv
+    assert api.count("--service-cluster-ip-range") == 1

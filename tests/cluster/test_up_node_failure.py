@@ -63,11 +63,13 @@ def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def wait_for(check: Callable[[], object], what: str, timeout: float = 120) -> object:
+def wait_for(check: Callable[[], object], what: str, timeout: float = 120, logs: tuple[str, ...] = ()) -> object:
     deadline = time.monotonic() + timeout
     while not (result := check()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            tails = "".join(f"\n--- {path} ends:\n" + "".join(open(path, errors="replace").readlines()[-40:])
+                            for path in logs if os.path.exists(path))
+            raise AssertionError(f"timed out waiting for {what}{tails}")
         time.sleep(0.2)
     return result
 
@@ -113,7 +115,8 @@ def test_a_failed_node_goes_not_ready_its_pods_move_and_it_comes_back(tmp_path):
 
         os.kill(frozen, signal.SIGCONT)
         frozen = 0
-        wait_for(lambda: ready(node(VICTIM)) == "True", f"{VICTIM} Ready again")
+        logs = tuple(os.path.join(data, "logs", f"{name}.log") for name in (f"kubelet-{VICTIM}", "controller-manager"))
+        wait_for(lambda: ready(node(VICTIM)) == "True", f"{VICTIM} Ready again", logs=logs)
         wait_for(lambda: not any(t["key"].startswith("node.kubernetes.io/") for t in node(VICTIM)["spec"].get("taints") or []),
                  f"{VICTIM} untainted")
         # the kubelet, back, finishes the evicted pod's deletion

@@ -161,6 +161,14 @@ class Strategy:
         if status is not None:
             obj["status"] = status
 
+    def prepare_for_subresource_update(self, subresource: str, obj: Object, old: Object) -> None:
+        """A write through another subresource (``binding``, a pod's
+        ``ephemeralcontainers``): by default the writer owns what it changes."""
+
+    def validate_subresource_update(self, subresource: str, obj: Object, old: Object) -> list[Cause]:
+        """Causes refusing a write through ``subresource`` (default: none)."""
+        return []
+
     def validate(self, obj: Object) -> list[Cause]:
         return []
 

@@ -63,7 +63,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
-from k8py.api.errors import NotFound
+from k8py.api.errors import Conflict, NotFound
 from k8py.client.clock import Clock, RealClock
 from k8py.client.resources import LEASES
 from k8py.client.rest import RestClient
@@ -322,7 +322,14 @@ class LeaderElector:
             leader_transitions=self._observed.leader_transitions,
         )
         async def write() -> bool:
-            await self.lock.update(record)
+            try:
+                await self.lock.update(record)
+            except Conflict:
+                # a renewal cut short by the shutdown may have been written without our
+                # seeing its answer: read the Lease again, and release it if still ours
+                if (await self.lock.get()).holder_identity != self.identity:
+                    return True
+                await self.lock.update(record)
             return True
 
         try:

@@ -13,7 +13,7 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     apiservers: 1              # more API servers on that etcd (the kubernetes Service lists them all)
     trace: false               # record the list-watch flow (k8py flow)
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
-    dns: true                  # k8py dns (on 127.192.0.10:53 when free, else another port)
+    dns: true                  # k8py dns (on the service range's 10th address, port 53 when free)
     podNetwork: loopback       # cni (root): each pod its own network namespace, Services through nftables
     zygote: true               # fork components from one process that imported k8py once
     components:                # extra arguments, per component
@@ -33,6 +33,7 @@ restarted component comes back where the others expect it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import random
 import socket
@@ -45,10 +46,13 @@ import yaml
 from k8py.cluster.pki import ClusterPKI
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
-           "pick_cluster_cidr", "service_cidr_for", "zygote_spec"]
+           "pick_cluster_cidr", "pick_service_cidr", "service_cidr_for", "dns_ip", "kubernetes_service_ip",
+           "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
                "zygote", "components", "podNetwork"}
+#: the API server's own default Service range, and DNS' port
+DEFAULT_SERVICE_CIDR, DNS_PORT = "127.192.0.0/12", 53
 COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
 
 
@@ -95,20 +99,6 @@ class ClusterSpec:
     def certificate_nodes(self) -> list[str]:
         """The nodes with a kubelet identity and serving certificate (the simulated process has one)."""
         return self.node_names() + ([SIMULATED_NODE] if self.simulated_nodes else [])
-
-    def service_ip(self, cluster_cidr: str = "") -> str:
-        """The kubernetes Service's ClusterIP: the first of --service-cluster-ip-range (or the
-        range k8py up gives the API server: the default, or one beside a CNI cluster's pod range)."""
-        import ipaddress
-
-        args = self.extra_args.get("apiserver", [])
-        cidr = service_cidr_for(cluster_cidr) if self.pod_network == "cni" and cluster_cidr else "127.192.0.0/12"
-        for i, arg in enumerate(args):
-            if arg == "--service-cluster-ip-range" and i + 1 < len(args):
-                cidr = str(args[i + 1])
-            elif str(arg).startswith("--service-cluster-ip-range="):
-                cidr = str(arg).split("=", 1)[1]
-        return str(ipaddress.ip_network(cidr, strict=False)[1])
 
 
 @dataclass
@@ -181,10 +171,52 @@ def service_cidr_for(cluster_cidr: str) -> str:
     return f"10.{a}.128.0/24"
 
 
-def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "") -> list[ComponentSpec]:
+#: the Service ranges k8py up picks from: the /20s of 127.192.0.0/12, the API server's default range
+SERVICE_BLOCKS, SERVICE_PREFIX = ipaddress.ip_network("127.192.0.0/12"), 20
+
+
+def dns_ip(service_cidr: str) -> str:
+    """Where k8py dns answers: the kube-dns Service's cluster IP, the range's 10th address
+    as kubeadm places it, when the range is on loopback; with ``podNetwork: cni`` (a
+    10.x range no host interface holds) the default range's, on loopback."""
+    network = ipaddress.ip_network(service_cidr)
+    if not network.subnet_of(ipaddress.ip_network("127.0.0.0/8")):
+        network = ipaddress.ip_network(DEFAULT_SERVICE_CIDR)
+    return str(network[10])
+
+
+def kubernetes_service_ip(service_cidr: str) -> str:
+    """The ``kubernetes`` Service's ClusterIP (named in the API server's certificate): the range's first address."""
+    return str(ipaddress.ip_network(service_cidr, strict=False)[1])
+
+
+def pick_service_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
+    """The Service range of a new cluster: a random /20 of 127.192.0.0/12 whose
+    DNS address (port 53) and ``kubernetes`` Service address (port 443) are free
+    now, so that two clusters on one machine do not fight over the same cluster
+    IPs (their proxies and DNS servers bind them on this machine's loopback).
+    A range given to the API server in the config file wins."""
+    given = [str(a) for a in spec.extra_args.get("apiserver", [])]
+    for i, arg in enumerate(given):
+        if arg == "--service-cluster-ip-range" and i + 1 < len(given):
+            return given[i + 1]
+        if arg.startswith("--service-cluster-ip-range="):
+            return arg.split("=", 1)[1]
+    rng = rng or random.Random()
+    blocks = list(SERVICE_BLOCKS.subnets(new_prefix=SERVICE_PREFIX))
+    choice = blocks[0]
+    for choice in rng.sample(blocks, 32):
+        if (not spec.dns or _udp_bindable(dns_ip(str(choice)), DNS_PORT)) and _bindable(str(choice[1]), 443):
+            break
+    return str(choice)
+
+
+def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: str = "",
+                    service_cidr: str = DEFAULT_SERVICE_CIDR) -> list[ComponentSpec]:
     """Every process of the cluster, control plane first. ``ports`` maps
     component names to their fixed ports (see the module docstring);
-    ``cluster_cidr`` is the controller manager's pod range."""
+    ``cluster_cidr`` is the controller manager's pod range, ``service_cidr``
+    the API server's Service range (its 10th address is k8py dns')."""
     extra = spec.extra_args
     pki = ClusterPKI(spec.data_dir)
     kc = pki.kubeconfig
@@ -207,6 +239,8 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         if spec.trace:
             api += ["--trace"]
         api_extra = extra.get("apiserver", [])
+        if not any(str(a).startswith("--service-cluster-ip-range") for a in api_extra):
+            api += ["--service-cluster-ip-range", service_cidr]
         plugins = ["TaintNodesByCondition"]  # the controller manager's node lifecycle controller lifts the not-ready taint
         if not any(a.startswith("--authorization-mode") for a in api_extra):
             # as kubeadm and k3s run it: every component with only what upstream grants its identity
@@ -214,8 +248,6 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             plugins.append("NodeRestriction")
         if not any(a.startswith("--enable-admission-plugins") for a in api_extra):
             api += ["--enable-admission-plugins", ",".join(plugins)]
-        if spec.pod_network == "cni" and "--service-cluster-ip-range" not in api_extra:
-            api += ["--service-cluster-ip-range", service_cidr_for(cluster_cidr)]
         out.append(ComponentSpec(name, api + api_extra, log(name), f"https://{host}:{ports[name]}/readyz",
                                  control_plane=True))
     cm_extra = extra.get("controller-manager", [])
@@ -235,12 +267,12 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     out.append(ComponentSpec("scheduler", _k8py("scheduler", "--kubeconfig", kc("scheduler"), "--port", str(ports["scheduler"]), *extra.get("scheduler", [])),
                              log("scheduler"), health(ports["scheduler"]), control_plane=True))
     # pods' resolv.conf can name only an address (port 53 implied): point
-    # ClusterFirst pods at k8py dns only when it got 127.192.0.10:53
+    # ClusterFirst pods at k8py dns only when it got port 53 on its address
     kubelet_extra = extra.get("kubelet", [])
-    dns = ["--cluster-dns", DNS_IP] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
+    dns = ["--cluster-dns", dns_ip(service_cidr)] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
     if spec.pod_network == "cni":
         # the DNS server answers on the host's loopback, which pods in their own namespaces cannot reach
-        dns = ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr_for(cluster_cidr)]
+        dns = ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr]
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
         if spec.proxy and node == spec.node_names()[0]:
@@ -265,14 +297,17 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
                                                             *extra.get("kubelet", [])),
                                  log("kubelet-simulated"), f"https://127.0.0.1:{port}/healthz"))
     if spec.dns:
-        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc("dns"), "--dns-port", str(ports["dns/udp"]), "--port", str(ports["dns"]),
+        out.append(ComponentSpec("dns", _k8py("dns", "--kubeconfig", kc("dns"), "--bind", dns_ip(service_cidr),
+                                              "--dns-port", str(ports["dns/udp"]), "--port", str(ports["dns"]),
                                               *extra.get("dns", [])), log("dns"), health(ports["dns"])))
     return out
 
 
-def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict[str, int]:
+def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None, *,
+              service_cidr: str = DEFAULT_SERVICE_CIDR) -> dict[str, int]:
     """Fixed ports for every component: the API server's from the spec (a free
-    one for 0), the others' reused from ``previous`` (a resumed cluster) or free."""
+    one for 0), the others' reused from ``previous`` (a resumed cluster) or free;
+    DNS on port 53 of the Service range's DNS address when that is free."""
     previous = previous or {}
     reuse = lambda name, bind="127.0.0.1": previous.get(name) if previous.get(name) and _bindable(bind, previous[name]) else free_port(bind)  # noqa: E731
     ports = {"apiserver": spec.port or reuse("apiserver", spec.bind)}
@@ -284,7 +319,8 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict
         names.append("proxy")
     if spec.dns:
         names.append("dns")
-        ports["dns/udp"] = DNS_PORT if _udp_bindable(DNS_IP, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(DNS_IP))
+        ip = dns_ip(service_cidr)
+        ports["dns/udp"] = DNS_PORT if _udp_bindable(ip, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(ip))
     for name in names:
         ports[name] = reuse(name)
     return ports
@@ -292,9 +328,6 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None) -> dict
 
 #: the simulated kubelet's node-name prefix, and the one identity its nodes share (system:node:k8py-sim)
 SIMULATED_NODE = "k8py-sim"
-
-#: where ``k8py dns`` answers by default (the kube-dns Service's cluster IP)
-DNS_IP, DNS_PORT = "127.192.0.10", 53
 
 
 def _udp_bindable(bind: str, port: int) -> bool:

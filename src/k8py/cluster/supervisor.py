@@ -41,7 +41,10 @@ from typing import Any, Callable
 import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr, zygote_spec
+from k8py.cluster.spec import (
+    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr,
+    kubernetes_service_ip, pick_service_cidr, service_cidr_for, zygote_spec,
+)
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
@@ -88,10 +91,17 @@ class Supervisor:
         self._clock = clock
         self._t0 = clock()
         previous = read_state(spec.data_dir) or {}
-        self.ports = all_ports(spec, previous.get("ports"))
-        #: the pod range, fixed at the first start (the Nodes' podCIDRs come from it)
+        #: the pod and Service ranges, fixed at the first start (Nodes' podCIDRs and
+        #: Services' cluster IPs come from them; a cluster from before serviceCIDR was
+        #: recorded keeps the API server's default range)
         self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
-        self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr)]
+        if spec.pod_network == "cni":
+            self.service_cidr = service_cidr_for(self.cluster_cidr)
+        else:
+            self.service_cidr = previous.get("serviceCIDR") or (DEFAULT_SERVICE_CIDR if previous else pick_service_cidr(spec))
+        self.ports = all_ports(spec, previous.get("ports"), service_cidr=self.service_cidr)
+        self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
+                                                                service_cidr=self.service_cidr)]
         self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
         self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
@@ -116,7 +126,7 @@ class Supervisor:
     def _write_state(self, *, stopped: bool = False) -> None:
         state: dict[str, Any] = {
             "pid": os.getpid(), "api": self.api_url, "kubeconfig": self.spec.kubeconfig, "dataDir": self.spec.data_dir,
-            "ports": self.ports, "clusterCIDR": self.cluster_cidr, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
+            "ports": self.ports, "clusterCIDR": self.cluster_cidr, "serviceCIDR": self.service_cidr, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
             "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
             "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
                                          "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
@@ -210,7 +220,7 @@ class Supervisor:
         # the certificates, and every kubeconfig written now, so that no
         # component ever reads an old one (a resumed cluster on a new port)
         await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
-                                service_ip=self.spec.service_ip(self.cluster_cidr), nodes=self.spec.certificate_nodes(),
+                                service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
                                 simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
         await self._start_zygote()
         api, *rest = self.components

@@ -12,7 +12,8 @@ images present, and the conditions read from the host:
 
 Registration creates the Node, or, if it exists, merges our labels into it
 (upstream reconciles a few fields the same way). Status is patched when it
-changes, and otherwise every ``node_status_report_frequency`` (5 min) —
+changes or the Node's conditions differ from the kubelet's (the node
+lifecycle controller marked it Unknown), and otherwise every ``node_status_report_frequency`` (5 min) —
 the Lease (``node_lease``) is the cheap heartbeat, as upstream since 1.17.
 
 ``spec.podCIDR`` is read back from the Node on every check: when node IPAM
@@ -216,10 +217,15 @@ class NodeStatusReporter:
         conditions = node_conditions(host)
         comparable = (conditions, fresh["status"]["capacity"], fresh["status"]["allocatable"], fresh["status"]["images"])
         now_mono = time.monotonic()
-        if not force and comparable == self._last_sent and now_mono - self._last_report < self.config.node_status_report_frequency:
+        previous = {c["type"]: c for c in ((node.get("status") or {}).get("conditions") or [])}
+        # compared with the Node as the API has it, not only with what was last sent, as upstream's
+        # nodeStatusHasChanged: the node lifecycle controller sets Ready Unknown while the kubelet is
+        # unreachable, and a kubelet back must say Ready again at once, not at the next report
+        drifted = any((previous.get(c["type"]) or {}).get("status") != c["status"] for c in conditions)
+        if not force and not drifted and comparable == self._last_sent and \
+                now_mono - self._last_report < self.config.node_status_report_frequency:
             return
         now = rfc3339()
-        previous = {c["type"]: c for c in ((node.get("status") or {}).get("conditions") or [])}
         stamped = []
         for c in conditions:
             old = previous.get(c["type"])

@@ -1,4 +1,5 @@
-"""Subresources: ``status``, ``scale``, ``binding`` and a namespace's ``finalize``.
+"""Subresources: ``status``, ``scale``, ``binding``, a namespace's ``finalize``
+and a pod's ``ephemeralcontainers``.
 
 - ``/status`` reads like the main resource; writes change only ``status``
   (``Strategy.prepare_for_status_update``).
@@ -7,6 +8,9 @@
   the replica count, guarded by the Scale's resourceVersion if it has one.
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
   the pod ``PodScheduled``; a pod already bound is a 409.
+- ``pods/ephemeralcontainers`` reads the Pod; writes (PUT, PATCH) change
+  only ``spec.ephemeralContainers``, additions only
+  (:mod:`k8py.apiserver.validation.ephemeral`).
 - ``namespaces/finalize`` (PUT) replaces ``spec.finalizers``; a terminating
   namespace left with no finalizer is deleted by that update.
 - ``serviceaccounts/token`` (POST a TokenRequest) signs a bound token
@@ -77,6 +81,19 @@ async def serve(
 
 def _not_allowed(ctx: RequestContext, d: ResourceDefinition, sub: str) -> MethodNotAllowed:
     return MethodNotAllowed(f"{ctx.request.method} is not supported on {d.plural}/{sub}")
+
+
+async def _ephemeral_containers(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition,
+                                verb: str) -> web.StreamResponse:
+    """``pods/NAME/ephemeralcontainers``: a Pod whose writes change only
+    ``spec.ephemeralContainers`` (the strategy narrows and validates them)."""
+    if verb == "get":
+        return object_response(d, await host.store.get(d, ctx.namespace, ctx.path.name), ctx.fmt)
+    if verb == "update":
+        return await host.update(ctx, subresource="ephemeralcontainers")
+    if verb == "patch":
+        return await host.patch(ctx, subresource="ephemeralcontainers")
+    raise _not_allowed(ctx, d, "ephemeralcontainers")
 
 
 async def _status(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinition, verb: str) -> web.StreamResponse:
@@ -325,6 +342,7 @@ async def _kubelet_stream(host: SubresourceHost, ctx: RequestContext, d: Resourc
 #: subresource name -> its handler (a kind serves those its definition lists)
 SUBRESOURCES: dict[str, SubresourceHandler] = {
     "status": _status,
+    "ephemeralcontainers": _ephemeral_containers,
     "scale": _scale,
     "binding": _bind,
     "eviction": evict,

@@ -44,6 +44,7 @@ _SUBRESOURCE_VERBS = {
     "binding": ("create",),
     "eviction": ("create",),
     "finalize": ("update",),
+    "ephemeralcontainers": ("get", "patch", "update"),
     "token": ("create",),
     "approval": ("get", "patch", "update"),
     "exec": ("create", "get"),

@@ -70,7 +70,7 @@ DEFINITIONS = [
         namespaced=True,
         short_names=("po",),
         categories=("all",),
-        subresources=frozenset({"status", "binding", "eviction", "log", "exec", "attach", "portforward", "proxy"}),
+        subresources=frozenset({"status", "binding", "eviction", "ephemeralcontainers", "log", "exec", "attach", "portforward", "proxy"}),
         strategy=PodStrategy("", "v1", "Pod", has_status=True, return_deleted_object=True),
         field_getters=POD_FIELDS,
         indexed_field="spec.nodeName",

@@ -16,6 +16,7 @@ from k8py.api.errors import Cause, Conflict
 from k8py.apiserver.defaults import apply_defaults
 from k8py.apiserver.registry import Strategy
 from k8py.apiserver.validation import validate
+from k8py.apiserver.validation.ephemeral import validate_ephemeral_containers_update
 
 Object = dict[str, Any]
 
@@ -93,6 +94,30 @@ class PodStrategy(StandardStrategy):
         if (obj.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
             return 0
         return grace
+
+    def prepare_for_subresource_update(self, subresource: str, obj: Object, old: Object) -> None:
+        if subresource != "ephemeralcontainers":
+            return
+        # only spec.ephemeralContainers comes from the request (upstream's
+        # podEphemeralContainersStrategy): everything else is the stored pod
+        ephemeral = (obj.get("spec") or {}).get("ephemeralContainers")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        obj.clear()
+        obj.update(old)
+        obj["metadata"] = dict(old.get("metadata") or {})
+        if rv:
+            obj["metadata"]["resourceVersion"] = rv
+        obj["spec"] = dict(old.get("spec") or {})
+        if ephemeral:
+            obj["spec"]["ephemeralContainers"] = ephemeral
+        else:
+            obj["spec"].pop("ephemeralContainers", None)
+        self.default(obj)
+
+    def validate_subresource_update(self, subresource: str, obj: Object, old: Object) -> list[Cause]:
+        if subresource == "ephemeralcontainers":
+            return validate_ephemeral_containers_update(obj, old)
+        return []
 
 
 def _qos_class(pod: Object) -> str:

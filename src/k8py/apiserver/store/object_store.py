@@ -409,7 +409,9 @@ class ObjectStore:
             if subresource == "status":
                 strategy.prepare_for_status_update(new, old)
             elif subresource:
-                pass  # internal writers (pods/binding) own both spec and status
+                # internal writers (pods/binding) own both spec and status; others
+                # (pods/ephemeralcontainers) are narrowed by the strategy
+                strategy.prepare_for_subresource_update(subresource, new, old)
             else:
                 if apply_defaults and not defaulted:
                     strategy.default(new)
@@ -423,6 +425,8 @@ class ObjectStore:
                 # internal writers (pods/binding) change what the update rules
                 # forbid (spec.nodeName), as upstream's binding REST does
                 causes += strategy.validate_update(new, old)
+            else:
+                causes += strategy.validate_subresource_update(subresource, new, old)
             raise_if_invalid(definition, new, causes)
             fill_go_fields(definition.api_version, definition.kind, new)
             if admission is not None:
