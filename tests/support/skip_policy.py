@@ -24,6 +24,7 @@ OUTSIDE_CI_REASONS: dict[str, str] = {
     ETCD_MISSING: "the etcd backend's tests need the etcd binary",
     KUBECTL_MISSING: "the e2e tests drive the real kubectl",
     "needs root: the kubelet runs OCI containers on an overlay rootfs": "a rootless node runs pulled images read-only; CI runs as root",
+    "containerd tests need root, Debian's containerd and containernetworking-plugins": "containerd's CRI needs root (runc, mounts, netns); CI is root and installs containerd",
     POD_NETWORK_MISSING: "network namespaces, bridges and nftables need root; CI is root and installs the packages",
 }
 

@@ -1,0 +1,152 @@
+"""An asyncio CRI v1 client: ``RuntimeService`` and ``ImageService`` over a unix socket.
+
+The kubelet talks to containerd (or any CRI v1 runtime) through this. It is a
+thin layer over the generated stubs: one channel, both services, each call
+with a deadline, and gRPC failures turned into the errors the kubelet's
+runtime protocols use (:class:`~k8py.kubelet.runtime.protocols.NotFoundError`
+for ``NOT_FOUND``, :class:`CRIError` otherwise, carrying the gRPC code and the
+runtime's message so the operator sees what containerd said).
+
+Invariants:
+- the endpoint is ``unix:///absolute/path.sock`` (upstream's
+  ``--container-runtime-endpoint`` form); anything else is refused up front;
+- calls never block the event loop (``grpc.aio``); cancellation propagates;
+- :meth:`CRIClient.close` closes the channel; the client is an async context
+  manager.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from grpc import aio
+
+from k8py.kubelet.runtime.cri.api import runtime_v1_pb2 as pb
+from k8py.kubelet.runtime.cri.api import runtime_v1_pb2_grpc as pb_grpc
+from k8py.kubelet.runtime.protocols import NotFoundError
+
+__all__ = ["CRIClient", "CRIError", "pb", "parse_endpoint"]
+
+log = logging.getLogger(__name__)
+
+#: the CRI API version the client speaks (VersionRequest.version)
+API_VERSION = "v1"
+
+
+class CRIError(RuntimeError):
+    """A CRI call failed: ``code`` is the gRPC status code, ``details`` the runtime's message."""
+
+    def __init__(self, method: str, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"CRI {method} failed ({code.name}): {details}")
+        self.method = method
+        self.code = code
+        self.details = details
+
+
+def parse_endpoint(endpoint: str) -> str:
+    """Validate ``unix:///path`` and return the gRPC target for it."""
+    if not endpoint.startswith("unix:///"):
+        raise ValueError(f"container runtime endpoint {endpoint!r}: expected unix:///absolute/path/to/runtime.sock "
+                         "(e.g. unix:///run/containerd/containerd.sock)")
+    return endpoint
+
+
+class CRIClient:
+    """Both CRI services on one channel; every method is a coroutine taking and returning protobuf messages."""
+
+    def __init__(self, endpoint: str, *, timeout: float = 120.0) -> None:
+        self.endpoint = parse_endpoint(endpoint)
+        self.timeout = timeout
+        self._channel = aio.insecure_channel(self.endpoint, options=[("grpc.max_receive_message_length", 16 << 20)])
+        self._runtime = pb_grpc.RuntimeServiceStub(self._channel)
+        self._images = pb_grpc.ImageServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "CRIClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, stub: Any, method: str, request: Any, timeout: float | None) -> Any:
+        try:
+            return await getattr(stub, method)(request, timeout=timeout or self.timeout)
+        except aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                raise NotFoundError(f"CRI {method}: {e.details()}") from e
+            raise CRIError(method, e.code(), e.details() or "") from e
+
+    # --- RuntimeService ---------------------------------------------------------------
+
+    async def version(self, *, timeout: float | None = None) -> pb.VersionResponse:
+        return await self._call(self._runtime, "Version", pb.VersionRequest(version=API_VERSION), timeout)
+
+    async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
+        return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
+
+    async def run_pod_sandbox(self, config: pb.PodSandboxConfig, *, runtime_handler: str = "",
+                              timeout: float | None = None) -> str:
+        req = pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler)
+        return (await self._call(self._runtime, "RunPodSandbox", req, timeout)).pod_sandbox_id
+
+    async def stop_pod_sandbox(self, sandbox_id: str, *, timeout: float | None = None) -> None:
+        await self._call(self._runtime, "StopPodSandbox", pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout)
+
+    async def remove_pod_sandbox(self, sandbox_id: str, *, timeout: float | None = None) -> None:
+        await self._call(self._runtime, "RemovePodSandbox", pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout)
+
+    async def pod_sandbox_status(self, sandbox_id: str, *, timeout: float | None = None) -> pb.PodSandboxStatus:
+        req = pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id)
+        return (await self._call(self._runtime, "PodSandboxStatus", req, timeout)).status
+
+    async def list_pod_sandbox(self, *, timeout: float | None = None) -> list[pb.PodSandbox]:
+        return list((await self._call(self._runtime, "ListPodSandbox", pb.ListPodSandboxRequest(), timeout)).items)
+
+    async def create_container(self, sandbox_id: str, config: pb.ContainerConfig, sandbox_config: pb.PodSandboxConfig,
+                               *, timeout: float | None = None) -> str:
+        req = pb.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config)
+        return (await self._call(self._runtime, "CreateContainer", req, timeout)).container_id
+
+    async def start_container(self, container_id: str, *, timeout: float | None = None) -> None:
+        await self._call(self._runtime, "StartContainer", pb.StartContainerRequest(container_id=container_id), timeout)
+
+    async def stop_container(self, container_id: str, grace: int, *, timeout: float | None = None) -> None:
+        req = pb.StopContainerRequest(container_id=container_id, timeout=grace)
+        await self._call(self._runtime, "StopContainer", req, timeout or max(self.timeout, grace + 30))
+
+    async def remove_container(self, container_id: str, *, timeout: float | None = None) -> None:
+        await self._call(self._runtime, "RemoveContainer", pb.RemoveContainerRequest(container_id=container_id), timeout)
+
+    async def list_containers(self, sandbox_id: str = "", *, timeout: float | None = None) -> list[pb.Container]:
+        req = pb.ListContainersRequest(filter=pb.ContainerFilter(pod_sandbox_id=sandbox_id))
+        return list((await self._call(self._runtime, "ListContainers", req, timeout)).containers)
+
+    async def container_status(self, container_id: str, *, timeout: float | None = None) -> pb.ContainerStatus:
+        req = pb.ContainerStatusRequest(container_id=container_id)
+        return (await self._call(self._runtime, "ContainerStatus", req, timeout)).status
+
+    # --- ImageService -----------------------------------------------------------------
+
+    async def pull_image(self, image: str, *, username: str = "", password: str = "",
+                         sandbox_config: pb.PodSandboxConfig | None = None, timeout: float | None = None) -> str:
+        req = pb.PullImageRequest(image=pb.ImageSpec(image=image))
+        if username:
+            req.auth.CopyFrom(pb.AuthConfig(username=username, password=password))
+        if sandbox_config is not None:
+            req.sandbox_config.CopyFrom(sandbox_config)
+        return (await self._call(self._images, "PullImage", req, timeout)).image_ref
+
+    async def image_status(self, image: str, *, timeout: float | None = None) -> pb.Image | None:
+        """The image, or None when the runtime does not have it (CRI returns an empty image then)."""
+        resp = await self._call(self._images, "ImageStatus", pb.ImageStatusRequest(image=pb.ImageSpec(image=image)), timeout)
+        return resp.image if resp.HasField("image") and resp.image.id else None
+
+    async def list_images(self, *, timeout: float | None = None) -> list[pb.Image]:
+        return list((await self._call(self._images, "ListImages", pb.ListImagesRequest(), timeout)).images)
+
+    async def remove_image(self, image: str, *, timeout: float | None = None) -> None:
+        await self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image)), timeout)

@@ -1,0 +1,36 @@
+"""A real containerd (tests/support/containerd.py) with a local registry holding the sandbox image."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Iterator
+
+import pytest
+
+from tests.support.containerd import Containerd, containerd_missing
+from tests.support.oci_registry import Registry, busybox_layer, image
+
+CONTAINERD_MISSING = "containerd tests need root, Debian's containerd and containernetworking-plugins"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Iterator[Registry]:
+    missing = containerd_missing()
+    if missing:
+        pytest.skip(f"{CONTAINERD_MISSING}: {missing}")
+    with Registry(str(tmp_path_factory.mktemp("registry"))) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def containerd(registry: Registry) -> Iterator[Containerd]:
+    # a short path: containerd's socket and the netns paths must fit a unix socket name
+    workdir = tempfile.mkdtemp(prefix="k8cri-", dir="/tmp")
+    pause = registry.push("k8py/pause", "1", image([busybox_layer()], entrypoint=["/bin/sleep", "2147483647"]))
+    ctrd = Containerd(workdir, sandbox_image=pause, registries=[registry.host])
+    try:
+        with ctrd:
+            yield ctrd
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
