@@ -14,6 +14,8 @@ A pure function from the pod spec and what the runtime reports to a
   non-zero exit, Never → never;
 - a container whose liveness or startup probe failed is killed (and then
   restarted by the same rule);
+- ephemeral containers (``kubectl debug``) start once the sandbox exists,
+  even before initialisation ends, and are never restarted (upstream);
 - a running container whose image no longer matches the spec (``kubectl set
   image`` on a pod) is killed and started again from the new image, without
   back-off.
@@ -38,6 +40,8 @@ class PodActions:
     start_init: list[str] = field(default_factory=list)
     #: regular containers (and sidecars to restart) to start, in spec order
     start: list[str] = field(default_factory=list)
+    #: ephemeral containers never started yet (each runs at most once)
+    start_ephemeral: list[str] = field(default_factory=list)
     #: container id -> why it is killed
     kill: dict[str, str] = field(default_factory=dict)
     #: every regular init container completed and every sidecar started
@@ -76,6 +80,8 @@ def compute_pod_actions(
             if why:
                 actions.kill[cs.id] = why
 
+    if sandbox_ready:
+        actions.start_ephemeral = [c["name"] for c in spec.get("ephemeralContainers") or [] if latest.get(c["name"]) is None]
     initialized = True
     for c in spec.get("initContainers") or []:
         name = c["name"]

@@ -57,6 +57,8 @@ class PodView:
     runtime_name: str
     init: list[ContainerView] = field(default_factory=list)
     containers: list[ContainerView] = field(default_factory=list)
+    #: ephemeral containers (debuggers): reported, never counted for phase or readiness
+    ephemeral: list[ContainerView] = field(default_factory=list)
     #: set once the pod reached a terminal phase (it never leaves it)
     terminal_phase: str = ""
     reason: str = ""
@@ -258,6 +260,10 @@ def build_pod_status(view: PodView, *, now: float | None = None) -> dict[str, An
         status["podIPs"] = [{"ip": view.pod_ip}]
     if init_st:
         status["initContainerStatuses"] = init_st
+    if view.ephemeral:
+        status["ephemeralContainerStatuses"] = [
+            st | {"ready": False} for st in container_statuses(view.ephemeral, view.runtime_name, default_waiting="ContainerCreating")
+        ]
     if view.reason:
         status["reason"] = view.reason
     if view.message:

@@ -72,6 +72,11 @@ def _by_name(containers: Sequence[ContainerStatus]) -> tuple[dict[str, Container
     return latest, previous
 
 
+def _all_containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Init, regular and ephemeral containers (names are unique across all three)."""
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or []), *(spec.get("ephemeralContainers") or [])]
+
+
 class PodSyncer:
     def __init__(self, *, runtime: Runtime, config: KubeletConfig, status: StatusManager, volumes: VolumeManager,
                  event: Callable[[Mapping[str, Any], str, str, str], None], get_object: Callable[[str, str, str], Awaitable[Any]],
@@ -189,9 +194,13 @@ class PodSyncer:
         if actions.init_failed:
             self.publish(w, pod_ip, ready, await self._containers(w))
             return None
-        specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+        specs = {c["name"]: c for c in _all_containers(spec)}
         paths = w.memo.get("volume-paths") or {}
         latest, _ = _by_name(await self._containers(w))
+        for name in actions.start_ephemeral:
+            delay = await start_container(self, w, specs[name], None, paths, pod_ip)
+            if delay is not None:
+                wakes.append(delay)
         for name in actions.start_init + actions.start:
             delay = await start_container(self, w, specs[name], latest.get(name), paths, pod_ip)
             if delay is not None:
@@ -230,7 +239,7 @@ class PodSyncer:
     @staticmethod
     def _spec_of(w: PodWorker, name: str) -> Mapping[str, Any] | None:
         spec = w.pod.get("spec") or {}
-        return next((c for c in (spec.get("initContainers") or []) + (spec.get("containers") or []) if c["name"] == name), None)
+        return next((c for c in _all_containers(spec) if c["name"] == name), None)
 
     def _grace(self, w: PodWorker) -> float:
         meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
@@ -257,18 +266,19 @@ class PodSyncer:
         self.prober.stop_container(cid)
 
     def publish(self, w: PodWorker, pod_ip: str, sandbox_ready: bool, containers: Sequence[ContainerStatus] = ()) -> None:
-        init, main = self._views(w, containers)
+        init, main, ephemeral = self._views(w, containers)
         if w.terminal_phase:
-            for v in init + main:
+            for v in init + main + ephemeral:
                 if v.latest is not None and v.latest.state is ContainerState.EXITED:
                     v.waiting_reason = v.waiting_message = ""
         status = build_pod_status(PodView(
             pod=w.pod, sandbox_ready=sandbox_ready, pod_ip=pod_ip, host_ip=self.config.address, runtime_name=self.runtime_name,
-            init=init, containers=main, terminal_phase=w.terminal_phase, reason=w.reason, message=w.message,
+            init=init, containers=main, ephemeral=ephemeral, terminal_phase=w.terminal_phase, reason=w.reason, message=w.message,
             start_time=w.start_time, initialized=w.initialized))
         self.status.set_status(w.pod, status)
 
-    def _views(self, w: PodWorker, containers: Sequence[ContainerStatus]) -> tuple[list[ContainerView], list[ContainerView]]:
+    def _views(self, w: PodWorker, containers: Sequence[ContainerStatus]
+               ) -> tuple[list[ContainerView], list[ContainerView], list[ContainerView]]:
         latest, previous = _by_name(containers)
         spec = w.pod.get("spec") or {}
 
@@ -280,7 +290,8 @@ class PodSyncer:
             return ContainerView(c["name"], c.get("image", ""), cs, prev, reason, message,
                                  ready=running and self.prober.ready(cs.id) and self.prober.started(cs.id) if cs else False,
                                  started=running and self.prober.started(cs.id) if cs else False)
-        return [view(c) for c in spec.get("initContainers") or []], [view(c) for c in spec.get("containers") or []]
+        return ([view(c) for c in spec.get("initContainers") or []], [view(c) for c in spec.get("containers") or []],
+                [view(c) for c in spec.get("ephemeralContainers") or []])
 
     def _with_message(self, w: PodWorker, c: Mapping[str, Any], cs: ContainerStatus | None) -> ContainerStatus | None:
         """terminationMessagePath's content (at most 4096 bytes), or with FallbackToLogsOnError
@@ -309,7 +320,7 @@ class PodSyncer:
         grace = self._grace(w) if not w.removed else min(self._grace(w), 2.0)
         ready, pod_ip = await self._sandbox(w)
         running = {cs.name: cs for cs in await self._containers(w) if cs.state is ContainerState.RUNNING}
-        specs = {c["name"]: c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])}
+        specs = {c["name"]: c for c in _all_containers(spec)}
         sidecars = [c["name"] for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
         deadline = time.monotonic() + grace
 

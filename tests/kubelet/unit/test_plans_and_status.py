@@ -168,3 +168,21 @@ def test_a_new_image_in_the_spec_restarts_the_running_container() -> None:
     p["spec"]["containers"][0]["image"] = "busybox:1.37"
     a = plan(p, {"a": cs("a", ContainerState.RUNNING, cid="x")}, initialized=True)
     assert "definition changed" in a.kill["x"] and a.start == ["a"]
+
+
+def test_ephemeral_containers_start_once_even_before_init_ends_and_never_count_for_the_phase() -> None:
+    p = pod("Always", init=[{"name": "i1"}])
+    p["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox"}]
+    assert plan(p, {}, ready=False).start_ephemeral == []  # no sandbox yet
+    running_init = plan(p, {"i1": cs("i1", ContainerState.RUNNING)})
+    assert running_init.start_ephemeral == ["dbg"] and not running_init.initialized
+    exited = {"i1": cs("i1", ContainerState.EXITED), "a": cs("a", ContainerState.RUNNING), "dbg": cs("dbg", ContainerState.EXITED, code=1)}
+    assert plan(p, exited).start_ephemeral == [] and "dbg" not in plan(p, exited).start  # never restarted
+    status = build_pod_status(PodView(
+        pod=p, sandbox_ready=True, pod_ip="127.1.0.2", host_ip="127.0.0.1", runtime_name="process",
+        init=[ContainerView("i1", "busybox", exited["i1"])], containers=[ContainerView("a", "busybox", exited["a"], ready=True, started=True)],
+        ephemeral=[ContainerView("dbg", "busybox", exited["dbg"])], initialized=True))
+    assert status["phase"] == "Running"
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in status["conditions"])
+    (eph,) = status["ephemeralContainerStatuses"]
+    assert eph["name"] == "dbg" and eph["state"]["terminated"]["exitCode"] == 1 and eph["ready"] is False

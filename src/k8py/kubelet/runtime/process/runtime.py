@@ -24,6 +24,7 @@ import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
 from k8py.kubelet.runtime.process import container_exec, launcher, oci_container
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
+from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
 from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
@@ -31,7 +32,7 @@ from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
-    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus, RuntimeInfo,
+    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus, RuntimeInfo, SandboxState,
 )
 
 __all__ = ["ProcessRuntime"]
@@ -59,6 +60,8 @@ class ProcessRuntime:
         self.sandboxes = Sandboxes(state_dir, node_ip=node_ip)
         #: per-pod network namespaces (--pod-network=cni); None: every pod on the host's network
         self.network = network
+        #: hostPort relays of the loopback pod network (a CNI network maps them itself)
+        self.host_ports = HostPorts(node_ip)
         self._containers: dict[str, dict[str, Any]] = {}
         self._exited: dict[str, asyncio.Event] = {}
         self._logs: dict[str, ContainerLog] = {}
@@ -89,6 +92,13 @@ class ProcessRuntime:
             else:
                 self._exited[rec["id"]].set()
         self.images.remember(c["image"] for c in self._containers.values())
+        for sb in self.sandboxes.records.values():
+            cfg = sb["config"]
+            if sb["state"] == SandboxState.READY.value and cfg.get("port_mappings") and not cfg.get("host_network") and not sb.get("netns"):
+                try:
+                    await self.host_ports.open(sb["id"], sb["ip"], [tuple(m) for m in cfg["port_mappings"]])
+                except RuntimeErrorStatus as err:
+                    logger.warning("hostPort not re-opened", extra={"sandbox": sb["id"], "error": err.message})
         self.images.start_gc(lambda: {c["image_id"] for c in self._containers.values() if c.get("image_id")})
 
     def _adopt(self, rec: dict[str, Any]) -> None:
@@ -130,6 +140,7 @@ class ProcessRuntime:
             log.close()
         self.cgroups.close()
         await self.images.close()
+        await self.host_ports.close_all()
         if self.network is not None and not self.sandboxes.records:
             await self.network.cleanup()  # no pod left to adopt: the bridge and its routes go too
 
@@ -155,12 +166,24 @@ class ProcessRuntime:
         except OSError as err:
             raise RuntimeErrorStatus("FailedCreatePodSandBox", f"cannot create the pod cgroup {config.cgroup_parent}: {err}") from err
         if self.network is None or config.host_network:
-            return self.sandboxes.create(config)
+            loopback_ports = self.network is None and not config.host_network and any(m[2] for m in config.port_mappings)
+            if loopback_ports:
+                check_mappings(config.port_mappings)
+            sid = self.sandboxes.create(config)
+            if loopback_ports:
+                try:
+                    await self.host_ports.open(sid, self.sandboxes.get(sid)["ip"], config.port_mappings)
+                except RuntimeErrorStatus:
+                    self.sandboxes.mark_stopped(sid)
+                    self.sandboxes.delete(sid)
+                    raise
+            return sid
         sid = secrets.token_hex(32)
         return self.sandboxes.create(config, network=await self.network.setup(sid, config), sid=sid)
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
         self.sandboxes.get(sandbox_id)
+        self.host_ports.close(sandbox_id)
         running = [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id and c["state"] == ContainerState.RUNNING.value]
         await asyncio.gather(*(self.stop_container(c["id"], 0) for c in running))
         sb = self.sandboxes.get(sandbox_id)

@@ -61,7 +61,8 @@ class Sandboxes:
                "config": {"name": config.name, "namespace": config.namespace, "uid": config.uid, "attempt": config.attempt,
                           "hostname": config.hostname, "log_directory": config.log_directory, "labels": dict(config.labels),
                           "annotations": dict(config.annotations), "host_network": config.host_network,
-                          "cgroup_parent": config.cgroup_parent}}
+                          "cgroup_parent": config.cgroup_parent,
+                          "port_mappings": [list(m) for m in config.port_mappings]}}
         self.records[sid] = rec
         os.makedirs(config.log_directory, exist_ok=True)
         write_record(os.path.join(self.dir, f"{sid}.json"), rec)
