@@ -89,6 +89,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cni-bin-dir", default="/usr/lib/cni:/opt/cni/bin", help="with --pod-network=cni: where the CNI plugins are")
     p.add_argument("--service-cluster-ip-range", default="",
                    help="with --pod-network=cni: the Service range, routed onto the pod bridge so no Service packet leaves the machine")
+    p.add_argument("--container-runtime-endpoint", default="",
+                   help="run pods on a CRI v1 runtime at unix:///path.sock (containerd) instead of k8py's process runtime; "
+                        "the runtime's own CNI config networks the pods (needs grpcio: pip install 'k8py[grpc]')")
+    p.add_argument("--cgroup-root", default="/k8py",
+                   help="with --container-runtime-endpoint: the cgroup (cgroupfs) that pod cgroups go below")
+    p.add_argument("--runtime-relist-period", type=float, default=1.0,
+                   help="with --container-runtime-endpoint: seconds between container relists (the generic PLEG)")
     p.add_argument("--no-cgroups", action="store_true", help="do not enforce resource limits with cgroups (they are then only recorded)")
     p.add_argument("--container-log-max-size", default=None, help="rotate a container log past this size (default: 10Mi)")
     p.add_argument("--container-log-max-files", type=int, default=None, help="log files kept per container (default: 5)")
@@ -215,11 +222,16 @@ async def _main(args: argparse.Namespace) -> int:
 
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
-            runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
-                                     node_ip=config.address, log_max_size=config.container_log_max_size,
-                                     log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
-                                     use_cgroups=not args.no_cgroups, images=_images(config, catalog),
-                                     network=network)
+            if args.container_runtime_endpoint:
+                runtime = await _cri_runtime(args)
+                if runtime is None:
+                    return 2
+            else:
+                runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
+                                         node_ip=config.address, log_max_size=config.container_log_max_size,
+                                         log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                         use_cgroups=not args.no_cgroups, images=_images(config, catalog),
+                                         network=network)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())
@@ -244,6 +256,30 @@ async def _main(args: argparse.Namespace) -> int:
         return 1
     finally:
         await client.close()
+
+
+async def _cri_runtime(args: argparse.Namespace) -> Any:
+    """The CRI runtime at --container-runtime-endpoint, connected; None (after saying why) when it cannot be."""
+    try:
+        from k8py.kubelet.runtime.cri.client import CRIClient
+        from k8py.kubelet.runtime.cri.runtime import CRIRuntime
+    except ImportError as e:
+        print(f"k8py kubelet: --container-runtime-endpoint needs grpcio and protobuf>=7.35 ({e}); "
+              "install them with: pip install 'k8py[grpc]'", file=sys.stderr)
+        return None
+    from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
+
+    try:
+        client = CRIClient(args.container_runtime_endpoint)
+    except ValueError as e:
+        print(f"k8py kubelet: {e}", file=sys.stderr)
+        return None
+    try:
+        return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period).connect()
+    except RuntimeErrorStatus as e:
+        await client.close()
+        print(f"k8py kubelet: {e.message}", file=sys.stderr)
+        return None
 
 
 def _images(config: Any, catalog: Any) -> Any:

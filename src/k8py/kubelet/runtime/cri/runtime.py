@@ -94,6 +94,7 @@ class CRIRuntime:
                                           host_port=hport, host_ip=hip) for proto, cport, hport, hip in c.port_mappings])
         cfg.linux.cgroup_parent = f"{self.cgroup_root}/{c.cgroup_parent.strip('/')}" if c.cgroup_parent else self.cgroup_root
         cfg.linux.resources.CopyFrom(_resources(c.resources))
+        cfg.linux.security_context.namespace_options.pid = pb.CONTAINER  # as upstream without shareProcessNamespace
         return cfg
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
@@ -147,6 +148,8 @@ class CRIRuntime:
             labels=dict(c.labels), annotations=dict(c.annotations), log_path=c.log_path,
             stdin=c.stdin, stdin_once=c.stdin_once, tty=c.tty)
         cfg.linux.resources.CopyFrom(_resources(c.resources))
+        # the proto default (POD) would put every container in the sandbox's pid namespace, under pause
+        cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
         if c.run_as_user is not None:
             cfg.linux.security_context.run_as_user.value = c.run_as_user
         if c.run_as_group is not None:

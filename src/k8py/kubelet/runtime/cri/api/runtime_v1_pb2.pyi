@@ -13,6 +13,13 @@ class Protocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UDP: _ClassVar[Protocol]
     SCTP: _ClassVar[Protocol]
 
+class NamespaceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    POD: _ClassVar[NamespaceMode]
+    CONTAINER: _ClassVar[NamespaceMode]
+    NODE: _ClassVar[NamespaceMode]
+    TARGET: _ClassVar[NamespaceMode]
+
 class PodSandboxState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SANDBOX_READY: _ClassVar[PodSandboxState]
@@ -27,6 +34,10 @@ class ContainerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 TCP: Protocol
 UDP: Protocol
 SCTP: Protocol
+POD: NamespaceMode
+CONTAINER: NamespaceMode
+NODE: NamespaceMode
+TARGET: NamespaceMode
 SANDBOX_READY: PodSandboxState
 SANDBOX_NOTREADY: PodSandboxState
 CONTAINER_CREATED: ContainerState
@@ -110,13 +121,31 @@ class LinuxContainerResources(_message.Message):
     oom_score_adj: int
     def __init__(self, cpu_period: _Optional[int] = ..., cpu_quota: _Optional[int] = ..., cpu_shares: _Optional[int] = ..., memory_limit_in_bytes: _Optional[int] = ..., oom_score_adj: _Optional[int] = ...) -> None: ...
 
+class NamespaceOption(_message.Message):
+    __slots__ = ("network", "pid", "ipc")
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    IPC_FIELD_NUMBER: _ClassVar[int]
+    network: NamespaceMode
+    pid: NamespaceMode
+    ipc: NamespaceMode
+    def __init__(self, network: _Optional[_Union[NamespaceMode, str]] = ..., pid: _Optional[_Union[NamespaceMode, str]] = ..., ipc: _Optional[_Union[NamespaceMode, str]] = ...) -> None: ...
+
+class LinuxSandboxSecurityContext(_message.Message):
+    __slots__ = ("namespace_options",)
+    NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    namespace_options: NamespaceOption
+    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ...) -> None: ...
+
 class LinuxPodSandboxConfig(_message.Message):
-    __slots__ = ("cgroup_parent", "resources")
+    __slots__ = ("cgroup_parent", "security_context", "resources")
     CGROUP_PARENT_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     cgroup_parent: str
+    security_context: LinuxSandboxSecurityContext
     resources: LinuxContainerResources
-    def __init__(self, cgroup_parent: _Optional[str] = ..., resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
+    def __init__(self, cgroup_parent: _Optional[str] = ..., security_context: _Optional[_Union[LinuxSandboxSecurityContext, _Mapping]] = ..., resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
 
 class PodSandboxConfig(_message.Message):
     __slots__ = ("metadata", "hostname", "log_directory", "dns_config", "port_mappings", "labels", "annotations", "linux")
@@ -334,14 +363,16 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class LinuxContainerSecurityContext(_message.Message):
-    __slots__ = ("run_as_user", "run_as_username", "run_as_group")
+    __slots__ = ("namespace_options", "run_as_user", "run_as_username", "run_as_group")
+    NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_USERNAME_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_GROUP_FIELD_NUMBER: _ClassVar[int]
+    namespace_options: NamespaceOption
     run_as_user: Int64Value
     run_as_username: str
     run_as_group: Int64Value
-    def __init__(self, run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...) -> None: ...
 
 class Int64Value(_message.Message):
     __slots__ = ("value",)

@@ -1,0 +1,73 @@
+"""``k8py kubelet --container-runtime-endpoint`` on a real containerd: a pod runs, succeeds, its logs read with kubectl."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Iterator
+
+import pytest
+
+from k8py.kubelet.runtime.cri.client import CRIClient
+from tests.kubelet.conftest import Node, start_node
+from tests.support.containerd import Containerd
+from tests.support.kube import official_client
+from tests.support.oci_registry import Registry, busybox_layer, image
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def cri_node(tmp_path_factory, containerd: Containerd) -> Iterator[Node]:
+    tmp = str(tmp_path_factory.mktemp("cri-node"))
+    server, kubelet, kubectl = start_node(tmp, extra=("--container-runtime-endpoint", containerd.endpoint,
+                                                      "--cgroup-root", containerd.cgroup_parent,
+                                                      "--runtime-relist-period", "0.3"))
+    api = official_client(server.url)
+    try:
+        yield Node(server, kubelet, kubectl, api)
+    finally:
+        api.close()
+        kubelet.stop()
+        server.stop()
+
+
+def sandboxes(ctrd: Containerd) -> list[str]:
+    async def ids() -> list[str]:
+        async with CRIClient(ctrd.endpoint) as cri:
+            return [s.metadata.name for s in await cri.list_pod_sandbox()]
+    return asyncio.run(ids())
+
+
+def test_pod_runs_and_succeeds_through_containerd(cri_node: Node, containerd: Containerd, registry: Registry) -> None:
+    ref = registry.push("k8py/e2e", "1", image([busybox_layer()]))
+    node = cri_node.core.read_node("node-1")
+    assert node.status.node_info.container_runtime_version.startswith("containerd://"), node.status.node_info
+    cri_node.core.create_namespace({"metadata": {"name": "cri"}})
+    cri_node.core.create_namespaced_pod("cri", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hello"},
+        "spec": {"nodeName": "node-1", "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": ref, "command": ["/bin/sh", "-c"],
+            "args": ["echo hello from containerd; echo pid1=$(cat /proc/1/comm); sleep 2; echo bye"],
+            "resources": {"limits": {"memory": "64Mi"}}}]}})
+    running = cri_node.wait_pod("cri", "hello", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    cs = running["status"]["containerStatuses"][0]
+    assert cs["containerID"].startswith("containerd://") and cs["imageID"].startswith(f"{registry.host}/k8py/e2e@sha256:")
+    assert running["status"]["podIP"].startswith(containerd.subnet.rsplit(".", 1)[0] + ".")
+    done = cri_node.wait_pod("cri", "hello", lambda p: p["status"].get("phase") == "Succeeded", timeout=120, what="Succeeded")
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["exitCode"] == 0 and term["reason"] == "Completed", term
+    deadline = time.monotonic() + 60
+    while True:
+        logs = cri_node.kubectl.run("logs", "-n", "cri", "hello", check=False)
+        if logs.returncode == 0 and "bye" in logs.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert logs.stdout.splitlines() == ["hello from containerd", "pid1=sh", "bye"], logs
+    assert "hello" in sandboxes(containerd)
+    cri_node.core.delete_namespaced_pod("hello", "cri", grace_period_seconds=0)
+    cri_node.wait_gone("cri", "hello", timeout=120)
+    deadline = time.monotonic() + 60
+    while "hello" in sandboxes(containerd) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "hello" not in sandboxes(containerd), "the kubelet left the pod's sandbox in containerd"
