@@ -169,8 +169,34 @@ class Containerd:
             if point.startswith(self.workdir + "/"):
                 subprocess.run(["umount", "-l", point], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        for controller in CGROUP_V1_CONTROLLERS + ("",):
-            self._rm_cgroup(os.path.join("/sys/fs/cgroup", controller, self.cgroup_parent.lstrip("/")))
+        # containers outlive their killed shims: end every process left in the test's cgroups, then remove them
+        roots = [os.path.join("/sys/fs/cgroup", c, self.cgroup_parent.lstrip("/")) for c in CGROUP_V1_CONTROLLERS + ("",)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = self._cgroup_pids(roots)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        for root in roots:
+            self._rm_cgroup(root)
+
+    @staticmethod
+    def _cgroup_pids(roots: list[str]) -> set[int]:
+        pids: set[int] = set()
+        for root in roots:
+            for d, _, files in os.walk(root):
+                if "cgroup.procs" in files:
+                    try:
+                        with open(os.path.join(d, "cgroup.procs")) as f:
+                            pids.update(int(p) for p in f.read().split())
+                    except OSError:
+                        pass
+        return pids
 
     @staticmethod
     def _rm_cgroup(path: str) -> None:

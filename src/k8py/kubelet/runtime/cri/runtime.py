@@ -1,0 +1,263 @@
+"""The kubelet's runtime protocols (:mod:`k8py.kubelet.runtime.protocols`) on a CRI runtime.
+
+:class:`CRIRuntime` turns each protocol call into the CRI call of the same
+name on :class:`~.client.CRIClient` and converts between k8py's dataclasses
+and the protobuf messages: times (CRI nanoseconds → Unix seconds), log paths
+(absolute here, relative to the sandbox's log directory in CRI), the pod
+cgroup (below ``cgroup_root``, cgroupfs driver), resources and run-as ids.
+
+Container events: this subset of CRI has no ``GetContainerEvents`` stream, so
+:meth:`CRIRuntime.container_events` is upstream's *generic* PLEG: it relists
+the containers every ``poll_interval`` seconds and yields an event for each
+state change it sees (created, started, stopped, deleted).
+
+Not done yet (they raise ``RuntimeErrorStatus`` saying so): exec/ExecSync
+(exec probes, hooks, ``kubectl exec``), attach, host-network pods.
+``port_forward_address`` is the pod IP (reachable from the node over the CNI
+bridge).
+
+Invariants: every CRI failure reaches the kubelet as NotFoundError or
+RuntimeErrorStatus with containerd's message; pulls try each credential in
+order and report the last failure as ``ErrImagePull``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import AsyncIterator, Sequence
+
+from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerEventType, ContainerState,
+                                            ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, NotFoundError,
+                                            PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
+                                            RuntimeInfo, SandboxState)
+
+__all__ = ["CRIRuntime"]
+
+log = logging.getLogger(__name__)
+
+_STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: ContainerState.RUNNING,
+           pb.CONTAINER_EXITED: ContainerState.EXITED, pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN}
+_PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
+
+
+def _seconds(ns: int) -> float:
+    return ns / 1e9 if ns else 0.0
+
+
+def _resources(r: Resources) -> pb.LinuxContainerResources:
+    return pb.LinuxContainerResources(cpu_period=r.cpu_period if r.cpu_quota else 0, cpu_quota=r.cpu_quota,
+                                      cpu_shares=r.cpu_shares, memory_limit_in_bytes=r.memory_limit)
+
+
+class CRIRuntime:
+    def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
+                 clock=time.time) -> None:
+        self.client = client
+        self.cgroup_root = "/" + cgroup_root.strip("/")
+        self.poll_interval = poll_interval
+        self._clock = clock
+        self._version: pb.VersionResponse | None = None
+
+    async def connect(self) -> "CRIRuntime":
+        """Ask the runtime for its version (fails fast with a clear message when the socket is wrong)."""
+        try:
+            self._version = await self.client.version(timeout=30)
+        except CRIError as e:
+            raise RuntimeErrorStatus("RuntimeUnavailable", f"no CRI runtime at {self.client.endpoint}: {e.details}; "
+                                     "is containerd running with its CRI plugin?") from e
+        return self
+
+    def info(self) -> RuntimeInfo:
+        v = self._version
+        name, version = (v.runtime_name, v.runtime_version) if v is not None else ("cri", "")
+        return RuntimeInfo(name, version, enforces_limits=True,
+                           isolation=f"{name} {version} over CRI v1 at {self.client.endpoint} (cgroups below {self.cgroup_root})")
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    # --- sandboxes ----------------------------------------------------------------------
+
+    def _sandbox_pb(self, c: PodSandboxConfig) -> pb.PodSandboxConfig:
+        if c.host_network:
+            raise RuntimeErrorStatus("CreatePodSandboxError", "hostNetwork pods are not supported on the CRI runtime yet; "
+                                     "run them on a kubelet with the process runtime")
+        cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=c.name, namespace=c.namespace, uid=c.uid, attempt=c.attempt),
+            hostname=c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
+            annotations=dict(c.annotations),
+            port_mappings=[pb.PortMapping(protocol=_PROTOCOLS.get(proto.upper(), pb.TCP), container_port=cport,
+                                          host_port=hport, host_ip=hip) for proto, cport, hport, hip in c.port_mappings])
+        cfg.linux.cgroup_parent = f"{self.cgroup_root}/{c.cgroup_parent.strip('/')}" if c.cgroup_parent else self.cgroup_root
+        cfg.linux.resources.CopyFrom(_resources(c.resources))
+        return cfg
+
+    async def update_runtime_config(self, *, pod_cidr: str) -> None:
+        log.info("pod CIDR %s: the CRI runtime's CNI configuration assigns pod IPs, not the kubelet", pod_cidr)
+
+    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        try:
+            return await self.client.run_pod_sandbox(self._sandbox_pb(config))
+        except CRIError as e:
+            raise RuntimeErrorStatus("CreatePodSandboxError", e.details) from e
+
+    async def stop_pod_sandbox(self, sandbox_id: str) -> None:
+        try:
+            await self.client.stop_pod_sandbox(sandbox_id)
+        except NotFoundError:
+            pass
+
+    async def remove_pod_sandbox(self, sandbox_id: str) -> None:
+        try:
+            await self.client.remove_pod_sandbox(sandbox_id)
+        except NotFoundError:
+            pass
+
+    async def pod_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus:
+        s = await self.client.pod_sandbox_status(sandbox_id)
+        m = s.metadata
+        return PodSandboxStatus(id=s.id, name=m.name, namespace=m.namespace, uid=m.uid, attempt=m.attempt,
+                                state=SandboxState.READY if s.state == pb.SANDBOX_READY else SandboxState.NOTREADY,
+                                created_at=_seconds(s.created_at), ip=s.network.ip,
+                                additional_ips=[ip.ip for ip in s.network.additional_ips],
+                                labels=dict(s.labels), annotations=dict(s.annotations))
+
+    async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
+        out = []
+        for item in await self.client.list_pod_sandbox():
+            try:
+                out.append(await self.pod_sandbox_status(item.id))
+            except NotFoundError:
+                continue  # removed meanwhile
+        return out
+
+    # --- containers ---------------------------------------------------------------------
+
+    async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
+        c = config
+        cfg = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=c.name, attempt=c.attempt), image=pb.ImageSpec(image=c.image),
+            command=list(c.command), args=list(c.args), working_dir=c.working_dir,
+            envs=[pb.KeyValue(key=k, value=v) for k, v in c.env],
+            mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly) for m in c.mounts],
+            labels=dict(c.labels), annotations=dict(c.annotations), log_path=c.log_path,
+            stdin=c.stdin, stdin_once=c.stdin_once, tty=c.tty)
+        cfg.linux.resources.CopyFrom(_resources(c.resources))
+        if c.run_as_user is not None:
+            cfg.linux.security_context.run_as_user.value = c.run_as_user
+        if c.run_as_group is not None:
+            cfg.linux.security_context.run_as_group.value = c.run_as_group
+        try:
+            return await self.client.create_container(sandbox_id, cfg, self._sandbox_pb(sandbox))
+        except CRIError as e:
+            raise RuntimeErrorStatus("CreateContainerError", e.details) from e
+
+    async def start_container(self, container_id: str) -> None:
+        try:
+            await self.client.start_container(container_id)
+        except CRIError as e:
+            raise RuntimeErrorStatus("RunContainerError", e.details) from e
+
+    async def stop_container(self, container_id: str, timeout: float) -> None:
+        try:
+            await self.client.stop_container(container_id, max(0, math.ceil(timeout)))
+        except NotFoundError:
+            pass
+
+    async def remove_container(self, container_id: str) -> None:
+        try:
+            await self.client.remove_container(container_id)
+        except NotFoundError:
+            pass
+
+    def _status(self, s: pb.ContainerStatus, sandbox_id: str) -> ContainerStatus:
+        return ContainerStatus(id=s.id, sandbox_id=sandbox_id, name=s.metadata.name, attempt=s.metadata.attempt,
+                               state=_STATES.get(s.state, ContainerState.UNKNOWN), image=s.image.image,
+                               image_ref=s.image_ref, created_at=_seconds(s.created_at), started_at=_seconds(s.started_at),
+                               finished_at=_seconds(s.finished_at), exit_code=s.exit_code, reason=s.reason,
+                               message=s.message, labels=dict(s.labels), annotations=dict(s.annotations),
+                               log_path=s.log_path)
+
+    async def container_status(self, container_id: str) -> ContainerStatus:
+        s = await self.client.container_status(container_id)
+        listed = [c for c in await self.client.list_containers() if c.id == s.id]
+        return self._status(s, listed[0].pod_sandbox_id if listed else "")
+
+    async def list_containers(self, sandbox_id: str | None = None) -> Sequence[ContainerStatus]:
+        out = []
+        for c in await self.client.list_containers(sandbox_id or ""):
+            try:
+                out.append(self._status(await self.client.container_status(c.id), c.pod_sandbox_id))
+            except NotFoundError:
+                continue
+        return out
+
+    async def container_events(self) -> AsyncIterator[ContainerEvent]:
+        seen: dict[str, tuple[int, str, str]] = {}  # container id -> (state, sandbox id, pod uid)
+        kinds = {pb.CONTAINER_CREATED: ContainerEventType.CREATED, pb.CONTAINER_RUNNING: ContainerEventType.STARTED,
+                 pb.CONTAINER_EXITED: ContainerEventType.STOPPED}
+        while True:
+            try:
+                uids = {s.id: s.metadata.uid for s in await self.client.list_pod_sandbox()}
+                now = {c.id: (c.state, c.pod_sandbox_id, uids.get(c.pod_sandbox_id, ""))
+                       for c in await self.client.list_containers()}
+            except CRIError as e:
+                log.warning("relisting containers failed: %s", e)
+                await asyncio.sleep(self.poll_interval)
+                continue
+            at = self._clock()
+            for cid, (state, sid, uid) in now.items():
+                if seen.get(cid, (None,))[0] != state and state in kinds:
+                    yield ContainerEvent(kinds[state], cid, sid, uid, at)
+            for cid in seen.keys() - now.keys():
+                _, sid, uid = seen[cid]
+                yield ContainerEvent(ContainerEventType.DELETED, cid, sid, uid, at)
+            seen = now
+            await asyncio.sleep(self.poll_interval)
+
+    # --- streaming (not yet over CRI) -----------------------------------------------------
+
+    async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
+        raise RuntimeErrorStatus("ExecError", "exec is not supported on the CRI runtime yet (CRI Exec is not wired)")
+
+    async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
+        raise RuntimeErrorStatus("ExecError", "exec probes and hooks are not supported on the CRI runtime yet (CRI ExecSync is not wired)")
+
+    async def port_forward_address(self, sandbox_id: str, port: int) -> tuple[str, int]:
+        ip = (await self.pod_sandbox_status(sandbox_id)).ip
+        if not ip:
+            raise RuntimeErrorStatus("PortForwardError", f"sandbox {sandbox_id} has no IP")
+        return ip, port
+
+    def attach_fifo(self, container_id: str) -> str | None:
+        return None
+
+    # --- images -------------------------------------------------------------------------
+
+    async def pull_image(self, spec: ImageSpec) -> str:
+        last = ""
+        for auth in list(spec.auth) or [None]:
+            try:
+                if auth is None:
+                    return await self.client.pull_image(spec.image)
+                return await self.client.pull_image(spec.image, username=auth.username, password=auth.password)
+            except (CRIError, NotFoundError) as e:
+                last = e.details if isinstance(e, CRIError) else str(e)
+        raise RuntimeErrorStatus("ErrImagePull", last)
+
+    async def image_status(self, spec: ImageSpec) -> Image | None:
+        img = await self.client.image_status(spec.image)
+        return None if img is None else Image(img.id, list(img.repo_tags), list(img.repo_digests), img.size)
+
+    async def list_images(self) -> Sequence[Image]:
+        return [Image(i.id, list(i.repo_tags), list(i.repo_digests), i.size) for i in await self.client.list_images()]
+
+    async def remove_image(self, spec: ImageSpec) -> None:
+        try:
+            await self.client.remove_image(spec.image)
+        except NotFoundError:
+            pass
