@@ -58,3 +58,44 @@ def test_a_udp_host_port_is_refused_with_what_to_do(node: Node, ns: str) -> None
     node.core.create_namespaced_pod(ns, _nginx("udp", _free_port(), "UDP"))
     message = _sandbox_failure(node, ns, "udp")
     assert "not supported by the loopback pod network (TCP only)" in message and "--pod-network=cni" in message
+
+
+def _get(port: int, timeout: float = 30) -> bytes:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+                return r.read()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_a_restarted_kubelet_reopens_the_host_ports_of_the_pods_it_adopts(tmp_path) -> None:
+    from tests.kubelet.conftest import start_node
+    from tests.support.kube import official_client
+    from tests.support.kubelet import KubeletProcess
+
+    server, kubelet, kubectl = start_node(str(tmp_path))
+    api = official_client(server.url)
+    node = Node(server, kubelet, kubectl, api)
+    second = None
+    try:
+        port = _free_port()
+        node.core.create_namespaced_pod("default", _nginx("kept", port))
+        node.wait_pod("default", "kept", ready, what="Ready")
+        assert b"Welcome to nginx!" in _get(port)
+        kubelet.stop()  # the relay lived in the kubelet: the port closes, the container stays
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0
+        second = KubeletProcess(kubelet.kubeconfig, kubelet.root_dir, node_name="node-1").start()
+        node.kubelet = second
+        assert b"Welcome to nginx!" in _get(port)
+    finally:
+        for k in (second, kubelet):
+            if k is not None:
+                k.stop()
+                k.kill_containers()
+        api.close()
+        server.stop()
