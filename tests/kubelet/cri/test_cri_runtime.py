@@ -63,6 +63,10 @@ async def test_runtime_runs_a_pod_and_reports_events(containerd: Containerd, reg
         async with asyncio.timeout(60):
             while "started" not in open(st_c.log_path).read():
                 await asyncio.sleep(0.1)
+        r = await runtime.exec_sync(cid, ["/bin/sh", "-c", "cat /proc/1/comm; echo oops >&2; exit 4"], 30)
+        assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (4, b"sleep\n", b"oops\n", False)
+        r = await runtime.exec_sync(cid, ["/bin/sleep", "30"], 1)
+        assert r.timed_out, r
         async with asyncio.timeout(60):  # it runs until stopped, so a relist sees it running
             while ContainerEventType.STARTED not in seen:
                 await asyncio.sleep(0.05)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from typing import Iterator
 
@@ -71,3 +73,13 @@ def test_pod_runs_and_succeeds_through_containerd(cri_node: Node, containerd: Co
     while "hello" in sandboxes(containerd) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert "hello" not in sandboxes(containerd), "the kubelet left the pod's sandbox in containerd"
+
+
+def test_a_wrong_endpoint_stops_the_kubelet_with_what_to_do(cri_node: Node, tmp_path) -> None:
+    base = [sys.executable, "-m", "k8py", "kubelet", "--kubeconfig", cri_node.kubectl.kubeconfig, "--node-name", "node-bad",
+            "--root-dir", str(tmp_path / "k"), "--port", "0"]
+    r = subprocess.run(base + ["--container-runtime-endpoint", f"unix://{tmp_path}/absent.sock"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no CRI runtime at unix://" in r.stderr and "is containerd running" in r.stderr, r
+    r = subprocess.run(base + ["--container-runtime-endpoint", "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "expected unix:///absolute/path" in r.stderr, r

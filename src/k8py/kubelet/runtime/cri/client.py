@@ -129,6 +129,12 @@ class CRIClient:
         req = pb.ContainerStatusRequest(container_id=container_id)
         return (await self._call(self._runtime, "ContainerStatus", req, timeout)).status
 
+    async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int, *,
+                        timeout: float | None = None) -> pb.ExecSyncResponse:
+        """Run ``cmd`` in the container; the runtime ends it after ``timeout_seconds`` (0: no limit)."""
+        req = pb.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_seconds)
+        return await self._call(self._runtime, "ExecSync", req, timeout or max(self.timeout, timeout_seconds + 30))
+
     # --- ImageService -----------------------------------------------------------------
 
     async def pull_image(self, image: str, *, username: str = "", password: str = "",

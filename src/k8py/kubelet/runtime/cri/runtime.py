@@ -11,8 +11,9 @@ Container events: this subset of CRI has no ``GetContainerEvents`` stream, so
 the containers every ``poll_interval`` seconds and yields an event for each
 state change it sees (created, started, stopped, deleted).
 
-Not done yet (they raise ``RuntimeErrorStatus`` saying so): exec/ExecSync
-(exec probes, hooks, ``kubectl exec``), attach, host-network pods.
+``ExecSync`` serves exec probes and hooks. Not done yet (they raise
+``RuntimeErrorStatus`` saying so): streaming exec (``kubectl exec``), attach,
+host-network pods.
 ``port_forward_address`` is the pod IP (reachable from the node over the CNI
 bridge).
 
@@ -28,6 +29,8 @@ import logging
 import math
 import time
 from typing import AsyncIterator, Sequence
+
+import grpc
 
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
 from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerEventType, ContainerState,
@@ -225,10 +228,18 @@ class CRIRuntime:
     # --- streaming (not yet over CRI) -----------------------------------------------------
 
     async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
-        raise RuntimeErrorStatus("ExecError", "exec is not supported on the CRI runtime yet (CRI Exec is not wired)")
+        raise RuntimeErrorStatus("ExecError", "kubectl exec is not supported on the CRI runtime yet (CRI's streaming Exec "
+                                 "is not wired); exec probes and hooks work (ExecSync)")
 
     async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
-        raise RuntimeErrorStatus("ExecError", "exec probes and hooks are not supported on the CRI runtime yet (CRI ExecSync is not wired)")
+        seconds = max(1, math.ceil(timeout)) if timeout else 0
+        try:
+            r = await self.client.exec_sync(container_id, list(cmd), seconds)
+        except CRIError as e:
+            if e.code == grpc.StatusCode.DEADLINE_EXCEEDED or "timeout" in e.details.lower():
+                return ExecResult(-1, b"", e.details.encode(), timed_out=True)
+            raise RuntimeErrorStatus("ExecError", e.details) from e
+        return ExecResult(r.exit_code, r.stdout, r.stderr)
 
     async def port_forward_address(self, sandbox_id: str, port: int) -> tuple[str, int]:
         ip = (await self.pod_sandbox_status(sandbox_id)).ip

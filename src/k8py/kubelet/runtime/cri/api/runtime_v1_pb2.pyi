@@ -626,6 +626,26 @@ class ContainerStatusResponse(_message.Message):
     info: _containers.ScalarMap[str, str]
     def __init__(self, status: _Optional[_Union[ContainerStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class ExecSyncRequest(_message.Message):
+    __slots__ = ("container_id", "cmd", "timeout")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    CMD_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    cmd: _containers.RepeatedScalarFieldContainer[str]
+    timeout: int
+    def __init__(self, container_id: _Optional[str] = ..., cmd: _Optional[_Iterable[str]] = ..., timeout: _Optional[int] = ...) -> None: ...
+
+class ExecSyncResponse(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit_code")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit_code: int
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ("verbose",)
     VERBOSE_FIELD_NUMBER: _ClassVar[int]

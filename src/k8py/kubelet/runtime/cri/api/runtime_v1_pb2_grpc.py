@@ -99,6 +99,11 @@ class RuntimeServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.ExecSync = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ExecSync',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -182,6 +187,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExecSync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +260,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusResponse.SerializeToString,
+            ),
+            'ExecSync': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExecSync,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +618,33 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/Status',
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.SerializeToString,
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExecSync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ExecSync',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.FromString,
             options,
             channel_credentials,
             insecure,
