@@ -24,11 +24,19 @@ def registry(tmp_path_factory) -> Iterator[Registry]:
 
 
 @pytest.fixture(scope="module")
-def containerd(registry: Registry) -> Iterator[Containerd]:
+def auth_registry(registry: Registry, tmp_path_factory) -> Iterator[Registry]:
+    if shutil.which("htpasswd") is None:
+        pytest.fail("htpasswd is missing: scripts/test installs it (Debian package apache2-utils)")
+    with Registry(str(tmp_path_factory.mktemp("auth-registry")), users={"alice": "wonderland"}) as reg:
+        yield reg
+
+
+@pytest.fixture(scope="module")
+def containerd(registry: Registry, auth_registry: Registry) -> Iterator[Containerd]:
     # a short path: containerd's socket and the netns paths must fit a unix socket name
     workdir = tempfile.mkdtemp(prefix="k8cri-", dir="/tmp")
     pause = registry.push("k8py/pause", "1", image([busybox_layer()], entrypoint=["/bin/sleep", "2147483647"]))
-    ctrd = Containerd(workdir, sandbox_image=pause, registries=[registry.host])
+    ctrd = Containerd(workdir, sandbox_image=pause, registries=[registry.host, auth_registry.host])
     try:
         with ctrd:
             yield ctrd

@@ -10,7 +10,7 @@ import pytest
 
 from k8py.kubelet.runtime.cri.client import CRIClient
 from k8py.kubelet.runtime.cri.runtime import CRIRuntime
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEventType, ContainerState, ImageSpec,
+from k8py.kubelet.runtime.protocols import (AuthConfig, ContainerConfig, ContainerEventType, ContainerState, ImageSpec,
                                             PodSandboxConfig, Resources, Runtime, RuntimeErrorStatus, SandboxState,
                                             container_log_path, pod_log_directory)
 from tests.support.containerd import Containerd
@@ -90,4 +90,22 @@ async def test_runtime_runs_a_pod_and_reports_events(containerd: Containerd, reg
         collector.cancel()
         with pytest.raises(asyncio.CancelledError):
             await collector
+        await runtime.close()
+
+
+async def test_pulls_try_each_credential_in_turn(containerd: Containerd, auth_registry: Registry) -> None:
+    ref = auth_registry.push("k8py/private", "1", image([busybox_layer({"etc/private": "yes"})]))
+    runtime = await CRIRuntime(CRIClient(containerd.endpoint), cgroup_root=containerd.cgroup_parent).connect()
+    try:
+        with pytest.raises(RuntimeErrorStatus) as err:
+            await runtime.pull_image(ImageSpec(ref))
+        assert err.value.reason == "ErrImagePull" and "401 Unauthorized" in err.value.message, err.value.message
+        wrong, right = AuthConfig("alice", "nope", source="secret a"), AuthConfig("alice", "wonderland", source="secret b")
+        with pytest.raises(RuntimeErrorStatus):
+            await runtime.pull_image(ImageSpec(ref, auth=[wrong]))
+        image_ref = await runtime.pull_image(ImageSpec(ref, auth=[wrong, right]))
+        assert (await runtime.image_status(ImageSpec(ref))).id == image_ref
+        await runtime.remove_image(ImageSpec(ref))
+        assert await runtime.image_status(ImageSpec(ref)) is None
+    finally:
         await runtime.close()

@@ -83,3 +83,24 @@ def test_a_wrong_endpoint_stops_the_kubelet_with_what_to_do(cri_node: Node, tmp_
     assert r.returncode == 2 and "no CRI runtime at unix://" in r.stderr and "is containerd running" in r.stderr, r
     r = subprocess.run(base + ["--container-runtime-endpoint", "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "expected unix:///absolute/path" in r.stderr, r
+
+
+def test_exec_readiness_probe_runs_in_the_container(cri_node: Node, registry: Registry) -> None:
+    ref = registry.push("k8py/probe", "1", image([busybox_layer()]))
+    cri_node.core.create_namespace({"metadata": {"name": "cri-probe"}})
+    cri_node.core.create_namespaced_pod("cri-probe", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
+        "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "main", "image": ref, "command": ["/bin/sh", "-c", "sleep 1; touch /tmp/ready; exec sleep 600"],
+            # the file exists only inside the container's rootfs: the probe must run there
+            "readinessProbe": {"exec": {"command": ["cat", "/tmp/ready"]}, "periodSeconds": 1}}]}})
+
+    def ready(p: dict) -> bool:
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+
+    pod = cri_node.wait_pod("cri-probe", "probed", ready, timeout=120, what="Ready")
+    cs = pod["status"]["containerStatuses"][0]
+    # the same image as the first test's under another name: still this name, and never restarted as "changed"
+    assert cs["ready"] is True and cs["restartCount"] == 0 and cs["image"] == ref, cs
+    cri_node.core.delete_namespaced_pod("probed", "cri-probe", grace_period_seconds=1)
+    cri_node.wait_gone("cri-probe", "probed", timeout=120)

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 _STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: ContainerState.RUNNING,
            pb.CONTAINER_EXITED: ContainerState.EXITED, pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN}
+#: the image name the kubelet asked for, kept on the container: containerd reports an image by its ID's
+#: first tag, which differs when two names share one image (upstream keeps pod-spec facts in labels too)
+IMAGE_ANNOTATION = "k8py.io/image"
 _PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
 
 
@@ -148,7 +151,7 @@ class CRIRuntime:
             command=list(c.command), args=list(c.args), working_dir=c.working_dir,
             envs=[pb.KeyValue(key=k, value=v) for k, v in c.env],
             mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly) for m in c.mounts],
-            labels=dict(c.labels), annotations=dict(c.annotations), log_path=c.log_path,
+            labels=dict(c.labels), annotations={**c.annotations, IMAGE_ANNOTATION: c.image}, log_path=c.log_path,
             stdin=c.stdin, stdin_once=c.stdin_once, tty=c.tty)
         cfg.linux.resources.CopyFrom(_resources(c.resources))
         # the proto default (POD) would put every container in the sandbox's pid namespace, under pause
@@ -182,10 +185,12 @@ class CRIRuntime:
 
     def _status(self, s: pb.ContainerStatus, sandbox_id: str) -> ContainerStatus:
         return ContainerStatus(id=s.id, sandbox_id=sandbox_id, name=s.metadata.name, attempt=s.metadata.attempt,
-                               state=_STATES.get(s.state, ContainerState.UNKNOWN), image=s.image.image,
+                               state=_STATES.get(s.state, ContainerState.UNKNOWN),
+                               image=s.annotations.get(IMAGE_ANNOTATION) or s.image.image,
                                image_ref=s.image_ref, created_at=_seconds(s.created_at), started_at=_seconds(s.started_at),
                                finished_at=_seconds(s.finished_at), exit_code=s.exit_code, reason=s.reason,
-                               message=s.message, labels=dict(s.labels), annotations=dict(s.annotations),
+                               message=s.message, labels=dict(s.labels),
+                               annotations={k: v for k, v in s.annotations.items() if k != IMAGE_ANNOTATION},
                                log_path=s.log_path)
 
     async def container_status(self, container_id: str) -> ContainerStatus:
