@@ -14,7 +14,7 @@ plain HTTP through a per-registry mirror entry; so no image leaves the machine.
 :meth:`Containerd.stop` ends containerd, then every shim that served its
 socket (found by their command line, killed by pid), unmounts what is still
 mounted below ``workdir`` (netns, rootfs), deletes the bridge and removes the
-test's cgroup parent. Only root can do all this; the tests skip otherwise.
+test's cgroup parent and the stale shim sockets it left in /run/containerd/s. Only root can do all this; the tests skip otherwise.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class Containerd:
         self.cgroup_parent = f"/k8py-cri-{suffix}"
         self.subnet = f"10.{random.randrange(200, 250)}.{random.randrange(0, 255)}.0/24"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
 
     @property
     def endpoint(self) -> str:
@@ -117,6 +118,7 @@ class Containerd:
             f.write(self.config())
         with open(os.path.join(self.workdir, "cni", "10-k8py.conflist"), "w") as f:
             f.write(self.cni_config())
+        self._started_at = time.time()
         log = open(os.path.join(self.workdir, "containerd.log"), "ab")
         self.proc = subprocess.Popen(["containerd", "--config", os.path.join(self.workdir, "config.toml"), "--log-level", "info"],
                                      stdout=log, stderr=log, start_new_session=True)
@@ -184,6 +186,28 @@ class Containerd:
             time.sleep(0.05)
         for root in roots:
             self._rm_cgroup(root)
+        self._rm_stale_shim_sockets()
+
+    def _rm_stale_shim_sockets(self) -> None:
+        """Shims make their sockets in /run/containerd/s whatever the config says; a killed one leaves it.
+        Only sockets made since this containerd started and that nobody listens on any more go."""
+        import socket as socketlib
+        shim_dir = "/run/containerd/s"
+        try:
+            names = os.listdir(shim_dir)
+        except OSError:
+            return
+        for name in names:
+            path = os.path.join(shim_dir, name)
+            try:
+                if os.stat(path).st_mtime < self._started_at - 1:
+                    continue
+                with socketlib.socket(socketlib.AF_UNIX) as sock:
+                    sock.connect(path)
+            except ConnectionRefusedError:
+                os.unlink(path)
+            except OSError:
+                continue
 
     @staticmethod
     def _cgroup_pids(roots: list[str]) -> set[int]:
