@@ -86,13 +86,18 @@ class NodeIPAMController(KeyedController):
         self.cidrs = CIDRSet(ctx.options.cluster_cidr, ctx.options.node_cidr_mask_size)
         self.recorder = ctx.recorder("cidrAllocator")
         self.nodes = ctx.informers.informer(NODES)
+        #: CIDRs written but not yet seen in the cache: a sync for the same node before the
+        #: informer catches up must not allocate (and write over the first with) a second one
+        self._written: dict[str, str] = {}
         self.wait_for(self.nodes)
         self.nodes.add_event_handler(on_add=self._seen, on_update=lambda old, new: self._seen(new), on_delete=self._deleted)
 
     def _seen(self, node: Any) -> None:
         for cidr in (node.get("spec") or {}).get("podCIDRs") or ():
             self.cidrs.occupy(cidr)
-        if not (node.get("spec") or {}).get("podCIDR"):
+        if (node.get("spec") or {}).get("podCIDR"):
+            self._written.pop((node.get("metadata") or {}).get("name", ""), None)
+        else:
             self.enqueue(node)
 
     def _deleted(self, obj: Any) -> None:
@@ -101,10 +106,13 @@ class NodeIPAMController(KeyedController):
             return
         for cidr in (node.get("spec") or {}).get("podCIDRs") or ():
             self.cidrs.release(cidr)
+        written = self._written.pop((node.get("metadata") or {}).get("name", ""), None)
+        if written is not None:
+            self.cidrs.release(written)
 
     async def sync(self, name: str) -> None:
         node = self.nodes.lister.try_get(None, name)
-        if node is None or (node.get("spec") or {}).get("podCIDR"):
+        if node is None or (node.get("spec") or {}).get("podCIDR") or name in self._written:
             return
         cidr = self.cidrs.allocate()
         if cidr is None:
@@ -119,6 +127,7 @@ class NodeIPAMController(KeyedController):
         except Exception:
             self.cidrs.release(cidr)
             raise
+        self._written[name] = cidr
         logger.info("allocated pod CIDR", extra={"node": name, "cidr": cidr})
 
 
