@@ -61,21 +61,12 @@ def missing(expected: list[str], output: list[str]) -> list[str]:
     return [e for e in expected if not any(_pattern(e).match(line) for line in lines)]
 
 
-def test_the_doc_parses_into_steps():
-    found = steps(DOC.read_text())
-    assert found[0][0].startswith(_INSTALL + "k8py apiserver")
-    scripts = "".join(script for script, _ in found)
-    for command in ("kubectl get namespaces", "kubectl apply -f -", "curl -sN", "kubectl patch", "kubectl replace -f -"):
-        assert command in scripts
-    assert all(expected for _, expected in found), "every step states its expected output"
 
-
-def test_the_apiserver_walkthrough_runs_as_written(tmp_path):
-    work = tmp_path / "k8py-demo"
-    home = tmp_path / "home"
-    home.mkdir()
-    text = DOC.read_text().replace("/tmp/k8py-demo", str(work))
-    (start, start_expected), *rest = steps(text)
+def run_walkthrough(start: str, start_expected: list[str], rest: list[tuple[str, list[str]]], *, work: Path,
+                    home: Path) -> None:
+    """Start the doc's server step, wait for the lines it promises, then run every other step
+    and check its promised output; the server is stopped whatever happens. Shared by the
+    walkthroughs that begin with ``k8py apiserver``."""
     env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(work / "kubeconfig")}
     server = subprocess.Popen(
         ["bash", "-c", "exec " + start.strip().removeprefix(_INSTALL)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -106,3 +97,20 @@ def test_the_apiserver_walkthrough_runs_as_written(tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(5)
+
+def test_the_doc_parses_into_steps():
+    found = steps(DOC.read_text())
+    assert found[0][0].startswith(_INSTALL + "k8py apiserver")
+    scripts = "".join(script for script, _ in found)
+    for command in ("kubectl get namespaces", "kubectl apply -f -", "curl -sN", "kubectl patch", "kubectl replace -f -"):
+        assert command in scripts
+    assert all(expected for _, expected in found), "every step states its expected output"
+
+
+def test_the_apiserver_walkthrough_runs_as_written(tmp_path):
+    work = tmp_path / "k8py-demo"
+    home = tmp_path / "home"
+    home.mkdir()
+    text = DOC.read_text().replace("/tmp/k8py-demo", str(work))
+    (start, start_expected), *rest = steps(text)
+    run_walkthrough(start, start_expected, rest, work=work, home=home)
