@@ -11,31 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from typing import Callable
 
 import pytest
 
 from k8py.cluster.state import pid_alive, read_state
 from k8py.cluster.sweep import processes_of
+from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
-
-
-def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def running_pods(kubectl: Kubectl, selector: str) -> list[dict]:

@@ -4,31 +4,15 @@ etcd, two API servers behind the ``kubernetes`` Service, a pod running."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-from typing import Callable
 
 import pytest
 
 from k8py.cluster.state import read_state
 from tests.support.etcd import fresh_prefix, session_etcd
+from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.etcd, pytest.mark.slow]
-
-
-def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def test_two_api_servers_on_etcd_behind_the_kubernetes_service(tmp_path):

@@ -14,17 +14,16 @@ flags in the cluster config file, never by sleeping.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from typing import Callable
 
 import pytest
 
 from k8py.cluster.state import read_state
+from tests.cluster.up_helpers import k8py
+from tests.cluster.up_helpers import wait_for as _wait_for
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -58,20 +57,8 @@ spec:
 
 VICTIM = "k8py-node-2"
 
-
-def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 120, logs: tuple[str, ...] = ()) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            tails = "".join(f"\n--- {path} ends:\n" + "".join(open(path, errors="replace").readlines()[-40:])
-                            for path in logs if os.path.exists(path))
-            raise AssertionError(f"timed out waiting for {what}{tails}")
-        time.sleep(0.2)
-    return result
+#: a frozen node takes a grace period, a taint and an eviction to move: more time than the default
+wait_for = functools.partial(_wait_for, timeout=120)
 
 
 @pytest.mark.timeout(400)

@@ -9,14 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from typing import Callable
 
 import pytest
 
 from k8py.cluster.state import read_state
+from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -37,19 +34,6 @@ spec:
             - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [k8py-node-0, k8py-node-1]}]
       containers: [{name: nginx, image: nginx}]
 """
-
-
-def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 def test_process_and_simulated_nodes_share_a_deployment_and_a_killed_kubelet_comes_back(tmp_path):
