@@ -70,6 +70,7 @@ from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.admission.service_repair import ServiceRepair
 from k8py.apiserver.authn.authenticator import RequestAuthenticator, TokenAuthenticator
 from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
 from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
@@ -145,6 +146,11 @@ class APIServerConfig:
     endpoint_lease_duration: float = 15.0
     #: the range node ports are allocated from (``--service-node-port-range``)
     service_node_port_range: str = "30000-32767"
+    #: seconds between passes of the cluster IP / node port repair loop (upstream: 3 minutes; 0 = at start only)
+    service_repair_interval: float = 180.0
+    #: a claim no Service uses is freed once it is this old and still unused after ``service_repair_leak_passes`` passes
+    service_repair_leak_grace: float = 60.0
+    service_repair_leak_passes: int = 3
     #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
@@ -247,7 +253,12 @@ class APIServer:
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
         self.store.allocate_update.append(self.service_allocator)
+        self.service_repair = ServiceRepair(self.registry, self.store, self.service_allocator,
+                                            interval=self.config.service_repair_interval,
+                                            leak_grace=self.config.service_repair_leak_grace,
+                                            leak_passes=self.config.service_repair_leak_passes)
         self._allocator_task: asyncio.Task[None] | None = None
+        self._repair_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         register_builtin_plugins()
@@ -425,9 +436,11 @@ class APIServer:
         await self.storage.start()
         await self.cacher.start()
         await self.crds.start()
-        await self.service_allocator.repair()
+        releases_from = await self.storage.current_revision()
+        await self.service_repair.run_once()
         self._allocator_task = asyncio.create_task(
-            self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
+            self.service_allocator.run(releases_from), name="service-allocation-releases")
+        self._repair_task = asyncio.create_task(self.service_repair.run(), name="service-allocation-repair")
         await self._bootstrap()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
@@ -477,10 +490,11 @@ class APIServer:
             await asyncio.gather(self._reconciler_task, return_exceptions=True)
             self._reconciler_task = None
             await self.endpoint_reconciler.remove_self()
-        if self._allocator_task is not None:
-            self._allocator_task.cancel()
-            await asyncio.gather(self._allocator_task, return_exceptions=True)
-            self._allocator_task = None
+        for task in (self._allocator_task, self._repair_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._allocator_task = self._repair_task = None
         if self._policy_status_task is not None:
             self._policy_status_task.cancel()
             await asyncio.gather(self._policy_status_task, return_exceptions=True)
