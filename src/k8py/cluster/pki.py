@@ -44,11 +44,16 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-
-from k8py.client import certs
 from k8py.cluster.kubeconfig import write_kubeconfig
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+    from k8py.client import certs
+# (cryptography is imported by the methods that make certificates: ``k8py up``
+# reads the paths before it starts the zygote, which must not wait for it)
 
 __all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity"]
 
@@ -120,6 +125,8 @@ class ClusterPKI:
     def ensure(self, *, api_url: str, bind: str, service_ip: str, nodes: list[str], simulated: str = "") -> None:
         """Make (or complete) the PKI and (re)write every kubeconfig for ``api_url``;
         ``simulated``: the node name of the simulated-nodes process (one of ``nodes``)."""
+        from k8py.client import certs
+
         if not os.path.exists(self.service_account_key_file):
             from k8py.api.service_account_keys import ensure_signing_key_file  # joserfc: only when a key is made
 
@@ -142,6 +149,8 @@ class ClusterPKI:
                              client_key_data=certs.read_pem(self.key_file(name)))
 
     def _ca(self) -> certs.CertificateAuthority:
+        from k8py.client import certs
+
         if os.path.exists(self.ca_file) and os.path.exists(self.key_file("ca")):
             return certs.CertificateAuthority.load(self.ca_file, self.key_file("ca"))
         ca = certs.new_self_signed_ca("k8py-ca")
@@ -149,6 +158,8 @@ class ClusterPKI:
         return ca
 
     def _leaf(self, ca: certs.CertificateAuthority, name: str, config: certs.CertConfig) -> None:
+        from k8py.client import certs
+
         cert_path, key_path = self.cert_file(name), self.key_file(name)
         if os.path.exists(cert_path) and os.path.exists(key_path) and _still_good(certs.parse_cert_pem(certs.read_pem(cert_path)), ca, config):
             return
@@ -170,6 +181,10 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def _still_good(cert: x509.Certificate, ca: certs.CertificateAuthority, config: certs.CertConfig) -> bool:
+    from cryptography import x509
+
+    from k8py.client import certs
+
     if cert.issuer != ca.cert.subject or cert.not_valid_after_utc - certs.utcnow() < _RENEW_BEFORE:
         return False
     if certs.cert_subject(cert) != (config.common_name, tuple(config.organization)):
