@@ -189,6 +189,17 @@ class ContainerConfig:
     run_as_user: int | None = None
     run_as_group: int | None = None
     run_as_non_root: bool = False
+    #: the pod's supplementalGroups, then its fsGroup (CRI ``supplemental_groups``)
+    supplemental_groups: Sequence[int] = ()
+    #: securityContext.capabilities, as written in the spec (``NET_ADMIN``, ``ALL``)
+    capabilities_add: Sequence[str] = ()
+    capabilities_drop: Sequence[str] = ()
+    privileged: bool = False
+    readonly_rootfs: bool = False
+    #: ``allowPrivilegeEscalation: false``
+    no_new_privs: bool = False
+    #: ephemeral containers: the container whose namespaces this one joins (``targetContainerName``)
+    target_container_id: str = ""
 
 
 @dataclass(frozen=True)
