@@ -52,6 +52,7 @@ from k8py.apiserver.handlers.token_review import API_AUDIENCES, TOKEN_AUTHENTICA
 from k8py.apiserver.handlers.verbs import ResourceHandlers
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.admission.service_repair import ServiceRepair
 from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.openapi.discovery import Discovery
@@ -113,7 +114,12 @@ class APIServer:
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
         self.store.allocate_update.append(self.service_allocator)
+        self.service_repair = ServiceRepair(self.registry, self.store, self.service_allocator,
+                                            interval=self.config.service_repair_interval,
+                                            leak_grace=self.config.service_repair_leak_grace,
+                                            leak_passes=self.config.service_repair_leak_passes)
         self._allocator_task: asyncio.Task[None] | None = None
+        self._repair_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
         #: authentication, authorization, admission, audit and overload (see access_control)
@@ -230,9 +236,11 @@ class APIServer:
         await self.storage.start()
         await self.cacher.start()
         await self.crds.start()
-        await self.service_allocator.repair()
+        releases_from = await self.storage.current_revision()
+        await self.service_repair.run_once()
         self._allocator_task = asyncio.create_task(
-            self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
+            self.service_allocator.run(releases_from), name="service-allocation-releases")
+        self._repair_task = asyncio.create_task(self.service_repair.run(), name="service-allocation-repair")
         await self._bootstrap()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
@@ -282,10 +290,11 @@ class APIServer:
             await asyncio.gather(self._reconciler_task, return_exceptions=True)
             self._reconciler_task = None
             await self.endpoint_reconciler.remove_self()
-        if self._allocator_task is not None:
-            self._allocator_task.cancel()
-            await asyncio.gather(self._allocator_task, return_exceptions=True)
-            self._allocator_task = None
+        for task in (self._allocator_task, self._repair_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._allocator_task = self._repair_task = None
         if self._policy_status_task is not None:
             self._policy_status_task.cancel()
             await asyncio.gather(self._policy_status_task, return_exceptions=True)

@@ -66,6 +66,11 @@ class APIServerConfig:
     endpoint_lease_duration: float = 15.0
     #: the range node ports are allocated from (``--service-node-port-range``)
     service_node_port_range: str = "30000-32767"
+    #: seconds between passes of the cluster IP / node port repair loop (upstream: 3 minutes; 0 = at start only)
+    service_repair_interval: float = 180.0
+    #: a claim no Service uses is freed once it is this old and still unused after ``service_repair_leak_passes`` passes
+    service_repair_leak_grace: float = 60.0
+    service_repair_leak_passes: int = 3
     #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
     metrics_window: float = 1.0
     #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
