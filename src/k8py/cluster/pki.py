@@ -9,8 +9,9 @@ In ``DATA_DIR/pki``:
                                    localhost, the host name, the bind address, the first
                                    IP of the Service range and kubernetes[.default[.svc
                                    [.cluster.local]]]
-``apiserver-kubelet-client.crt``   CN=kube-apiserver-kubelet-client O=system:masters: the
-                                   API server's identity towards kubelets
+``apiserver-kubelet-client.crt``   CN=kube-apiserver-kubelet-client: the API server's
+                                   identity towards kubelets (their SubjectAccessReviews
+                                   allow it through the binding to system:kubelet-api-admin)
 ``kubelet-<node>.crt``             each kubelet's serving certificate (its IP and name)
 ``<component>.crt``                each component's client certificate (:data:`IDENTITIES`;
                                    ``node-<node>.crt`` for kubelets)
@@ -67,7 +68,7 @@ IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler": ("system:kube-scheduler", ()),
     "proxy": ("system:kube-proxy", ()),
     "dns": ("system:k8py-dns", ()),
-    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ()),
 }
 
 _RENEW_BEFORE = dt.timedelta(days=30)
