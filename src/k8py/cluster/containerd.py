@@ -384,11 +384,13 @@ def cleanup(layout: ContainerdLayout, *, timeout: float = 30.0) -> list[str]:
     if _ip("link", "show", "dev", layout.bridge).returncode == 0:
         _ip("link", "delete", "dev", layout.bridge)
         removed.append(f"bridge {layout.bridge}")
+    gone = 0
     for root in roots:
         if os.path.isdir(root):
             _rm_cgroup_tree(root)
-            if not os.path.isdir(root):
-                removed.append(f"cgroup {root}")
+            gone += not os.path.isdir(root)
+    if gone:
+        removed.append(f"cgroup {layout.cgroup_parent} ({gone} hierarchies)")
     try:
         with open(os.path.join(layout.state, "started")) as f:
             since = float(f.read().strip() or 0)
