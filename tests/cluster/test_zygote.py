@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from k8py.cluster.zygote_client import ZygoteClient, ZygoteUnavailable
+from k8py.cluster.zygote_client import PopenProcess, ZygoteClient, ZygoteUnavailable, start_zygote
 
 
 def _alive(pid: int) -> bool:
@@ -83,3 +83,30 @@ async def test_a_child_of_a_dead_zygote_is_killed_not_lost(zygote, tmp_path):
     assert not _alive(child.pid)
     with pytest.raises(ZygoteUnavailable):
         await client.spawn(["--version"], str(tmp_path / "v.log"))
+
+
+async def test_a_zygote_started_before_the_event_loop_is_adopted_and_followed(tmp_path):
+    """``k8py up`` starts the zygote before it imports the supervisor; the
+    supervisor follows that Popen as it follows its own subprocesses."""
+    log = str(tmp_path / "logs" / "zygote.log")
+    sock = str(tmp_path / "early.sock")
+    adopted = PopenProcess(start_zygote([sys.executable, "-m", "k8py", "zygote", "--socket", sock], log))
+    try:
+        assert adopted.returncode is None and os.getsid(adopted.pid) == adopted.pid
+        client = ZygoteClient(sock)
+        assert await client.wait_ready(60, alive=lambda: adopted.returncode is None)
+        child = await client.spawn(["--version"], str(tmp_path / "v.log"))
+        assert await asyncio.wait_for(child.wait(), 30) == 0
+        adopted.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(adopted.wait(), 30) == 0  # the zygote stops cleanly on SIGTERM
+        assert adopted.returncode == 0 and not os.path.exists(sock)
+    finally:
+        adopted.kill()
+    assert open(log).read().startswith("--- k8py up: starting zygote")
+
+
+async def test_an_adopted_process_killed_reports_the_signal(tmp_path):
+    adopted = PopenProcess(start_zygote([sys.executable, "-c", "import time; time.sleep(60)"], str(tmp_path / "sleep.log")))
+    adopted.kill()
+    assert await asyncio.wait_for(adopted.wait(), 30) == -signal.SIGKILL
+    adopted.kill()  # a process already reaped: nothing to signal, no error

@@ -111,6 +111,11 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--service-repair-interval", type=float, default=180.0, metavar="SECONDS",
+                   help="seconds between passes of the loop that puts cluster IP and node port claims right with the "
+                        "Services (re-marks missing claims, frees leaked ones); upstream's fixed 3 minutes by default")
+    p.add_argument("--service-repair-leak-grace", type=float, default=60.0, metavar="SECONDS",
+                   help="a claim no Service uses is freed once it is this old and still unused after 3 passes (default: %(default)s)")
     p.add_argument("--enable-admission-plugins", action="append", default=[],
                    help="admission plugins to enable besides the defaults (comma-separated, repeatable; run in upstream's order)")
     p.add_argument("--disable-admission-plugins", action="append", default=[],
@@ -360,6 +365,8 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
+            service_repair_interval=args.service_repair_interval,
+            service_repair_leak_grace=args.service_repair_leak_grace,
             authorization_modes=tuple(args.authorization_mode),
             enable_admission_plugins=tuple(args.enable_admission_plugins),
             disable_admission_plugins=tuple(args.disable_admission_plugins),

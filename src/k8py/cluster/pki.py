@@ -16,7 +16,13 @@ In ``DATA_DIR/pki``:
                                    ``node-<node>.crt`` for kubelets)
 =================================  ==================================================
 
-and one kubeconfig per component in ``DATA_DIR/kubeconfigs`` (the admin's is
+``DATA_DIR/service-account.key`` (where the API server and the controller
+manager look for it) is the key service-account tokens are signed with: made
+here rather than by the API server on its first start, because an RSA key
+takes a third of a second to make, and the supervisor makes it while the
+zygote is still importing, off the path to the API server's first answer.
+
+And one kubeconfig per component in ``DATA_DIR/kubeconfigs`` (the admin's is
 ``DATA_DIR/kubeconfig``), each with the CA as ``certificate-authority-data``
 and its client certificate and key embedded.
 
@@ -98,6 +104,10 @@ class ClusterPKI:
             return os.path.join(self.data_dir, "kubeconfig")
         return os.path.join(self.data_dir, "kubeconfigs", f"{component}.kubeconfig")
 
+    @property
+    def service_account_key_file(self) -> str:
+        return os.path.join(self.data_dir, "service-account.key")
+
     @staticmethod
     def kubelet_name(node: str) -> str:
         return f"kubelet-{node}"
@@ -107,6 +117,10 @@ class ClusterPKI:
     def ensure(self, *, api_url: str, bind: str, service_ip: str, nodes: list[str], simulated: str = "") -> None:
         """Make (or complete) the PKI and (re)write every kubeconfig for ``api_url``;
         ``simulated``: the node name of the simulated-nodes process (one of ``nodes``)."""
+        if not os.path.exists(self.service_account_key_file):
+            from k8py.api.service_account_keys import ensure_signing_key_file  # joserfc: only when a key is made
+
+            ensure_signing_key_file(self.service_account_key_file)
         ca = self._ca()
         ips = _unique(["127.0.0.1", *([bind] if bind not in ("0.0.0.0", "::", "") else []), service_ip])
         dns = _unique(["localhost", socket.gethostname().lower(), "kubernetes", "kubernetes.default",

@@ -53,7 +53,7 @@ from k8py.cluster.containerd import ContainerdLayout, cleanup as containerd_clea
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
-from k8py.cluster.zygote_client import ForkedProcess, ZygoteClient, ZygoteUnavailable
+from k8py.cluster.zygote_client import ForkedProcess, PopenProcess, ZygoteClient, ZygoteUnavailable
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
 
@@ -75,7 +75,7 @@ def log_tail(path: str, lines: int = 15) -> str:
 @dataclass
 class _Running:
     spec: ComponentSpec
-    proc: asyncio.subprocess.Process | ForkedProcess | None = None
+    proc: asyncio.subprocess.Process | ForkedProcess | PopenProcess | None = None
     restarts: int = 0
     state: str = "pending"
     healthy: bool = False
@@ -84,10 +84,13 @@ class _Running:
 
 
 class Supervisor:
-    """See the module docstring. ``on_progress`` gets each progress line."""
+    """See the module docstring. ``on_progress`` gets each progress line;
+    ``zygote_process``: the zygote, already started by the caller
+    (:func:`~k8py.cluster.zygote_client.start_zygote` with :func:`zygote_spec`'s
+    command), to supervise instead of starting one."""
 
     def __init__(self, spec: ClusterSpec, *, on_progress: Callable[[str], None] = lambda _m: None,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
+                 zygote_process: Any = None, backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
                  stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._on_progress = on_progress
@@ -108,6 +111,7 @@ class Supervisor:
         self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
                                                                 service_cidr=self.service_cidr)]
         self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
+        self._early_zygote = zygote_process
         self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
@@ -224,10 +228,12 @@ class Supervisor:
         self.progress(f"starting k8py in {self.spec.data_dir} (logs in {self.spec.log_dir})")
         # the certificates, and every kubeconfig written now, so that no
         # component ever reads an old one (a resumed cluster on a new port)
+        # (made while the zygote imports: the API server waits for both)
+        await self._launch_zygote()
         await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
                                 service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
                                 simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
-        await self._start_zygote()
+        await self._await_zygote()
         api, *rest = self.components
         early = [r for r in rest if r.spec.early]  # the nodes' runtimes: they need no API server
         for r in early:
@@ -260,12 +266,21 @@ class Supervisor:
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
 
-    async def _start_zygote(self) -> None:
+    async def _launch_zygote(self) -> None:
         zygote = self.zygote
         if zygote is None:
             return
-        await self._spawn(zygote)
+        if self._early_zygote is not None:
+            zygote.proc, zygote.started_at, zygote.state = PopenProcess(self._early_zygote), self._clock(), "starting"
+            self._write_state()
+        else:
+            await self._spawn(zygote)
         self._start(zygote)
+
+    async def _await_zygote(self) -> None:
+        zygote = self.zygote
+        if zygote is None:
+            return
         client = ZygoteClient(zygote.spec.argv[-1])
         if await client.wait_ready(15.0, alive=lambda: zygote.proc is not None and zygote.proc.returncode is None):
             self._zygote_client = client

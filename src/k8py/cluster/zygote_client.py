@@ -8,6 +8,12 @@ with the part of :class:`asyncio.subprocess.Process` the supervisor uses
 (``pid``, ``returncode``, ``wait()``, ``send_signal()``), so supervision,
 restarts with backoff and shutdown work alike for both kinds of process.
 
+:func:`start_zygote` starts the zygote itself before there is an event loop
+(``k8py up`` calls it before it even imports the supervisor, so that the
+zygote's imports, which the API server waits for, overlap the supervisor's
+own and the certificates it makes); :class:`PopenProcess` is that
+``subprocess.Popen`` with the same part of the asyncio process interface.
+
 Invariants: ``returncode`` is set exactly once, from the zygote's ``exit``
 message (the wait status as a code, negative for a signal); when the zygote
 dies first, the child's exit code is unknowable, so the child's process group
@@ -22,9 +28,11 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import time
 from typing import Any
 
-__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable"]
+__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable", "PopenProcess", "start_zygote"]
 
 
 class ZygoteUnavailable(OSError):
@@ -74,6 +82,59 @@ class ForkedProcess:
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
             os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def start_zygote(argv: list[str], log: str) -> subprocess.Popen[bytes]:
+    """The zygote's process, its own session, its output appended to ``log``
+    (as the supervisor starts every component); no event loop needed."""
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"--- k8py up: starting zygote (restart 0) at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+        out.flush()
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+class PopenProcess:
+    """A ``subprocess.Popen`` started before the event loop, adopted by the
+    supervisor: ``returncode`` is current whenever it is read (a poll, which
+    reaps only this pid), and ``wait()`` sleeps on a pidfd until it exits."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        if self._popen.poll() is None:
+            try:
+                fd = os.pidfd_open(self.pid)
+            except (AttributeError, OSError):  # no pidfds (not Linux 5.3+): poll
+                while self._popen.poll() is None:
+                    await asyncio.sleep(0.1)
+            else:
+                loop = asyncio.get_running_loop()
+                exited = loop.create_future()
+                loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+                try:
+                    if self._popen.poll() is None:
+                        await exited
+                finally:
+                    loop.remove_reader(fd)
+                    os.close(fd)
+        return self._popen.wait()
+
+    def send_signal(self, sig: int) -> None:
+        if self._popen.poll() is None:
+            self._popen.send_signal(sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

@@ -85,10 +85,21 @@ def _resources(c: Mapping[str, Any]) -> Resources:
 
 
 def _security(pod: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, Any]:
-    """runAsUser/runAsGroup/runAsNonRoot, the container's securityContext over the pod's."""
+    """The effective securityContext as upstream's ``determineEffectiveSecurityContext``: the
+    container's runAsUser/runAsGroup/runAsNonRoot over the pod's; the pod's supplementalGroups
+    plus its fsGroup; capabilities, privileged, readOnlyRootFilesystem and
+    allowPrivilegeEscalation (no_new_privs only when it is false) from the container's."""
     pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
-    sc = {**pod_sc, **{k: v for k, v in (c.get("securityContext") or {}).items() if v is not None}}
-    return {"run_as_user": sc.get("runAsUser"), "run_as_group": sc.get("runAsGroup"), "run_as_non_root": bool(sc.get("runAsNonRoot"))}
+    own = {k: v for k, v in (c.get("securityContext") or {}).items() if v is not None}
+    sc = {**pod_sc, **own}
+    groups = [int(g) for g in pod_sc.get("supplementalGroups") or []]
+    if pod_sc.get("fsGroup") is not None:
+        groups.append(int(pod_sc["fsGroup"]))
+    caps = own.get("capabilities") or {}
+    return {"run_as_user": sc.get("runAsUser"), "run_as_group": sc.get("runAsGroup"), "run_as_non_root": bool(sc.get("runAsNonRoot")),
+            "supplemental_groups": groups, "capabilities_add": list(caps.get("add") or []), "capabilities_drop": list(caps.get("drop") or []),
+            "privileged": bool(own.get("privileged")), "readonly_rootfs": bool(own.get("readOnlyRootFilesystem")),
+            "no_new_privs": own.get("allowPrivilegeEscalation") is False}
 
 
 async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> float | None:
@@ -151,6 +162,7 @@ def _termination_log(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], attempt: 
     host = os.path.join(s.volumes.pod_dir(w.uid), "containers", c["name"], str(attempt))
     os.makedirs(os.path.dirname(host), exist_ok=True)
     open(host, "wb").close()
+    os.chmod(host, 0o666)  # as upstream: a container running as any user can write its message
     w.memo[f"termlog-{c['name']}-{attempt}"] = host
     return Mount(c.get("terminationMessagePath") or "/dev/termination-log", host, False, "termination-log")
 

@@ -23,17 +23,27 @@ from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 __all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "FORMAT", "FORMAT_ERRORS", "new_url", "new_ip", "new_cidr",
-           "new_quantity", "new_format", "new_format_errors", "type_name"]
+           "new_quantity", "new_format", "new_format_errors", "type_name", "file_protos"]
 
 _OPAQUE = {"kubernetes": ["URL", "Quantity", "NamedFormat", "FormatErrors"], "net": ["IP", "CIDR"]}
 
+
+
+def file_protos() -> list[descriptor_pb2.FileDescriptorProto]:
+    """The opaque types' files (a schema's type-checking pool adds them too)."""
+    files = []
+    for package, names in _OPAQUE.items():
+        file = descriptor_pb2.FileDescriptorProto(name=f"k8py/cel/{package}.proto", package=package, syntax="proto3")
+        for name in names:
+            message = file.message_type.add(name=name)
+            message.field.add(name="value", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                              label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        files.append(file)
+    return files
+
+
 POOL = descriptor_pool.DescriptorPool()
-for _package, _names in _OPAQUE.items():
-    _file = descriptor_pb2.FileDescriptorProto(name=f"k8py/cel/{_package}.proto", package=_package, syntax="proto3")
-    for _name in _names:
-        _message = _file.message_type.add(name=_name)
-        _message.field.add(name="value", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-                           label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+for _file in file_protos():
     POOL.Add(_file)
 
 

@@ -14,7 +14,9 @@ fields ``kubectl get --raw .../proxy/stats/summary`` users read (node and per
 pod/container cpu and memory); ``usageNanoCores`` is the rate since the
 previous call (0 on the first).
 
-Measurements come from :mod:`k8py.kubelet.stats` (``/proc``); containers are
+Measurements come from :mod:`k8py.kubelet.stats` (``/proc``), or from the
+runtime when it measures its containers itself (a ``StatsRuntime``: CRI
+``ListContainerStats``, containerd reading their cgroups); containers are
 the newest running attempt of each container the kubelet's pods have.
 """
 
@@ -28,7 +30,7 @@ import orjson
 from aiohttp import web
 
 from k8py.kubelet import stats
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, StatsRuntime
 from k8py.kubelet.server_context import ServerContext
 
 __all__ = ["resource_metrics_handler", "summary_handler", "collect"]
@@ -62,7 +64,14 @@ async def collect(ctx: ServerContext) -> Sample:
         newest: dict[str, ContainerStatus] = {}
         for c in await ctx.pods.containers(ns, name):
             newest[c.name] = c
-        running += [(ns, name, uid, c) for c in newest.values() if c.state == ContainerState.RUNNING and c.pid > 0]
+        running += [(ns, name, uid, c) for c in newest.values() if c.state == ContainerState.RUNNING]
+    if isinstance(ctx.runtime, StatsRuntime):  # CRI: the runtime measures its containers (ListContainerStats)
+        measured = {u.container_id: stats.Usage(u.cpu_seconds, u.memory_bytes, u.timestamp)
+                    for u in await ctx.runtime.list_container_stats()}
+        containers = [ContainerSample(ns, name, uid, c.name, c.started_at, measured[c.id])
+                      for ns, name, uid, c in running if c.id in measured]
+        return Sample(time.time(), stats.node_cpu_seconds(), stats.node_memory(), containers)
+    running = [r for r in running if r[3].pid > 0]
     usage = stats.usage_of(c.pid for *_, c in running)
     containers = [
         ContainerSample(ns, name, uid, c.name, c.started_at, usage[c.pid]) for ns, name, uid, c in running if c.pid in usage

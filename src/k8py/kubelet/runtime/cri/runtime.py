@@ -11,11 +11,16 @@ Container events: this subset of CRI has no ``GetContainerEvents`` stream, so
 the containers every ``poll_interval`` seconds and yields an event for each
 state change it sees (created, started, stopped, deleted).
 
-``ExecSync`` serves exec probes and hooks. Not done yet (they raise
-``RuntimeErrorStatus`` saying so): streaming exec (``kubectl exec``), attach,
-host-network pods.
-``port_forward_address`` is the pod IP (reachable from the node over the CNI
-bridge).
+``ExecSync`` serves exec probes and hooks. ``kubectl exec``, ``attach`` and
+``port-forward`` go through the runtime's streaming server
+(:class:`~k8py.kubelet.runtime.protocols.RemoteStreamingRuntime`): CRI
+``Exec``/``Attach``/``PortForward`` return a one-time URL, opened over SPDY by
+:mod:`.streams`; the kubelet's server relays its client to it
+(``exec_spec`` is refused: nothing runs as a kubelet subprocess).
+``port_forward_address`` (the pod IP over the CNI bridge) is kept for callers
+that want a plain address. Resource usage is the runtime's
+(``ListContainerStats``: containerd reads the containers' cgroups).
+Not done yet (raises ``RuntimeErrorStatus`` saying so): host-network pods.
 
 Invariants: every CRI failure reaches the kubelet as NotFoundError or
 RuntimeErrorStatus with containerd's message; pulls try each credential in
@@ -33,7 +38,8 @@ from typing import AsyncIterator, Sequence
 import grpc
 
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerEventType, ContainerState,
+from k8py.kubelet.runtime.cri.streams import RemoteCommand, port_forward_connection
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerUsage, ContainerEventType, ContainerState,
                                             ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, NotFoundError,
                                             PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
                                             RuntimeInfo, SandboxState)
@@ -235,11 +241,38 @@ class CRIRuntime:
             seen = now
             await asyncio.sleep(self.poll_interval)
 
-    # --- streaming (not yet over CRI) -----------------------------------------------------
+    # --- streaming: through the runtime's streaming server (streams.py) ----------------------
 
     async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
-        raise RuntimeErrorStatus("ExecError", "kubectl exec is not supported on the CRI runtime yet (CRI's streaming Exec "
-                                 "is not wired); exec probes and hooks work (ExecSync)")
+        raise RuntimeErrorStatus("ExecError", "the CRI runtime runs exec sessions itself (exec_stream), not as a kubelet "
+                                 "subprocess")
+
+    async def _streaming_url(self, what: str, call) -> str:
+        try:
+            return await call
+        except CRIError as e:
+            raise RuntimeErrorStatus(f"{what}Error", e.details) from e
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], *, stdin: bool, stdout: bool, stderr: bool,
+                          tty: bool) -> RemoteCommand:
+        url = await self._streaming_url("Exec", self.client.exec(container_id, list(cmd), stdin=stdin, stdout=stdout,
+                                                                 stderr=stderr and not tty, tty=tty))
+        return await self._open_stream(url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+
+    async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool, tty: bool) -> RemoteCommand:
+        url = await self._streaming_url("Attach", self.client.attach(container_id, stdin=stdin, stdout=stdout,
+                                                                     stderr=stderr and not tty, tty=tty))
+        return await self._open_stream(url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+
+    async def _open_stream(self, url: str, **flags: bool) -> RemoteCommand:
+        try:
+            return await RemoteCommand.open(url, **flags)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise RuntimeErrorStatus("StreamError", f"cannot stream from the runtime at {url}: {e}") from e
+
+    async def port_forward_stream(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        url = await self._streaming_url("PortForward", self.client.port_forward(sandbox_id, [port]))
+        return await port_forward_connection(url, port)
 
     async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
         seconds = max(1, math.ceil(timeout)) if timeout else 0
@@ -259,6 +292,19 @@ class CRIRuntime:
 
     def attach_fifo(self, container_id: str) -> str | None:
         return None
+
+    # --- stats ----------------------------------------------------------------------------
+
+    async def list_container_stats(self) -> Sequence[ContainerUsage]:
+        """CRI ``ListContainerStats``: each container's CPU (cumulative) and memory working set, as the runtime
+        reads them from its cgroups. A container the runtime has no figures for yet (just started) is left out."""
+        out = []
+        for s in await self.client.list_container_stats():
+            if not s.attributes.id or not s.cpu.timestamp:
+                continue
+            out.append(ContainerUsage(s.attributes.id, s.cpu.usage_core_nano_seconds.value / 1e9,
+                                      s.memory.working_set_bytes.value, _seconds(s.cpu.timestamp) or self._clock()))
+        return out
 
     # --- images -------------------------------------------------------------------------
 
