@@ -6,10 +6,10 @@ and the protobuf messages: times (CRI nanoseconds → Unix seconds), log paths
 (absolute here, relative to the sandbox's log directory in CRI), the pod
 cgroup (below ``cgroup_root``, cgroupfs driver), resources and run-as ids.
 
-Container events: this subset of CRI has no ``GetContainerEvents`` stream, so
-:meth:`CRIRuntime.container_events` is upstream's *generic* PLEG: it relists
-the containers every ``poll_interval`` seconds and yields an event for each
-state change it sees (created, started, stopped, deleted).
+Container events (:mod:`.events`): the runtime's ``GetContainerEvents``
+stream when it has one, relisting every ``poll_interval`` seconds when it has
+not (containerd 1.6) or the stream breaks, and every ``evented_relist_period``
+beside a working stream.
 
 ``ExecSync`` serves exec probes and hooks. ``kubectl exec``, ``attach`` and
 ``port-forward`` go through the runtime's streaming server
@@ -38,8 +38,9 @@ from typing import AsyncIterator, Sequence
 import grpc
 
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
+from k8py.kubelet.runtime.cri.events import ContainerEvents
 from k8py.kubelet.runtime.cri.streams import RemoteCommand, port_forward_connection
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerUsage, ContainerEventType, ContainerState,
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerState, ContainerUsage,
                                             ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, NotFoundError,
                                             PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
                                             RuntimeInfo, SandboxState)
@@ -67,10 +68,12 @@ def _resources(r: Resources) -> pb.LinuxContainerResources:
 
 class CRIRuntime:
     def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
-                 clock=time.time) -> None:
+                 evented_relist_period: float = 300.0, clock=time.time) -> None:
         self.client = client
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
+        self._events = ContainerEvents(client, poll_interval=poll_interval, evented_relist_period=evented_relist_period,
+                                       clock=clock)
         self._clock = clock
         self._version: pb.VersionResponse | None = None
 
@@ -218,28 +221,8 @@ class CRIRuntime:
                 continue
         return out
 
-    async def container_events(self) -> AsyncIterator[ContainerEvent]:
-        seen: dict[str, tuple[int, str, str]] = {}  # container id -> (state, sandbox id, pod uid)
-        kinds = {pb.CONTAINER_CREATED: ContainerEventType.CREATED, pb.CONTAINER_RUNNING: ContainerEventType.STARTED,
-                 pb.CONTAINER_EXITED: ContainerEventType.STOPPED}
-        while True:
-            try:
-                uids = {s.id: s.metadata.uid for s in await self.client.list_pod_sandbox()}
-                now = {c.id: (c.state, c.pod_sandbox_id, uids.get(c.pod_sandbox_id, ""))
-                       for c in await self.client.list_containers()}
-            except CRIError as e:
-                log.warning("relisting containers failed: %s", e)
-                await asyncio.sleep(self.poll_interval)
-                continue
-            at = self._clock()
-            for cid, (state, sid, uid) in now.items():
-                if seen.get(cid, (None,))[0] != state and state in kinds:
-                    yield ContainerEvent(kinds[state], cid, sid, uid, at)
-            for cid in seen.keys() - now.keys():
-                _, sid, uid = seen[cid]
-                yield ContainerEvent(ContainerEventType.DELETED, cid, sid, uid, at)
-            seen = now
-            await asyncio.sleep(self.poll_interval)
+    def container_events(self) -> AsyncIterator[ContainerEvent]:
+        return self._events.events()
 
     # --- streaming: through the runtime's streaming server (streams.py) ----------------------
 
