@@ -21,6 +21,7 @@ Commands:
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import asyncio
 import gc
@@ -404,8 +405,15 @@ async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def
     return 0
 
 
+@functools.cache
+def shared_parser() -> argparse.ArgumentParser:
+    """The parser ``main`` uses, built once per process (parsing leaves it as it was):
+    ``k8py zygote`` builds it before it forks, so no component builds its own."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = shared_parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "up":
         return up_command.run_up(args)
