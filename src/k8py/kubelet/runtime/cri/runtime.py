@@ -119,7 +119,12 @@ class CRIRuntime:
         return cfg
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
-        log.info("pod CIDR %s: the CRI runtime's CNI configuration assigns pod IPs, not the kubelet", pod_cidr)
+        """Pass the node's pod CIDR on, as upstream's kubelet does: containerd writes its CNI config from its
+        ``conf_template`` with it (a runtime without a template keeps its own CNI config, and says so in its log)."""
+        try:
+            await self.client.update_runtime_config(pod_cidr)
+        except CRIError as e:  # as upstream: logged, pods then fail with the runtime's "network not ready"
+            log.error("the CRI runtime refused the pod CIDR %s: %s", pod_cidr, e.details)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         try:
