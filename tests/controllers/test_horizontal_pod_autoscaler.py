@@ -2,11 +2,11 @@
 ``kubectl autoscale`` / ``kubectl get hpa``, and the controller scaling a
 ReplicaSet up on high CPU and back down after the (shortened) stabilization.
 
-The controller's metrics source is replaced here by a table the test sets
-(real PodMetrics need kubelets running CPU-burning processes; the controller's
-``metrics.k8s.io`` client is the default and is exercised where real
-kubelets run). Everything else is real: API server, scale subresource,
-ReplicaSet controller, kubectl."""
+The controller's metrics source is replaced here by a table the test sets, so
+that the algorithm's figures (150% -> 3 replicas) are exact; everything else is
+real: API server, scale subresource, ReplicaSet controller, kubectl. The same
+controller on real metrics (CPU-burning pod processes measured by a kubelet,
+served as ``metrics.k8s.io``) is test_hpa_real_metrics_e2e.py."""
 
 from __future__ import annotations
 

@@ -47,6 +47,14 @@ class KubeletConfig:
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     client_ca_file: str = ""
+    #: who may call the HTTPS server (see k8py.kubelet.server_auth); the defaults are
+    #: KubeletConfiguration v1beta1's: no anonymous, bearer tokens by TokenReview, Webhook authorization
+    anonymous_auth: bool = False
+    authentication_token_webhook: bool = True
+    authentication_token_webhook_cache_ttl: float = 120.0
+    authorization_mode: str = "Webhook"
+    authorization_webhook_cache_authorized_ttl: float = 300.0
+    authorization_webhook_cache_unauthorized_ttl: float = 30.0
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
     #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``
@@ -172,4 +180,26 @@ def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfi
         config.image_minimum_gc_age = _duration(doc["imageMinimumGCAge"])
     if "syncFrequency" in doc:
         config.sync_frequency = _duration(doc["syncFrequency"])
+    _load_auth(doc, config)
     return config
+
+
+def _load_auth(doc: Mapping[str, Any], config: KubeletConfig) -> None:
+    """``authentication`` (x509, webhook, anonymous) and ``authorization`` (mode, webhook caches)."""
+    authn, authz = doc.get("authentication") or {}, doc.get("authorization") or {}
+    x509, webhook, anonymous = authn.get("x509") or {}, authn.get("webhook") or {}, authn.get("anonymous") or {}
+    if "clientCAFile" in x509:
+        config.client_ca_file = str(x509["clientCAFile"])
+    if "enabled" in webhook:
+        config.authentication_token_webhook = bool(webhook["enabled"])
+    if "cacheTTL" in webhook:
+        config.authentication_token_webhook_cache_ttl = _duration(webhook["cacheTTL"])
+    if "enabled" in anonymous:
+        config.anonymous_auth = bool(anonymous["enabled"])
+    if "mode" in authz:
+        config.authorization_mode = str(authz["mode"])
+    caches = authz.get("webhook") or {}
+    if "cacheAuthorizedTTL" in caches:
+        config.authorization_webhook_cache_authorized_ttl = _duration(caches["cacheAuthorizedTTL"])
+    if "cacheUnauthorizedTTL" in caches:
+        config.authorization_webhook_cache_unauthorized_ttl = _duration(caches["cacheUnauthorizedTTL"])

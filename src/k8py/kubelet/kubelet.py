@@ -134,7 +134,7 @@ class Kubelet:
     async def _serve(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
                             healthy=lambda: self.ready.is_set())
-        ssl_context, middlewares = server_tls.serving_options(self.config)
+        ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
         self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
