@@ -126,6 +126,9 @@ def _send(conn: socket.socket, message: dict[str, Any]) -> None:
 def serve(socket_path: str) -> int:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # the zygote goes with the supervisor
     _preload(PRELOAD_FIRST)
+    from k8py.cli.main import shared_parser
+
+    shared_parser()  # every child parses its argv with it: built once, here
     gc.freeze()
     wakeup_r, wakeup_w = socket.socketpair()
     wakeup_r.setblocking(False)
