@@ -53,7 +53,7 @@ from k8py.apiserver.registry import Registry
 from k8py.apiserver.server_config import APIServerConfig
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.webhooks.admission_plugins import register_webhook_plugins
+from k8py.apiserver.webhooks.admission_plugins import AUTHORIZER_KEY, register_webhook_plugins
 
 __all__ = ["AccessControl", "CachedCoreObjects"]
 
@@ -93,6 +93,7 @@ class AccessControl:
         self._node_authorizer = lambda: NodeAuthorizer(cacher, registry)
         self.authorizer: Authorizer = config.authorizer or Union(
             [self._authorizer(mode) for mode in config.authorization_modes])
+        self.admission_context.extra[AUTHORIZER_KEY] = self.authorizer  # CEL's authorizer library in policies
         #: the store runs it on Role/ClusterRole/binding writes (escalation and bind checks)
         self.escalation = EscalationCheck(self.authorizer, self.rbac, cacher.wait_consistent)
         self.authenticator = self._authenticator_chain()

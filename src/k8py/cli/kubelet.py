@@ -248,7 +248,7 @@ async def _main(args: argparse.Namespace) -> int:
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
             if args.container_runtime_endpoint:
-                runtime = await _cri_runtime(args)
+                runtime = await _cri_runtime(args, node_ip=config.address)
                 if runtime is None:
                     return 2
             else:
@@ -283,7 +283,7 @@ async def _main(args: argparse.Namespace) -> int:
         await client.close()
 
 
-async def _cri_runtime(args: argparse.Namespace) -> Any:
+async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
     """The CRI runtime at --container-runtime-endpoint, connected; None (after saying why) when it cannot be."""
     try:
         from k8py.kubelet.runtime.cri.client import CRIClient
@@ -300,7 +300,8 @@ async def _cri_runtime(args: argparse.Namespace) -> Any:
         print(f"k8py kubelet: {e}", file=sys.stderr)
         return None
     try:
-        return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period).connect()
+        return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period,
+                                node_ip=node_ip).connect()
     except RuntimeErrorStatus as e:
         await client.close()
         print(f"k8py kubelet: {e.message}", file=sys.stderr)

@@ -14,6 +14,7 @@ Commands:
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
 - ``k8py kubelet``: the node agent (process or simulated runtime);
 - ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS;
+- ``k8py containerd``: Debian's containerd for one node, as ``k8py up --runtime containerd`` runs it;
 - ``k8py zygote``: what ``k8py up`` forks the components from (``k8py.cli.zygote``).
 """
 
@@ -31,6 +32,7 @@ import sys
 import time
 
 from k8py import __version__
+from k8py.cli import containerd as containerd_command
 from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
 from k8py.cli import flow as flow_command
@@ -233,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
     proxy_command.add_parsers(sub)
+    containerd_command.add_parser(sub)
     zygote = sub.add_parser("zygote", help="(used by k8py up) import k8py once and fork each component from it")
     zygote.add_argument("--socket", required=True, help="the Unix socket the supervisor asks for forks on")
     return parser
@@ -436,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         return proxy_command.run_proxy(args)
     if args.command == "dns":
         return proxy_command.run_dns(args)
+    if args.command == "containerd":
+        return containerd_command.run(args)
     if args.command == "zygote":
         from k8py.cli.zygote import serve
 

@@ -47,7 +47,7 @@ def _ancestors(pid: int) -> set[int]:
 
 
 #: ``zygote`` too: the components it forks keep its command line
-COMPONENT_COMMANDS = {b"apiserver", b"controller-manager", b"scheduler", b"kubelet", b"proxy", b"dns", b"zygote"}
+COMPONENT_COMMANDS = {b"apiserver", b"controller-manager", b"scheduler", b"kubelet", b"proxy", b"dns", b"zygote", b"containerd"}
 
 
 def _is_component(cmdline: bytes) -> bool:

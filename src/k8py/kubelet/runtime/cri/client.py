@@ -89,6 +89,10 @@ class CRIClient:
     async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
         return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
 
+    async def update_runtime_config(self, pod_cidr: str, *, timeout: float | None = None) -> None:
+        req = pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr=pod_cidr)))
+        await self._call(self._runtime, "UpdateRuntimeConfig", req, timeout)
+
     async def run_pod_sandbox(self, config: pb.PodSandboxConfig, *, runtime_handler: str = "",
                               timeout: float | None = None) -> str:
         req = pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler)

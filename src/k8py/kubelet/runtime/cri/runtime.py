@@ -20,7 +20,8 @@ beside a working stream.
 ``port_forward_address`` (the pod IP over the CNI bridge) is kept for callers
 that want a plain address. Resource usage is the runtime's
 (``ListContainerStats``: containerd reads the containers' cgroups).
-Not done yet (raises ``RuntimeErrorStatus`` saying so): host-network pods.
+``hostNetwork`` pods: the sandbox and its containers in the node's network
+namespace (``NamespaceMode.NODE``), the node's IP (``node_ip``) as pod IP.
 
 Invariants: every CRI failure reaches the kubelet as NotFoundError or
 RuntimeErrorStatus with containerd's message; pulls try each credential in
@@ -54,6 +55,8 @@ _STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: C
 #: the image name the kubelet asked for, kept on the container: containerd reports an image by its ID's
 #: first tag, which differs when two names share one image (upstream keeps pod-spec facts in labels too)
 IMAGE_ANNOTATION = "k8py.io/image"
+#: on sandboxes in the node's network namespace (the runtime reports no IP for them)
+HOST_NETWORK_ANNOTATION = "k8py.io/host-network"
 _PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
 
 
@@ -68,10 +71,12 @@ def _resources(r: Resources) -> pb.LinuxContainerResources:
 
 class CRIRuntime:
     def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
-                 evented_relist_period: float = 300.0, clock=time.time) -> None:
+                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", clock=time.time) -> None:
         self.client = client
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
+        #: the IP host-network pods report
+        self.node_ip = node_ip
         self._events = ContainerEvents(client, poll_interval=poll_interval, evented_relist_period=evented_relist_period,
                                        clock=clock)
         self._clock = clock
@@ -98,22 +103,28 @@ class CRIRuntime:
     # --- sandboxes ----------------------------------------------------------------------
 
     def _sandbox_pb(self, c: PodSandboxConfig) -> pb.PodSandboxConfig:
-        if c.host_network:
-            raise RuntimeErrorStatus("CreatePodSandboxError", "hostNetwork pods are not supported on the CRI runtime yet; "
-                                     "run them on a kubelet with the process runtime")
         cfg = pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name=c.name, namespace=c.namespace, uid=c.uid, attempt=c.attempt),
-            hostname=c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
+            # as upstream, a host-network pod has the node's hostname (its UTS namespace): none is set
+            hostname="" if c.host_network else c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
             annotations=dict(c.annotations),
             port_mappings=[pb.PortMapping(protocol=_PROTOCOLS.get(proto.upper(), pb.TCP), container_port=cport,
                                           host_port=hport, host_ip=hip) for proto, cport, hport, hip in c.port_mappings])
         cfg.linux.cgroup_parent = f"{self.cgroup_root}/{c.cgroup_parent.strip('/')}" if c.cgroup_parent else self.cgroup_root
         cfg.linux.resources.CopyFrom(_resources(c.resources))
         cfg.linux.security_context.namespace_options.pid = pb.CONTAINER  # as upstream without shareProcessNamespace
+        if c.host_network:  # the node's network namespace (and, in containerd, its UTS namespace): no CNI
+            cfg.linux.security_context.namespace_options.network = pb.NODE
+            cfg.annotations[HOST_NETWORK_ANNOTATION] = "true"
         return cfg
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
-        log.info("pod CIDR %s: the CRI runtime's CNI configuration assigns pod IPs, not the kubelet", pod_cidr)
+        """Pass the node's pod CIDR on, as upstream's kubelet does: containerd writes its CNI config from its
+        ``conf_template`` with it (a runtime without a template keeps its own CNI config, and says so in its log)."""
+        try:
+            await self.client.update_runtime_config(pod_cidr)
+        except CRIError as e:  # as upstream: logged, pods then fail with the runtime's "network not ready"
+            log.error("the CRI runtime refused the pod CIDR %s: %s", pod_cidr, e.details)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         try:
@@ -138,9 +149,12 @@ class CRIRuntime:
         m = s.metadata
         return PodSandboxStatus(id=s.id, name=m.name, namespace=m.namespace, uid=m.uid, attempt=m.attempt,
                                 state=SandboxState.READY if s.state == pb.SANDBOX_READY else SandboxState.NOTREADY,
-                                created_at=_seconds(s.created_at), ip=s.network.ip,
+                                created_at=_seconds(s.created_at),
+                                # a host-network pod's IP is the node's (the runtime reports none), as upstream
+                                ip=s.network.ip or (self.node_ip if s.annotations.get(HOST_NETWORK_ANNOTATION) else ""),
                                 additional_ips=[ip.ip for ip in s.network.additional_ips],
-                                labels=dict(s.labels), annotations=dict(s.annotations))
+                                labels=dict(s.labels),
+                                annotations={k: v for k, v in s.annotations.items() if k != HOST_NETWORK_ANNOTATION})
 
     async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
         out = []
@@ -165,6 +179,8 @@ class CRIRuntime:
         cfg.linux.resources.CopyFrom(_resources(c.resources))
         # the proto default (POD) would put every container in the sandbox's pid namespace, under pause
         cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+        if sandbox.host_network:
+            cfg.linux.security_context.namespace_options.network = pb.NODE
         if c.run_as_user is not None:
             cfg.linux.security_context.run_as_user.value = c.run_as_user
         if c.run_as_group is not None:
