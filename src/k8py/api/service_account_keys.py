@@ -195,15 +195,16 @@ def generate_signing_key(*, ec_p256: bool = False) -> SigningKey:
     return SigningKey(rsa.generate_private_key(public_exponent=65537, key_size=2048))
 
 
-def ensure_signing_key_file(path: str) -> SigningKey:
-    """Load ``path``, or create it (an RSA-2048 key, mode 0600) when it does not exist yet.
+def ensure_signing_key_file(path: str, *, ec_p256: bool = False) -> SigningKey:
+    """Load ``path``, or create it (an RSA-2048 key, or with ``ec_p256`` a P-256
+    one, mode 0600) when it does not exist yet.
 
     Safe when several processes start at once on one directory (``k8py up
     --apiservers N``): the key is written aside and hard-linked into place,
     which fails if another got there first, and then everyone loads the
     winner's key, so all of them sign and verify with the same one."""
     if not os.path.exists(path):
-        key = generate_signing_key()
+        key = generate_signing_key(ec_p256=ec_p256)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -49,12 +49,12 @@ def ref(registry: Registry) -> str:
     return registry.push("k8py/streams-e2e", "1", image([busybox_layer({"www/index.html": "served inside the pod\n"})]))
 
 
-def run_pod(node: Node, ref: str, name: str, script: str, *, stdin: bool = False) -> None:
+def run_pod(node: Node, ref: str, name: str, script: str, *, stdin: bool = False, host_network: bool = False) -> dict:
     node.core.create_namespaced_pod(NS, {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0, "containers": [{
+        "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0, "hostNetwork": host_network, "containers": [{
             "name": "main", "image": ref, "command": ["/bin/sh", "-c", script], "stdin": stdin}]}})
-    node.wait_pod(NS, name, lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    return node.wait_pod(NS, name, lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
 
 
 def env(node: Node) -> dict[str, str]:
@@ -163,3 +163,29 @@ def test_kubectl_top_pod_reads_the_runtimes_stats(cri_node: Node, ref: str) -> N
     assert name == "burner" and cpu.endswith("m") and int(cpu[:-1]) > 0 and memory.endswith("Mi"), lines
     raw = cri_node.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/metrics/resource").stdout
     assert 'container_memory_working_set_bytes{container="main",namespace="cri-streams",pod="burner"}' in raw, raw
+
+
+def interfaces(proc_net_dev: str) -> set[str]:
+    return {line.split(":")[0].strip() for line in proc_net_dev.splitlines()[2:]}
+
+
+def test_a_host_network_pod_shares_the_nodes_network(cri_node: Node, ref: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pod = run_pod(cri_node, ref, "hostnet", f"exec httpd -f -p 127.0.0.1:{port} -h /www", host_network=True)
+    assert pod["status"]["podIP"] == "127.0.0.1", pod["status"]  # the node's address (the kubelet's --address)
+    inside = cri_node.kubectl.run("exec", "-n", NS, "hostnet", "--", "cat", "/proc/net/dev").stdout
+    with open("/proc/net/dev") as f:
+        assert interfaces(inside) == interfaces(f.read())  # the node's interfaces, not a pod netns's lo + eth0
+    deadline = time.monotonic() + 60
+    while True:  # the pod's server, reached on the node's loopback with no forwarding at all
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=30) as resp:
+                assert resp.read() == b"served inside the pod\n"
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the hostNetwork pod's server never answered on the node"
+            time.sleep(0.3)
+    cri_node.core.delete_namespaced_pod("hostnet", NS, grace_period_seconds=0)
+    cri_node.wait_gone(NS, "hostnet", timeout=120)

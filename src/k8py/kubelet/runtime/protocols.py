@@ -63,6 +63,8 @@ __all__ = [
     "StreamingRuntime",
     "ImageRuntime",
     "Runtime",
+    "ContainerTerminal",
+    "TerminalRuntime",
     "RemoteStream",
     "RemoteStreamingRuntime",
     "ContainerUsage",
@@ -390,6 +392,26 @@ class StreamingRuntime(Protocol):
         """Path of the FIFO that feeds the container's stdin when the container
         was created with ``stdin=True``; None otherwise. Output to attach is
         the log file (follow it)."""
+
+
+class ContainerTerminal(Protocol):
+    """The terminal of a running ``tty: true`` container (its pty's master side, kept by the runtime)."""
+
+    def subscribe(self) -> AsyncIterator[bytes]:
+        """The container's output from now on, raw, until its terminal closes."""
+
+    async def write(self, data: bytes) -> None:
+        """Typed input."""
+
+    def resize(self, width: int, height: int) -> None: ...
+
+
+@runtime_checkable
+class TerminalRuntime(Protocol):
+    """A runtime that allocates a pty for ``tty: true`` containers and lets attach use it."""
+
+    def attach_terminal(self, container_id: str) -> ContainerTerminal | None:
+        """None when the container has no terminal (no ``tty``, or one this runtime can no longer reach)."""
 
 
 class RemoteStream(Protocol):

@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from grpc import aio
@@ -87,6 +88,10 @@ class CRIClient:
 
     async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
         return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
+
+    async def update_runtime_config(self, pod_cidr: str, *, timeout: float | None = None) -> None:
+        req = pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr=pod_cidr)))
+        await self._call(self._runtime, "UpdateRuntimeConfig", req, timeout)
 
     async def run_pod_sandbox(self, config: pb.PodSandboxConfig, *, runtime_handler: str = "",
                               timeout: float | None = None) -> str:
@@ -166,11 +171,22 @@ class CRIClient:
         req = pb.ListPodSandboxStatsRequest()
         return list((await self._call(self._runtime, "ListPodSandboxStats", req, timeout)).stats)
 
-    async def container_events(self) -> AsyncIterator[pb.ContainerEventResponse]:
-        """The runtime's container event stream (CRI ``GetContainerEvents``), without a deadline.
+    async def container_events(self, *, on_open: Callable[[], None] | None = None) -> AsyncIterator[pb.ContainerEventResponse]:
+        """The runtime's container event stream (CRI ``GetContainerEvents``), without a deadline;
+        ``on_open`` is called once the runtime has accepted the call (its response headers came).
 
         Raises CRIError with ``UNIMPLEMENTED`` when the runtime has none (containerd before 1.7)."""
         call = self._runtime.GetContainerEvents(pb.GetEventsRequest())
+
+        async def opened() -> None:
+            try:
+                await call.initial_metadata()
+            except aio.AioRpcError:
+                return
+            if on_open is not None and not call.done():
+                on_open()
+
+        watcher = asyncio.create_task(opened(), name="cri-events-opened")
         try:
             async for event in call:
                 yield event
@@ -178,6 +194,7 @@ class CRIClient:
             raise CRIError("GetContainerEvents", e.code(), e.details() or "") from e
         finally:
             call.cancel()
+            watcher.cancel()
 
     # --- ImageService -----------------------------------------------------------------
 

@@ -80,7 +80,10 @@ def _launch(rec: dict[str, Any], *, bwrap: str | None, cdir: str, status_fd: int
                                               user=(user[0], user[1]) if user else None,
                                               overlay="" if sec and sec.readonly_rootfs else overlay,
                                               cap_args=security.bwrap_cap_args(sec) if sec else (), host_dev=host_dev)
-    return launcher.build_launch([*rec.get("setpriv", []), *rec["argv"]], bwrap=bwrap, mounts=mounts, working_dir=rec["cwd"],
+    # a terminal inside bwrap's pid namespace: the command leads its own session there with the pty
+    # as its controlling terminal (made outside, a shell fails to restore the foreground group on exit)
+    ctty = [shutil.which("setsid") or "setsid", "--ctty"] if rec.get("tty") and bwrap else []
+    return launcher.build_launch([*ctty, *rec.get("setpriv", []), *rec["argv"]], bwrap=bwrap, mounts=mounts, working_dir=rec["cwd"],
                                  hostname=rec["hostname"], status_fd=status_fd, fallback_cwd=cdir, host_dev=host_dev)
 
 
@@ -118,7 +121,7 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
         argv = CgroupManager.join_argv(rec["cgroups"], CNIPodNetwork.wrap(netns, launch.argv))
         proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=launch.cwd, env=rec["env"],
                                                     start_new_session=True, pass_fds=(status_fd,),
-                                                    preexec_fn=_controlling_tty if rec.get("tty") else None)
+                                                    preexec_fn=_controlling_tty if rec.get("tty") and not launch.bwrap else None)
     except BaseException:
         log.close()
         if terminal is not None:

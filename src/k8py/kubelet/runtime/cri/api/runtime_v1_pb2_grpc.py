@@ -94,6 +94,11 @@ class RuntimeServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusResponse.FromString,
                 _registered_method=True)
+        self.UpdateRuntimeConfig = channel.unary_unary(
+                '/runtime.v1.RuntimeService/UpdateRuntimeConfig',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/runtime.v1.RuntimeService/Status',
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.SerializeToString,
@@ -221,6 +226,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateRuntimeConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -343,6 +354,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.ContainerStatus,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusResponse.SerializeToString,
+            ),
+            'UpdateRuntimeConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRuntimeConfig,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -719,6 +735,33 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/ContainerStatus',
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusRequest.SerializeToString,
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateRuntimeConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/UpdateRuntimeConfig',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,
