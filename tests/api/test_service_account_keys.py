@@ -57,3 +57,16 @@ def test_processes_starting_together_end_up_with_one_key(tmp_path) -> None:
     assert len(set(kids)) == 1 and os.listdir(tmp_path) == ["sa.key"]
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
     assert _kid(path) == kids[0]  # made once, kept
+
+
+def test_a_key_file_is_parsed_once_until_it_changes(tmp_path) -> None:
+    """The API server's start reads its signing key three times; RSA validation
+    costs a tenth of a second each, so an unchanged file gives the loaded key."""
+    path = str(tmp_path / "sa.key")
+    made = ensure_signing_key_file(path)
+    assert load_signing_key(path) is made and load_signing_key(path) is made
+    other = generate_signing_key()
+    with open(path + ".new", "wb") as f:
+        f.write(other.pem())
+    os.replace(path + ".new", path)  # a new inode: the rotated key is read, not the cached one
+    assert load_signing_key(path).kid == other.kid != made.kid

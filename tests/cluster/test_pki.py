@@ -35,7 +35,7 @@ def test_every_component_has_its_contracted_identity(tmp_path):
         "scheduler": ("system:kube-scheduler", ()),
         "proxy": ("system:kube-proxy", ()),
         "dns": ("system:k8py-dns", ()),
-        "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+        "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ()),
         "node-n0": ("system:node:n0", ("system:nodes",)),
         "node-k8py-sim": ("system:k8py-simulated-kubelet", ("system:masters",)),
     }

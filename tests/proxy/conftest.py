@@ -143,7 +143,7 @@ async def cluster(server, client) -> AsyncIterator[Cluster]:
     c = Cluster(client, node_address)
     manager = ControllerManager(client, controllers=["endpointslice", "endpointslicemirroring"])
     config = ClientConfig(server=server.url)
-    options = ProxyOptions(node_name="node-a", node_addresses=(node_address,))
+    options = ProxyOptions(node_name="node-a", node_addresses=(node_address,), mode="userspace")
 
     def keep(proxier: Any) -> None:
         c.proxier = proxier

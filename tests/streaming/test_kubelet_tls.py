@@ -1,5 +1,10 @@
 """The kubelet's server over HTTPS with a client CA, reached by a secure API server with its
-kubelet-client certificate: logs, exec and top through kubectl keep working; nobody else gets in."""
+kubelet-client certificate: logs, exec and top through kubectl keep working; nobody else gets in.
+
+The kubelet authorizes as upstream's (Webhook): the API server's identity
+(``kube-apiserver-kubelet-client``, no groups) is allowed by a SubjectAccessReview through
+the bootstrap binding to ``system:kubelet-api-admin``; others need ``nodes/<subresource>``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ import pytest
 
 from k8py.client import certs
 from k8py.cli.kubeconfig import write_kubeconfig
-from k8py.kubelet.server_tls import client_certificate_middleware, server_ssl_context
+from k8py.client.kubeconfig import load_kubeconfig
+from k8py.client.rest import RestClient
+from k8py.kubelet.server_auth import KubeletAuth
+from k8py.kubelet.server_tls import server_ssl_context
 from tests.support.kube import Kubectl
 from tests.support.kubelet_server import HostRuntime, KubeletServerThread, register_node, write_log
 from tests.support.servers import ServerThread, sqlite_storage
@@ -33,23 +41,39 @@ def secure(tmp_path):
     ca_file = str(tmp_path / "ca.crt")
     certs.write_pem(ca_file, ca.cert_pem)
     kubelet_cert, kubelet_key = _write(tmp_path / "kubelet", *ca.issue_serving(NODE, dns_names=[NODE], ips=["127.0.0.1"]))
-    client_cert, client_key = _write(tmp_path / "apiserver-kubelet-client",
-                                     *ca.issue_client("kube-apiserver-kubelet-client", ["system:masters"]))
+    client_cert, client_key = _write(tmp_path / "apiserver-kubelet-client", *ca.issue_client("kube-apiserver-kubelet-client"))
     admin = ca.issue_client("system:admin", ["system:masters"])
+    node = ca.issue_client(f"system:node:{NODE}", ["system:nodes"])
+    _write(tmp_path / "alice", *ca.issue_client("alice", ["developers"]))  # a user with no rights on nodes
     runtime = HostRuntime(str(tmp_path / "logs"))
     ctx = server_ssl_context(cert_file=kubelet_cert, key_file=kubelet_key, client_ca_file=ca_file,
                              root_dir=str(tmp_path / "root"), address="127.0.0.1", node_name=NODE)
     with ServerThread(sqlite_storage(str(tmp_path / "data")), secure_port=0, insecure_port=None, client_ca_file=ca_file,
                       kubelet_client_certificate=client_cert, kubelet_client_key=client_key,
-                      kubelet_certificate_authority=ca_file, metrics_window=0.3) as api, \
-            KubeletServerThread(runtime, NODE, ssl_context=ctx, middlewares=(client_certificate_middleware,)) as kubelet:
+                      kubelet_certificate_authority=ca_file, metrics_window=0.3, authorization_modes=("Node", "RBAC")) as api:
         assert api.server is not None and api.server.serving is not None
         kubeconfig = write_kubeconfig(str(tmp_path / "admin" / "kubeconfig"), api.url, ca_data=api.server.serving.ca_pem,
                                       client_cert_data=certs.encode_cert_pem(admin[0]),
                                       client_key_data=certs.encode_private_key_pem(admin[1]))
+        node_kubeconfig = write_kubeconfig(str(tmp_path / "node" / "kubeconfig"), api.url, ca_data=api.server.serving.ca_pem,
+                                           client_cert_data=certs.encode_cert_pem(node[0]),
+                                           client_key_data=certs.encode_private_key_pem(node[1]))
+
+        def make_auth():
+            rest = RestClient(load_kubeconfig(node_kubeconfig))  # the kubelet's own client, system:node:NODE
+            # denials are not cached here: tests grant a right after a refusal
+            auth = KubeletAuth(node_name=NODE, client=rest, token_webhook=True, authorization_mode="Webhook",
+                               unauthorized_ttl=0)
+            return (auth.middleware,), rest.close
+
+        kubelet_thread = KubeletServerThread(runtime, NODE, ssl_context=ctx, make_auth=make_auth)
+        kubelet = kubelet_thread.start()
         client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
-        register_node(client, NODE, kubelet.port)
-        yield api, kubelet, runtime, client, Kubectl(api.url, str(tmp_path / "home"), kubeconfig), ca_file
+        try:
+            register_node(client, NODE, kubelet.port)
+            yield api, kubelet, runtime, client, Kubectl(api.url, str(tmp_path / "home"), kubeconfig), ca_file
+        finally:
+            kubelet_thread.stop()
 
 
 def _pod(client, runtime, name: str) -> None:
@@ -74,7 +98,7 @@ def test_the_kubelet_refuses_requests_without_a_client_certificate(secure):
     conn = http.client.HTTPSConnection("127.0.0.1", kubelet.port, context=ctx, timeout=30)
     conn.request("GET", "/pods")
     response = conn.getresponse()
-    assert response.status == 401 and b'"reason":"Unauthorized"' in response.read()
+    assert response.status == 401 and response.read() == b"Unauthorized"  # upstream's plain-text body
     conn.request("GET", "/healthz")  # the health check needs no certificate
     assert conn.getresponse().status == 200
     conn.close()
@@ -151,3 +175,139 @@ def test_port_forward_and_nodes_proxy_go_through_the_tls_kubelet(secure):
         pod_server.server_close()
     assert kubectl.run("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/healthz").stdout == "ok"
     assert '"PodList"' in kubectl.run("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/pods").stdout
+
+
+# -- who may call the kubelet: upstream's webhook authentication and authorization ------------
+
+def _kubelet_get(port: int, ca_file: str, path: str, *, cert: tuple[str, str] | None = None, token: str = "",
+                 method: str = "GET") -> tuple[int, bytes]:
+    ctx = ssl.create_default_context(cafile=ca_file)
+    if cert is not None:
+        ctx.load_cert_chain(*cert)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+    try:
+        conn.request(method, path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def _eventually(check, timeout: float = 30.0):
+    """Poll ``check`` until it returns a true value (RBAC's policy cache follows a watch)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _cert(tmp_path, name: str) -> tuple[str, str]:
+    return str(tmp_path / f"{name}.crt"), str(tmp_path / f"{name}.key")
+
+
+@pytest.mark.parametrize("method, path, verb, subresource", [
+    ("GET", "/pods", "get", "proxy"),
+    ("GET", "/stats/summary", "get", "stats"),
+    ("GET", "/metrics/resource", "get", "metrics"),
+    ("GET", "/metrics", "get", "metrics"),
+    ("GET", "/containerLogs/default/web/main", "get", "proxy"),
+    ("POST", "/exec/default/web/main?command=ls", "create", "proxy"),
+])
+def test_a_user_without_rights_on_the_node_gets_upstreams_403_from_the_kubelet(secure, tmp_path, method, path, verb, subresource):
+    _, kubelet, _, _, _, ca_file = secure
+    status, body = _kubelet_get(kubelet.port, ca_file, path, cert=_cert(tmp_path, "alice"), method=method)
+    assert status == 403
+    assert body == f"Forbidden (user=alice, verb={verb}, resource=nodes, subresource={subresource})".encode()
+
+
+def test_a_grant_of_nodes_stats_opens_stats_and_nothing_else(secure, tmp_path):
+    _, kubelet, _, client, _, ca_file = secure
+    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+    rbac.create_cluster_role({"metadata": {"name": "node-stats"}, "rules": [
+        {"apiGroups": [""], "resources": ["nodes/stats"], "resourceNames": [NODE], "verbs": ["get"]}]})
+    rbac.create_cluster_role_binding({"metadata": {"name": "alice-node-stats"},
+                                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-stats"},
+                                      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]})
+    alice = _cert(tmp_path, "alice")
+    got = _eventually(lambda: _kubelet_get(kubelet.port, ca_file, "/stats/summary", cert=alice)[0] == 200)
+    assert got, _kubelet_get(kubelet.port, ca_file, "/stats/summary", cert=alice)
+    assert _kubelet_get(kubelet.port, ca_file, "/pods", cert=alice)[0] == 403
+    assert _kubelet_get(kubelet.port, ca_file, "/metrics/resource", cert=alice)[0] == 403
+
+
+def test_a_bearer_token_is_reviewed_by_the_api_server_and_authorized_as_its_service_account(secure):
+    _, kubelet, _, client, _, ca_file = secure
+    core = kubernetes.client.CoreV1Api(client)
+    core.create_namespaced_service_account("default", {"metadata": {"name": "scraper"}})
+    token = core.create_namespaced_service_account_token("scraper", "default", {"spec": {}}).status.token
+    status, body = _kubelet_get(kubelet.port, ca_file, "/pods", token=token)
+    assert (status, body) == (403, b"Forbidden (user=system:serviceaccount:default:scraper, verb=get, resource=nodes, subresource=proxy)")
+    kubernetes.client.RbacAuthorizationV1Api(client).create_cluster_role_binding({
+        "metadata": {"name": "scraper-kubelet-api"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": "default"}]})
+    assert _eventually(lambda: _kubelet_get(kubelet.port, ca_file, "/pods", token=token)[0] == 200)
+    # a token the API server does not accept is 401, never anonymous
+    assert _kubelet_get(kubelet.port, ca_file, "/pods", token=token[:-4] + "AAAA") == (401, b"Unauthorized")
+    assert _kubelet_get(kubelet.port, ca_file, "/pods", token="not-a-token") == (401, b"Unauthorized")
+
+
+def test_decisions_are_cached_for_their_ttl_by_the_injected_clock(secure, tmp_path):
+    """An allow is kept 300 s, a deny 30 s (upstream's webhook cache), measured on a fake clock."""
+    import asyncio
+
+    from k8py.kubelet.server_auth import KubeletUser, request_attributes
+
+    api, _, _, client, _, _ = secure
+    rbac = kubernetes.client.RbacAuthorizationV1Api(client)
+    binding = {"metadata": {"name": "bob-kubelet-api"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}
+    now = [1000.0]
+    bob, attrs = KubeletUser("bob", ("system:authenticated",)), request_attributes("GET", "/pods", NODE)
+
+    async def check() -> list[bool]:
+        rest = RestClient(load_kubeconfig(str(tmp_path / "node" / "kubeconfig")))
+        auth = KubeletAuth(node_name=NODE, client=rest, authorization_mode="Webhook", clock=lambda: now[0])
+        try:
+            seen = [await auth.authorize(bob, attrs)]          # denied, and kept 30 s
+            await asyncio.to_thread(rbac.create_cluster_role_binding, binding)
+            await asyncio.sleep(0)
+            seen.append(await auth.authorize(bob, attrs))      # still the cached deny
+            now[0] += 31
+            for _ in range(300):                                # past the deny's TTL: asked again (RBAC follows a watch)
+                if await auth.authorize(bob, attrs):
+                    break
+                now[0] += 31
+                await asyncio.sleep(0.1)
+            seen.append(await auth.authorize(bob, attrs))
+            await asyncio.to_thread(rbac.delete_cluster_role_binding, "bob-kubelet-api")
+            now[0] += 299
+            seen.append(await auth.authorize(bob, attrs))      # the allow is kept 300 s
+            now[0] += 2
+            for _ in range(300):                                # past the allow's TTL: asked again
+                if not await auth.authorize(bob, attrs):
+                    break
+                now[0] += 301
+                await asyncio.sleep(0.1)
+            seen.append(await auth.authorize(bob, attrs))
+            return seen
+        finally:
+            await rest.close()
+
+    assert asyncio.run(check()) == [False, False, True, True, False]
+
+
+def test_request_attributes_follow_upstreams_path_mapping():
+    from k8py.kubelet.server_auth import RequestAttributes, request_attributes
+
+    assert request_attributes("GET", "/stats", "n").subresource == "stats"
+    assert request_attributes("GET", "/statsx", "n").subresource == "proxy"  # a prefix is a path segment
+    assert request_attributes("HEAD", "/logs/kubelet.log", "n") == RequestAttributes("get", "log", "n")
+    assert request_attributes("PUT", "/spec/", "n").verb == "update"
+    assert request_attributes("PATCH", "/checkpoint/a/b/c", "n").subresource == "checkpoint"
+    assert request_attributes("DELETE", "/pods", "n").verb == "delete"

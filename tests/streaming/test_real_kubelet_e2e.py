@@ -195,3 +195,71 @@ def test_top_pods_and_nodes(node: Node, ns: str) -> None:
     assert nodes[1].split()[0] == "node-1"
     summary = json.loads(node.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/stats/summary").stdout)
     assert any(p["podRef"]["name"] == "burner" for p in summary["pods"])
+
+
+def _pty_session(args: list[str], env: dict[str, str], size: tuple[int, int] = (40, 120)) -> tuple[subprocess.Popen[bytes], int]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    proc = subprocess.Popen([KUBECTL, *args], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    return proc, master
+
+
+def _read_until(master: int, proc: subprocess.Popen[bytes], seen: bytes, done, timeout: float = 30) -> bytes:
+    deadline = time.monotonic() + timeout
+    while not done(seen) and time.monotonic() < deadline:
+        if select.select([master], [], [], 0.5)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+        elif proc.poll() is not None:
+            break
+    return seen
+
+
+def test_attach_it_to_a_container_with_its_own_terminal(node: Node, ns: str) -> None:
+    # the container's shell runs on a pty the runtime allocated: it is a terminal, and sees the client's size
+    _run(node, ns, "term", "sh", stdin=True, tty=True)
+    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
+    proc, master = _pty_session(["attach", "-it", "term", "-n", ns], env)
+    try:
+        seen = _read_until(master, proc, b"", lambda s: b"If you don't see a command prompt" in s)
+        os.write(master, b"test -t 0 && echo TTY-$((6*7)); stty size\n")
+        seen = _read_until(master, proc, seen, lambda s: b"TTY-42" in s and b"40 120" in s)
+        assert b"TTY-42" in seen and b"40 120" in seen, seen
+        # a resize of the client's terminal reaches the container's
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
+        os.kill(proc.pid, 28)  # SIGWINCH: as the terminal emulator would
+        deadline = time.monotonic() + 30
+        while b"50 100" not in seen and time.monotonic() < deadline:
+            os.write(master, b"stty size\n")
+            seen = _read_until(master, proc, seen, lambda s: b"50 100" in s, timeout=2)
+        assert b"50 100" in seen, seen
+        # the session is in the container's log too, as one stdout stream
+        assert "TTY-42" in node.kubectl.run("logs", "term", "-n", ns).stdout
+        os.write(master, b"exit 3\n")
+        assert proc.wait(timeout=30) == 0  # attach ends with the container; its exit code is the pod's business
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    pod = node.wait_pod(ns, "term", lambda p: (p["status"]["containerStatuses"][0].get("lastState") or {}).get("terminated"))
+    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 3, pod["status"]
+
+
+def test_kubectl_run_it_rm_runs_a_shell_and_deletes_the_pod(node: Node, ns: str) -> None:
+    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
+    proc, master = _pty_session(["run", "-it", "--rm", "--restart=Never", "--image=busybox", "-n", ns, "shell",
+                                 "--overrides", json.dumps({"spec": {"nodeName": node.kubelet.node_name}}), "--", "sh"], env)
+    try:
+        seen = _read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")), timeout=60)
+        os.write(master, b"echo IN-$((40+2)); exit\n")
+        seen = _read_until(master, proc, seen, lambda s: False, timeout=60)  # until kubectl is done
+        assert proc.wait(timeout=60) == 0, seen
+        assert b"IN-42" in seen and b'pod "shell" deleted' in seen, seen
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    node.wait_gone(ns, "shell")

@@ -26,7 +26,7 @@ import dataclasses
 import os
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import kubernetes
 from aiohttp import web
@@ -135,12 +135,15 @@ class _Pods:
 
 
 class KubeletServerThread:
-    """``ssl_context``/``middlewares``: serve HTTPS as a secure kubelet does (k8py.kubelet.server_tls)."""
+    """``ssl_context``/``middlewares``: serve HTTPS as a secure kubelet does (k8py.kubelet.server_tls).
+    ``make_auth``: called in the server's loop, returns the middlewares and an async close
+    (for a :class:`~k8py.kubelet.server_auth.KubeletAuth` whose API client lives on that loop)."""
 
     def __init__(self, runtime: HostRuntime, node_name: str = "node-1", *, ssl_context: Any = None,
-                 middlewares: tuple[Any, ...] = ()) -> None:
+                 middlewares: tuple[Any, ...] = (), make_auth: Callable[[], tuple[tuple[Any, ...], Any]] | None = None) -> None:
         self.runtime = runtime
         self._ssl_context, self._middlewares = ssl_context, middlewares
+        self._make_auth, self._close_auth = make_auth, None
         self.ctx = ServerContext(node_name=node_name, runtime=runtime, pods=_Pods(runtime), registry=CollectorRegistry())  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
         self.port = 0
@@ -153,6 +156,8 @@ class KubeletServerThread:
         return self
 
     async def _start(self) -> None:
+        if self._make_auth is not None:
+            self._middlewares, self._close_auth = self._make_auth()
         self._runner = web.AppRunner(build_app(self.ctx, poll_interval=0.05, middlewares=self._middlewares), shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl_context)
@@ -162,6 +167,8 @@ class KubeletServerThread:
     def stop(self) -> None:
         if self._runner is not None:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(30)
+        if self._close_auth is not None:
+            asyncio.run_coroutine_threadsafe(self._close_auth(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(30)
         self.loop.close()

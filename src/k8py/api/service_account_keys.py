@@ -127,8 +127,34 @@ def _blocks(data: bytes) -> Iterable[tuple[str, bytes]]:
         yield m.group(1).decode(), m.group(0)
 
 
+#: (path, inode, size, mtime) -> the key loaded from it: loading validates an RSA
+#: key (about 0.1 s of CPU), and the API server's start reads its one file three
+#: times (the flag check, the key made on a first start, the token issuer)
+_LOADED: dict[tuple[str, int, int, int], SigningKey] = {}
+
+
+def _file_identity(path: str) -> tuple[str, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def load_signing_key(path: str, *, flag: str = "--service-account-signing-key-file") -> SigningKey:
-    """The first private key in ``path`` (RSA or EC), else :class:`KeyFileError`."""
+    """The first private key in ``path`` (RSA or EC), else :class:`KeyFileError`.
+    A file loaded before and not changed since (same inode, size and mtime)
+    gives the same key without parsing and validating it again."""
+    identity = _file_identity(path)
+    if identity is not None and identity in _LOADED:
+        return _LOADED[identity]
+    key = _load_signing_key(path, flag)
+    if identity is not None:
+        _LOADED[identity] = key
+    return key
+
+
+def _load_signing_key(path: str, flag: str) -> SigningKey:
     data = _read(path, flag)
     for label, block in _blocks(data):
         if "PRIVATE KEY" not in label:
@@ -148,8 +174,8 @@ def load_verifying_keys(path: str, *, flag: str = "--service-account-key-file") 
     out: list[VerifyingKey] = []
     for label, block in _blocks(data):
         public: Any = None
-        if "PRIVATE KEY" in label:
-            public = serialization.load_pem_private_key(block, password=None).public_key()
+        if "PRIVATE KEY" in label:  # only its public half is used: validating the private part (slow for RSA) is moot
+            public = serialization.load_pem_private_key(block, password=None, unsafe_skip_rsa_key_validation=True).public_key()
         elif label in ("PUBLIC KEY", "RSA PUBLIC KEY"):
             public = serialization.load_pem_public_key(block)
         elif label == "CERTIFICATE":
@@ -169,15 +195,16 @@ def generate_signing_key(*, ec_p256: bool = False) -> SigningKey:
     return SigningKey(rsa.generate_private_key(public_exponent=65537, key_size=2048))
 
 
-def ensure_signing_key_file(path: str) -> SigningKey:
-    """Load ``path``, or create it (an RSA-2048 key, mode 0600) when it does not exist yet.
+def ensure_signing_key_file(path: str, *, ec_p256: bool = False) -> SigningKey:
+    """Load ``path``, or create it (an RSA-2048 key, or with ``ec_p256`` a P-256
+    one, mode 0600) when it does not exist yet.
 
     Safe when several processes start at once on one directory (``k8py up
     --apiservers N``): the key is written aside and hard-linked into place,
     which fails if another got there first, and then everyone loads the
     winner's key, so all of them sign and verify with the same one."""
     if not os.path.exists(path):
-        key = generate_signing_key()
+        key = generate_signing_key(ec_p256=ec_p256)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -188,6 +215,9 @@ def ensure_signing_key_file(path: str) -> SigningKey:
                 os.fsync(f.fileno())
             try:
                 os.link(tmp, path)
+                made = _file_identity(path)
+                if made is not None:  # the key just made needs no validating when it is read back
+                    _LOADED[made] = key
             except FileExistsError:
                 pass
         finally:

@@ -5,7 +5,9 @@ the ``layers`` contract in ``pyproject.toml`` makes a cycle fail the build)::
 
     server.py       APIServer: wires storage, registry, watch cache, admission
                     and HTTP together, bootstraps the system objects, owns the
-                    lifecycle of all of them
+                    lifecycle of all of them; ``server_config.py`` its
+                    settings, ``access_control.py`` the guards it wires
+                    (authentication, authorization, admission, audit, overload)
     app.py          the aiohttp Application: routes by path shape, turns
                     exceptions into Status bodies; ``metrics.py`` counts
     openapi/        /api, /apis (discovery) and /openapi/v3, from the registry

@@ -29,6 +29,7 @@ from k8py.apiserver.handlers.context import not_found
 from k8py.apiserver.handlers.verbs import RequestContext, ResourceHandlers
 from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
+from k8py.apiserver.openapi.v2 import PROTOBUF_MEDIA_TYPE, wants_protobuf
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.handlers.request_info import parse_resource_path
 from k8py.apiserver.streaming import RESOURCE_METRICS
@@ -176,6 +177,12 @@ def build_app(
             remote = aggregator.remote_for(path)
             if remote is not None:  # a group/version an aggregated API server serves
                 return await aggregator.proxy(request, remote)
+        if path == "/openapi/v2":
+            protobuf = wants_protobuf(request.headers.get("Accept"))
+            response = web.Response(body=openapi.swagger(protobuf=protobuf),
+                                    content_type=PROTOBUF_MEDIA_TYPE if protobuf else "application/json")
+            response.headers["Vary"] = "Accept"
+            return response
         if path == "/openapi/v3":
             remote_paths = aggregator.openapi_paths() if aggregator is not None else {}
             if not remote_paths:

@@ -14,7 +14,9 @@ asked, on an insecure port (plain HTTP, loopback only, every request
 authenticators, service-account and bootstrap tokens, anonymous; its lists
 may be extended before ``start()``); :attr:`APIServer.authorizer`
 (``authorization_modes``, or ``config.authorizer``) decides impersonation and
-then the request.
+then the request. Those guards, admission, audit and overload are built by
+:class:`~k8py.apiserver.access_control.AccessControl`; the settings are
+:class:`~k8py.apiserver.server_config.APIServerConfig`.
 
 ``start()`` returns when the server is ready (``/readyz`` is 200): the watch
 cache has loaded and the system namespaces and the ``kubernetes`` Service
@@ -29,185 +31,51 @@ import ipaddress
 import logging
 import socket
 import ssl
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
 from k8py.api.errors import AlreadyExists, StatusError
-from k8py.apiserver.aggregator import Aggregator, FrontProxyIdentity
-from k8py.apiserver.aggregator.front_proxy import FrontProxyConfigError
+from k8py.apiserver.access_control import AccessControl
+from k8py.apiserver.aggregator import Aggregator
 from k8py.apiserver.app import build_app
-from k8py.apiserver.authn.bootstrap_token import BootstrapTokenAuthenticator
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
-from k8py.apiserver.authn.service_account import (
-    DEFAULT_ISSUER, ServiceAccountTokenAuthenticator, ServiceAccountTokens, TokenIssuer,
-)
+from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
+from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT
+from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
+from k8py.apiserver.endpoint_reconciler import EndpointReconciler
+from k8py.apiserver.flow import FlowRecorder
+from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
 from k8py.apiserver.handlers.csr_approval import fill_requester
 from k8py.apiserver.handlers.token_request import TOKEN_ISSUER
 from k8py.apiserver.handlers.token_review import API_AUDIENCES, TOKEN_AUTHENTICATORS, serve_token_review
-from k8py.api.service_account_keys import generate_signing_key, load_signing_key, load_verifying_keys
-from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
-from k8py.apiserver.endpoint_reconciler import EndpointReconciler
-from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.watch.clock import WatchClock
-from k8py.apiserver.watch.watcher import MAX_PENDING_BYTES, SLOW_CLIENT_TIMEOUT, WatchLimits
-from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.handlers.verbs import ResourceHandlers
-from k8py.apiserver.metrics import APIMetrics
-from k8py.apiserver.flow import FlowRecorder
-from k8py.apiserver.admission.builtin import register_builtin_plugins
-from k8py.apiserver.admission.chain import AdmissionChain
 from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
-from k8py.apiserver.admission.plugins import PluginContext, build_chain
-from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins, register_webhook_plugins
-from k8py.apiserver.webhooks.policy_status import PolicyStatusWriter
+from k8py.apiserver.admission.service_ips import ServiceAllocator
+from k8py.apiserver.admission.service_repair import ServiceRepair
+from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
+from k8py.apiserver.metrics import APIMetrics
+from k8py.apiserver.openapi.discovery import Discovery
+from k8py.apiserver.openapi.v3 import OpenAPIService
+from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP as FLOWCONTROL_GROUP, PRIORITY_LEVELS
+from k8py.apiserver.registry import Registry
+from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
+from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
+from k8py.apiserver.server_config import APIServerConfig
 from k8py.apiserver.store.object_meta import rfc3339
 from k8py.apiserver.store.object_store import ObjectStore
-from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.registry import Registry, ResourceDefinition
-from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.streaming import KUBELETS, RESOURCE_METRICS, KubeletClient, ResourceMetrics
-from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
-from k8py.apiserver.admission.service_ips import ServiceAllocator
-from k8py.apiserver.authn.authenticator import RequestAuthenticator, TokenAuthenticator
-from k8py.apiserver.authn.chain import AuthenticatorChain, authentication_middleware
-from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
-from k8py.apiserver.authn.token_file import StaticTokenAuthenticator
-from k8py.apiserver.authn.x509 import X509Authenticator
-from k8py.apiserver.authz.attributes import Authorizer
-from k8py.apiserver.authz.impersonation import impersonation_middleware
-from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
-from k8py.apiserver.authz.attributes import AlwaysAllow
-from k8py.apiserver.authz.chain import MODES, AlwaysDeny, Union
-from k8py.apiserver.authz.escalation import EscalationCheck
-from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT, authorization_middleware
-from k8py.apiserver.handlers.access_review import ACCESS_REVIEW_HANDLERS
-from k8py.apiserver.authz.node import NodeAuthorizer
-from k8py.apiserver.authz.policy_index import CachedPolicy
-from k8py.apiserver.authz.rbac import RBACAuthorizer
-from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
-from k8py.apiserver.audit.auditor import Auditor
-from k8py.apiserver.overload import InflightLimiter
-from k8py.apiserver.audit.log_backend import LogBackend
-from k8py.apiserver.audit.policy import load_policy
+from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.apiserver.webhooks.admission_plugins import close_webhook_plugins
+from k8py.apiserver.webhooks.policy_status import PolicyStatusWriter
 from k8py.storage import Storage
 from k8py.storage.encryption import EncryptedStorage, ProviderChain, load_encryption_config
 
 __all__ = ["APIServer", "APIServerConfig"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class APIServerConfig:
-    #: the secure port's address (``--bind-address``)
-    bind: str = "127.0.0.1"
-    #: HTTPS (``--secure-port``; 0 picks a free port, None serves no HTTPS)
-    secure_port: int | None = 6443
-    #: plain HTTP on ``insecure_bind`` (``--insecure-port``; None: off), every request UNSECURED
-    insecure_port: int | None = None
-    #: must be a loopback address: the insecure port has no authentication
-    insecure_bind: str = "127.0.0.1"
-    tls_cert_file: str = ""
-    tls_private_key_file: str = ""
-    #: where a self-signed serving pair is kept when no files are given ("": in memory only)
-    cert_dir: str = ""
-    #: CAs client certificates must be issued by ("" = no x509 authentication)
-    client_ca_file: str = ""
-    #: upstream's static token CSV ("" = none)
-    token_auth_file: str = ""
-    anonymous_auth: bool = True
-    #: request authenticators asked before x509 / token authenticators after the token file
-    request_authenticators: list[RequestAuthenticator] = field(default_factory=list)
-    token_authenticators: list[TokenAuthenticator] = field(default_factory=list)
-    #: who may do what (impersonation now; every request once authorization is wired); AlwaysAllow when None
-    authorizer: Authorizer | None = None
-    #: the client certificate the server shows kubelets, and the CA it checks them with
-    kubelet_client_certificate: str = ""
-    kubelet_client_key: str = ""
-    kubelet_certificate_authority: str = ""
-    bookmark_interval: float = 30.0
-    watch_cache_capacity: int = 10_000
-    #: a watch client owed more than this many bytes is disconnected
-    watch_max_pending_bytes: int = MAX_PENDING_BYTES
-    #: a watch client whose connection stays backed up this long is disconnected
-    watch_slow_client_timeout: float = SLOW_CLIENT_TIMEOUT
-    #: what watch streams keep time by (tests pass a ManualClock); the event loop's when None
-    watch_clock: WatchClock | None = None
-    #: the range Service ClusterIPs are allocated from
-    service_cidr: str = "127.192.0.0/12"
-    #: the ClusterIP of the ``kubernetes`` Service ("" = the range's first address)
-    kubernetes_service_ip: str = ""
-    #: seconds between renewals of this server's Lease / rewrites of the kubernetes Endpoints
-    endpoint_reconciler_interval: float = 10.0
-    #: how long a Lease keeps a server in the kubernetes Endpoints without renewal
-    endpoint_lease_duration: float = 15.0
-    #: the range node ports are allocated from (``--service-node-port-range``)
-    service_node_port_range: str = "30000-32767"
-    #: the shortest interval metrics.k8s.io takes a CPU rate over (a cold request waits this long)
-    metrics_window: float = 1.0
-    #: record the list-watch flow (every write, every watch event sent) for ``/debug/flow``
-    trace: bool = False
-    #: ``--enable-admission-plugins`` / ``--disable-admission-plugins`` (names; upstream's defaults otherwise)
-    enable_admission_plugins: tuple[str, ...] = ()
-    disable_admission_plugins: tuple[str, ...] = ()
-    #: plugin name -> its configuration (``--admission-control-config-file``)
-    admission_plugin_config: dict[str, Any] = field(default_factory=dict)
-    #: ``--encryption-provider-config``: an EncryptionConfiguration file ("" = stored as is)
-    encryption_provider_config: str = ""
-    #: ``--audit-policy-file`` and ``--audit-log-path`` (both needed for an audit log; "-" = stdout)
-    audit_policy_file: str = ""
-    audit_log_path: str = ""
-    #: ``--audit-log-maxsize`` (megabytes before rotation; 0 = never), ``-maxbackup``, ``-maxage`` (days)
-    audit_log_maxsize: float = 0
-    audit_log_maxbackup: int = 0
-    audit_log_maxage: int = 0
-    #: ``--max-requests-inflight`` / ``--max-mutating-requests-inflight`` per priority level (0 = no limit)
-    max_requests_inflight: int = 400
-    max_mutating_requests_inflight: int = 200
-    #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
-    authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
-    #: seconds between availability checks of aggregated APIServices (and at once on a change)
-    apiservice_check_interval: float = 30.0
-    #: the front-proxy CA aggregated servers trust, and this server's client certificate
-    #: signed by it (``--requestheader-client-ca-file``, ``--proxy-client-cert-file/-key-file``);
-    #: all empty: a CA and certificate are made at start
-    requestheader_client_ca_file: str = ""
-    proxy_client_cert_file: str = ""
-    proxy_client_key_file: str = ""
-    #: ``--requestheader-allowed-names``: the client certificate names aggregated servers accept
-    requestheader_allowed_names: tuple[str, ...] = ()
-    #: ``--service-account-issuer`` (the first signs; all are accepted)
-    service_account_issuers: tuple[str, ...] = (DEFAULT_ISSUER,)
-    #: ``--service-account-signing-key-file``; "" = a key made at start (tokens die with the process)
-    service_account_signing_key_file: str = ""
-    #: ``--service-account-key-file`` (repeatable): more keys tokens may be signed with
-    service_account_key_files: tuple[str, ...] = ()
-    #: ``--api-audiences``; empty = the first issuer
-    api_audiences: tuple[str, ...] = ()
-    #: ``--service-account-max-token-expiration`` in seconds (None: no cap)
-    service_account_max_token_expiration: int | None = None
-    service_account_extend_token_expiration: bool = True
-    service_account_jwks_uri: str = ""
-    #: wall time (seconds since the epoch) for token issue and expiry; time.time when None
-    token_clock: Callable[[], float] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class CachedCoreObjects:
-    """core/v1 objects as the watch cache has them: what token authenticators look up."""
-
-    def __init__(self, registry: Registry, cacher: Cacher) -> None:
-        self.registry = registry
-        self.cacher = cacher
-
-    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        d = self.registry.get("", "v1", plural)
-        if d is None:
-            return None
-        cached = self.cacher.cache_for(d).objects.get(d.key(namespace, name))
-        return None if cached is None else cached.decode()
 
 
 class APIServer:
@@ -249,55 +117,32 @@ class APIServer:
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
         self.store.allocate_update.append(self.service_allocator)
+        self.service_repair = ServiceRepair(self.registry, self.store, self.service_allocator,
+                                            interval=self.config.service_repair_interval,
+                                            leak_grace=self.config.service_repair_leak_grace,
+                                            leak_passes=self.config.service_repair_leak_passes)
         self._allocator_task: asyncio.Task[None] | None = None
+        self._repair_task: asyncio.Task[None] | None = None
         self._reconciler_task: asyncio.Task[None] | None = None
         self.crds = CRDRegistrar(self.registry, storage, self.store, self.cacher)
-        register_builtin_plugins()
-        register_webhook_plugins()
-        #: what plugin factories get; other parts of the server add to ``extra`` before the chain is built
-        self.admission_context = PluginContext(self.registry, self.cacher, self.store,
-                                               config=self.config.admission_plugin_config)
-        self.admission: AdmissionChain = build_chain(self.admission_context,
-                                                     enable=self.config.enable_admission_plugins,
-                                                     disable=self.config.disable_admission_plugins)
-        self.policy = CachedPolicy(self.cacher, self.registry)
-        self.rbac = RBACAuthorizer(self.policy)
-        self.authorizer: Authorizer = self.config.authorizer or Union(
-            [self._authorizer(mode) for mode in self.config.authorization_modes])
-        escalation = EscalationCheck(self.authorizer, self.rbac, self.cacher.wait_consistent)
-        self.store.allocate_new.append(escalation)
-        self.store.allocate_update.append(escalation)
-        self.authenticator = self._authenticator_chain()
-        #: inside the Status middleware, in order: authentication (the chain over TLS,
-        #: UNSECURED on plain HTTP), impersonation, audit, then authorization
-        self.middlewares: list[Any] = [authentication_middleware(self.authenticator),
-                                       impersonation_middleware(lambda: self.authorizer)]
-        self.auditor: Auditor | None = None
-        if self.config.audit_policy_file and self.config.audit_log_path:
-            # after authentication (the event names the user), before authorization (a 403 is audited)
-            self.auditor = Auditor(load_policy(self.config.audit_policy_file), LogBackend(
-                self.config.audit_log_path, max_bytes=int(self.config.audit_log_maxsize * 1024 * 1024),
-                max_backups=self.config.audit_log_maxbackup, max_age_days=self.config.audit_log_maxage))
-            self.middlewares.append(self.auditor.middleware)
-        #: after audit (a 429 is audited), before authorization: an overloaded server refuses before any work
-        self.overload = InflightLimiter(max_readonly=self.config.max_requests_inflight,
-                                        max_mutating=self.config.max_mutating_requests_inflight,
-                                        registry=self.metrics.registry)
-        self.middlewares.append(self.overload.middleware)
-        if self.config.authorizer is not None or tuple(self.config.authorization_modes) != ("AlwaysAllow",):
-            # last: it reads request[USER_KEY], so authentication must come before it in this list
-            self.middlewares.append(authorization_middleware(self.authorizer, self.cacher.wait_consistent))
+        #: authentication, authorization, admission, audit and overload (see access_control)
+        guards = self.access_control = AccessControl(
+            self.config, registry=self.registry, cacher=self.cacher, store=self.store, metrics=self.metrics)
+        self.admission_context = guards.admission_context
+        self.admission = guards.admission
+        self.policy = guards.policy
+        self.rbac = guards.rbac
+        self.authorizer = guards.authorizer
+        self.store.allocate_new.append(guards.escalation)
+        self.store.allocate_update.append(guards.escalation)
+        self.authenticator = guards.authenticator
+        self.middlewares = guards.middlewares
+        self.auditor = guards.auditor
+        self.overload = guards.overload
+        self.service_accounts = guards.service_accounts
+        self.token_issuer = guards.token_issuer
+        self.token_authenticators = guards.token_authenticators
         self.kubelets = KubeletClient(self._get_object, **self._kubelet_tls())
-        self.service_accounts = self._service_account_tokens()
-        self.token_issuer = TokenIssuer(self.service_accounts)
-        lookup = CachedCoreObjects(self.registry, self.cacher)
-        #: the bearer-token authenticators, in order (the authentication chain and TokenReview
-        #: ask them; the same list as ``authenticator.token_authenticators``)
-        self.token_authenticators: list[Any] = self.authenticator.token_authenticators
-        self.token_authenticators += [
-            ServiceAccountTokenAuthenticator(self.service_accounts, lookup),
-            BootstrapTokenAuthenticator(lookup, clock=self.service_accounts.clock),
-        ]
         self.handlers = ResourceHandlers(
             registry=self.registry,
             storage=storage,
@@ -313,7 +158,7 @@ class APIServer:
             create_hooks={"certificatesigningrequests.certificates.k8s.io": fill_requester},
         )
         self.aggregator = Aggregator(
-            self.registry, self.cacher, self.store, identity=self._front_proxy_identity(),
+            self.registry, self.cacher, self.store, identity=guards.front_proxy_identity(),
             now=lambda: rfc3339(), check_interval=self.config.apiservice_check_interval)
         self._aggregator_task: asyncio.Task[None] | None = None
         self._policy_status_task: asyncio.Task[None] | None = None
@@ -329,6 +174,7 @@ class APIServer:
         )
         if self.auditor is not None:
             self.auditor.install(self.app)
+        self.overload.install(self.app)
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
         self.app[CONSISTENT] = self.cacher.wait_consistent
@@ -356,18 +202,6 @@ class APIServer:
             counter = self._watch_event_counters[plural] = self.metrics.watch_events.labels(plural)
         counter.inc()
 
-    def _authenticator_chain(self) -> AuthenticatorChain:
-        c = self.config
-        request_authenticators = list(c.request_authenticators)
-        if c.client_ca_file:
-            request_authenticators.append(X509Authenticator.from_file(c.client_ca_file))
-        token_authenticators: list[TokenAuthenticator] = []
-        if c.token_auth_file:
-            token_authenticators.append(StaticTokenAuthenticator.from_file(c.token_auth_file))
-        token_authenticators += c.token_authenticators
-        return AuthenticatorChain(request_authenticators=request_authenticators,
-                                  token_authenticators=token_authenticators, anonymous=c.anonymous_auth)
-
     def _kubelet_tls(self) -> dict[str, str]:
         c = self.config
         return {"client_cert_file": c.kubelet_client_certificate, "client_key_file": c.kubelet_client_key,
@@ -387,27 +221,6 @@ class APIServer:
     @property
     def insecure_url(self) -> str | None:
         return self._url("http", self.config.insecure_bind, self.insecure_port) if self.insecure_port is not None else None
-
-    def _authorizer(self, mode: str) -> Any:
-        if mode == "AlwaysAllow":
-            return AlwaysAllow()
-        if mode == "AlwaysDeny":
-            return AlwaysDeny()
-        if mode == "RBAC":
-            return self.rbac
-        if mode == "Node":
-            return NodeAuthorizer(self.cacher, self.registry)
-        raise ValueError(f"--authorization-mode: unknown mode {mode!r}; use a comma-separated list of {', '.join(MODES)}")
-
-    def _front_proxy_identity(self) -> FrontProxyIdentity | None:
-        c = self.config
-        files = (c.requestheader_client_ca_file, c.proxy_client_cert_file, c.proxy_client_key_file)
-        if not any(files):
-            return None
-        if not all(files):
-            raise FrontProxyConfigError("--requestheader-client-ca-file, --proxy-client-cert-file and --proxy-client-key-file "
-                             "go together: give all three (or none, and a front-proxy CA is made at start)")
-        return FrontProxyIdentity.from_files(*files, allowed_names=tuple(c.requestheader_allowed_names))
 
     def _encryption_chain_for_key(self, key: str) -> ProviderChain | None:
         """The providers of the resource stored under ``key`` (``/registry/<resource>/...``)."""
@@ -434,9 +247,11 @@ class APIServer:
         await self.storage.start()
         await self.cacher.start()
         await self.crds.start()
-        await self.service_allocator.repair()
+        releases_from = await self.storage.current_revision()
+        await self.service_repair.run_once()
         self._allocator_task = asyncio.create_task(
-            self.service_allocator.run(await self.storage.current_revision()), name="service-allocation-releases")
+            self.service_allocator.run(releases_from), name="service-allocation-releases")
+        self._repair_task = asyncio.create_task(self.service_repair.run(), name="service-allocation-repair")
         await self._bootstrap()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
@@ -486,10 +301,11 @@ class APIServer:
             await asyncio.gather(self._reconciler_task, return_exceptions=True)
             self._reconciler_task = None
             await self.endpoint_reconciler.remove_self()
-        if self._allocator_task is not None:
-            self._allocator_task.cancel()
-            await asyncio.gather(self._allocator_task, return_exceptions=True)
-            self._allocator_task = None
+        for task in (self._allocator_task, self._repair_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._allocator_task = self._repair_task = None
         if self._policy_status_task is not None:
             self._policy_status_task.cancel()
             await asyncio.gather(self._policy_status_task, return_exceptions=True)
@@ -507,22 +323,6 @@ class APIServer:
             await self._runner.cleanup()
             self._runner = None
         await self.storage.close()
-
-    def _service_account_tokens(self) -> ServiceAccountTokens:
-        """The token configuration from the flags; a key file that does not load raises KeyFileError."""
-        c = self.config
-        if c.service_account_signing_key_file:
-            signing = load_signing_key(c.service_account_signing_key_file)
-        else:
-            signing = generate_signing_key(ec_p256=True)
-            log.info("no --service-account-signing-key-file: signing service-account tokens with a key made at start")
-        verifying = [k for path in c.service_account_key_files for k in load_verifying_keys(path)]
-        kwargs: dict[str, Any] = {"clock": c.token_clock} if c.token_clock is not None else {}
-        return ServiceAccountTokens(
-            issuers=tuple(c.service_account_issuers), signing_key=signing, verifying_keys=verifying,
-            api_audiences=tuple(c.api_audiences), max_expiration=c.service_account_max_token_expiration,
-            extend_expiration=c.service_account_extend_token_expiration, jwks_uri=c.service_account_jwks_uri, **kwargs,
-        )
 
     async def _get_object(self, plural: str, namespace: str, name: str) -> dict[str, Any]:
         """A core/v1 object, read through the store (the streaming handlers' view)."""
@@ -566,6 +366,11 @@ class APIServer:
         for pc in BUILTIN_PRIORITY_CLASSES:
             await self._ensure(pc_def, "", copy.deepcopy(pc))
         await reconcile_bootstrap_policy(self.registry, self.store)
+        for plural, objects in (("prioritylevelconfigurations", PRIORITY_LEVELS), ("flowschemas", FLOW_SCHEMAS)):
+            definition = self.registry.get(FLOWCONTROL_GROUP, "v1", plural)
+            assert definition is not None
+            for obj in objects:
+                await self._ensure(definition, "", copy.deepcopy(obj))
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

@@ -25,6 +25,16 @@ from typing import Any
 __all__ = ["add_parser", "run"]
 
 
+def _bool(text: str) -> bool:
+    """``--flag=true|false`` as Go's flag package reads booleans."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true", "yes"):
+        return True
+    if value in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
+
+
 def _labels(value: str) -> dict[str, str]:
     out = {}
     for item in filter(None, (x.strip() for x in value.split(","))):
@@ -61,7 +71,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None, help="kubelet HTTP port; 0 picks a free one (default: 10250)")
     p.add_argument("--tls-cert-file", default="", help="serving certificate of the kubelet's HTTPS server (self-signed in ROOT_DIR/pki with only --client-ca-file)")
     p.add_argument("--tls-private-key-file", default="", help="its key")
-    p.add_argument("--client-ca-file", default="", help="serve HTTPS and require a client certificate from this CA (all but /healthz)")
+    p.add_argument("--client-ca-file", default="", help="serve HTTPS and authenticate client certificates from this CA (all but /healthz)")
+    p.add_argument("--anonymous-auth", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+                   help="HTTPS requests without credentials are system:anonymous (default: false; upstream's config default)")
+    p.add_argument("--authentication-token-webhook", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+                   help="authenticate bearer tokens with a TokenReview to the API server (default: true)")
+    p.add_argument("--authorization-mode", default=None, choices=("AlwaysAllow", "Webhook"),
+                   help="Webhook: a SubjectAccessReview for nodes/proxy|stats|metrics|log per caller (default: Webhook)")
+    p.add_argument("--authentication-token-webhook-cache-ttl", type=float, default=None, help="seconds a reviewed token is trusted (default: 120)")
+    p.add_argument("--authorization-webhook-cache-authorized-ttl", type=float, default=None, help="seconds an allow is kept (default: 300)")
+    p.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=float, default=None, help="seconds a deny is kept (default: 30)")
     p.add_argument("--pod-cidr", default=None, help="pod IPs when the Node has no spec.podCIDR (default: 127.64.0.0/24)")
     p.add_argument("--pod-cidr-wait", type=float, default=None,
                    help="seconds to wait for node IPAM to set spec.podCIDR before using --pod-cidr (default: 0, no wait)")
@@ -107,6 +126,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for ClusterFirst pods' resolv.conf")
     p.add_argument("--cluster-domain", default="", help="the cluster's DNS domain (default: cluster.local)")
     p.add_argument("--resolv-conf", default="", help="the resolv.conf Default-policy pods get (default: /etc/resolv.conf)")
+    p.add_argument("--eviction-hard", default=None, help="signal<quantity,... (default: memory.available<100Mi,nodefs.available<10%%,"
+                                                          "nodefs.inodesFree<5%%,imagefs.available<15%%; '' turns them off)")
+    p.add_argument("--eviction-soft", default="", help="signal<quantity,... that evict once they held for their grace period")
+    p.add_argument("--eviction-soft-grace-period", default="", help="signal=duration,... for each --eviction-soft signal")
+    p.add_argument("--eviction-max-pod-grace-period", type=float, default=None, help="seconds a pod evicted by a soft threshold gets at most")
+    p.add_argument("--eviction-pressure-transition-period", type=float, default=None,
+                   help="seconds a pressure condition stays after its threshold was last met (default: 300)")
+    p.add_argument("--housekeeping-interval", type=float, default=None, help="seconds between eviction checks (default: 10)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
@@ -134,15 +161,22 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "sync_frequency": args.sync_frequency, "static_pod_path": args.pod_manifest_path or None,
         "image_gc_high_threshold_percent": args.image_gc_high_threshold, "image_gc_low_threshold_percent": args.image_gc_low_threshold,
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
+        "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
+        "authorization_mode": args.authorization_mode,
+        "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
+        "authorization_webhook_cache_authorized_ttl": args.authorization_webhook_cache_authorized_ttl,
+        "authorization_webhook_cache_unauthorized_ttl": args.authorization_webhook_cache_unauthorized_ttl,
     }
     for attr, value in given.items():
         if value is not None:
             setattr(config, attr, value)
+    _eviction_flags(args, config)
     config.node_labels.update(_labels(args.node_labels))
     if args.register_with_taints:
         config.register_with_taints = _taints(args.register_with_taints)
     config.tls_cert_file, config.tls_private_key_file = args.tls_cert_file, args.tls_private_key_file
-    config.client_ca_file = args.client_ca_file
+    if args.client_ca_file:
+        config.client_ca_file = args.client_ca_file
     config.image_catalog = args.image_catalog
     config.use_bwrap = not args.no_bwrap
     config.image_pull = not args.no_image_pull
@@ -157,6 +191,26 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     if args.resolv_conf:
         config.resolv_conf = args.resolv_conf
     return config
+
+
+def _eviction_flags(args: argparse.Namespace, config: Any) -> None:
+    from k8py.kubelet.config import _duration
+    from k8py.kubelet.eviction.thresholds import configured_thresholds, flag_map
+
+    try:
+        if args.eviction_hard is not None:
+            config.eviction_hard = flag_map(args.eviction_hard, "<", "--eviction-hard")
+        if args.eviction_soft:
+            config.eviction_soft = flag_map(args.eviction_soft, "<", "--eviction-soft")
+        if args.eviction_soft_grace_period:
+            config.eviction_soft_grace_period = {k: _duration(v) for k, v in
+                                                 flag_map(args.eviction_soft_grace_period, "=", "--eviction-soft-grace-period").items()}
+        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period)  # refuse bad ones now
+    except ValueError as err:
+        raise SystemExit(f"k8py kubelet: {err}") from None
+    for attr in ("eviction_max_pod_grace_period", "eviction_pressure_transition_period", "housekeeping_interval"):
+        if getattr(args, attr) is not None:
+            setattr(config, attr, getattr(args, attr))
 
 
 def _scheme(config: Any) -> str:
@@ -223,7 +277,7 @@ async def _main(args: argparse.Namespace) -> int:
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
             if args.container_runtime_endpoint:
-                runtime = await _cri_runtime(args)
+                runtime = await _cri_runtime(args, node_ip=config.address)
                 if runtime is None:
                     return 2
             else:
@@ -258,7 +312,7 @@ async def _main(args: argparse.Namespace) -> int:
         await client.close()
 
 
-async def _cri_runtime(args: argparse.Namespace) -> Any:
+async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
     """The CRI runtime at --container-runtime-endpoint, connected; None (after saying why) when it cannot be."""
     try:
         from k8py.kubelet.runtime.cri.client import CRIClient
@@ -275,7 +329,8 @@ async def _cri_runtime(args: argparse.Namespace) -> Any:
         print(f"k8py kubelet: {e}", file=sys.stderr)
         return None
     try:
-        return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period).connect()
+        return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period,
+                                node_ip=node_ip).connect()
     except RuntimeErrorStatus as e:
         await client.close()
         print(f"k8py kubelet: {e.message}", file=sys.stderr)

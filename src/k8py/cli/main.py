@@ -14,12 +14,14 @@ Commands:
 - ``k8py scheduler``: the scheduler, against any cluster's API server;
 - ``k8py kubelet``: the node agent (process or simulated runtime);
 - ``k8py proxy``: kube-proxy for one node; ``k8py dns``: the cluster DNS;
+- ``k8py containerd``: Debian's containerd for one node, as ``k8py up --runtime containerd`` runs it;
 - ``k8py zygote``: what ``k8py up`` forks the components from (``k8py.cli.zygote``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import asyncio
 import gc
@@ -30,6 +32,7 @@ import sys
 import time
 
 from k8py import __version__
+from k8py.cli import containerd as containerd_command
 from k8py.cli import controller_manager as controller_manager_command
 from k8py.cli import etcd as etcd_command
 from k8py.cli import flow as flow_command
@@ -109,6 +112,11 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="the range Service cluster IPs come from; its first address is the kubernetes Service's (default: %(default)s)")
     p.add_argument("--service-node-port-range", default="30000-32767", type=_node_port_range,
                    help="the range node ports of NodePort Services come from (default: %(default)s)")
+    p.add_argument("--service-repair-interval", type=float, default=180.0, metavar="SECONDS",
+                   help="seconds between passes of the loop that puts cluster IP and node port claims right with the "
+                        "Services (re-marks missing claims, frees leaked ones); upstream's fixed 3 minutes by default")
+    p.add_argument("--service-repair-leak-grace", type=float, default=60.0, metavar="SECONDS",
+                   help="a claim no Service uses is freed once it is this old and still unused after 3 passes (default: %(default)s)")
     p.add_argument("--enable-admission-plugins", action="append", default=[],
                    help="admission plugins to enable besides the defaults (comma-separated, repeatable; run in upstream's order)")
     p.add_argument("--disable-admission-plugins", action="append", default=[],
@@ -121,9 +129,10 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--audit-log-maxbackup", type=int, default=0, help="rotated audit logs kept (0 = all)")
     p.add_argument("--audit-log-maxage", type=int, default=0, help="days a rotated audit log is kept (0 = forever)")
     p.add_argument("--max-requests-inflight", type=int, default=400,
-                   help="reads in flight per priority level before 429s (0 = no limit; default: %(default)s)")
+                   help="with --max-mutating-requests-inflight, the seats API Priority and Fairness shares out "
+                        "among the priority levels (both 0 = no limit; default: %(default)s)")
     p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
-                   help="writes in flight per priority level before 429s (0 = no limit; default: %(default)s)")
+                   help="added to --max-requests-inflight for the total seats (default: %(default)s)")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,
@@ -227,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     scheduler_command.add_parser(sub)
     kubelet_command.add_parser(sub)
     proxy_command.add_parsers(sub)
+    containerd_command.add_parser(sub)
     zygote = sub.add_parser("zygote", help="(used by k8py up) import k8py once and fork each component from it")
     zygote.add_argument("--socket", required=True, help="the Unix socket the supervisor asks for forks on")
     return parser
@@ -357,6 +367,8 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
             trace=args.trace,
             service_cidr=args.service_cluster_ip_range,
             service_node_port_range=args.service_node_port_range,
+            service_repair_interval=args.service_repair_interval,
+            service_repair_leak_grace=args.service_repair_leak_grace,
             authorization_modes=tuple(args.authorization_mode),
             enable_admission_plugins=tuple(args.enable_admission_plugins),
             disable_admission_plugins=tuple(args.disable_admission_plugins),
@@ -394,8 +406,15 @@ async def _serve(server, kubeconfig: str) -> int:  # type: ignore[no-untyped-def
     return 0
 
 
+@functools.cache
+def shared_parser() -> argparse.ArgumentParser:
+    """The parser ``main`` uses, built once per process (parsing leaves it as it was):
+    ``k8py zygote`` builds it before it forks, so no component builds its own."""
+    return build_parser()
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = shared_parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "up":
         return up_command.run_up(args)
@@ -421,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         return proxy_command.run_proxy(args)
     if args.command == "dns":
         return proxy_command.run_dns(args)
+    if args.command == "containerd":
+        return containerd_command.run(args)
     if args.command == "zygote":
         from k8py.cli.zygote import serve
 

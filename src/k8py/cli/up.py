@@ -42,6 +42,11 @@ def add_parsers(sub: Any) -> None:
     up.add_argument("--no-proxy", dest="proxy", action="store_false", default=None, help="run no k8py proxy (Services' cluster IPs)")
     up.add_argument("--pod-network", choices=("loopback", "cni"), default=None,
                     help="cni (root): each pod its own network namespace (CNI bridge), Services through nftables (default: loopback)")
+    up.add_argument("--runtime", choices=("process", "containerd"), default=None,
+                    help="containerd (root): each node's pods on its own Debian containerd over CRI, in their own "
+                         "network namespaces (default: process, k8py's process runtime)")
+    up.add_argument("--container-runtime-endpoint", default=None,
+                    help="with --runtime containerd: use the containerd at unix:///path.sock instead of starting one")
     up.add_argument("--no-dns", dest="dns", action="store_false", default=None, help="run no k8py dns")
     up.add_argument("--no-zygote", dest="zygote", action="store_false", default=None,
                     help="start each component as its own interpreter instead of forking it from k8py zygote")
@@ -74,17 +79,44 @@ def _spec(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         proxy=bool(pick(args.proxy, "proxy", True)), dns=bool(pick(args.dns, "dns", True)),
         zygote=bool(pick(args.zygote, "zygote", True)),
         pod_network=str(pick(args.pod_network, "podNetwork", "loopback")),
+        runtime=str(pick(args.runtime, "runtime", "process")),
+        container_runtime_endpoint=str(pick(args.container_runtime_endpoint, "containerRuntimeEndpoint", "") or ""),
         extra_args={k: [str(a) for a in v] for k, v in (doc.get("components") or {}).items()},
     )
     if spec.pod_network not in ("loopback", "cni"):
         raise SpecError(f"podNetwork must be loopback or cni, not {spec.pod_network!r}")
     if spec.pod_network == "cni" and os.geteuid() != 0:
         raise SpecError("--pod-network cni needs root (network namespaces, a bridge, nftables); run k8py up as root or drop it")
+    _check_runtime(spec)
     if spec.nodes < 0 or spec.simulated_nodes < 0 or spec.expected_nodes == 0:
         raise SpecError("a cluster needs at least one node: --nodes N (N >= 1) or --simulated-nodes N")
     if spec.apiservers < 1 or (spec.apiservers > 1 and not spec.etcd_servers):
         raise SpecError("--apiservers N > 1 needs --etcd-servers: several API servers share one etcd (the embedded store is one process's)")
     return spec
+
+
+def _check_runtime(spec: Any) -> None:
+    from k8py.cluster.containerd import containerd_missing
+    from k8py.cluster.spec import SpecError
+
+    if spec.runtime not in ("process", "containerd"):
+        raise SpecError(f"runtime must be process or containerd, not {spec.runtime!r}")
+    if spec.container_runtime_endpoint and spec.runtime != "containerd":
+        raise SpecError("--container-runtime-endpoint needs --runtime containerd")
+    if spec.runtime != "containerd":
+        return
+    if spec.pod_network == "cni":
+        raise SpecError("--runtime containerd networks pods through containerd's own CNI config: drop --pod-network cni")
+    if spec.container_runtime_endpoint:
+        if not spec.container_runtime_endpoint.startswith("unix:///"):
+            raise SpecError(f"--container-runtime-endpoint {spec.container_runtime_endpoint!r}: expected "
+                            "unix:///absolute/path/to/containerd.sock")
+        if os.geteuid() != 0:
+            raise SpecError("--runtime containerd needs root (the proxy's nftables rules, pods' cgroups): run k8py up as root")
+        return
+    why = containerd_missing()
+    if why:
+        raise SpecError(why)
 
 
 def _print(line: str) -> None:
@@ -109,10 +141,10 @@ def _merge(kubeconfig: str) -> str:
     return merge_into_user_kubeconfig(kubeconfig)
 
 
-async def _supervise(args: argparse.Namespace, spec: Any) -> int:
+async def _supervise(args: argparse.Namespace, spec: Any, zygote: int | None = None) -> int:
     from k8py.cluster.supervisor import StartError, Supervisor
 
-    supervisor = Supervisor(spec, on_progress=_print)
+    supervisor = Supervisor(spec, on_progress=_print, zygote_pid=zygote)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -179,7 +211,8 @@ def _detach(args: argparse.Namespace, spec: Any) -> int:
 
     os.makedirs(spec.log_dir, exist_ok=True)
     argv = ["up", "--data-dir", spec.data_dir, "--timeout", str(args.timeout), "--log-level", args.log_level, "--no-follow-flow"]
-    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers", "pod_network"):
+    for flag in ("config", "bind", "port", "nodes", "simulated_nodes", "etcd_servers", "etcd_prefix", "apiservers", "pod_network",
+                 "runtime", "container_runtime_endpoint"):
         value = getattr(args, flag)
         if value not in (None, ""):
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -234,7 +267,32 @@ def run_up(args: argparse.Namespace) -> int:
         return 1
     if args.detach:
         return _detach(args, spec)
-    return asyncio.run(_supervise(args, spec))
+    zygote = _fork_zygote(spec)
+    try:
+        code = asyncio.run(_supervise(args, spec, zygote))
+    finally:
+        if zygote is not None:  # the supervisor stopped it, unless it never got to adopt it
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(zygote, os.WNOHANG)[0] == 0:
+                    os.kill(zygote, signal.SIGTERM)
+                    os.waitpid(zygote, 0)
+    if spec.runs_containerd:
+        _cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
+    return code
+
+
+def _fork_zygote(spec: Any) -> int | None:
+    """The zygote, forked out of this process before the supervisor is even
+    imported (no thread, no event loop yet): its imports are what the API
+    server waits for, and they then overlap the supervisor's own imports and
+    the certificates it makes."""
+    if not spec.zygote:
+        return None
+    from k8py.cli.zygote import fork_serve
+    from k8py.cluster.spec import zygote_spec
+
+    zygote = zygote_spec(spec)
+    return fork_serve(zygote.argv[-1], zygote.log)
 
 
 def run_down(args: argparse.Namespace) -> int:
@@ -264,9 +322,31 @@ def run_down(args: argparse.Namespace) -> int:
 
     cleaned = cleanup_under(os.path.join(data_dir, "kubelet"))  # the nodes' pod namespaces, bridges and cgroups
     _delete_proxy_tables(cleaned)
+    from k8py.cluster import dns_address
+
+    if os.geteuid() == 0:
+        dns_address.remove(data_dir)  # the cluster DNS address of pods in their own namespaces
+    containerd_nodes = _cleanup_containerd(data_dir)  # shims, containers, bridges, cgroups of each node's containerd
+    _delete_proxy_tables(containerd_nodes)
+    cleaned += [n for n in containerd_nodes if n not in cleaned]
     print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else "")
           + (f"; removed the host state of {', '.join(cleaned)}" if cleaned else ""))
     return 0
+
+
+def _cleanup_containerd(data_dir: str) -> list[str]:
+    """Each node's containerd leftovers (a supervisor killed before it could remove them), then the machine's
+    ip_forward once no k8py bridge is left. Returns the nodes that had some."""
+    from k8py.cluster.containerd import ContainerdLayout, cleanup
+
+    base = os.path.join(data_dir, "containerd")
+    nodes = sorted(os.listdir(base)) if os.path.isdir(base) and os.geteuid() == 0 else []
+    found = [node for node in nodes if cleanup(ContainerdLayout.for_node(data_dir, node))]
+    if nodes:
+        from k8py.kubelet.network import host
+
+        asyncio.run(host.restore_machine_settings())
+    return found
 
 
 def _delete_proxy_tables(nodes: list[str]) -> None:

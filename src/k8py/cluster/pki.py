@@ -9,14 +9,24 @@ In ``DATA_DIR/pki``:
                                    localhost, the host name, the bind address, the first
                                    IP of the Service range and kubernetes[.default[.svc
                                    [.cluster.local]]]
-``apiserver-kubelet-client.crt``   CN=kube-apiserver-kubelet-client O=system:masters: the
-                                   API server's identity towards kubelets
+``apiserver-kubelet-client.crt``   CN=kube-apiserver-kubelet-client: the API server's
+                                   identity towards kubelets (their SubjectAccessReviews
+                                   allow it through the binding to system:kubelet-api-admin)
 ``kubelet-<node>.crt``             each kubelet's serving certificate (its IP and name)
 ``<component>.crt``                each component's client certificate (:data:`IDENTITIES`;
                                    ``node-<node>.crt`` for kubelets)
 =================================  ==================================================
 
-and one kubeconfig per component in ``DATA_DIR/kubeconfigs`` (the admin's is
+``DATA_DIR/service-account.key`` (where the API server and the controller
+manager look for it) is the key service-account tokens are signed with: made
+here rather than by the API server on its first start, while the zygote is
+still importing, and an ECDSA P-256 key (ES256, which kube-apiserver takes as
+well as RSA): an RSA key takes a third of a second to make and a tenth to
+load (cryptography validates it), in every process that signs with it, on
+the path to the API server's first answer; a P-256 key, well under a
+millisecond. (A cluster made before keeps its RSA key.)
+
+And one kubeconfig per component in ``DATA_DIR/kubeconfigs`` (the admin's is
 ``DATA_DIR/kubeconfig``), each with the CA as ``certificate-authority-data``
 and its client certificate and key embedded.
 
@@ -35,11 +45,16 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-
-from k8py.client import certs
 from k8py.cluster.kubeconfig import write_kubeconfig
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+    from k8py.client import certs
+# (cryptography is imported by the methods that make certificates: ``k8py up``
+# reads the paths before it starts the zygote, which must not wait for it)
 
 __all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity"]
 
@@ -53,7 +68,7 @@ IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "scheduler": ("system:kube-scheduler", ()),
     "proxy": ("system:kube-proxy", ()),
     "dns": ("system:k8py-dns", ()),
-    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ()),
 }
 
 _RENEW_BEFORE = dt.timedelta(days=30)
@@ -98,6 +113,10 @@ class ClusterPKI:
             return os.path.join(self.data_dir, "kubeconfig")
         return os.path.join(self.data_dir, "kubeconfigs", f"{component}.kubeconfig")
 
+    @property
+    def service_account_key_file(self) -> str:
+        return os.path.join(self.data_dir, "service-account.key")
+
     @staticmethod
     def kubelet_name(node: str) -> str:
         return f"kubelet-{node}"
@@ -107,6 +126,12 @@ class ClusterPKI:
     def ensure(self, *, api_url: str, bind: str, service_ip: str, nodes: list[str], simulated: str = "") -> None:
         """Make (or complete) the PKI and (re)write every kubeconfig for ``api_url``;
         ``simulated``: the node name of the simulated-nodes process (one of ``nodes``)."""
+        from k8py.client import certs
+
+        if not os.path.exists(self.service_account_key_file):
+            from k8py.api.service_account_keys import ensure_signing_key_file  # joserfc: only when a key is made
+
+            ensure_signing_key_file(self.service_account_key_file, ec_p256=True)
         ca = self._ca()
         ips = _unique(["127.0.0.1", *([bind] if bind not in ("0.0.0.0", "::", "") else []), service_ip])
         dns = _unique(["localhost", socket.gethostname().lower(), "kubernetes", "kubernetes.default",
@@ -125,6 +150,8 @@ class ClusterPKI:
                              client_key_data=certs.read_pem(self.key_file(name)))
 
     def _ca(self) -> certs.CertificateAuthority:
+        from k8py.client import certs
+
         if os.path.exists(self.ca_file) and os.path.exists(self.key_file("ca")):
             return certs.CertificateAuthority.load(self.ca_file, self.key_file("ca"))
         ca = certs.new_self_signed_ca("k8py-ca")
@@ -132,6 +159,8 @@ class ClusterPKI:
         return ca
 
     def _leaf(self, ca: certs.CertificateAuthority, name: str, config: certs.CertConfig) -> None:
+        from k8py.client import certs
+
         cert_path, key_path = self.cert_file(name), self.key_file(name)
         if os.path.exists(cert_path) and os.path.exists(key_path) and _still_good(certs.parse_cert_pem(certs.read_pem(cert_path)), ca, config):
             return
@@ -153,6 +182,10 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def _still_good(cert: x509.Certificate, ca: certs.CertificateAuthority, config: certs.CertConfig) -> bool:
+    from cryptography import x509
+
+    from k8py.client import certs
+
     if cert.issuer != ca.cert.subject or cert.not_valid_after_utc - certs.utcnow() < _RENEW_BEFORE:
         return False
     if certs.cert_subject(cert) != (config.common_name, tuple(config.organization)):

@@ -15,6 +15,8 @@ config file (``--config FILE``, YAML, as kind's cluster config)::
     proxy: true                # k8py proxy (one: every node shares this machine's loopback)
     dns: true                  # k8py dns (on the service range's 10th address, port 53 when free)
     podNetwork: loopback       # cni (root): each pod its own network namespace, Services through nftables
+    runtime: process           # containerd (root): each node's pods on its own Debian containerd, over CRI
+    containerRuntimeEndpoint: ""  # unix:///…/containerd.sock: the nodes' pods on a containerd already running
     zygote: true               # fork components from one process that imported k8py once
     components:                # extra arguments, per component
       apiserver: ["--watch-cache-size", "20000"]
@@ -43,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from k8py.cluster.containerd import ContainerdLayout
 from k8py.cluster.pki import ClusterPKI
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
@@ -50,10 +53,10 @@ __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "fre
            "zygote_spec"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
-               "zygote", "components", "podNetwork"}
+               "zygote", "components", "podNetwork", "runtime", "containerRuntimeEndpoint"}
 #: the API server's own default Service range, and DNS' port
 DEFAULT_SERVICE_CIDR, DNS_PORT = "127.192.0.0/12", 53
-COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns")
+COMPONENTS = ("apiserver", "controller-manager", "scheduler", "kubelet", "proxy", "dns", "containerd")
 
 
 class SpecError(ValueError):
@@ -79,7 +82,21 @@ class ClusterSpec:
     zygote: bool = True
     #: "loopback" (pods share the host network on 127.x IPs) or "cni" (a network namespace per pod, root)
     pod_network: str = "loopback"
+    #: "process" (k8py's process runtime) or "containerd" (one supervised containerd per node, root)
+    runtime: str = "process"
+    #: with runtime "containerd": a containerd already running (no containerd component); its CNI config is its own
+    container_runtime_endpoint: str = ""
     extra_args: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def pods_in_netns(self) -> bool:
+        """Pods in their own network namespaces (CNI bridge): routable pod and Service ranges, not loopback."""
+        return self.pod_network == "cni" or self.runtime == "containerd"
+
+    @property
+    def runs_containerd(self) -> bool:
+        """k8py up starts and supervises a containerd per node."""
+        return self.runtime == "containerd" and not self.container_runtime_endpoint
 
     @property
     def kubeconfig(self) -> str:
@@ -110,6 +127,8 @@ class ComponentSpec:
     log: str
     health: str
     control_plane: bool = False
+    #: started with the API server rather than after it, and healthy before the kubelets start (a node's runtime)
+    early: bool = False
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -156,7 +175,7 @@ def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> st
     nodes of /24), so that two clusters on one machine (parallel test
     sessions) rarely hand out the same pod IPs, whose ports would collide;
     the whole /10 when the cluster has more nodes than a /16 holds."""
-    if spec.pod_network == "cni":
+    if spec.pods_in_netns:
         # pods on bridges need routable addresses: a random 10.x.0.0/17 (the /24 above it is the Service range)
         return f"10.{100 + (rng or random.Random()).randrange(150)}.0.0/17"
     if spec.expected_nodes > 250:
@@ -177,12 +196,10 @@ SERVICE_BLOCKS, SERVICE_PREFIX = ipaddress.ip_network("127.192.0.0/12"), 20
 
 def dns_ip(service_cidr: str) -> str:
     """Where k8py dns answers: the kube-dns Service's cluster IP, the range's 10th address
-    as kubeadm places it, when the range is on loopback; with ``podNetwork: cni`` (a
-    10.x range no host interface holds) the default range's, on loopback."""
-    network = ipaddress.ip_network(service_cidr)
-    if not network.subnet_of(ipaddress.ip_network("127.0.0.0/8")):
-        network = ipaddress.ip_network(DEFAULT_SERVICE_CIDR)
-    return str(network[10])
+    as kubeadm places it. On a loopback range every pod shares it with the host; with pods
+    in their own namespaces (a 10.x range) :mod:`k8py.cluster.dns_address` makes it local
+    to the host on a link of the cluster's own, which pods reach through their gateway."""
+    return str(ipaddress.ip_network(service_cidr)[10])
 
 
 def kubernetes_service_ip(service_cidr: str) -> str:
@@ -271,21 +288,33 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     kubelet_extra = extra.get("kubelet", [])
     dns = ["--cluster-dns", dns_ip(service_cidr)] if spec.dns and ports.get("dns/udp") == DNS_PORT and "--cluster-dns" not in kubelet_extra else []
     if spec.pod_network == "cni":
-        # the DNS server answers on the host's loopback, which pods in their own namespaces cannot reach
-        dns = ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr]
+        dns += ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr]
+    proxy_extra = extra.get("proxy", [])
+    if spec.runtime == "containerd" and not any(str(a).startswith("--proxy-mode") for a in proxy_extra):
+        proxy_extra = ["--proxy-mode", "nftables", *proxy_extra]  # pods in their own namespaces reach Services through nft DNAT
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
+        runtime: list[str] = []
+        if spec.runtime == "containerd":
+            layout = ContainerdLayout.for_node(spec.data_dir, node)
+            runtime = ["--container-runtime-endpoint", spec.container_runtime_endpoint or layout.endpoint,
+                       "--cgroup-root", layout.cgroup_parent]
+        if spec.runs_containerd:
+            name = f"containerd/{node}"
+            out.append(ComponentSpec(name, _k8py("containerd", "--data-dir", spec.data_dir, "--node-name", node, "--port", str(ports[name]),
+                                                 "--service-cluster-ip-range", service_cidr, *extra.get("containerd", [])),
+                                     log(f"containerd-{node}"), health(ports[name]), early=True))
         if spec.proxy and node == spec.node_names()[0]:
             # one proxy for all: the nodes share this machine's loopback, so
             # a second proxy could only fight the first over the same addresses
             out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc("proxy"), "--node-name", node, "--port", str(ports["proxy"]),
-                                                    *extra.get("proxy", [])),
+                                                    *proxy_extra),
                                      log("proxy"), health(ports["proxy"])))
         serving = pki.kubelet_name(node)
         tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc(f"node-{node}"), "--node-name", node, "--port", str(port), *tls,
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
-                                                          "--pod-cidr-wait", "30", *dns, *kubelet_extra),
+                                                          "--pod-cidr-wait", "30", *dns, *runtime, *kubelet_extra),
                                  log(f"kubelet-{node}"), f"https://127.0.0.1:{port}/healthz"))
     if spec.simulated_nodes:
         port = ports["kubelet/simulated"]
@@ -312,7 +341,8 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None, *,
     reuse = lambda name, bind="127.0.0.1": previous.get(name) if previous.get(name) and _bindable(bind, previous[name]) else free_port(bind)  # noqa: E731
     ports = {"apiserver": spec.port or reuse("apiserver", spec.bind)}
     names = [*(api_server_name(i) for i in range(1, spec.apiservers)), "controller-manager", "scheduler",
-             *(f"kubelet/{n}" for n in spec.node_names())]
+             *(f"kubelet/{n}" for n in spec.node_names()),
+             *(f"containerd/{n}" for n in spec.node_names() if spec.runs_containerd)]
     if spec.simulated_nodes:
         names.append("kubelet/simulated")
     if spec.proxy and spec.nodes:
@@ -320,7 +350,10 @@ def all_ports(spec: ClusterSpec, previous: dict[str, int] | None = None, *,
     if spec.dns:
         names.append("dns")
         ip = dns_ip(service_cidr)
-        ports["dns/udp"] = DNS_PORT if _udp_bindable(ip, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(ip))
+        if spec.pods_in_netns:
+            ports["dns/udp"] = DNS_PORT  # on an address of the cluster's own (k8py.cluster.dns_address): always free
+        else:
+            ports["dns/udp"] = DNS_PORT if _udp_bindable(ip, DNS_PORT) else (previous.get("dns/udp") or _free_udp_port(ip))
     for name in names:
         ports[name] = reuse(name)
     return ports

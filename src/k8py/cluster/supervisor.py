@@ -21,9 +21,12 @@ Invariants:
   it has run ``backoff_reset`` seconds), and ``restarts`` counts it;
 - the API server exiting before it was ever ready is fatal (a port in use, a
   broken data directory): :class:`StartError` carries its log's tail;
+- a node's container runtime (``containerd/<node>``, :attr:`ComponentSpec.early`)
+  starts with the API server and is healthy before any kubelet starts;
 - on stop: SIGTERM to the node and controller processes, then the API server,
   SIGKILL after ``stop_grace`` seconds, then :func:`~k8py.cluster.sweep.sweep`
-  for the containers the kubelets started; the state then says ``stopped``.
+  for the containers the kubelets started, and each node's containerd leftovers
+  (:func:`~k8py.cluster.containerd.cleanup`); the state then says ``stopped``.
 """
 
 from __future__ import annotations
@@ -42,13 +45,15 @@ import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
 from k8py.cluster.spec import (
-    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, pick_cluster_cidr,
+    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, dns_ip, pick_cluster_cidr,
     kubernetes_service_ip, pick_service_cidr, service_cidr_for, zygote_spec,
 )
+from k8py.cluster import dns_address
+from k8py.cluster.containerd import ContainerdLayout, cleanup as containerd_cleanup
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
-from k8py.cluster.zygote_client import ForkedProcess, ZygoteClient, ZygoteUnavailable
+from k8py.cluster.zygote_client import ForkedProcess, AdoptedChild, ZygoteClient, ZygoteUnavailable
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
 
@@ -70,7 +75,7 @@ def log_tail(path: str, lines: int = 15) -> str:
 @dataclass
 class _Running:
     spec: ComponentSpec
-    proc: asyncio.subprocess.Process | ForkedProcess | None = None
+    proc: asyncio.subprocess.Process | ForkedProcess | AdoptedChild | None = None
     restarts: int = 0
     state: str = "pending"
     healthy: bool = False
@@ -79,10 +84,13 @@ class _Running:
 
 
 class Supervisor:
-    """See the module docstring. ``on_progress`` gets each progress line."""
+    """See the module docstring. ``on_progress`` gets each progress line;
+    ``zygote_pid``: the zygote, already started by the caller (a child of this
+    process serving :func:`zygote_spec`'s socket), to supervise instead of
+    starting one."""
 
     def __init__(self, spec: ClusterSpec, *, on_progress: Callable[[str], None] = lambda _m: None,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
+                 zygote_pid: int | None = None, backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
                  stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._on_progress = on_progress
@@ -95,7 +103,7 @@ class Supervisor:
         #: Services' cluster IPs come from them; a cluster from before serviceCIDR was
         #: recorded keeps the API server's default range)
         self.cluster_cidr = previous.get("clusterCIDR") or pick_cluster_cidr(spec)
-        if spec.pod_network == "cni":
+        if spec.pods_in_netns:
             self.service_cidr = service_cidr_for(self.cluster_cidr)
         else:
             self.service_cidr = previous.get("serviceCIDR") or (DEFAULT_SERVICE_CIDR if previous else pick_service_cidr(spec))
@@ -103,6 +111,7 @@ class Supervisor:
         self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
                                                                 service_cidr=self.service_cidr)]
         self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
+        self._early_zygote = zygote_pid
         self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
@@ -219,11 +228,17 @@ class Supervisor:
         self.progress(f"starting k8py in {self.spec.data_dir} (logs in {self.spec.log_dir})")
         # the certificates, and every kubeconfig written now, so that no
         # component ever reads an old one (a resumed cluster on a new port)
+        # (made while the zygote imports: the API server waits for both)
+        await self._launch_zygote()
         await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
                                 service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
                                 simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
-        await self._start_zygote()
+        await self._await_zygote()
         api, *rest = self.components
+        early = [r for r in rest if r.spec.early]  # the nodes' runtimes: they need no API server
+        for r in early:
+            await self._spawn(r)
+            self._start(r)
         await self._spawn(api)
         self._start(api)
         deadline = self._clock() + timeout
@@ -233,7 +248,14 @@ class Supervisor:
                                  f"Its log ({api.spec.log}) ends:\n{log_tail(api.spec.log)}")
             self._check_deadline(deadline, "the API server to be ready", api.spec)
             await asyncio.sleep(0.01)
+        while not all(r.healthy for r in early):  # a kubelet started before its runtime would only exit
+            self._check_deadline(deadline, "the nodes' container runtimes", next(r.spec for r in early if not r.healthy))
+            await asyncio.sleep(0.01)
+        if self.spec.dns and self.spec.pods_in_netns:
+            await asyncio.to_thread(dns_address.ensure, self.spec.data_dir, dns_ip(self.service_cidr))
         for r in rest:
+            if r.spec.early:
+                continue
             await self._spawn(r)
             self._start(r)
         await self._wait_nodes(deadline)
@@ -244,12 +266,21 @@ class Supervisor:
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
 
-    async def _start_zygote(self) -> None:
+    async def _launch_zygote(self) -> None:
         zygote = self.zygote
         if zygote is None:
             return
-        await self._spawn(zygote)
+        if self._early_zygote is not None:
+            zygote.proc, zygote.started_at, zygote.state = AdoptedChild(self._early_zygote), self._clock(), "starting"
+            self._write_state()
+        else:
+            await self._spawn(zygote)
         self._start(zygote)
+
+    async def _await_zygote(self) -> None:
+        zygote = self.zygote
+        if zygote is None:
+            return
         client = ZygoteClient(zygote.spec.argv[-1])
         if await client.wait_ready(15.0, alive=lambda: zygote.proc is not None and zygote.proc.returncode is None):
             self._zygote_client = client
@@ -277,7 +308,8 @@ class Supervisor:
                     break
                 kubelets = [r.spec for r in self.components if r.spec.name.startswith("kubelet/")]
                 self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
-                await asyncio.sleep(0.05)
+                # each poll lists every Node: at kwok's 5,000 (some 20 MB) once a second, not 20 times
+                await asyncio.sleep(min(max(0.05, expected / 5000), 2.0))
         self.timings["nodesReady"] = round(self.elapsed(), 3)
 
     async def wait_stopped_components(self) -> None:
@@ -303,6 +335,12 @@ class Supervisor:
                     await r.task
             r.state = "stopped"
         left = await asyncio.to_thread(sweep, self.spec.data_dir)
+        await asyncio.to_thread(dns_address.remove, self.spec.data_dir)
+        if self.spec.runs_containerd:  # the shims and their containers outlive containerd: they go now
+            for node in self.spec.node_names():
+                removed = await asyncio.to_thread(containerd_cleanup, ContainerdLayout.for_node(self.spec.data_dir, node))
+                if removed:
+                    self.progress(f"removed the containerd state of {node}: {', '.join(removed)}")
         self.progress(f"stopped (and {len(left)} container processes)" if left else "stopped")
         self._write_state(stopped=True)
 

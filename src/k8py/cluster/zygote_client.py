@@ -8,6 +8,12 @@ with the part of :class:`asyncio.subprocess.Process` the supervisor uses
 (``pid``, ``returncode``, ``wait()``, ``send_signal()``), so supervision,
 restarts with backoff and shutdown work alike for both kinds of process.
 
+``k8py up`` starts the zygote itself, before it even imports the supervisor
+(by forking itself: ``k8py.cli.zygote.fork_serve``), so that the zygote's
+imports, which the API server waits for, overlap the supervisor's own and the
+certificates it makes; :class:`AdoptedChild` is that child's pid with the
+same part of the asyncio process interface.
+
 Invariants: ``returncode`` is set exactly once, from the zygote's ``exit``
 message (the wait status as a code, negative for a signal); when the zygote
 dies first, the child's exit code is unknowable, so the child's process group
@@ -24,7 +30,7 @@ import os
 import signal
 from typing import Any
 
-__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable"]
+__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable", "AdoptedChild"]
 
 
 class ZygoteUnavailable(OSError):
@@ -70,6 +76,60 @@ class ForkedProcess:
         await self._done.wait()
         assert self.returncode is not None
         return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class AdoptedChild:
+    """A child process this process started before its event loop (``k8py up``
+    forks the zygote out of itself first), adopted by the supervisor:
+    ``returncode`` is current whenever it is read (a ``waitpid`` of this pid
+    only, which reaps it), and ``wait()`` sleeps on a pidfd until it exits."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._code: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        if self._code is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else: its code is lost
+                self._code = -signal.SIGKILL
+            else:
+                if pid:
+                    self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    async def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                fd = os.pidfd_open(self.pid)
+            except (AttributeError, OSError):  # no pidfds (not Linux 5.3+): poll
+                while self.returncode is None:
+                    await asyncio.sleep(0.1)
+            else:
+                loop = asyncio.get_running_loop()
+                exited = loop.create_future()
+                loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+                try:
+                    if self.returncode is None:
+                        await exited
+                finally:
+                    loop.remove_reader(fd)
+                    os.close(fd)
+        while self.returncode is None:  # the pidfd said it exited: reaped at once, or very nearly
+            await asyncio.sleep(0.01)
+        return self._code  # type: ignore[return-value]
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:

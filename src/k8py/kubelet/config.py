@@ -47,6 +47,14 @@ class KubeletConfig:
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
     client_ca_file: str = ""
+    #: who may call the HTTPS server (see k8py.kubelet.server_auth); the defaults are
+    #: KubeletConfiguration v1beta1's: no anonymous, bearer tokens by TokenReview, Webhook authorization
+    anonymous_auth: bool = False
+    authentication_token_webhook: bool = True
+    authentication_token_webhook_cache_ttl: float = 120.0
+    authorization_mode: str = "Webhook"
+    authorization_webhook_cache_authorized_ttl: float = 300.0
+    authorization_webhook_cache_unauthorized_ttl: float = 30.0
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
     #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``
@@ -98,6 +106,16 @@ class KubeletConfig:
     cluster_domain: str = "cluster.local"
     #: the host resolv.conf that Default-policy pods get
     resolv_conf: str = "/etc/resolv.conf"
+    #: node-pressure eviction (k8py.kubelet.eviction): signal -> quantity; hard None = upstream's defaults
+    eviction_hard: dict[str, str] | None = None
+    eviction_soft: dict[str, str] = field(default_factory=dict)
+    #: signal -> seconds a soft threshold must hold
+    eviction_soft_grace_period: dict[str, float] = field(default_factory=dict)
+    #: the longest grace a pod evicted by a soft threshold gets (upstream's default 0: killed at once)
+    eviction_max_pod_grace_period: float = 0.0
+    eviction_pressure_transition_period: float = 300.0
+    #: how often the eviction manager observes the node (upstream's housekeeping, 10 s)
+    housekeeping_interval: float = 10.0
 
     @property
     def pods_dir(self) -> str:
@@ -172,4 +190,42 @@ def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfi
         config.image_minimum_gc_age = _duration(doc["imageMinimumGCAge"])
     if "syncFrequency" in doc:
         config.sync_frequency = _duration(doc["syncFrequency"])
+    _load_eviction(doc, config)
+    _load_auth(doc, config)
     return config
+
+
+def _load_auth(doc: Mapping[str, Any], config: KubeletConfig) -> None:
+    """``authentication`` (x509, webhook, anonymous) and ``authorization`` (mode, webhook caches)."""
+    authn, authz = doc.get("authentication") or {}, doc.get("authorization") or {}
+    x509, webhook, anonymous = authn.get("x509") or {}, authn.get("webhook") or {}, authn.get("anonymous") or {}
+    if "clientCAFile" in x509:
+        config.client_ca_file = str(x509["clientCAFile"])
+    if "enabled" in webhook:
+        config.authentication_token_webhook = bool(webhook["enabled"])
+    if "cacheTTL" in webhook:
+        config.authentication_token_webhook_cache_ttl = _duration(webhook["cacheTTL"])
+    if "enabled" in anonymous:
+        config.anonymous_auth = bool(anonymous["enabled"])
+    if "mode" in authz:
+        config.authorization_mode = str(authz["mode"])
+    caches = authz.get("webhook") or {}
+    if "cacheAuthorizedTTL" in caches:
+        config.authorization_webhook_cache_authorized_ttl = _duration(caches["cacheAuthorizedTTL"])
+    if "cacheUnauthorizedTTL" in caches:
+        config.authorization_webhook_cache_unauthorized_ttl = _duration(caches["cacheUnauthorizedTTL"])
+
+
+def _load_eviction(doc: Mapping[str, Any], config: KubeletConfig) -> None:
+    """``evictionHard``/``evictionSoft`` (signal: quantity), ``evictionSoftGracePeriod`` (signal: duration),
+    ``evictionMaxPodGracePeriod`` (seconds), ``evictionPressureTransitionPeriod`` (a duration)."""
+    if "evictionHard" in doc:
+        config.eviction_hard = {str(k): str(v) for k, v in (doc["evictionHard"] or {}).items()}
+    if "evictionSoft" in doc:
+        config.eviction_soft = {str(k): str(v) for k, v in (doc["evictionSoft"] or {}).items()}
+    if "evictionSoftGracePeriod" in doc:
+        config.eviction_soft_grace_period = {str(k): _duration(v) for k, v in (doc["evictionSoftGracePeriod"] or {}).items()}
+    if "evictionMaxPodGracePeriod" in doc:
+        config.eviction_max_pod_grace_period = float(doc["evictionMaxPodGracePeriod"])
+    if "evictionPressureTransitionPeriod" in doc:
+        config.eviction_pressure_transition_period = _duration(doc["evictionPressureTransitionPeriod"])

@@ -28,7 +28,7 @@ from k8py.kubelet.container_env import ConfigError, build_env, expand
 from k8py.kubelet.dns_config import resolv_conf, resolv_conf_mount, write_resolv_conf
 from k8py.kubelet.pod_status import ts
 from k8py.kubelet.pull_credentials import credentials_for, node_credential_paths
-from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
+from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
 
 if TYPE_CHECKING:
@@ -85,10 +85,21 @@ def _resources(c: Mapping[str, Any]) -> Resources:
 
 
 def _security(pod: Mapping[str, Any], c: Mapping[str, Any]) -> dict[str, Any]:
-    """runAsUser/runAsGroup/runAsNonRoot, the container's securityContext over the pod's."""
+    """The effective securityContext as upstream's ``determineEffectiveSecurityContext``: the
+    container's runAsUser/runAsGroup/runAsNonRoot over the pod's; the pod's supplementalGroups
+    plus its fsGroup; capabilities, privileged, readOnlyRootFilesystem and
+    allowPrivilegeEscalation (no_new_privs only when it is false) from the container's."""
     pod_sc = (pod.get("spec") or {}).get("securityContext") or {}
-    sc = {**pod_sc, **{k: v for k, v in (c.get("securityContext") or {}).items() if v is not None}}
-    return {"run_as_user": sc.get("runAsUser"), "run_as_group": sc.get("runAsGroup"), "run_as_non_root": bool(sc.get("runAsNonRoot"))}
+    own = {k: v for k, v in (c.get("securityContext") or {}).items() if v is not None}
+    sc = {**pod_sc, **own}
+    groups = [int(g) for g in pod_sc.get("supplementalGroups") or []]
+    if pod_sc.get("fsGroup") is not None:
+        groups.append(int(pod_sc["fsGroup"]))
+    caps = own.get("capabilities") or {}
+    return {"run_as_user": sc.get("runAsUser"), "run_as_group": sc.get("runAsGroup"), "run_as_non_root": bool(sc.get("runAsNonRoot")),
+            "supplemental_groups": groups, "capabilities_add": list(caps.get("add") or []), "capabilities_drop": list(caps.get("drop") or []),
+            "privileged": bool(own.get("privileged")), "readonly_rootfs": bool(own.get("readOnlyRootFilesystem")),
+            "no_new_privs": own.get("allowPrivilegeEscalation") is False}
 
 
 async def ensure_image(s: PodSyncer, w: PodWorker, c: Mapping[str, Any]) -> float | None:
@@ -151,6 +162,7 @@ def _termination_log(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], attempt: 
     host = os.path.join(s.volumes.pod_dir(w.uid), "containers", c["name"], str(attempt))
     os.makedirs(os.path.dirname(host), exist_ok=True)
     open(host, "wb").close()
+    os.chmod(host, 0o666)  # as upstream: a container running as any user can write its message
     w.memo[f"termlog-{c['name']}-{attempt}"] = host
     return Mount(c.get("terminationMessagePath") or "/dev/termination-log", host, False, "termination-log")
 
@@ -208,6 +220,14 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         return 2.0
     attempt = latest.attempt + 1 if latest is not None else 0
     meta = pod["metadata"]
+    target_id = ""
+    if c.get("targetContainerName"):  # an ephemeral container joining another's process namespace (kubectl debug --target)
+        running = [cs for cs in await s.runtime.list_containers(w.sandbox_id)
+                   if cs.name == c["targetContainerName"] and cs.state is ContainerState.RUNNING]
+        if not running:
+            w.waiting[name] = ("CreateContainerError", f'target container "{c["targetContainerName"]}" is not running')
+            return 2.0
+        target_id = max(running, key=lambda cs: cs.attempt).id
     config = ContainerConfig(
         name=name, image=c.get("image", ""), attempt=attempt,
         command=[expand(x, env) for x in c.get("command") or []], args=[expand(x, env) for x in c.get("args") or []],
@@ -215,7 +235,7 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": meta["name"],
                 "io.kubernetes.pod.namespace": meta.get("namespace", "default"), "io.kubernetes.pod.uid": w.uid},
         log_path=f"{name}/{attempt}.log", stdin=bool(c.get("stdin")), stdin_once=bool(c.get("stdinOnce")), tty=bool(c.get("tty")),
-        resources=_resources(c), **_security(pod, c),
+        resources=_resources(c), target_container_id=target_id, **_security(pod, c),
     )
     try:
         cid = await s.runtime.create_container(w.sandbox_id, config, s.sandbox_config(w))

@@ -7,12 +7,12 @@ As the kubelet's ``--tls-cert-file``/``--tls-private-key-file`` and
   client CA, a self-signed pair is made once in ``ROOT_DIR/pki``
   (``kubelet.crt``/``kubelet.key``, for the node's address and name) and
   kept; with neither, plain HTTP (a standalone test kubelet);
-- with a client CA, every request but ``/healthz`` must come with a client
-  certificate issued by it (OpenSSL verifies it in the handshake; a missing
-  one is 401 ``Unauthorized``). That is the API server (``k8py up`` gives it
-  ``kube-apiserver-kubelet-client``) or an administrator. Upstream then asks
-  the API server whether that user may use ``nodes/proxy`` (webhook
-  authorization); k8py trusts any certificate of the cluster CA.
+- with TLS on, every request but ``/healthz`` is authenticated (a client
+  certificate of ``--client-ca-file``, a bearer token by TokenReview,
+  anonymous when allowed) and authorized (``--authorization-mode``, a
+  SubjectAccessReview for ``nodes/<subresource>``) by
+  :class:`~k8py.kubelet.server_auth.KubeletAuth`. Plain HTTP has neither
+  (a standalone test kubelet: bind it to loopback).
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from aiohttp import web
 
 from k8py.client import certs
+from k8py.kubelet.server_auth import KubeletAuth
 
 if TYPE_CHECKING:
     from k8py.kubelet.config import KubeletConfig
+    from k8py.kubelet.server_auth import Creator
 
-__all__ = ["server_ssl_context", "client_certificate_middleware", "serving_options"]
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-_UNAUTHORIZED = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}\n'
+__all__ = ["server_ssl_context", "serving_options"]
 
 
 def server_ssl_context(*, cert_file: str, key_file: str, client_ca_file: str, root_dir: str,
@@ -60,20 +58,17 @@ def _self_signed(root_dir: str, address: str, node_name: str) -> tuple[str, str]
     return cert_file, key_file
 
 
-@web.middleware
-async def client_certificate_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """401 for a request without a (verified) client certificate, except ``/healthz``."""
-    if request.path != "/healthz":
-        transport = request.transport
-        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
-        if ssl_object is None or not ssl_object.getpeercert():
-            return web.Response(status=401, body=_UNAUTHORIZED, content_type="application/json")
-    return await handler(request)
-
-
-def serving_options(config: "KubeletConfig") -> tuple[ssl.SSLContext | None, tuple[Callable[..., Awaitable[web.StreamResponse]], ...]]:
-    """The TLS context and middlewares a kubelet's server runs with, from its config."""
+def serving_options(config: "KubeletConfig", client: "Creator | None" = None) -> tuple[ssl.SSLContext | None, tuple[Callable[..., Awaitable[web.StreamResponse]], ...]]:
+    """The TLS context and middlewares a kubelet's server runs with, from its config;
+    ``client`` (the kubelet's API client) makes the TokenReviews and SubjectAccessReviews."""
     ctx = server_ssl_context(cert_file=config.tls_cert_file, key_file=config.tls_private_key_file,
                              client_ca_file=config.client_ca_file, root_dir=config.root_dir,
                              address=config.address, node_name=config.node_name)
-    return ctx, ((client_certificate_middleware,) if config.client_ca_file else ())
+    if ctx is None:
+        return None, ()
+    auth = KubeletAuth(node_name=config.node_name, client=client, anonymous=config.anonymous_auth,
+                       token_webhook=config.authentication_token_webhook, authorization_mode=config.authorization_mode,
+                       token_cache_ttl=config.authentication_token_webhook_cache_ttl,
+                       authorized_ttl=config.authorization_webhook_cache_authorized_ttl,
+                       unauthorized_ttl=config.authorization_webhook_cache_unauthorized_ttl)
+    return ctx, (auth.middleware,)

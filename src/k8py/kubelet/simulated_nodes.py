@@ -151,7 +151,7 @@ class SimulatedNodes:
     async def run(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.nodes[0].runtime, pods=self, registry=self.registry,
                             healthy=self.ready.is_set)
-        ssl_context, middlewares = server_tls.serving_options(self.config)
+        ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
         runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, self.config.address, self.config.port, ssl_context=ssl_context).start()

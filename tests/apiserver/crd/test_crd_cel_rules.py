@@ -119,3 +119,33 @@ def test_a_crd_with_a_rule_that_does_not_compile_is_refused(k8s) -> None:
         "compilation failed: ERROR: <input>:1:19: Syntax error: mismatched input '<EOF>' expecting "
         "{'[', '{', '(', ')', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, "
         "IDENTIFIER}\n | self.a.startsWith(\n | ..................^")
+
+
+def test_a_crd_whose_rule_does_not_type_check_or_costs_too_much_is_refused(k8s) -> None:
+    ext = kubernetes.client.ApiextensionsV1Api(k8s)
+    bad = {"type": "object", "properties": {
+        "replicas": {"type": "integer"},
+        "names": {"type": "array", "items": {"type": "string"}}},
+        "x-kubernetes-validations": [
+            {"rule": "self.replicas > 'a'"},
+            {"rule": "self.names.all(a, self.names.all(b, a.startsWith(b)))"}]}
+    status, body = refused(ext.create_custom_resource_definition, crd(bad, name="typos"))
+    assert status == 422
+    assert body["message"] == (
+        'CustomResourceDefinition.apiextensions.k8s.io "typos.cel.example.com" is invalid: ['
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "
+        'apiextensions.ValidationRule{Rule:"self.replicas > \'a\'", Message:"", MessageExpression:"", '
+        'Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:"", OptionalOldSelf:(*bool)(nil)}: '
+        "compilation failed: ERROR: <input>:1:15: found no matching overload for '_>_' applied to '(int, string)'\n"
+        " | self.replicas > 'a'\n | ..............^, "
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[1].rule: Forbidden: "
+        "estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding "
+        "maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared), "
+        "spec.versions[0].schema.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total "
+        "for entire OpenAPIv3 schema exceeds budget by factor of more than 100x (try simplifying the rule, or "
+        "adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)]")
+    # the same CRD updated onto a good one is refused the same way
+    ext.create_custom_resource_definition(crd(name="typos"))
+    versions = crd(bad, name="typos")["spec"]["versions"]
+    status, body = refused(ext.patch_custom_resource_definition, f"typos.{GROUP}", {"spec": {"versions": versions}})
+    assert status == 422 and "found no matching overload for '_>_' applied to '(int, string)'" in body["message"]

@@ -1,4 +1,4 @@
-"""A real containerd (tests/support/containerd.py) with a local registry holding the sandbox image."""
+"""A real containerd (tests/support/containerd.py, its sandbox image imported locally) and local registries to pull from."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from tests.support.containerd import Containerd, containerd_missing
-from tests.support.oci_registry import Registry, busybox_layer, image
+from tests.support.oci_registry import Registry
 
 CONTAINERD_MISSING = "containerd tests need root, Debian's containerd and containernetworking-plugins"
 
@@ -35,8 +35,7 @@ def auth_registry(registry: Registry, tmp_path_factory) -> Iterator[Registry]:
 def containerd(registry: Registry, auth_registry: Registry) -> Iterator[Containerd]:
     # a short path: containerd's socket and the netns paths must fit a unix socket name
     workdir = tempfile.mkdtemp(prefix="k8cri-", dir="/tmp")
-    pause = registry.push("k8py/pause", "1", image([busybox_layer()], entrypoint=["/bin/sleep", "2147483647"]))
-    ctrd = Containerd(workdir, sandbox_image=pause, registries=[registry.host, auth_registry.host])
+    ctrd = Containerd(workdir, registries=[registry.host, auth_registry.host])
     try:
         with ctrd:
             yield ctrd

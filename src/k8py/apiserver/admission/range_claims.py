@@ -13,10 +13,10 @@ and when it was made, so:
 - a release deletes the key only if it still belongs to that owner (guarded
   on the revision read), which makes releases idempotent and safe when
   several API servers see the same deletion;
-- :meth:`RangeClaims.repair` can free claims whose owner no longer exists
-  (an API server that died between claiming and storing the Service) while
-  leaving recent claims alone, since their owner may still be on its way
-  into the store.
+- the repair loop (:mod:`.service_repair`) can free claims whose owner no
+  longer exists (an API server that died between claiming and storing the
+  Service) while leaving recent claims alone, since their owner may still be
+  on its way into the store, and re-mark or take over the items Services hold.
 
 These keys live under ``/registry/ranges/``, which no served resource uses,
 so the watch cache skips them.
@@ -34,11 +34,22 @@ import orjson
 from k8py.storage import Storage
 from k8py.storage.interface import KeyExistsError, KeyNotFoundError, RevisionConflictError
 
-__all__ = ["RangeClaims", "Owner"]
+__all__ = ["RangeClaims", "Claim", "Owner"]
 
 log = logging.getLogger(__name__)
 
 Owner = dict[str, str]
+
+
+class Claim:
+    """One stored claim: its owner and when it was made, at a store revision."""
+
+    __slots__ = ("uid", "claimed_at", "revision")
+
+    def __init__(self, value: dict[str, Any], revision: int) -> None:
+        self.uid: str = value.get("uid", "")
+        self.claimed_at = float(value.get("claimedAt") or 0)
+        self.revision = revision
 
 
 class RangeClaims:
@@ -96,23 +107,44 @@ class RangeClaims:
             except RevisionConflictError:
                 continue
 
-    async def repair(self, live_uids: set[str], *, grace: float = 60.0) -> int:
-        """Free claims whose owner is not in ``live_uids`` and older than ``grace`` s."""
-        freed = 0
+    async def claims(self) -> dict[str, "Claim"]:
+        """Every claim as stored now, by item."""
         result = await self.storage.list(self.prefix)
-        now = self.clock()
+        out: dict[str, Claim] = {}
         for kv in result.kvs:
-            claim: dict[str, Any] = orjson.loads(kv.value)
-            if claim.get("uid") in live_uids or now - float(claim.get("claimedAt") or 0) < grace:
-                continue
-            try:
-                await self.storage.delete(kv.key, expected_revision=kv.mod_revision)
-                freed += 1
-            except (KeyNotFoundError, RevisionConflictError):
-                pass
-        if freed:
-            log.info("freed claims whose owner is gone", extra={"prefix": self.prefix, "count": freed})
-        return freed
+            value: dict[str, Any] = orjson.loads(kv.value)
+            out[kv.key[len(self.prefix):]] = Claim(value, kv.mod_revision)
+        return out
+
+    async def mark(self, item: str, owner: Owner) -> "Claim | None":
+        """Create the claim of ``item`` for ``owner`` if there is none (the repair
+        loop's re-marking): None when it was made now, else the claim found."""
+        try:
+            await self.storage.create(self._key(item), orjson.dumps({**owner, "claimedAt": self.clock()}))
+            return None
+        except KeyExistsError:
+            kv = await self.storage.get(self._key(item))
+            if kv is None:  # released in between: try once more
+                return await self.mark(item, owner)
+            return Claim(orjson.loads(kv.value), kv.mod_revision)
+
+    async def take_over(self, item: str, claim: "Claim", owner: Owner) -> bool:
+        """Give ``item`` to ``owner`` if it is still held as ``claim`` (a claim whose
+        owner is gone while another Service uses the item)."""
+        value = orjson.dumps({**owner, "claimedAt": self.clock()})
+        try:
+            await self.storage.update(self._key(item), value, expected_revision=claim.revision)
+            return True
+        except (KeyNotFoundError, RevisionConflictError):
+            return False
+
+    async def free(self, item: str, claim: "Claim") -> bool:
+        """Delete the claim of ``item`` if it is still ``claim`` (a leak)."""
+        try:
+            await self.storage.delete(self._key(item), expected_revision=claim.revision)
+            return True
+        except (KeyNotFoundError, RevisionConflictError):
+            return False
 
     async def held(self) -> dict[str, str]:
         """item -> owner uid, as stored now."""

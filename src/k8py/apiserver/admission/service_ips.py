@@ -26,8 +26,10 @@ fields left as they were and frees what they held (upstream's
 
 Releases follow the store, not a request path: :meth:`run` watches Service
 keys and frees the claims of every deleted Service (by uid, so a Service
-re-created under the same name keeps its own), however it was deleted. At
-start :meth:`repair` frees claims whose Service no longer exists.
+re-created under the same name keeps its own), however it was deleted. What
+falls through the cracks (a crash between the claim and the Service's write,
+deletions missed while the watch was down) is put right by the repair loop,
+:mod:`.service_repair`.
 """
 
 from __future__ import annotations
@@ -255,12 +257,6 @@ class ServiceAllocator:
             if isinstance(port, dict) and port.get("nodePort"):
                 await self.ports.release(str(port["nodePort"]), uid)
 
-    async def repair(self) -> None:
-        result = await self.storage.list(self._services.key_prefix)
-        live = {orjson.loads(kv.value).get("metadata", {}).get("uid", "") for kv in result.kvs}
-        await self.ips.repair(live)
-        await self.ports.repair(live)
-
     async def run(self, after: int) -> None:
         """Free the claims of deleted Services, from the store's watch, until cancelled."""
         prefix = self._services.key_prefix
@@ -275,10 +271,11 @@ class ServiceAllocator:
             except asyncio.CancelledError:
                 raise
             except StorageError as err:
-                log.warning("service allocation watch failed; repairing and resuming", extra={"error": str(err)})
+                # deletions missed meanwhile leave claims with no Service: the repair
+                # loop (:mod:`.service_repair`) frees them
+                log.warning("service allocation watch failed; resuming", extra={"error": str(err)})
                 await asyncio.sleep(1.0)
                 after = await self.storage.current_revision()
-                await self.repair()
 
 
 def _held(service: dict[str, Any]) -> tuple[set[str], set[str]]:

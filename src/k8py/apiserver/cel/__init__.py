@@ -25,7 +25,7 @@ The small API::
 Modules: ``environment`` (the libraries, caches), ``program`` (evaluation,
 conversions), ``errors``, ``cost`` and ``syntax_tree`` (cel-go cost units over
 the checked tree), ``types`` (the opaque Kubernetes types as protobuf
-messages) and one module per Kubernetes library: ``lists``, ``regex``,
+messages), ``schema_types`` (an OpenAPI schema's CEL types, for checking) and one module per Kubernetes library: ``lists``, ``regex``,
 ``urls``, ``ip``, ``quantity``, ``formats``.
 
 Layering: this package imports only :mod:`k8py.api` and its engine; it sits

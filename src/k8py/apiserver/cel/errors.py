@@ -72,7 +72,53 @@ def cel_go_message(text: str) -> str:
     return message
 
 
+_LINE_REWRITES = [
+    (re.compile(r"^(ERROR: <input>:\d+:\d+: undefined field '.*?') not found in struct '.*'$"), r"\1"),
+    (re.compile(r"^(ERROR: <input>:\d+:\d+: )expression of type '(.*)' cannot be the operand of a select operation$"),
+     r"\1type '\2' does not support field selection"),
+    (re.compile(r"^(ERROR: <input>:\d+:\d+: expression of type '.*' cannot be) the (range of a comprehension.*)$"),
+     r"\1 \2"),
+]
+_OVERLOAD = re.compile(r"^(ERROR: <input>:\d+:(\d+): found no matching overload for '[\w.]+' applied to ')\((.*)\)'$")
+_MEMBER_CALL = re.compile(r"\.\s*[A-Za-z_]\w*\s*$")
+
+
 def _compile_error_lines(lines: list[str]) -> list[str]:
+    """cel-cpp's type errors as cel-go words them (error triples: message, source line, caret)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("ERROR: ") and "*error*" in line:
+            i += 3  # cel-go reports no error on a value whose type is already an error
+            continue
+        for pattern, replacement in _LINE_REWRITES:
+            line = pattern.sub(replacement, line)
+        overload = _OVERLOAD.match(line)
+        if overload and i + 1 < len(lines):
+            source, column = lines[i + 1][3:], int(overload.group(2)) - 1
+            if source[column:column + 1] == "(" and _MEMBER_CALL.search(source[:column]):
+                target, _, rest = _split_types(overload.group(3))
+                line = f"{overload.group(1)}{target}.({rest})'"
+        out.append(line)
+        i += 1
+    return _undeclared_lines(out)
+
+
+def _split_types(text: str) -> tuple[str, str, str]:
+    """``'map(string, int), int'`` -> ``('map(string, int)', ',', 'int')`` (the first type at depth 0)."""
+    depth = 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            return text[:i], ",", text[i + 1:].lstrip()
+    return text, "", ""
+
+
+def _undeclared_lines(lines: list[str]) -> list[str]:
     """cel-cpp names an undeclared ``a.b`` whole, at its last dot; cel-go names ``a``, at ``a``."""
     out = list(lines)
     for i, line in enumerate(lines):

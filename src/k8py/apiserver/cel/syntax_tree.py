@@ -136,16 +136,23 @@ def _expr_of(fields: list[tuple[int, Any]]) -> Node:
 
 
 def decode_checked(serialized: bytes) -> Node:
-    """The root expression of ``Expression.serialize()``'s ``Any(CheckedExpr)``."""
+    """The root expression of ``Expression.serialize()``'s ``Any(CheckedExpr)``
+    (or ``Any(ParsedExpr)`` for an expression compiled unchecked)."""
     any_fields = _fields(serialized)
     checked = _first(any_fields, 2, b"")
-    return _expr(_first(_fields(checked), 4, b""))
+    return _expr(_first(_fields(checked), _expr_field(any_fields), b""))
+
+
+def _expr_field(any_fields: list[tuple[int, Any]]) -> int:
+    # CheckedExpr: expr = 4, source_info = 5; ParsedExpr: expr = 2, source_info = 3
+    return 2 if bytes(_first(any_fields, 1, b"")).endswith(b"ParsedExpr") else 4
 
 
 def decode_positions(serialized: bytes) -> dict[int, int]:
     """Expression id -> character offset in the source (``SourceInfo.positions``)."""
-    checked = _first(_fields(serialized), 2, b"")
-    source_info = _first(_fields(checked), 5, b"")
+    any_fields = _fields(serialized)
+    checked = _first(any_fields, 2, b"")
+    source_info = _first(_fields(checked), _expr_field(any_fields) + 1, b"")
     out: dict[int, int] = {}
     for number, entry in _fields(source_info):
         if number == 4:

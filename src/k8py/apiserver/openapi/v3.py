@@ -42,6 +42,7 @@ import orjson
 
 from k8py.api import schema as upstream
 from k8py.apiserver.openapi.paths import PATCH_CONTENT_TYPES, resource_paths
+from k8py.apiserver.openapi.v2 import encode_document, swagger_document
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
 __all__ = ["OpenAPIService", "convert_schema", "schema_name_for", "gv_path"]
@@ -267,6 +268,8 @@ class OpenAPIService:
         self._documents: dict[str, bytes] = {}
         self._hashes: dict[str, str] = {}
         self._root = b""
+        self._components: list[dict[str, Schema]] = []
+        self._v2: dict[bool, bytes] = {}
 
     def _refresh(self) -> None:
         if self._generation == self._registry.generation:
@@ -277,9 +280,12 @@ class OpenAPIService:
             by_gv.setdefault((d.group, d.version), []).append(d)
         documents: dict[str, bytes] = {}
         hashes: dict[str, str] = {}
+        components: list[dict[str, Schema]] = []
         for (group, version), defs in by_gv.items():
             path = gv_path(group, version)
-            body = orjson.dumps(build_document(group, version, defs))
+            built = build_document(group, version, defs)
+            components.append(built["components"]["schemas"])
+            body = orjson.dumps(built)
             documents[path] = body
             hashes[path] = hashlib.sha512(body).hexdigest().upper()
         root = {
@@ -289,6 +295,7 @@ class OpenAPIService:
             }
         }
         self._documents, self._hashes = documents, hashes
+        self._components, self._v2 = components, {}
         self._root = orjson.dumps(root)
         self._generation = generation
 
@@ -305,6 +312,17 @@ class OpenAPIService:
         """The ``hash`` query value clients cache the document by."""
         self._refresh()
         return self._hashes.get(path.strip("/"))
+
+    def swagger(self, *, protobuf: bool) -> bytes:
+        """The ``/openapi/v2`` document (:mod:`.v2`): gnostic protobuf or
+        Swagger JSON. Built on first use, then kept for the generation."""
+        self._refresh()
+        body = self._v2.get(protobuf)
+        if body is None:
+            document = swagger_document(self._components)
+            body = encode_document(document) if protobuf else orjson.dumps(document)
+            self._v2[protobuf] = body
+        return body
 
     @staticmethod
     def patch_content_types() -> tuple[str, ...]:

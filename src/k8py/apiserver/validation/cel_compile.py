@@ -14,12 +14,10 @@ worded as upstream's (``...x-kubernetes-validations[0].rule: Invalid value:
 apiextensions.ValidationRule{Rule:"self.x(", ...}: compilation failed:
 ERROR: <input>:1:8: ...``).
 
-Types: rules compile with ``self`` and ``oldSelf`` as ``dyn`` (upstream
-derives CEL types from the schema); :mod:`.cel_fields` walks the checked
-tree against the schema for upstream's commonest type error (``undefined
-field 'foo'``), but other type errors on schema values (``self.replicas +
-'a'``) surface only when the rule runs, and a rule whose type is ``dyn`` is
-accepted. ``optionalOldSelf`` rules are
+Types: rules *run* as programs compiled with ``self`` and ``oldSelf`` as
+``dyn`` (evaluation on the JSON values, no conversion); at CRD time each is
+also type-checked against CEL types derived from its schema node
+(:mod:`.cel_typecheck`), which gives upstream's type errors. ``optionalOldSelf`` rules are
 compiled inside ``cel.bind(oldSelf, <optional of the old value>, <rule>)``,
 since cel-cpp takes no optional value from Python.
 """
@@ -35,7 +33,7 @@ from k8py.api.errors import Cause
 from k8py.api.names import go_quote
 from k8py.apiserver import cel
 from k8py.apiserver.cel.cost import STATIC_ESTIMATED_CRD_COST_LIMIT
-from k8py.apiserver.validation.cel_fields import undefined_fields
+from k8py.apiserver.validation.cel_typecheck import NodeTypes, node_types
 from k8py.apiserver.validation.field import Raw, forbidden, invalid, not_supported, required
 
 __all__ = ["CompiledRule", "compile_rule", "crd_causes", "normalize_field_path", "REASONS", "SchemaShape"]
@@ -255,11 +253,12 @@ def _walk(schema: Any, path: str, causes: list[Cause], total: list[int], *, card
     if not isinstance(schema, dict):
         return
     rules = schema.get("x-kubernetes-validations")
-    if isinstance(rules, list):
+    if isinstance(rules, list) and rules:
+        types = node_types(schema, root=root)
         for i, rule in enumerate(rules):
             if isinstance(rule, dict):
                 total[0] += _check_rule(rule, schema, f"{path}.x-kubernetes-validations[{i}]", causes,
-                                        uncorrelatable, root) * cardinality
+                                        uncorrelatable, types) * cardinality
     shape = SchemaShape(schema)
     for name, sub in (schema.get("properties") or {}).items():
         _walk(sub, f"{path}.properties[{name}]", causes, total, cardinality=cardinality,
@@ -276,7 +275,7 @@ def _walk(schema: Any, path: str, causes: list[Cause], total: list[int], *, card
 
 
 def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], uncorrelatable: str,
-                root: bool) -> int:
+                types: NodeTypes | None) -> int:
     text = str(rule.get("rule") or "").strip()
     message = rule.get("message")
     if not text:
@@ -304,12 +303,11 @@ def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], un
             causes.append(invalid(f"{path}.fieldPath", field_path, "fieldPath must be a valid path"))
     compiled = compile_rule(rule, schema)
     cost = 0
-    undefined = undefined_fields(compiled.program, schema, root=root) if compiled.program is not None \
-        and not compiled.optional_old_self else ""
-    if compiled.error:
-        causes.append(invalid(f"{path}.rule", Raw(_go_rule(rule)), compiled.error))
-    elif undefined:
-        causes.append(invalid(f"{path}.rule", Raw(_go_rule(rule)), f"compilation failed: {undefined}"))
+    # the typed check's error first: it names the schema's types where the dyn program says "dyn"
+    typed = types.check_rule(str(rule.get("rule") or ""), optional_old_self=compiled.optional_old_self) \
+        if types is not None else ""
+    if compiled.error or typed:
+        causes.append(invalid(f"{path}.rule", Raw(_go_rule(rule)), typed or compiled.error))
     elif compiled.program is not None:
         shape = SchemaShape(schema)
         cost = compiled.program.estimated_cost({"self": shape, "oldSelf": shape, "k8pyOldSelfValue": shape})
@@ -319,13 +317,11 @@ def _check_rule(rule: Schema, schema: Schema, path: str, causes: list[Cause], un
         if compiled.uses_old_self and uncorrelatable:
             causes.append(invalid(f"{path}.rule", text, "oldSelf cannot be used on the uncorrelatable portion of "
                                   f"the schema within {uncorrelatable}"))
-    message_undefined = undefined_fields(compiled.message_program, schema, root=root) \
-        if compiled.message_program is not None else ""
-    if compiled.message_error:
-        causes.append(invalid(f"{path}.messageExpression", Raw(_go_rule(rule)), compiled.message_error))
-    elif message_undefined:
+    message_typed = types.check_message(str(rule.get("messageExpression") or "")) \
+        if types is not None and str(rule.get("messageExpression") or "").strip() else ""
+    if compiled.message_error or message_typed:
         causes.append(invalid(f"{path}.messageExpression", Raw(_go_rule(rule)),
-                              f"messageExpression compilation failed: {message_undefined}"))
+                              message_typed or compiled.message_error))
     elif compiled.message_program is not None:
         shape = SchemaShape(schema)
         message_cost = compiled.message_program.estimated_cost({"self": shape, "oldSelf": shape})

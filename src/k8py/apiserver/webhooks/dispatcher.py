@@ -23,14 +23,15 @@ A webhook that cannot be called or answers garbage fails the request with
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import orjson
 
 from k8py.api.errors import BadRequest, Cause, InternalError, StatusError
+from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
 from k8py.apiserver.webhooks.client import CallError, WebhookClient
-from k8py.apiserver.webhooks.conditions import activation
+from k8py.apiserver.webhooks.conditions import activation, evaluate
 from k8py.apiserver.webhooks.configurations import Webhook
 from k8py.apiserver.webhooks.review import ReviewResponse, build_review, parse_response
 from k8py.apiserver.webhooks.rules import namespace_selector_matches, object_selector_matches, rules_match
@@ -67,29 +68,42 @@ def calling_failed(webhook: str, reason: str) -> InternalError:
     return InternalError(f"Internal error occurred: {text}", causes=[Cause("", text)])
 
 
-class Invocation:
-    """A webhook that applies to a request, as the request is described to it."""
+Convert = Callable[[Any, str, str, str, str], Awaitable[Any]]
+"""(object, group, resource, from version, to version) -> the object in ``to version``."""
 
-    __slots__ = ("webhook", "kind", "resource")
+
+class Invocation:
+    """A webhook that applies to a request, as the request is described to it.
+
+    ``sent`` is the object the webhook was sent (converted to the matched
+    version under ``matchPolicy: Equivalent``): its patch applies to that."""
+
+    __slots__ = ("webhook", "kind", "resource", "sent")
 
     def __init__(self, webhook: Webhook, kind: GroupVersionKind, resource: GroupVersionResource) -> None:
         self.webhook = webhook
         self.kind = kind
         self.resource = resource
+        self.sent: Object | None = None
 
 
 class WebhookCaller:
     def __init__(self, client: WebhookClient, *, namespace_labels: Callable[[str], Mapping[str, str] | None],
                  equivalents: Callable[[str, str], Iterable[str]], kind_of: Callable[[str, str, str], str | None],
-                 mutating: bool) -> None:
+                 mutating: bool, authorize: Callable[[], Authorize | None] = lambda: None,
+                 convert: Convert | None = None) -> None:
         self.client = client
+        #: objects into the matched version (None: sent as the request has them)
+        self.convert = convert
+        #: the authorizer library's decisions for matchConditions (a getter: built after the plugins)
+        self.authorize = authorize
         self.namespace_labels = namespace_labels
         self.equivalents = equivalents
         self.kind_of = kind_of
         self.mutating = mutating
         self.kind_name = "mutating" if mutating else "validating"
 
-    def should_call(self, webhook: Webhook, attrs: RequestAttributes) -> Invocation | None:
+    async def should_call(self, webhook: Webhook, attrs: RequestAttributes) -> Invocation | None:
         spec = webhook.spec
         matched = rules_match(spec.get("rules"), attrs, match_policy=spec.get("matchPolicy") or "Equivalent",
                               equivalents=self.equivalents)
@@ -99,7 +113,7 @@ class WebhookCaller:
             return None
         if not object_selector_matches(spec.get("objectSelector"), attrs):
             return None
-        if webhook.conditions and not self._conditions_match(webhook, attrs):
+        if webhook.conditions and not await self._conditions_match(webhook, attrs):
             return None
         group, version, resource = matched
         if (group, version) == (attrs.resource.group, attrs.resource.version):
@@ -107,15 +121,16 @@ class WebhookCaller:
         kind = self.kind_of(group, version, resource) or attrs.kind.kind
         return Invocation(webhook, GroupVersionKind(group, version, kind), GroupVersionResource(group, version, resource))
 
-    def _conditions_match(self, webhook: Webhook, attrs: RequestAttributes) -> bool:
+    async def _conditions_match(self, webhook: Webhook, attrs: RequestAttributes) -> bool:
         variables = activation(attrs)
+        authorize = self.authorize()
         errors: list[str] = []
         for condition in webhook.conditions:
             if condition.program is None:
                 errors.append(f"compilation failed for matchCondition {condition.name!r}: {condition.error}")
                 continue
             try:
-                value = condition.program.evaluate(variables)
+                value = await evaluate(condition.program, variables, authorize)
             except Exception as err:  # an evaluation error (no such key, type error) is the expression's, not ours
                 errors.append(f"matchCondition {condition.name!r}: {err}")
                 continue
@@ -134,7 +149,9 @@ class WebhookCaller:
         spec = webhook.spec
         if attrs.dry_run and spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
             raise BadRequest(f'admission webhook "{webhook.name}" does not support dry run')
-        review = build_review(attrs, kind=invocation.kind, resource=invocation.resource, obj=attrs.object)
+        obj, old = await self.versioned(invocation, attrs)
+        invocation.sent = obj
+        review = build_review(attrs, kind=invocation.kind, resource=invocation.resource, obj=obj, old_obj=old)
         uid = review["request"]["uid"]
         timeout = float(spec.get("timeoutSeconds") or 10)
         try:
@@ -158,6 +175,24 @@ class WebhookCaller:
         if not response.allowed:
             raise denied(webhook.name, response.status)
         return response
+
+
+    async def versioned(self, invocation: Invocation, attrs: RequestAttributes) -> tuple[Object | None, Object | None]:
+        """The object and old object as the webhook's matched version has them."""
+        group, version, resource = attrs.resource
+        if self.convert is None or invocation.resource.version == version:
+            return attrs.object, attrs.old_object
+        to = invocation.resource.version
+        return (await self.convert(attrs.object, group, resource, version, to),
+                await self.convert(attrs.old_object, group, resource, version, to))
+
+    async def unversioned(self, invocation: Invocation, attrs: RequestAttributes, obj: Object) -> Object:
+        """A (patched) object of the webhook's matched version back in the request's version."""
+        group, version, resource = attrs.resource
+        if self.convert is None or invocation.resource.version == version:
+            return obj
+        converted = await self.convert(obj, group, resource, invocation.resource.version, version)
+        return converted if isinstance(converted, dict) else obj
 
 
 def annotation_value(**fields: Any) -> str:

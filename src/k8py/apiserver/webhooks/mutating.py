@@ -58,19 +58,20 @@ class MutatingWebhookDispatcher:
 
     async def _run(self, webhook: Any, attrs: RequestAttributes, round_index: int) -> bool | None:
         """True if the webhook changed the object, False if not, None if it was not called."""
-        invocation = self.caller.should_call(webhook, attrs)
+        invocation = await self.caller.should_call(webhook, attrs)
         if invocation is None:
             return None
         response = await self.caller.call(invocation, attrs, round_index=round_index)
         if response is None or not response.patch or attrs.object is None:
             return False
         try:
-            patched = apply_json_patch(attrs.object, response.patch)
+            patched = apply_json_patch(invocation.sent if invocation.sent is not None else attrs.object, response.patch)
         except StatusError as err:
             raise calling_failed(webhook.name, f"received invalid webhook response: {err.message}"
                                  + (f": {err.causes[0].message}" if err.causes else "")) from None
         if not isinstance(patched, dict):
             raise calling_failed(webhook.name, "received invalid webhook response: the patched object is not an object")
+        patched = await self.caller.unversioned(invocation, attrs, patched)  # back to the request's version
         changed = patched != attrs.object
         key = f"round_{round_index}_index_{webhook.index}"
         attrs.add_audit_annotation(f"patch.webhook.admission.k8s.io/{key}", annotation_value(

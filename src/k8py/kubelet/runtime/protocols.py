@@ -35,6 +35,7 @@ Invariants every implementation keeps:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import os
 from dataclasses import dataclass, field
@@ -62,6 +63,14 @@ __all__ = [
     "StreamingRuntime",
     "ImageRuntime",
     "Runtime",
+    "ContainerTerminal",
+    "TerminalRuntime",
+    "RemoteStream",
+    "RemoteStreamingRuntime",
+    "ContainerUsage",
+    "InterfaceUsage",
+    "PodNetworkUsage",
+    "StatsRuntime",
     "NotFoundError",
     "RuntimeErrorStatus",
     "pod_log_directory",
@@ -184,6 +193,17 @@ class ContainerConfig:
     run_as_user: int | None = None
     run_as_group: int | None = None
     run_as_non_root: bool = False
+    #: the pod's supplementalGroups, then its fsGroup (CRI ``supplemental_groups``)
+    supplemental_groups: Sequence[int] = ()
+    #: securityContext.capabilities, as written in the spec (``NET_ADMIN``, ``ALL``)
+    capabilities_add: Sequence[str] = ()
+    capabilities_drop: Sequence[str] = ()
+    privileged: bool = False
+    readonly_rootfs: bool = False
+    #: ``allowPrivilegeEscalation: false``
+    no_new_privs: bool = False
+    #: ephemeral containers: the container whose namespaces this one joins (``targetContainerName``)
+    target_container_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -374,6 +394,101 @@ class StreamingRuntime(Protocol):
         """Path of the FIFO that feeds the container's stdin when the container
         was created with ``stdin=True``; None otherwise. Output to attach is
         the log file (follow it)."""
+
+
+class ContainerTerminal(Protocol):
+    """The terminal of a running ``tty: true`` container (its pty's master side, kept by the runtime)."""
+
+    def subscribe(self) -> AsyncIterator[bytes]:
+        """The container's output from now on, raw, until its terminal closes."""
+
+    async def write(self, data: bytes) -> None:
+        """Typed input."""
+
+    def resize(self, width: int, height: int) -> None: ...
+
+
+@runtime_checkable
+class TerminalRuntime(Protocol):
+    """A runtime that allocates a pty for ``tty: true`` containers and lets attach use it."""
+
+    def attach_terminal(self, container_id: str) -> ContainerTerminal | None:
+        """None when the container has no terminal (no ``tty``, or one this runtime can no longer reach)."""
+
+
+class RemoteStream(Protocol):
+    """An exec or attach session the runtime serves itself (CRI's streaming server)."""
+
+    def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        """(channel, bytes) on stdout (1) / stderr (2) until both have ended."""
+
+    async def write_stdin(self, data: bytes) -> None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    async def resize(self, width: int, height: int) -> None: ...
+
+    async def status(self) -> bytes:
+        """The ``Status`` JSON the runtime ends the session with (exit code, or why it failed)."""
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class RemoteStreamingRuntime(Protocol):
+    """A runtime that streams exec, attach and port-forward itself (CRI ``Exec``/``Attach``/``PortForward``
+    URLs): the kubelet's server relays its client to these instead of spawning ``exec_spec``."""
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], *, stdin: bool, stdout: bool, stderr: bool,
+                          tty: bool) -> RemoteStream: ...
+
+    async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool, tty: bool) -> RemoteStream: ...
+
+    async def port_forward_stream(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """One TCP connection to ``port`` inside the pod's network namespace."""
+
+
+@dataclass(frozen=True)
+class ContainerUsage:
+    """CRI ``ContainerStats``, reduced to what the resource metrics need."""
+
+    container_id: str
+    #: cumulative CPU time in core-seconds
+    cpu_seconds: float
+    #: memory working set in bytes
+    memory_bytes: int
+    #: when the runtime measured it (Unix seconds)
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class InterfaceUsage:
+    """One network interface of a pod (CRI ``NetworkInterfaceUsage``): cumulative counters."""
+
+    name: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_errors: int = 0
+    tx_errors: int = 0
+
+
+@dataclass(frozen=True)
+class PodNetworkUsage:
+    """CRI ``PodSandboxStats``' network part: the pod's default interface first, then the others."""
+
+    pod_uid: str
+    timestamp: float
+    interfaces: Sequence[InterfaceUsage]
+
+
+@runtime_checkable
+class StatsRuntime(Protocol):
+    """A runtime that measures its containers (CRI ``ListContainerStats``) rather than the kubelet reading /proc,
+    and its pods' networks (``ListPodSandboxStats``)."""
+
+    async def list_container_stats(self) -> Sequence[ContainerUsage]: ...
+
+    async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]: ...
 
 
 @runtime_checkable

@@ -10,7 +10,8 @@ through the context. Routes (upstream's paths):
 - ``/pods`` — the pods bound to this node as the kubelet knows them (a PodList);
 - ``/containerLogs/NS/POD/CONTAINER`` — :mod:`.container_logs` (CRI log files, :mod:`.cri_logs`);
 - ``/exec/NS/POD/CONTAINER``, ``/attach/NS/POD/CONTAINER`` — :mod:`.remote_command`
-  (WebSocket ``v5``/``v4.channel.k8s.io``; commands spawned by :mod:`.exec_process`);
+  (WebSocket ``v5``/``v4.channel.k8s.io``; commands spawned by :mod:`.exec_process`), or, on a
+  runtime that streams them itself (CRI), relayed to it by :mod:`.runtime_streams`;
 - ``/portForward/NS/POD`` — :mod:`.port_forward` (WebSocket channels, or SPDY
   tunnelled in a WebSocket: :mod:`.spdy_port_forward`);
 - ``/metrics/resource``, ``/stats/summary`` — :mod:`.resource_stats`.
@@ -28,7 +29,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from k8py.kubelet.server.container_logs import container_logs_handler
 from k8py.kubelet.server.port_forward import port_forward_handler
 from k8py.kubelet.server.remote_command import attach_handler, exec_handler
+from k8py.kubelet.runtime.protocols import RemoteStreamingRuntime
 from k8py.kubelet.server.resource_stats import resource_metrics_handler, summary_handler
+from k8py.kubelet.server.runtime_streams import remote_attach_handler, remote_exec_handler
 from k8py.kubelet.server_context import ServerContext
 
 __all__ = ["build_app"]
@@ -59,8 +62,12 @@ def build_app(ctx: ServerContext, *, poll_interval: float = 0.1, middlewares: tu
     app.router.add_get("/metrics/resource", resource_metrics_handler(ctx))
     app.router.add_get("/stats/summary", summary_handler(ctx))
     app.router.add_get("/containerLogs" + container, container_logs_handler(ctx, poll_interval=poll_interval))
+    if isinstance(ctx.runtime, RemoteStreamingRuntime):  # CRI: the runtime's streaming server runs the sessions
+        exec_, attach = remote_exec_handler(ctx), remote_attach_handler(ctx)
+    else:
+        exec_, attach = exec_handler(ctx), attach_handler(ctx, poll_interval=poll_interval)
     for method in ("GET", "POST"):
-        app.router.add_route(method, "/exec" + container, exec_handler(ctx))
-        app.router.add_route(method, "/attach" + container, attach_handler(ctx, poll_interval=poll_interval))
+        app.router.add_route(method, "/exec" + container, exec_)
+        app.router.add_route(method, "/attach" + container, attach)
         app.router.add_route(method, "/portForward/{namespace}/{pod}", port_forward_handler(ctx))
     return app

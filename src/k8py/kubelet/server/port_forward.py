@@ -12,7 +12,8 @@ Two protocols, as the upstream kubelet (and API server) serve:
   socket closes when every port's connection has ended.
 
 Where a connection goes is the runtime's answer
-(``port_forward_address(sandbox, port)``: the pod's IP in the process runtime).
+(``port_forward_address(sandbox, port)``: the pod's IP in the process runtime),
+or, on a runtime that streams itself (CRI), its ``port_forward_stream``.
 A connection that cannot be made is reported on the port's error channel
 (or error stream) with upstream's wording.
 """
@@ -26,6 +27,7 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from k8py.api import stream_channels as ch
+from k8py.kubelet.runtime.protocols import RemoteStreamingRuntime, RuntimeErrorStatus
 from k8py.kubelet.server.containers import KubeletError, find_pod
 from k8py.kubelet.server.spdy_port_forward import Connector, SpdyPortForward
 from k8py.kubelet.server_context import ServerContext
@@ -38,6 +40,16 @@ _PROTOCOLS = (ch.TUNNEL_PORTFORWARD, *ch.PORTFORWARD_PROTOCOLS)
 
 
 def _connector(ctx: ServerContext, sandbox_id: str, pod: str) -> Connector:
+    runtime = ctx.runtime
+    if isinstance(runtime, RemoteStreamingRuntime):  # CRI: through the runtime, inside the pod's network namespace
+        async def remote(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            try:
+                return await runtime.port_forward_stream(sandbox_id, port)
+            except (RuntimeErrorStatus, OSError) as err:
+                raise ConnectionError(f"error forwarding port {port} to pod {pod}, uid : {err}") from None
+
+        return remote
+
     async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         host, target = await ctx.runtime.port_forward_address(sandbox_id, port)
         try:

@@ -21,7 +21,10 @@ Order of a session, as upstream:
 
 Attach has no command: output is the container's log from now on (records
 sorted onto stdout/stderr), stdin goes to the runtime's stdin FIFO when the
-container has one; the session ends when the container exits.
+container has one; the session ends when the container exits. A ``tty: true``
+container attached with ``tty`` uses its own terminal instead (the runtime's
+:class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
+typed input and resizes into its pty.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from k8py.api import stream_channels as ch
-from k8py.kubelet.runtime.protocols import ContainerState, NotFoundError, RuntimeErrorStatus
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerTerminal, NotFoundError, RuntimeErrorStatus, TerminalRuntime
 from k8py.kubelet.server.containers import KubeletError, running_attempt
 from k8py.kubelet.server.cri_logs import parse_record
 from k8py.kubelet.server.exec_process import ExecProcess
@@ -175,16 +178,20 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
         try:
             stdin, stdout, stderr, tty = _flags(request)
             attempt = await running_attempt(ctx, ns, pod, container)
-            fifo = ctx.runtime.attach_fifo(attempt.id) if stdin else None
-            if stdin and fifo is None:
+            terminal = ctx.runtime.attach_terminal(attempt.id) if tty and isinstance(ctx.runtime, TerminalRuntime) else None
+            fifo = ctx.runtime.attach_fifo(attempt.id) if stdin and terminal is None else None
+            if stdin and fifo is None and terminal is None:
                 log.info("attach stdin ignored: the container has no stdin", extra={"pod": f"{ns}/{pod}", "container": container})
-            if tty:
-                # the runtime gives containers no terminal: their output is a log, so attach streams it as is
+            if tty and terminal is None:
+                # the container has no terminal: its output is a log, so attach streams it as is
                 log.info("attach without a terminal: the container has none", extra={"pod": f"{ns}/{pod}", "container": container})
             protocol = _protocol(request)
         except KubeletError as err:
             return _error(err)
         ws = await _open(request, protocol, ch.STDOUT if stdout else ch.STDERR if stderr else ch.ERROR)
+        if terminal is not None:
+            await _attach_terminal(ws, terminal, stdin=stdin, stdout=stdout, protocol=protocol, where=f"{ns}/{pod}/{container}")
+            return ws
         fd = -1
         try:
             if fifo is not None:
@@ -225,6 +232,36 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
         return ws
 
     return handler
+
+
+async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTerminal, *, stdin: bool, stdout: bool, protocol: str,
+                           where: str) -> None:
+    """Attach to a container's own terminal: its raw output as it comes, typed input and
+    resizes to the pty; ends when the container's terminal closes or the client leaves."""
+    async def send_output() -> None:
+        async for data in terminal.subscribe():
+            if stdout:
+                await ws.send_bytes(ch.frame(ch.STDOUT, data))
+
+    async def typed(data: bytes) -> None:
+        if stdin:
+            await terminal.write(data)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            out = tg.create_task(send_output(), name="attach-tty-output")
+            reader = tg.create_task(_read_client(ws, protocol=protocol, on_stdin=typed, on_close_stdin=lambda: None,
+                                                 on_resize=terminal.resize), name="attach-tty-client")
+            done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
+            out.cancel()
+            reader.cancel()
+        if out in done and not ws.closed:
+            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+    except* ConnectionError:
+        log.debug("attach client went away", extra={"container": where})
+    finally:
+        if not ws.closed:
+            await ws.close()
 
 
 async def _follow_output(

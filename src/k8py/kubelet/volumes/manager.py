@@ -8,7 +8,8 @@ configMap and secret (keys, or ``items`` with ``path``/``mode``,
 ``serviceAccountToken``: a TokenRequest bound to the pod, from the
 :class:`~k8py.kubelet.token_manager.TokenManager`, refreshed when due; a
 placeholder without one, as on simulated nodes), and hostPath (``DirectoryOrCreate``/``FileOrCreate`` create
-it). Payload volumes are written with the atomic ``..data`` swap and
+it). With the pod's ``fsGroup`` every volume but hostPath is owned by that group
+(:mod:`.ownership`). Payload volumes are written with the atomic ``..data`` swap and
 re-projected at every sync, so a changed ConfigMap shows up in a running
 pod on the next sync.
 
@@ -29,6 +30,7 @@ from k8py.kubelet.container_env import ConfigError, field_value, resource_value
 from k8py.kubelet.token_manager import TokenManager, TokenSource
 from k8py.kubelet.runtime.protocols import Mount
 from k8py.kubelet.volumes.atomic_writer import FileProjection, write_atomic
+from k8py.kubelet.volumes.ownership import fs_group_mode, set_volume_ownership
 
 __all__ = ["MountError", "VolumeManager"]
 
@@ -72,6 +74,7 @@ class VolumeManager:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, uid = meta.get("namespace", "default"), meta["uid"]
         paths: dict[str, str] = {}
+        fs_group = (spec.get("securityContext") or {}).get("fsGroup")
         for vol in spec.get("volumes") or []:
             name = vol["name"]
             if "hostPath" in vol:
@@ -92,11 +95,18 @@ class VolumeManager:
             target = os.path.join(self.pod_dir(uid), "volumes", f"kubernetes.io~{kind.lower()}", name)
             paths[name] = target
             if kind == "emptyDir":
-                os.makedirs(target, exist_ok=True)
+                if not os.path.isdir(target):
+                    os.makedirs(target)
+                    os.chmod(target, 0o777)  # as upstream: any runAsUser can write it
+                if fs_group is not None:
+                    set_volume_ownership(target, fs_group, readonly=False)
                 continue
             payload = await self._payload(name, kind, vol[kind], pod, ns, pod_ip=pod_ip, host_ip=host_ip)
             if payload is not None:
-                write_atomic(target, payload)
+                if fs_group is not None:
+                    payload = {p: FileProjection(f.data, fs_group_mode(f.mode, readonly=True)) for p, f in payload.items()}
+                if write_atomic(target, payload) and fs_group is not None:
+                    set_volume_ownership(target, fs_group, readonly=True)
             else:
                 os.makedirs(target, exist_ok=True)
         return paths

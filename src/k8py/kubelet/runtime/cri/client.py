@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import Any, AsyncIterator, Callable
 
 import grpc
 from grpc import aio
@@ -88,6 +89,10 @@ class CRIClient:
     async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
         return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
 
+    async def update_runtime_config(self, pod_cidr: str, *, timeout: float | None = None) -> None:
+        req = pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr=pod_cidr)))
+        await self._call(self._runtime, "UpdateRuntimeConfig", req, timeout)
+
     async def run_pod_sandbox(self, config: pb.PodSandboxConfig, *, runtime_handler: str = "",
                               timeout: float | None = None) -> str:
         req = pb.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler)
@@ -134,6 +139,62 @@ class CRIClient:
         """Run ``cmd`` in the container; the runtime ends it after ``timeout_seconds`` (0: no limit)."""
         req = pb.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=timeout_seconds)
         return await self._call(self._runtime, "ExecSync", req, timeout or max(self.timeout, timeout_seconds + 30))
+
+    async def exec(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool, tty: bool,
+                   timeout: float | None = None) -> str:
+        """A URL on the runtime's streaming server that runs ``cmd`` in the container once (CRI ``Exec``)."""
+        req = pb.ExecRequest(container_id=container_id, cmd=cmd, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+        return (await self._call(self._runtime, "Exec", req, timeout)).url
+
+    async def attach(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool, tty: bool,
+                     timeout: float | None = None) -> str:
+        req = pb.AttachRequest(container_id=container_id, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+        return (await self._call(self._runtime, "Attach", req, timeout)).url
+
+    async def port_forward(self, sandbox_id: str, ports: list[int], *, timeout: float | None = None) -> str:
+        req = pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=ports)
+        return (await self._call(self._runtime, "PortForward", req, timeout)).url
+
+    async def container_stats(self, container_id: str, *, timeout: float | None = None) -> pb.ContainerStats:
+        req = pb.ContainerStatsRequest(container_id=container_id)
+        return (await self._call(self._runtime, "ContainerStats", req, timeout)).stats
+
+    async def list_container_stats(self, sandbox_id: str = "", *, timeout: float | None = None) -> list[pb.ContainerStats]:
+        req = pb.ListContainerStatsRequest(filter=pb.ContainerStatsFilter(pod_sandbox_id=sandbox_id))
+        return list((await self._call(self._runtime, "ListContainerStats", req, timeout)).stats)
+
+    async def pod_sandbox_stats(self, sandbox_id: str, *, timeout: float | None = None) -> pb.PodSandboxStats:
+        req = pb.PodSandboxStatsRequest(pod_sandbox_id=sandbox_id)
+        return (await self._call(self._runtime, "PodSandboxStats", req, timeout)).stats
+
+    async def list_pod_sandbox_stats(self, *, timeout: float | None = None) -> list[pb.PodSandboxStats]:
+        req = pb.ListPodSandboxStatsRequest()
+        return list((await self._call(self._runtime, "ListPodSandboxStats", req, timeout)).stats)
+
+    async def container_events(self, *, on_open: Callable[[], None] | None = None) -> AsyncIterator[pb.ContainerEventResponse]:
+        """The runtime's container event stream (CRI ``GetContainerEvents``), without a deadline;
+        ``on_open`` is called once the runtime has accepted the call (its response headers came).
+
+        Raises CRIError with ``UNIMPLEMENTED`` when the runtime has none (containerd before 1.7)."""
+        call = self._runtime.GetContainerEvents(pb.GetEventsRequest())
+
+        async def opened() -> None:
+            try:
+                await call.initial_metadata()
+            except aio.AioRpcError:
+                return
+            if on_open is not None and not call.done():
+                on_open()
+
+        watcher = asyncio.create_task(opened(), name="cri-events-opened")
+        try:
+            async for event in call:
+                yield event
+        except aio.AioRpcError as e:
+            raise CRIError("GetContainerEvents", e.code(), e.details() or "") from e
+        finally:
+            call.cancel()
+            watcher.cancel()
 
     # --- ImageService -----------------------------------------------------------------
 

@@ -6,16 +6,22 @@ and the protobuf messages: times (CRI nanoseconds → Unix seconds), log paths
 (absolute here, relative to the sandbox's log directory in CRI), the pod
 cgroup (below ``cgroup_root``, cgroupfs driver), resources and run-as ids.
 
-Container events: this subset of CRI has no ``GetContainerEvents`` stream, so
-:meth:`CRIRuntime.container_events` is upstream's *generic* PLEG: it relists
-the containers every ``poll_interval`` seconds and yields an event for each
-state change it sees (created, started, stopped, deleted).
+Container events (:mod:`.events`): the runtime's ``GetContainerEvents``
+stream when it has one, relisting every ``poll_interval`` seconds when it has
+not (containerd 1.6) or the stream breaks, and every ``evented_relist_period``
+beside a working stream.
 
-``ExecSync`` serves exec probes and hooks. Not done yet (they raise
-``RuntimeErrorStatus`` saying so): streaming exec (``kubectl exec``), attach,
-host-network pods.
-``port_forward_address`` is the pod IP (reachable from the node over the CNI
-bridge).
+``ExecSync`` serves exec probes and hooks. ``kubectl exec``, ``attach`` and
+``port-forward`` go through the runtime's streaming server
+(:class:`~k8py.kubelet.runtime.protocols.RemoteStreamingRuntime`): CRI
+``Exec``/``Attach``/``PortForward`` return a one-time URL, opened over SPDY by
+:mod:`.streams`; the kubelet's server relays its client to it
+(``exec_spec`` is refused: nothing runs as a kubelet subprocess).
+``port_forward_address`` (the pod IP over the CNI bridge) is kept for callers
+that want a plain address. Resource usage is the runtime's
+(``ListContainerStats``: containerd reads the containers' cgroups).
+``hostNetwork`` pods: the sandbox and its containers in the node's network
+namespace (``NamespaceMode.NODE``), the node's IP (``node_ip``) as pod IP.
 
 Invariants: every CRI failure reaches the kubelet as NotFoundError or
 RuntimeErrorStatus with containerd's message; pulls try each credential in
@@ -33,9 +39,11 @@ from typing import AsyncIterator, Sequence
 import grpc
 
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerEventType, ContainerState,
-                                            ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, NotFoundError,
-                                            PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
+from k8py.kubelet.runtime.cri.events import ContainerEvents
+from k8py.kubelet.runtime.cri.streams import RemoteCommand, port_forward_connection
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerState, ContainerUsage,
+                                            ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, InterfaceUsage, NotFoundError,
+                                            PodNetworkUsage, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
                                             RuntimeInfo, SandboxState)
 
 __all__ = ["CRIRuntime"]
@@ -47,6 +55,8 @@ _STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: C
 #: the image name the kubelet asked for, kept on the container: containerd reports an image by its ID's
 #: first tag, which differs when two names share one image (upstream keeps pod-spec facts in labels too)
 IMAGE_ANNOTATION = "k8py.io/image"
+#: on sandboxes in the node's network namespace (the runtime reports no IP for them)
+HOST_NETWORK_ANNOTATION = "k8py.io/host-network"
 _PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
 
 
@@ -61,10 +71,14 @@ def _resources(r: Resources) -> pb.LinuxContainerResources:
 
 class CRIRuntime:
     def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
-                 clock=time.time) -> None:
+                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", clock=time.time) -> None:
         self.client = client
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
+        #: the IP host-network pods report
+        self.node_ip = node_ip
+        self._events = ContainerEvents(client, poll_interval=poll_interval, evented_relist_period=evented_relist_period,
+                                       clock=clock)
         self._clock = clock
         self._version: pb.VersionResponse | None = None
 
@@ -89,22 +103,28 @@ class CRIRuntime:
     # --- sandboxes ----------------------------------------------------------------------
 
     def _sandbox_pb(self, c: PodSandboxConfig) -> pb.PodSandboxConfig:
-        if c.host_network:
-            raise RuntimeErrorStatus("CreatePodSandboxError", "hostNetwork pods are not supported on the CRI runtime yet; "
-                                     "run them on a kubelet with the process runtime")
         cfg = pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name=c.name, namespace=c.namespace, uid=c.uid, attempt=c.attempt),
-            hostname=c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
+            # as upstream, a host-network pod has the node's hostname (its UTS namespace): none is set
+            hostname="" if c.host_network else c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
             annotations=dict(c.annotations),
             port_mappings=[pb.PortMapping(protocol=_PROTOCOLS.get(proto.upper(), pb.TCP), container_port=cport,
                                           host_port=hport, host_ip=hip) for proto, cport, hport, hip in c.port_mappings])
         cfg.linux.cgroup_parent = f"{self.cgroup_root}/{c.cgroup_parent.strip('/')}" if c.cgroup_parent else self.cgroup_root
         cfg.linux.resources.CopyFrom(_resources(c.resources))
         cfg.linux.security_context.namespace_options.pid = pb.CONTAINER  # as upstream without shareProcessNamespace
+        if c.host_network:  # the node's network namespace (and, in containerd, its UTS namespace): no CNI
+            cfg.linux.security_context.namespace_options.network = pb.NODE
+            cfg.annotations[HOST_NETWORK_ANNOTATION] = "true"
         return cfg
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
-        log.info("pod CIDR %s: the CRI runtime's CNI configuration assigns pod IPs, not the kubelet", pod_cidr)
+        """Pass the node's pod CIDR on, as upstream's kubelet does: containerd writes its CNI config from its
+        ``conf_template`` with it (a runtime without a template keeps its own CNI config, and says so in its log)."""
+        try:
+            await self.client.update_runtime_config(pod_cidr)
+        except CRIError as e:  # as upstream: logged, pods then fail with the runtime's "network not ready"
+            log.error("the CRI runtime refused the pod CIDR %s: %s", pod_cidr, e.details)
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         try:
@@ -129,9 +149,12 @@ class CRIRuntime:
         m = s.metadata
         return PodSandboxStatus(id=s.id, name=m.name, namespace=m.namespace, uid=m.uid, attempt=m.attempt,
                                 state=SandboxState.READY if s.state == pb.SANDBOX_READY else SandboxState.NOTREADY,
-                                created_at=_seconds(s.created_at), ip=s.network.ip,
+                                created_at=_seconds(s.created_at),
+                                # a host-network pod's IP is the node's (the runtime reports none), as upstream
+                                ip=s.network.ip or (self.node_ip if s.annotations.get(HOST_NETWORK_ANNOTATION) else ""),
                                 additional_ips=[ip.ip for ip in s.network.additional_ips],
-                                labels=dict(s.labels), annotations=dict(s.annotations))
+                                labels=dict(s.labels),
+                                annotations={k: v for k, v in s.annotations.items() if k != HOST_NETWORK_ANNOTATION})
 
     async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
         out = []
@@ -156,6 +179,8 @@ class CRIRuntime:
         cfg.linux.resources.CopyFrom(_resources(c.resources))
         # the proto default (POD) would put every container in the sandbox's pid namespace, under pause
         cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+        if sandbox.host_network:
+            cfg.linux.security_context.namespace_options.network = pb.NODE
         if c.run_as_user is not None:
             cfg.linux.security_context.run_as_user.value = c.run_as_user
         if c.run_as_group is not None:
@@ -207,34 +232,41 @@ class CRIRuntime:
                 continue
         return out
 
-    async def container_events(self) -> AsyncIterator[ContainerEvent]:
-        seen: dict[str, tuple[int, str, str]] = {}  # container id -> (state, sandbox id, pod uid)
-        kinds = {pb.CONTAINER_CREATED: ContainerEventType.CREATED, pb.CONTAINER_RUNNING: ContainerEventType.STARTED,
-                 pb.CONTAINER_EXITED: ContainerEventType.STOPPED}
-        while True:
-            try:
-                uids = {s.id: s.metadata.uid for s in await self.client.list_pod_sandbox()}
-                now = {c.id: (c.state, c.pod_sandbox_id, uids.get(c.pod_sandbox_id, ""))
-                       for c in await self.client.list_containers()}
-            except CRIError as e:
-                log.warning("relisting containers failed: %s", e)
-                await asyncio.sleep(self.poll_interval)
-                continue
-            at = self._clock()
-            for cid, (state, sid, uid) in now.items():
-                if seen.get(cid, (None,))[0] != state and state in kinds:
-                    yield ContainerEvent(kinds[state], cid, sid, uid, at)
-            for cid in seen.keys() - now.keys():
-                _, sid, uid = seen[cid]
-                yield ContainerEvent(ContainerEventType.DELETED, cid, sid, uid, at)
-            seen = now
-            await asyncio.sleep(self.poll_interval)
+    def container_events(self) -> AsyncIterator[ContainerEvent]:
+        return self._events.events()
 
-    # --- streaming (not yet over CRI) -----------------------------------------------------
+    # --- streaming: through the runtime's streaming server (streams.py) ----------------------
 
     async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
-        raise RuntimeErrorStatus("ExecError", "kubectl exec is not supported on the CRI runtime yet (CRI's streaming Exec "
-                                 "is not wired); exec probes and hooks work (ExecSync)")
+        raise RuntimeErrorStatus("ExecError", "the CRI runtime runs exec sessions itself (exec_stream), not as a kubelet "
+                                 "subprocess")
+
+    async def _streaming_url(self, what: str, call) -> str:
+        try:
+            return await call
+        except CRIError as e:
+            raise RuntimeErrorStatus(f"{what}Error", e.details) from e
+
+    async def exec_stream(self, container_id: str, cmd: Sequence[str], *, stdin: bool, stdout: bool, stderr: bool,
+                          tty: bool) -> RemoteCommand:
+        url = await self._streaming_url("Exec", self.client.exec(container_id, list(cmd), stdin=stdin, stdout=stdout,
+                                                                 stderr=stderr and not tty, tty=tty))
+        return await self._open_stream(url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+
+    async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool, tty: bool) -> RemoteCommand:
+        url = await self._streaming_url("Attach", self.client.attach(container_id, stdin=stdin, stdout=stdout,
+                                                                     stderr=stderr and not tty, tty=tty))
+        return await self._open_stream(url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+
+    async def _open_stream(self, url: str, **flags: bool) -> RemoteCommand:
+        try:
+            return await RemoteCommand.open(url, **flags)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise RuntimeErrorStatus("StreamError", f"cannot stream from the runtime at {url}: {e}") from e
+
+    async def port_forward_stream(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        url = await self._streaming_url("PortForward", self.client.port_forward(sandbox_id, [port]))
+        return await port_forward_connection(url, port)
 
     async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
         seconds = max(1, math.ceil(timeout)) if timeout else 0
@@ -254,6 +286,41 @@ class CRIRuntime:
 
     def attach_fifo(self, container_id: str) -> str | None:
         return None
+
+    # --- stats ----------------------------------------------------------------------------
+
+    async def list_container_stats(self) -> Sequence[ContainerUsage]:
+        """CRI ``ListContainerStats``: each container's CPU (cumulative) and memory working set, as the runtime
+        reads them from its cgroups. A container the runtime has no figures for yet (just started) is left out."""
+        out = []
+        for s in await self.client.list_container_stats():
+            if not s.attributes.id or not s.cpu.timestamp:
+                continue
+            out.append(ContainerUsage(s.attributes.id, s.cpu.usage_core_nano_seconds.value / 1e9,
+                                      s.memory.working_set_bytes.value, _seconds(s.cpu.timestamp) or self._clock()))
+        return out
+
+    async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]:
+        """CRI ``ListPodSandboxStats``, the network part: each pod's interfaces (its default one first) as the
+        runtime reads them in the pod's network namespace. Host-network pods and pods not measured yet are left out."""
+        try:
+            stats = await self.client.list_pod_sandbox_stats()
+        except CRIError as e:  # the figures are optional; the summary goes on without them
+            log.warning("ListPodSandboxStats failed: %s", e)
+            return []
+        out = []
+        for s in stats:
+            net = s.linux.network
+            if not s.attributes.metadata.uid or not net.default_interface.name:
+                continue
+            default = net.default_interface.name
+            ifaces = [net.default_interface] + [i for i in net.interfaces if i.name != default]
+            # containerd 1.6 stamps the CPU figures but not the network's: the sample's time is the same
+            when = _seconds(net.timestamp or s.linux.cpu.timestamp) or self._clock()
+            out.append(PodNetworkUsage(s.attributes.metadata.uid, when, [
+                InterfaceUsage(i.name, i.rx_bytes.value, i.tx_bytes.value, i.rx_errors.value, i.tx_errors.value)
+                for i in ifaces]))
+        return out
 
     # --- images -------------------------------------------------------------------------
 

@@ -5,6 +5,10 @@
   present: own pid/ipc/uts namespaces, private /tmp, volumes at their
   mountPath over a read-only view of the host; plainly otherwise) and whom to
   signal to stop it;
+- :mod:`.container_record` — a created container's record (argv, env, mounts, securityContext);
+- :mod:`.spawn` — starting a created container (stdio FIFOs or a pty, the launch, cgroups);
+- :mod:`.security` — capabilities, user and groups, privileged, no_new_privs (``setpriv``);
+- :mod:`.terminal` — a ``tty: true`` container's pty master: attach, resize, its log;
 - :mod:`.log_pump` — container stdout/stderr (FIFOs) into CRI-format log
   files with rotation;
 - :mod:`.records` — the on-disk state that lets a restarted kubelet adopt

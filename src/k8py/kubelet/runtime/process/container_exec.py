@@ -5,7 +5,8 @@ namespaces with ``nsenter`` (root and working directory too), targeting the
 container's command process (the namespace init's child); it then sees the
 container's volumes, private /tmp and hostname, and runs with the
 container's environment. Without bubblewrap the command simply runs on the
-host with that environment, in the container's working directory.
+host with that environment, in the container's working directory. Either way it runs through
+the container's ``setpriv`` prefix, so it has the container's user, groups and capabilities.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ __all__ = ["exec_spec", "run"]
 
 
 def exec_spec(rec: Mapping[str, Any], cmd: Sequence[str], *, ns_init: int, fallback_cwd: str) -> ExecSpec:
+    # the command runs with the container's user, groups and capabilities (its setpriv prefix)
+    cmd = [*rec.get("setpriv", []), *cmd]
     if not rec["bwrap"]:
         cwd = rec["cwd"] if rec["cwd"] and os.path.isdir(rec["cwd"]) else fallback_cwd
         return ExecSpec(list(cmd), dict(rec["env"]), cwd)

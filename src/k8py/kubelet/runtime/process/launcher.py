@@ -2,11 +2,11 @@
 
 Under bubblewrap (``bwrap`` on PATH, and not disabled) a container runs as::
 
-    bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
+    bwrap --ro-bind / / --dev /dev --proc /proc --perms 1777 --tmpfs /tmp
           --unshare-pid --unshare-ipc --unshare-uts --hostname <pod>
-          --json-status-fd <fd> [volume binds] --chdir <dir> -- argv...
+          --json-status-fd <fd> [volume binds] --chdir <dir> -- [setpriv ... --] argv...
 
-so it sees the host read-only, its own /tmp, its volumes at their
+(``setpriv``: the securityContext, :mod:`.security`) so it sees the host read-only, its own /tmp, its volumes at their
 ``mountPath`` and its own pid/ipc/uts namespaces; the network is the
 host's (each pod binds its own loopback IP). bwrap can only create a mount
 point inside something writable, so when a mountPath's parent does not exist
@@ -81,8 +81,9 @@ def _through_host_symlinks(path: str) -> str:
     return os.path.join(os.path.realpath(p), *rest) if rest or os.path.islink(p) else path
 
 
-def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/proc", "/dev")) -> list[str]:
-    """bwrap arguments for the root view plus the volumes (see the module docstring)."""
+def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/proc", "/dev"), host_dev: bool = False) -> list[str]:
+    """bwrap arguments for the root view plus the volumes (see the module docstring);
+    ``host_dev``: the host's /dev (a privileged container) instead of bwrap's minimal one."""
     mounts = [Mount(_through_host_symlinks(m.container_path), m.host_path, m.readonly, m.volume) for m in mounts]
     rebuilt: list[str] = []
     for m in mounts:
@@ -105,10 +106,14 @@ def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/p
                 args += ["--symlink", os.readlink(full), full]
             elif os.path.isdir(full) or os.path.isfile(full):
                 args += ["--ro-bind", full, full]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += [*dev_args(host_dev), "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     for m in sorted(mounts, key=lambda m: m.container_path.count("/")):
         args += ["--ro-bind" if m.readonly else "--bind", m.host_path, m.container_path]
     return args
+
+
+def dev_args(host_dev: bool) -> list[str]:
+    return ["--dev-bind", "/dev", "/dev"] if host_dev else ["--dev", "/dev"]
 
 
 def build_launch(
@@ -120,11 +125,27 @@ def build_launch(
     hostname: str,
     status_fd: int,
     fallback_cwd: str,
+    host_dev: bool = False,
+    join_pid: int = 0,
 ) -> Launch:
+    """``argv`` already carries the securityContext's ``setpriv`` prefix (:mod:`.security`).
+
+    ``join_pid``: run in the pid namespace of that (host) pid instead of a new one — an
+    ephemeral container's ``targetContainerName``: ``nsenter --pid`` starts bwrap inside the
+    target's namespace, and the command mounts that namespace's /proc over bwrap's before it
+    runs (bwrap mounts no new /proc without a pid namespace of its own). bwrap's status file
+    then holds pids of that namespace, so such a container is signalled as a process group."""
     if not bwrap:
         cwd = working_dir if working_dir and os.path.isdir(working_dir) else fallback_cwd
         return Launch(list(argv), cwd, False)
-    args = [bwrap, *plan_mounts(mounts), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    if join_pid:
+        nsenter = shutil.which("nsenter") or "nsenter"
+        inner = build_launch(["sh", "-c", 'mount -t proc proc /proc && exec "$@"', "sh", *argv], bwrap=bwrap, mounts=mounts,
+                             working_dir=working_dir, hostname=hostname, status_fd=status_fd, fallback_cwd=fallback_cwd,
+                             host_dev=host_dev)
+        args = [a for a in inner.argv if a != "--unshare-pid"]
+        return Launch([nsenter, f"--target={join_pid}", "--pid", "--", *args], "/", True)
+    args = [bwrap, *plan_mounts(mounts, host_dev=host_dev), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if hostname:
         args += ["--hostname", hostname[:63]]
     args += ["--json-status-fd", str(status_fd)]
@@ -195,8 +216,9 @@ def signal_container(pid: int, ns_init: int, bwrapped: bool, sig: int) -> None:
         pass
 
 
-def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str], user: Sequence[int] | None = None) -> list[str]:
+def nsenter_argv(target_pid: int, cwd: str, cmd: Sequence[str], user: Sequence[int] | None = None,
+                 namespaces: Sequence[str] = ("--pid", "--ipc", "--uts", "--mount")) -> list[str]:
     """``user`` (uid, gid): the container runs in a user namespace as that user; exec joins it as the same user."""
     nsenter = shutil.which("nsenter") or "nsenter"
     as_user = ["--user", f"--setuid={user[0]}", f"--setgid={user[1]}"] if user else []
-    return [nsenter, f"--target={target_pid}", "--pid", "--ipc", "--uts", "--mount", *as_user, "--root", f"--wd={cwd or '/'}", "--", *cmd]
+    return [nsenter, f"--target={target_pid}", *namespaces, *as_user, "--root", f"--wd={cwd or '/'}", "--", *cmd]

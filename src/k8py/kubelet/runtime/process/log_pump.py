@@ -11,7 +11,8 @@ loop (``add_reader``: no polling, no thread), and writes records::
 
 ``F`` ends a line; a line longer than ``max_line`` is cut into ``P``
 records (the rest follows). Output not ended by a newline when the stream
-closes is written as an ``F`` record.
+closes is written as an ``F`` record. A ``tty: true`` container has one stream, its pty's
+master, read the same way (:meth:`ContainerLog.follow_fd`) and handed to attach as well.
 
 Rotation: once the file passes ``max_size`` bytes it is renamed
 ``<attempt>.log.<YYYYMMDD-HHMMSS>`` and a fresh file opened; only the newest
@@ -30,6 +31,7 @@ import glob
 import logging
 import os
 import time
+from typing import Callable
 
 __all__ = ["ContainerLog", "cri_timestamp"]
 
@@ -55,12 +57,21 @@ class ContainerLog:
         self._size = self._file.tell()
         self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._fds: dict[str, int] = {}
+        self._taps: dict[str, Callable[[bytes], None]] = {}
         self.closed = asyncio.Event()
 
     def follow(self, stream: str, fifo: str) -> None:
         """Start reading ``fifo`` (stdout or stderr) from the running loop."""
         fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         self._fds[stream] = fd
+        asyncio.get_running_loop().add_reader(fd, self._readable, stream)
+
+    def follow_fd(self, stream: str, fd: int, tap: Callable[[bytes], None]) -> None:
+        """Read an open descriptor (a pty's master; the log owns it now), handing every chunk
+        to ``tap`` as well (``b""`` once at the end: a pty reports EIO when the container's side closes)."""
+        os.set_blocking(fd, False)
+        self._fds[stream] = fd
+        self._taps[stream] = tap
         asyncio.get_running_loop().add_reader(fd, self._readable, stream)
 
     def _readable(self, stream: str) -> None:
@@ -74,11 +85,17 @@ class ContainerLog:
         except OSError:
             data = b""
         if data:
+            tap = self._taps.get(stream)
+            if tap is not None:
+                tap(data)
             self._take(stream, data)
             return
         self._finish(stream)
 
     def _finish(self, stream: str) -> None:
+        tap = self._taps.pop(stream, None)
+        if tap is not None and stream in self._fds:
+            tap(b"")
         fd = self._fds.pop(stream, None)
         if fd is not None:
             asyncio.get_running_loop().remove_reader(fd)

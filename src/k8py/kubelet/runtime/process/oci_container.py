@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 from k8py.kubelet.images.reference import parse
 from k8py.kubelet.runtime.process.image_service import ProcessImages
-from k8py.kubelet.runtime.process.launcher import DEFAULT_PATH, Launch
+from k8py.kubelet.runtime.process.launcher import DEFAULT_PATH, Launch, dev_args
 from k8py.kubelet.runtime.protocols import ContainerConfig, Mount, RuntimeErrorStatus
 
 __all__ = ["OCIProcess", "prepare", "oci_process", "build_oci_launch", "check_command"]
@@ -269,8 +269,11 @@ def _rebuilt_for_mount_points(rootfs: str, mounts: Sequence[Mount]) -> list[str]
 
 
 def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_dir: str, mounts: Sequence[Mount], cwd: str,
-                     hostname: str, status_fd: int, user: tuple[int, int] | None, overlay: str | bool) -> Launch:
-    """``overlay``: :func:`overlay_mode`'s answer (``True`` means ``disk``)."""
+                     hostname: str, status_fd: int, user: tuple[int, int] | None, overlay: str | bool,
+                     cap_args: Sequence[str] = (), host_dev: bool = False) -> Launch:
+    """``overlay``: :func:`overlay_mode`'s answer (``True`` means ``disk``; ``""`` for a
+    ``readOnlyRootFilesystem``); ``cap_args``: bwrap's capability flags (:mod:`.security`);
+    ``host_dev``: a privileged container's host /dev."""
     prefix: list[str] = []
     root = rootfs
     if overlay:
@@ -284,7 +287,7 @@ def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_
     args = [bwrap, "--bind" if overlay else "--ro-bind", root, "/"]
     if not overlay:
         args += _rebuilt_for_mount_points(rootfs, mounts)
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += [*dev_args(host_dev), "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     covered = {m.container_path.rstrip("/") for m in mounts}
     for host_file in ("/etc/resolv.conf", "/etc/hosts"):
         if host_file not in covered and os.path.isfile(host_file) and (overlay or os.path.lexists(os.path.join(rootfs, host_file[1:]))):
@@ -298,5 +301,7 @@ def build_oci_launch(argv: Sequence[str], *, bwrap: str, rootfs: str, container_
         args += ["--hostname", hostname[:63]]
     if user is not None:
         args += ["--unshare-user", "--uid", str(user[0]), "--gid", str(user[1])]
+    else:
+        args += list(cap_args)
     args += ["--json-status-fd", str(status_fd), "--chdir", cwd or "/", "--", *argv]
     return Launch([*prefix, *args], "/", True)

@@ -22,17 +22,19 @@ from typing import Any, AsyncIterator, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import container_exec, launcher, oci_container
+from k8py.kubelet.runtime.process import container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process.container_record import new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
 from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
+from k8py.kubelet.runtime.process.terminal import Terminal
 from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
-    ImageSpec, Mount, NotFoundError, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus, RuntimeInfo, SandboxState,
+    ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
 )
 
 __all__ = ["ProcessRuntime"]
@@ -40,7 +42,6 @@ __all__ = ["ProcessRuntime"]
 logger = logging.getLogger(__name__)
 
 RUNTIME_NAME = "k8py-process"
-_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
 
 class ProcessRuntime:
@@ -65,6 +66,7 @@ class ProcessRuntime:
         self._containers: dict[str, dict[str, Any]] = {}
         self._exited: dict[str, asyncio.Event] = {}
         self._logs: dict[str, ContainerLog] = {}
+        self._terminals: dict[str, Terminal] = {}
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()
         os.makedirs(os.path.join(state_dir, "containers"), exist_ok=True)
@@ -218,33 +220,10 @@ class ProcessRuntime:
 
     async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
         sb = self.sandboxes.get(sandbox_id)
-        oci = oci_container.prepare(self.images, config, hostname=sandbox.hostname or sandbox.name, bwrap=bool(self.bwrap))
-        if oci is not None:
-            argv, env, cwd, image_ref = oci["argv"], oci["env"], oci["cwd"], oci["image_ref"]
-        else:
-            recipe = self.catalog.resolve(config.image)
-            argv = recipe.argv(config.command, config.args)
-            if not argv:
-                raise RuntimeErrorStatus("CreateContainerError", "no command specified: the image has no entrypoint and the container no command")
-            env = {"PATH": launcher.DEFAULT_PATH, "HOSTNAME": sandbox.hostname or sandbox.name, "HOME": "/root"}
-            env.update({k: v.replace("{pod_ip}", sb["ip"]) for k, v in recipe.env.items()})
-            if recipe.name == "nginx":
-                env.update({"NGINX_LISTEN_ADDRESS": sb["ip"], "PYTHONPATH": _PKG_PARENT})
-            env.update(dict(config.env))
-            cwd, image_ref = config.working_dir or recipe.working_dir, self.catalog.image_for(config.image).id
-        cid = secrets.token_hex(32)
-        rec: dict[str, Any] = {
-            "id": cid, "sandbox_id": sandbox_id, "pod_uid": sandbox.uid, "name": config.name, "attempt": config.attempt,
-            "image": config.image, "image_ref": image_ref, "state": ContainerState.CREATED.value,
-            "created_at": time.time(), "started_at": 0.0, "finished_at": 0.0, "exit_code": 0, "reason": "", "message": "",
-            "labels": dict(config.labels), "annotations": dict(config.annotations),
-            "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
-            "bwrap": bool(self.bwrap), "argv": argv, "env": env, "cwd": cwd,
-            "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
-            "hostname": sandbox.hostname or sandbox.name, "cgroups": [],
-            "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit, config.resources.cpu_shares],
-            **({"rootfs": oci["rootfs"], "user": oci["user"], "image_id": oci["image_id"]} if oci is not None else {}),
-        }
+        rec = new_record(self.images, self.catalog, config, sandbox, sb, bwrap=bool(self.bwrap))
+        if config.target_container_id:
+            self._rec(config.target_container_id)  # NotFound for a target that is gone
+        cid = rec["id"]
         os.makedirs(self._cdir(cid), exist_ok=True)
         self._containers[cid] = rec
         self._exited[cid] = asyncio.Event()
@@ -258,99 +237,39 @@ class ProcessRuntime:
         except KeyError:
             raise NotFoundError(f"container {cid} not found") from None
 
-    def _check_command(self, rec: dict[str, Any]) -> None:
-        exe = rec["argv"][0]
-        mounts = [Mount(*m) for m in rec["mounts"]]
-        if rec.get("rootfs"):
-            oci_container.check_command(rec["rootfs"], exe, rec["env"].get("PATH", launcher.DEFAULT_PATH), mounts)
-            return
-        if "/" in exe:
-            host = exe
-            for m in mounts:
-                if exe.startswith(m.container_path.rstrip("/") + "/"):
-                    host = m.host_path + exe[len(m.container_path.rstrip("/")):]
-            if os.path.exists(host):
-                return
-            why = "no such file or directory"
-        elif shutil.which(exe, path=rec["env"].get("PATH", launcher.DEFAULT_PATH)):
-            return
-        else:
-            why = "executable file not found in $PATH"
-        raise RuntimeErrorStatus("RunContainerError", f'failed to create containerd task: failed to create shim task: OCI runtime create failed: '
-                                 f'runc create failed: unable to start container process: exec: "{exe}": {why}: unknown')
-
     async def start_container(self, container_id: str) -> None:
         rec = self._rec(container_id)
         if rec["state"] != ContainerState.CREATED.value:
             raise RuntimeErrorStatus("RunContainerError", f"container {container_id} is {rec['state']}, not created")
         try:
-            self._check_command(rec)
+            spawn.check_command(rec)
         except RuntimeErrorStatus as err:
             self._mark_exited(rec, 128, "StartError", err.message)
             raise
-        cdir = self._cdir(container_id)
-        fds: list[int] = []
-        log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
+        sb = self.sandboxes.get(rec["sandbox_id"])
+        target = self._containers.get(rec.get("target") or "")
+        join_pid = launcher.command_pid(target["pid"], self._ns_init(target), target["bwrap"]) if target else 0
+        if rec.get("target") and not join_pid:
+            self._mark_exited(rec, 128, "StartError", "its target container is not running")
+            raise RuntimeErrorStatus("RunContainerError", "cannot join the process namespace of the target container: it is not running")
         try:
-            for stream in ("stdout", "stderr"):
-                fifo = os.path.join(cdir, f"{stream}.fifo")
-                if not os.path.exists(fifo):
-                    os.mkfifo(fifo, 0o600)
-                fds.append(os.open(fifo, os.O_RDWR))
-                log.follow(stream, fifo)
-            stdin: int = asyncio.subprocess.DEVNULL
-            if rec["stdin"]:
-                fifo = os.path.join(cdir, "stdin.fifo")
-                if not os.path.exists(fifo):
-                    os.mkfifo(fifo, 0o600)
-                stdin = os.open(fifo, os.O_RDWR)
-                fds.append(stdin)
-            status_fd = os.open(os.path.join(cdir, "bwrap-status.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            fds.append(status_fd)
-            if rec.get("rootfs") and self.bwrap:
-                user = rec.get("user")
-                launch = oci_container.build_oci_launch(rec["argv"], bwrap=self.bwrap, rootfs=rec["rootfs"], container_dir=cdir,
-                                                        mounts=[Mount(*m) for m in rec["mounts"]], cwd=rec["cwd"], hostname=rec["hostname"],
-                                                        status_fd=status_fd, user=(user[0], user[1]) if user else None,
-                                                        overlay=oci_container.overlay_mode(self.state_dir))
-            else:
-                launch = launcher.build_launch(rec["argv"], bwrap=self.bwrap, mounts=[Mount(*m) for m in rec["mounts"]],
-                                               working_dir=rec["cwd"], hostname=rec["hostname"], status_fd=status_fd,
-                                               fallback_cwd=cdir)
-            quota, period, memory, shares = (list(rec.get("resources") or (0, 100_000, 0)) + [0])[:4]
-            parent = self.sandboxes.get(rec["sandbox_id"])["config"].get("cgroup_parent", "")
-            rec["cgroups"] = self.cgroups.create(parent, container_id, Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory,
-                                                                                 cpu_shares=shares))
-            netns = self.sandboxes.get(rec["sandbox_id"]).get("netns", "")
-            argv = CgroupManager.join_argv(rec["cgroups"], CNIPodNetwork.wrap(netns, launch.argv))
-            proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=fds[0], stderr=fds[1], cwd=launch.cwd,
-                                                        env=rec["env"], start_new_session=True, pass_fds=(status_fd,))
+            started = await spawn.spawn(rec, cdir=self._cdir(container_id), bwrap=self.bwrap, cgroups=self.cgroups, join_pid=join_pid,
+                                        cgroup_parent=sb["config"].get("cgroup_parent", ""), netns=sb.get("netns", ""),
+                                        overlay=oci_container.overlay_mode(self.state_dir) if rec.get("rootfs") else "",
+                                        log_max_size=self.log_max_size, log_max_files=self.log_max_files)
         except OSError as err:
-            log.close()
             self._mark_exited(rec, 128, "StartError", str(err))
             raise RuntimeErrorStatus("RunContainerError", f"cannot start the container process: {err}") from err
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self._logs[container_id] = log
+        proc = started.proc
+        self._logs[container_id] = started.log
+        if started.terminal is not None:
+            self._terminals[container_id] = started.terminal
         rec.update(state=ContainerState.RUNNING.value, started_at=time.time(), pid=proc.pid, start_ticks=process_start_ticks(proc.pid))
         self._save(rec)
         self._waiters[container_id] = asyncio.create_task(self._wait(rec, proc), name=f"container-wait-{container_id[:12]}")
-        if rec["bwrap"]:
-            await self._await_command(rec)
+        if rec["bwrap"] and await spawn.await_command(rec, lambda: self._ns_init(rec)):
+            self._save(rec)
         self._emit(ContainerEventType.STARTED, rec)
-
-    async def _await_command(self, rec: dict[str, Any], limit: float = 2.0) -> None:
-        """Return once bwrap has started the command (so hooks and exec can enter it)."""
-        deadline = time.monotonic() + limit
-        pause = 0.001
-        while time.monotonic() < deadline and rec["state"] == ContainerState.RUNNING.value:
-            ns_init = self._ns_init(rec)
-            if ns_init and launcher.command_pid(rec["pid"], ns_init, True):
-                self._save(rec)
-                return
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)  # bwrap takes a few ms; many starting at once must not spin the loop
 
     async def _wait(self, rec: dict[str, Any], proc: asyncio.subprocess.Process) -> None:
         rc = await proc.wait()
@@ -376,6 +295,9 @@ class ProcessRuntime:
         log = self._logs.pop(rec["id"], None)
         if log is not None:
             log.close()
+        terminal = self._terminals.pop(rec["id"], None)
+        if terminal is not None:
+            terminal.close()
         dirs = rec.get("cgroups") or []
         if code == 137 and CgroupManager.oom_killed(dirs):
             reason = "OOMKilled"
@@ -419,18 +341,11 @@ class ProcessRuntime:
         shutil.rmtree(self._cdir(container_id), ignore_errors=True)
         self._emit(ContainerEventType.DELETED, rec)
 
-    def _status(self, rec: dict[str, Any]) -> ContainerStatus:
-        return ContainerStatus(
-            id=rec["id"], sandbox_id=rec["sandbox_id"], name=rec["name"], attempt=rec["attempt"], state=ContainerState(rec["state"]),
-            image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
-            finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
-            labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])
-
     async def container_status(self, container_id: str) -> ContainerStatus:
-        return self._status(self._rec(container_id))
+        return status_of(self._rec(container_id))
 
     async def list_containers(self, sandbox_id: str | None = None) -> Sequence[ContainerStatus]:
-        return [self._status(c) for c in self._containers.values() if sandbox_id is None or c["sandbox_id"] == sandbox_id]
+        return [status_of(c) for c in self._containers.values() if sandbox_id is None or c["sandbox_id"] == sandbox_id]
 
     def root_path(self, container_id: str, path: str) -> str:
         """Where ``path`` inside the container is on the host (for terminationMessagePath)."""
@@ -459,7 +374,12 @@ class ProcessRuntime:
 
     def attach_fifo(self, container_id: str) -> str | None:
         rec = self._rec(container_id)
-        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] else None
+        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] and not rec.get("tty") else None
+
+    def attach_terminal(self, container_id: str) -> Terminal | None:
+        """The running ``tty: true`` container's terminal (None without one, or once adopted)."""
+        self._rec(container_id)
+        return self._terminals.get(container_id)
 
     # -- images ---------------------------------------------------------------------------
 

@@ -31,6 +31,13 @@ class ContainerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTAINER_RUNNING: _ClassVar[ContainerState]
     CONTAINER_EXITED: _ClassVar[ContainerState]
     CONTAINER_UNKNOWN: _ClassVar[ContainerState]
+
+class ContainerEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTAINER_CREATED_EVENT: _ClassVar[ContainerEventType]
+    CONTAINER_STARTED_EVENT: _ClassVar[ContainerEventType]
+    CONTAINER_STOPPED_EVENT: _ClassVar[ContainerEventType]
+    CONTAINER_DELETED_EVENT: _ClassVar[ContainerEventType]
 TCP: Protocol
 UDP: Protocol
 SCTP: Protocol
@@ -44,6 +51,10 @@ CONTAINER_CREATED: ContainerState
 CONTAINER_RUNNING: ContainerState
 CONTAINER_EXITED: ContainerState
 CONTAINER_UNKNOWN: ContainerState
+CONTAINER_CREATED_EVENT: ContainerEventType
+CONTAINER_STARTED_EVENT: ContainerEventType
+CONTAINER_STOPPED_EVENT: ContainerEventType
+CONTAINER_DELETED_EVENT: ContainerEventType
 
 class VersionRequest(_message.Message):
     __slots__ = ("version",)
@@ -646,6 +657,330 @@ class ExecSyncResponse(_message.Message):
     exit_code: int
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit_code: _Optional[int] = ...) -> None: ...
 
+class ExecRequest(_message.Message):
+    __slots__ = ("container_id", "cmd", "tty", "stdin", "stdout", "stderr")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    CMD_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    cmd: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    def __init__(self, container_id: _Optional[str] = ..., cmd: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., stdin: _Optional[bool] = ..., stdout: _Optional[bool] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class ExecResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class AttachRequest(_message.Message):
+    __slots__ = ("container_id", "stdin", "tty", "stdout", "stderr")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    stdin: bool
+    tty: bool
+    stdout: bool
+    stderr: bool
+    def __init__(self, container_id: _Optional[str] = ..., stdin: _Optional[bool] = ..., tty: _Optional[bool] = ..., stdout: _Optional[bool] = ..., stderr: _Optional[bool] = ...) -> None: ...
+
+class AttachResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class PortForwardRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id", "port")
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    port: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., port: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PortForwardResponse(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
+
+class UInt64Value(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: int
+    def __init__(self, value: _Optional[int] = ...) -> None: ...
+
+class CpuUsage(_message.Message):
+    __slots__ = ("timestamp", "usage_core_nano_seconds", "usage_nano_cores")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    USAGE_CORE_NANO_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_NANO_CORES_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    usage_core_nano_seconds: UInt64Value
+    usage_nano_cores: UInt64Value
+    def __init__(self, timestamp: _Optional[int] = ..., usage_core_nano_seconds: _Optional[_Union[UInt64Value, _Mapping]] = ..., usage_nano_cores: _Optional[_Union[UInt64Value, _Mapping]] = ...) -> None: ...
+
+class MemoryUsage(_message.Message):
+    __slots__ = ("timestamp", "working_set_bytes", "available_bytes", "usage_bytes", "rss_bytes", "page_faults", "major_page_faults")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    WORKING_SET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FAULTS_FIELD_NUMBER: _ClassVar[int]
+    MAJOR_PAGE_FAULTS_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    working_set_bytes: UInt64Value
+    available_bytes: UInt64Value
+    usage_bytes: UInt64Value
+    rss_bytes: UInt64Value
+    page_faults: UInt64Value
+    major_page_faults: UInt64Value
+    def __init__(self, timestamp: _Optional[int] = ..., working_set_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., available_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., usage_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., rss_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., page_faults: _Optional[_Union[UInt64Value, _Mapping]] = ..., major_page_faults: _Optional[_Union[UInt64Value, _Mapping]] = ...) -> None: ...
+
+class FilesystemIdentifier(_message.Message):
+    __slots__ = ("mountpoint",)
+    MOUNTPOINT_FIELD_NUMBER: _ClassVar[int]
+    mountpoint: str
+    def __init__(self, mountpoint: _Optional[str] = ...) -> None: ...
+
+class FilesystemUsage(_message.Message):
+    __slots__ = ("timestamp", "fs_id", "used_bytes", "inodes_used")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    FS_ID_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INODES_USED_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    fs_id: FilesystemIdentifier
+    used_bytes: UInt64Value
+    inodes_used: UInt64Value
+    def __init__(self, timestamp: _Optional[int] = ..., fs_id: _Optional[_Union[FilesystemIdentifier, _Mapping]] = ..., used_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., inodes_used: _Optional[_Union[UInt64Value, _Mapping]] = ...) -> None: ...
+
+class ContainerAttributes(_message.Message):
+    __slots__ = ("id", "metadata", "labels", "annotations")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    metadata: ContainerMetadata
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ContainerStats(_message.Message):
+    __slots__ = ("attributes", "cpu", "memory", "writable_layer")
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    WRITABLE_LAYER_FIELD_NUMBER: _ClassVar[int]
+    attributes: ContainerAttributes
+    cpu: CpuUsage
+    memory: MemoryUsage
+    writable_layer: FilesystemUsage
+    def __init__(self, attributes: _Optional[_Union[ContainerAttributes, _Mapping]] = ..., cpu: _Optional[_Union[CpuUsage, _Mapping]] = ..., memory: _Optional[_Union[MemoryUsage, _Mapping]] = ..., writable_layer: _Optional[_Union[FilesystemUsage, _Mapping]] = ...) -> None: ...
+
+class ContainerStatsRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class ContainerStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: ContainerStats
+    def __init__(self, stats: _Optional[_Union[ContainerStats, _Mapping]] = ...) -> None: ...
+
+class ContainerStatsFilter(_message.Message):
+    __slots__ = ("id", "pod_sandbox_id", "label_selector")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    pod_sandbox_id: str
+    label_selector: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., pod_sandbox_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListContainerStatsRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: ContainerStatsFilter
+    def __init__(self, filter: _Optional[_Union[ContainerStatsFilter, _Mapping]] = ...) -> None: ...
+
+class ListContainerStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: _containers.RepeatedCompositeFieldContainer[ContainerStats]
+    def __init__(self, stats: _Optional[_Iterable[_Union[ContainerStats, _Mapping]]] = ...) -> None: ...
+
+class PodSandboxAttributes(_message.Message):
+    __slots__ = ("id", "metadata", "labels", "annotations")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    metadata: PodSandboxMetadata
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class NetworkInterfaceUsage(_message.Message):
+    __slots__ = ("name", "rx_bytes", "rx_errors", "tx_bytes", "tx_errors")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RX_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    TX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TX_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    rx_bytes: UInt64Value
+    rx_errors: UInt64Value
+    tx_bytes: UInt64Value
+    tx_errors: UInt64Value
+    def __init__(self, name: _Optional[str] = ..., rx_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., rx_errors: _Optional[_Union[UInt64Value, _Mapping]] = ..., tx_bytes: _Optional[_Union[UInt64Value, _Mapping]] = ..., tx_errors: _Optional[_Union[UInt64Value, _Mapping]] = ...) -> None: ...
+
+class NetworkUsage(_message.Message):
+    __slots__ = ("timestamp", "default_interface", "interfaces")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_INTERFACE_FIELD_NUMBER: _ClassVar[int]
+    INTERFACES_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    default_interface: NetworkInterfaceUsage
+    interfaces: _containers.RepeatedCompositeFieldContainer[NetworkInterfaceUsage]
+    def __init__(self, timestamp: _Optional[int] = ..., default_interface: _Optional[_Union[NetworkInterfaceUsage, _Mapping]] = ..., interfaces: _Optional[_Iterable[_Union[NetworkInterfaceUsage, _Mapping]]] = ...) -> None: ...
+
+class ProcessUsage(_message.Message):
+    __slots__ = ("timestamp", "process_count")
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    process_count: UInt64Value
+    def __init__(self, timestamp: _Optional[int] = ..., process_count: _Optional[_Union[UInt64Value, _Mapping]] = ...) -> None: ...
+
+class LinuxPodSandboxStats(_message.Message):
+    __slots__ = ("cpu", "memory", "network", "process", "containers")
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    cpu: CpuUsage
+    memory: MemoryUsage
+    network: NetworkUsage
+    process: ProcessUsage
+    containers: _containers.RepeatedCompositeFieldContainer[ContainerStats]
+    def __init__(self, cpu: _Optional[_Union[CpuUsage, _Mapping]] = ..., memory: _Optional[_Union[MemoryUsage, _Mapping]] = ..., network: _Optional[_Union[NetworkUsage, _Mapping]] = ..., process: _Optional[_Union[ProcessUsage, _Mapping]] = ..., containers: _Optional[_Iterable[_Union[ContainerStats, _Mapping]]] = ...) -> None: ...
+
+class PodSandboxStats(_message.Message):
+    __slots__ = ("attributes", "linux")
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    attributes: PodSandboxAttributes
+    linux: LinuxPodSandboxStats
+    def __init__(self, attributes: _Optional[_Union[PodSandboxAttributes, _Mapping]] = ..., linux: _Optional[_Union[LinuxPodSandboxStats, _Mapping]] = ...) -> None: ...
+
+class PodSandboxStatsRequest(_message.Message):
+    __slots__ = ("pod_sandbox_id",)
+    POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    pod_sandbox_id: str
+    def __init__(self, pod_sandbox_id: _Optional[str] = ...) -> None: ...
+
+class PodSandboxStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: PodSandboxStats
+    def __init__(self, stats: _Optional[_Union[PodSandboxStats, _Mapping]] = ...) -> None: ...
+
+class PodSandboxStatsFilter(_message.Message):
+    __slots__ = ("id", "label_selector")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    label_selector: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListPodSandboxStatsRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: PodSandboxStatsFilter
+    def __init__(self, filter: _Optional[_Union[PodSandboxStatsFilter, _Mapping]] = ...) -> None: ...
+
+class ListPodSandboxStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: _containers.RepeatedCompositeFieldContainer[PodSandboxStats]
+    def __init__(self, stats: _Optional[_Iterable[_Union[PodSandboxStats, _Mapping]]] = ...) -> None: ...
+
+class GetEventsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ContainerEventResponse(_message.Message):
+    __slots__ = ("container_id", "container_event_type", "created_at", "pod_sandbox_status", "containers_statuses")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    POD_SANDBOX_STATUS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    container_event_type: ContainerEventType
+    created_at: int
+    pod_sandbox_status: PodSandboxStatus
+    containers_statuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    def __init__(self, container_id: _Optional[str] = ..., container_event_type: _Optional[_Union[ContainerEventType, str]] = ..., created_at: _Optional[int] = ..., pod_sandbox_status: _Optional[_Union[PodSandboxStatus, _Mapping]] = ..., containers_statuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ("verbose",)
     VERBOSE_FIELD_NUMBER: _ClassVar[int]
@@ -684,6 +1019,28 @@ class StatusResponse(_message.Message):
     status: RuntimeStatus
     info: _containers.ScalarMap[str, str]
     def __init__(self, status: _Optional[_Union[RuntimeStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class NetworkConfig(_message.Message):
+    __slots__ = ("pod_cidr",)
+    POD_CIDR_FIELD_NUMBER: _ClassVar[int]
+    pod_cidr: str
+    def __init__(self, pod_cidr: _Optional[str] = ...) -> None: ...
+
+class RuntimeConfig(_message.Message):
+    __slots__ = ("network_config",)
+    NETWORK_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    network_config: NetworkConfig
+    def __init__(self, network_config: _Optional[_Union[NetworkConfig, _Mapping]] = ...) -> None: ...
+
+class UpdateRuntimeConfigRequest(_message.Message):
+    __slots__ = ("runtime_config",)
+    RUNTIME_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    runtime_config: RuntimeConfig
+    def __init__(self, runtime_config: _Optional[_Union[RuntimeConfig, _Mapping]] = ...) -> None: ...
+
+class UpdateRuntimeConfigResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ImageFilter(_message.Message):
     __slots__ = ("image",)

@@ -94,6 +94,11 @@ class RuntimeServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusResponse.FromString,
                 _registered_method=True)
+        self.UpdateRuntimeConfig = channel.unary_unary(
+                '/runtime.v1.RuntimeService/UpdateRuntimeConfig',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/runtime.v1.RuntimeService/Status',
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.SerializeToString,
@@ -103,6 +108,46 @@ class RuntimeServiceStub:
                 '/runtime.v1.RuntimeService/ExecSync',
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.FromString,
+                _registered_method=True)
+        self.Exec = channel.unary_unary(
+                '/runtime.v1.RuntimeService/Exec',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecResponse.FromString,
+                _registered_method=True)
+        self.Attach = channel.unary_unary(
+                '/runtime.v1.RuntimeService/Attach',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachResponse.FromString,
+                _registered_method=True)
+        self.PortForward = channel.unary_unary(
+                '/runtime.v1.RuntimeService/PortForward',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardResponse.FromString,
+                _registered_method=True)
+        self.ContainerStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ContainerStats',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsResponse.FromString,
+                _registered_method=True)
+        self.ListContainerStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ListContainerStats',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsResponse.FromString,
+                _registered_method=True)
+        self.PodSandboxStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/PodSandboxStats',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsResponse.FromString,
+                _registered_method=True)
+        self.ListPodSandboxStats = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ListPodSandboxStats',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsResponse.FromString,
+                _registered_method=True)
+        self.GetContainerEvents = channel.unary_stream(
+                '/runtime.v1.RuntimeService/GetContainerEvents',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.FromString,
                 _registered_method=True)
 
 
@@ -181,6 +226,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateRuntimeConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -188,6 +239,54 @@ class RuntimeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ExecSync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Exec(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Attach(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PortForward(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ContainerStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListContainerStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PodSandboxStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPodSandboxStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContainerEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -256,6 +355,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatusResponse.SerializeToString,
             ),
+            'UpdateRuntimeConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateRuntimeConfig,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.SerializeToString,
+            ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.StatusRequest.FromString,
@@ -265,6 +369,46 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.ExecSync,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.SerializeToString,
+            ),
+            'Exec': grpc.unary_unary_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecResponse.SerializeToString,
+            ),
+            'Attach': grpc.unary_unary_rpc_method_handler(
+                    servicer.Attach,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachResponse.SerializeToString,
+            ),
+            'PortForward': grpc.unary_unary_rpc_method_handler(
+                    servicer.PortForward,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardResponse.SerializeToString,
+            ),
+            'ContainerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ContainerStats,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsResponse.SerializeToString,
+            ),
+            'ListContainerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListContainerStats,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsResponse.SerializeToString,
+            ),
+            'PodSandboxStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.PodSandboxStats,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsResponse.SerializeToString,
+            ),
+            'ListPodSandboxStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPodSandboxStats,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsResponse.SerializeToString,
+            ),
+            'GetContainerEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetContainerEvents,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +746,33 @@ class RuntimeService:
             _registered_method=True)
 
     @staticmethod
+    def UpdateRuntimeConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/UpdateRuntimeConfig',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.UpdateRuntimeConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Status(request,
             target,
             options=(),
@@ -645,6 +816,222 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/ExecSync',
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncRequest.SerializeToString,
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecSyncResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/Exec',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ExecResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Attach(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/Attach',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.AttachResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PortForward(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/PortForward',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PortForwardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ContainerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ContainerStats',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListContainerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ListContainerStats',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListContainerStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PodSandboxStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/PodSandboxStats',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.PodSandboxStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPodSandboxStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ListPodSandboxStats',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ListPodSandboxStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContainerEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/GetContainerEvents',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.FromString,
             options,
             channel_credentials,
             insecure,
