@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from k8py.cluster.zygote_client import PopenProcess, ZygoteClient, ZygoteUnavailable, start_zygote
+from k8py.cluster.zygote_client import AdoptedChild, ZygoteClient, ZygoteUnavailable
 
 
 def _alive(pid: int) -> bool:
@@ -86,27 +86,39 @@ async def test_a_child_of_a_dead_zygote_is_killed_not_lost(zygote, tmp_path):
 
 
 async def test_a_zygote_started_before_the_event_loop_is_adopted_and_followed(tmp_path):
-    """``k8py up`` starts the zygote before it imports the supervisor; the
-    supervisor follows that Popen as it follows its own subprocesses."""
+    """``k8py up`` forks the zygote out of itself before it imports the
+    supervisor; the supervisor follows that pid as it follows its own
+    subprocesses. (Forked here by a child interpreter, as ``k8py up`` does:
+    the test process has threads, and forking it could copy a held lock.)"""
     log = str(tmp_path / "logs" / "zygote.log")
     sock = str(tmp_path / "early.sock")
-    adopted = PopenProcess(start_zygote([sys.executable, "-m", "k8py", "zygote", "--socket", sock], log))
+    script = ("import os, sys, time; from k8py.cli.zygote import fork_serve; "
+              f"pid = fork_serve({sock!r}, {log!r}); print(pid, flush=True); os.waitpid(pid, 0)")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        assert adopted.returncode is None and os.getsid(adopted.pid) == adopted.pid
+        pid = int(parent.stdout.readline())
         client = ZygoteClient(sock)
-        assert await client.wait_ready(60, alive=lambda: adopted.returncode is None)
+        assert await client.wait_ready(60, alive=lambda: _alive(pid))  # (it names itself before it listens)
+        assert os.getsid(pid) == pid
+        with open(f"/proc/{pid}/comm") as f:
+            assert f.read().strip() == "k8py-zygote"
         child = await client.spawn(["--version"], str(tmp_path / "v.log"))
         assert await asyncio.wait_for(child.wait(), 30) == 0
-        adopted.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(adopted.wait(), 30) == 0  # the zygote stops cleanly on SIGTERM
-        assert adopted.returncode == 0 and not os.path.exists(sock)
+        os.kill(pid, signal.SIGTERM)
+        assert parent.wait(timeout=30) == 0 and not os.path.exists(sock)  # the zygote stops cleanly on SIGTERM
     finally:
-        adopted.kill()
-    assert open(log).read().startswith("--- k8py up: starting zygote")
+        parent.kill()
+        parent.wait()
+    assert open(log).read().startswith("--- k8py up: starting zygote (forked from k8py up")
 
 
-async def test_an_adopted_process_killed_reports_the_signal(tmp_path):
-    adopted = PopenProcess(start_zygote([sys.executable, "-c", "import time; time.sleep(60)"], str(tmp_path / "sleep.log")))
+async def test_an_adopted_child_reports_how_it_ended():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    adopted = AdoptedChild(sleeper.pid)  # followed by its pid (Popen is not asked again)
+    assert adopted.returncode is None
     adopted.kill()
     assert await asyncio.wait_for(adopted.wait(), 30) == -signal.SIGKILL
-    adopted.kill()  # a process already reaped: nothing to signal, no error
+    assert adopted.returncode == -signal.SIGKILL
+    adopted.kill()  # reaped already: nothing to signal, no error
+    exits = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert await asyncio.wait_for(AdoptedChild(exits.pid).wait(), 30) == 3

@@ -10,7 +10,8 @@ everything that stands between a connection and the handlers:
 - the authenticator chain (request authenticators, x509 with ``--client-ca-file``, the static
   token file, configured token authenticators, service-account and bootstrap tokens,
   anonymous) and the service-account token issuer;
-- the request middlewares, in the order they must run (see :attr:`AccessControl.middlewares`);
+- the request middlewares, in the order they must run (see :attr:`AccessControl.middlewares`), API
+  Priority and Fairness among them (:attr:`AccessControl.overload`, installed on the app for its headers);
 - the front-proxy identity the aggregator presents to aggregated servers.
 
 It owns no task and no socket: :class:`~k8py.apiserver.server.APIServer` keeps the lifecycle
@@ -48,12 +49,12 @@ from k8py.apiserver.authz.node import NodeAuthorizer
 from k8py.apiserver.authz.policy_index import CachedPolicy
 from k8py.apiserver.authz.rbac import RBACAuthorizer
 from k8py.apiserver.metrics import APIMetrics
-from k8py.apiserver.overload import InflightLimiter
+from k8py.apiserver.overload import FlowControl
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.server_config import APIServerConfig
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.webhooks.admission_plugins import register_webhook_plugins
+from k8py.apiserver.webhooks.admission_plugins import AUTHORIZER_KEY, register_webhook_plugins
 
 __all__ = ["AccessControl", "CachedCoreObjects"]
 
@@ -93,6 +94,7 @@ class AccessControl:
         self._node_authorizer = lambda: NodeAuthorizer(cacher, registry)
         self.authorizer: Authorizer = config.authorizer or Union(
             [self._authorizer(mode) for mode in config.authorization_modes])
+        self.admission_context.extra[AUTHORIZER_KEY] = self.authorizer  # CEL's authorizer library in policies
         #: the store runs it on Role/ClusterRole/binding writes (escalation and bind checks)
         self.escalation = EscalationCheck(self.authorizer, self.rbac, cacher.wait_consistent)
         self.authenticator = self._authenticator_chain()
@@ -108,9 +110,9 @@ class AccessControl:
                 max_backups=config.audit_log_maxbackup, max_age_days=config.audit_log_maxage))
             self.middlewares.append(self.auditor.middleware)
         #: after audit (a 429 is audited), before authorization: an overloaded server refuses before any work
-        self.overload = InflightLimiter(max_readonly=config.max_requests_inflight,
-                                        max_mutating=config.max_mutating_requests_inflight,
-                                        registry=metrics.registry)
+        self.overload = FlowControl(registry, cacher, max_readonly=config.max_requests_inflight,
+                                    max_mutating=config.max_mutating_requests_inflight,
+                                    wait_limit=config.flow_control_wait_limit, metrics=metrics.registry)
         self.middlewares.append(self.overload.middleware)
         if config.authorizer is not None or tuple(config.authorization_modes) != ("AlwaysAllow",):
             # last: it reads request[USER_KEY], so authentication must come before it in this list

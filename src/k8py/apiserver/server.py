@@ -57,6 +57,7 @@ from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.openapi.v3 import OpenAPIService
+from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP as FLOWCONTROL_GROUP, PRIORITY_LEVELS
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import register_builtins
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
@@ -171,6 +172,7 @@ class APIServer:
         )
         if self.auditor is not None:
             self.auditor.install(self.app)
+        self.overload.install(self.app)
         self.app[KUBELETS] = self.kubelets
         self.app[AUTHORIZER] = self.authorizer
         self.app[CONSISTENT] = self.cacher.wait_consistent
@@ -355,6 +357,11 @@ class APIServer:
         for pc in BUILTIN_PRIORITY_CLASSES:
             await self._ensure(pc_def, "", copy.deepcopy(pc))
         await reconcile_bootstrap_policy(self.registry, self.store)
+        for plural, objects in (("prioritylevelconfigurations", PRIORITY_LEVELS), ("flowschemas", FLOW_SCHEMAS)):
+            definition = self.registry.get(FLOWCONTROL_GROUP, "v1", plural)
+            assert definition is not None
+            for obj in objects:
+                await self._ensure(definition, "", copy.deepcopy(obj))
 
     async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
         if await self.storage.get(definition.key(namespace, obj["metadata"]["name"])) is not None:

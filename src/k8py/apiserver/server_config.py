@@ -89,9 +89,12 @@ class APIServerConfig:
     audit_log_maxsize: float = 0
     audit_log_maxbackup: int = 0
     audit_log_maxage: int = 0
-    #: ``--max-requests-inflight`` / ``--max-mutating-requests-inflight`` per priority level (0 = no limit)
+    #: ``--max-requests-inflight`` + ``--max-mutating-requests-inflight``: API Priority and Fairness'
+    #: total seats, shared out among the priority levels (both 0 = no limit)
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
+    #: seconds a request may wait in a flow-control queue before a 429 (upstream: a quarter of the request timeout)
+    flow_control_wait_limit: float = 15.0
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)

@@ -129,9 +129,10 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
     p.add_argument("--audit-log-maxbackup", type=int, default=0, help="rotated audit logs kept (0 = all)")
     p.add_argument("--audit-log-maxage", type=int, default=0, help="days a rotated audit log is kept (0 = forever)")
     p.add_argument("--max-requests-inflight", type=int, default=400,
-                   help="reads in flight per priority level before 429s (0 = no limit; default: %(default)s)")
+                   help="with --max-mutating-requests-inflight, the seats API Priority and Fairness shares out "
+                        "among the priority levels (both 0 = no limit; default: %(default)s)")
     p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
-                   help="writes in flight per priority level before 429s (0 = no limit; default: %(default)s)")
+                   help="added to --max-requests-inflight for the total seats (default: %(default)s)")
     p.add_argument("--admission-control-config-file", default="",
                    help="an AdmissionConfiguration file with plugins' configuration (e.g. PodSecurity's defaults)")
     p.add_argument("--authorization-mode", default="AlwaysAllow", type=_authorization_modes,

@@ -141,10 +141,10 @@ def _merge(kubeconfig: str) -> str:
     return merge_into_user_kubeconfig(kubeconfig)
 
 
-async def _supervise(args: argparse.Namespace, spec: Any, zygote: subprocess.Popen[bytes] | None = None) -> int:
+async def _supervise(args: argparse.Namespace, spec: Any, zygote: int | None = None) -> int:
     from k8py.cluster.supervisor import StartError, Supervisor
 
-    supervisor = Supervisor(spec, on_progress=_print, zygote_process=zygote)
+    supervisor = Supervisor(spec, on_progress=_print, zygote_pid=zygote)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -267,29 +267,32 @@ def run_up(args: argparse.Namespace) -> int:
         return 1
     if args.detach:
         return _detach(args, spec)
-    zygote = _start_zygote(spec)
+    zygote = _fork_zygote(spec)
     try:
         code = asyncio.run(_supervise(args, spec, zygote))
     finally:
-        if zygote is not None and zygote.poll() is None:  # the supervisor never got to adopt it
-            zygote.terminate()
-            zygote.wait()
+        if zygote is not None:  # the supervisor stopped it, unless it never got to adopt it
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(zygote, os.WNOHANG)[0] == 0:
+                    os.kill(zygote, signal.SIGTERM)
+                    os.waitpid(zygote, 0)
     if spec.runs_containerd:
         _cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
     return code
 
 
-def _start_zygote(spec: Any) -> subprocess.Popen[bytes] | None:
-    """The zygote, started before the supervisor is even imported: its imports
-    are what the API server waits for, and they then overlap the supervisor's
-    own imports and the certificates it makes."""
+def _fork_zygote(spec: Any) -> int | None:
+    """The zygote, forked out of this process before the supervisor is even
+    imported (no thread, no event loop yet): its imports are what the API
+    server waits for, and they then overlap the supervisor's own imports and
+    the certificates it makes."""
     if not spec.zygote:
         return None
+    from k8py.cli.zygote import fork_serve
     from k8py.cluster.spec import zygote_spec
-    from k8py.cluster.zygote_client import start_zygote
 
     zygote = zygote_spec(spec)
-    return start_zygote(zygote.argv, zygote.log)
+    return fork_serve(zygote.argv[-1], zygote.log)
 
 
 def run_down(args: argparse.Namespace) -> int:

@@ -22,8 +22,17 @@ The child is what ``python -m k8py ARGV`` would have been: its own session
 (``setsid``), stdin from ``/dev/null``, stdout and stderr appended to the
 log, default signal handlers, ``sys.argv`` set, ``k8py.cli.main.main(argv)``
 run and its result the exit code. Its ``/proc/PID/cmdline`` stays the
-zygote's (it names the data directory, so ``k8py down``'s sweep finds it);
-its ``comm`` (what ``top`` shows) is ``k8py-<component>``.
+zygote's (``k8py up …`` when forked from it); its ``comm`` (what ``top``
+shows) is ``k8py-<component>``, and with its output in ``DATA_DIR/logs``
+that is how ``k8py down``'s sweep knows it (:mod:`k8py.cluster.sweep`).
+
+``k8py up`` does not start the zygote as a command: :func:`fork_serve`
+forks the ``k8py up`` process itself into it, before that process has a
+thread or an event loop, so the zygote starts with what ``k8py up`` had
+already imported (the interpreter, asyncio, the CLI) and goes straight to
+the API server's modules, which the API server's start waits for. It is then
+named ``k8py-zygote`` and writes to its log like a zygote started as
+``k8py zygote --socket PATH`` (which is how the supervisor restarts it).
 
 Invariants: the zygote never starts an event loop or a thread, so a fork
 copies no lock held by another thread and no running loop; modules are
@@ -44,7 +53,7 @@ import socket
 import sys
 from typing import Any
 
-__all__ = ["serve", "PRELOAD_FIRST", "PRELOAD_REST"]
+__all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
 
 #: what the API server needs, imported before the socket accepts anything
 PRELOAD_FIRST = ("k8py.cli.main", "k8py.apiserver.server", "k8py.storage.sqlite")
@@ -107,6 +116,42 @@ def _child(request: dict[str, Any], started: int) -> None:
 
         traceback.print_exc()
         code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def fork_serve(socket_path: str, log: str) -> int:
+    """Fork this process into the zygote; returns its pid (in the parent only).
+    Call it before this process starts a thread or an event loop. The child
+    leads its own session, its output appended to ``log``."""
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # or the child would write the parent's buffered output again
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        _prctl(_PR_SET_NAME, b"k8py-zygote")
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(out, f"--- k8py up: starting zygote (forked from k8py up, pid {os.getppid()})\n".encode())
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        sys.argv = ["k8py", "zygote", "--socket", socket_path]
+        code = serve(socket_path)
+    except BaseException:  # noqa: BLE001 - the zygote's last words go to its log
+        import traceback
+
+        traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -53,7 +53,7 @@ from k8py.cluster.containerd import ContainerdLayout, cleanup as containerd_clea
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
-from k8py.cluster.zygote_client import ForkedProcess, PopenProcess, ZygoteClient, ZygoteUnavailable
+from k8py.cluster.zygote_client import ForkedProcess, AdoptedChild, ZygoteClient, ZygoteUnavailable
 
 __all__ = ["Supervisor", "StartError", "log_tail"]
 
@@ -75,7 +75,7 @@ def log_tail(path: str, lines: int = 15) -> str:
 @dataclass
 class _Running:
     spec: ComponentSpec
-    proc: asyncio.subprocess.Process | ForkedProcess | PopenProcess | None = None
+    proc: asyncio.subprocess.Process | ForkedProcess | AdoptedChild | None = None
     restarts: int = 0
     state: str = "pending"
     healthy: bool = False
@@ -85,12 +85,12 @@ class _Running:
 
 class Supervisor:
     """See the module docstring. ``on_progress`` gets each progress line;
-    ``zygote_process``: the zygote, already started by the caller
-    (:func:`~k8py.cluster.zygote_client.start_zygote` with :func:`zygote_spec`'s
-    command), to supervise instead of starting one."""
+    ``zygote_pid``: the zygote, already started by the caller (a child of this
+    process serving :func:`zygote_spec`'s socket), to supervise instead of
+    starting one."""
 
     def __init__(self, spec: ClusterSpec, *, on_progress: Callable[[str], None] = lambda _m: None,
-                 zygote_process: Any = None, backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
+                 zygote_pid: int | None = None, backoff_initial: float = 0.5, backoff_max: float = 30.0, backoff_reset: float = 60.0,
                  stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._on_progress = on_progress
@@ -111,7 +111,7 @@ class Supervisor:
         self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
                                                                 service_cidr=self.service_cidr)]
         self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
-        self._early_zygote = zygote_process
+        self._early_zygote = zygote_pid
         self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
         self.timings: dict[str, float] = {}
@@ -271,7 +271,7 @@ class Supervisor:
         if zygote is None:
             return
         if self._early_zygote is not None:
-            zygote.proc, zygote.started_at, zygote.state = PopenProcess(self._early_zygote), self._clock(), "starting"
+            zygote.proc, zygote.started_at, zygote.state = AdoptedChild(self._early_zygote), self._clock(), "starting"
             self._write_state()
         else:
             await self._spawn(zygote)
@@ -308,7 +308,8 @@ class Supervisor:
                     break
                 kubelets = [r.spec for r in self.components if r.spec.name.startswith("kubelet/")]
                 self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
-                await asyncio.sleep(0.05)
+                # each poll lists every Node: at kwok's 5,000 (some 20 MB) once a second, not 20 times
+                await asyncio.sleep(min(max(0.05, expected / 5000), 2.0))
         self.timings["nodesReady"] = round(self.elapsed(), 3)
 
     async def wait_stopped_components(self) -> None:

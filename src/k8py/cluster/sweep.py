@@ -5,7 +5,8 @@ kubelet restart does not take them down, and a new kubelet adopts them), so
 stopping the kubelet does not stop them. On ``k8py down`` (and Ctrl-C) every
 process of this user that belongs to the data directory goes: its command
 line names the directory and it is a k8py component or bwrap process (component flags,
-a container's binds), or its working directory or environment does (a
+a container's binds), or it is a component the zygote forked (named
+``k8py-<component>``, writing to ``DATA_DIR/logs``), or its working directory or environment does (a
 container's pod directory), or it holds a file under it open (a container's
 log fifos and bwrap status file: a container without volumes is named
 nowhere else), and every descendant of such a process. A
@@ -77,6 +78,18 @@ def _has_open_file_under(pid: int, root: bytes) -> bool:
     return False
 
 
+def _forked_component(pid: int, root: bytes) -> bool:
+    """A process the zygote forked (or the zygote forked from ``k8py up``):
+    named ``k8py-<component>``, its output into ``DATA_DIR/logs`` — its
+    command line is ``k8py up``'s, which need not name the directory."""
+    if not _read(f"/proc/{pid}/comm").startswith(b"k8py-"):
+        return False
+    try:
+        return os.readlink(f"/proc/{pid}/fd/1").encode().startswith(root + b"/logs/")
+    except OSError:
+        return False
+
+
 def processes_of(data_dir: str) -> list[int]:
     """Pids (of this uid) that belong to ``data_dir``, descendants included."""
     root = os.path.realpath(data_dir).encode()
@@ -98,7 +111,7 @@ def processes_of(data_dir: str) -> list[int]:
             cwd = b""
         cmdline = _read(f"/proc/{pid}/cmdline")
         ours = _is_component(cmdline) or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
-        if ((ours and root in cmdline) or cwd == root or cwd.startswith(root + b"/")
+        if ((ours and root in cmdline) or _forked_component(pid, root) or cwd == root or cwd.startswith(root + b"/")
                 or root in _read(f"/proc/{pid}/environ") or _has_open_file_under(pid, root)):
             matched.add(pid)
     todo, found = list(matched), set()

@@ -8,11 +8,11 @@ with the part of :class:`asyncio.subprocess.Process` the supervisor uses
 (``pid``, ``returncode``, ``wait()``, ``send_signal()``), so supervision,
 restarts with backoff and shutdown work alike for both kinds of process.
 
-:func:`start_zygote` starts the zygote itself before there is an event loop
-(``k8py up`` calls it before it even imports the supervisor, so that the
-zygote's imports, which the API server waits for, overlap the supervisor's
-own and the certificates it makes); :class:`PopenProcess` is that
-``subprocess.Popen`` with the same part of the asyncio process interface.
+``k8py up`` starts the zygote itself, before it even imports the supervisor
+(by forking itself: ``k8py.cli.zygote.fork_serve``), so that the zygote's
+imports, which the API server waits for, overlap the supervisor's own and the
+certificates it makes; :class:`AdoptedChild` is that child's pid with the
+same part of the asyncio process interface.
 
 Invariants: ``returncode`` is set exactly once, from the zygote's ``exit``
 message (the wait status as a code, negative for a signal); when the zygote
@@ -28,11 +28,9 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import time
 from typing import Any
 
-__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable", "PopenProcess", "start_zygote"]
+__all__ = ["ZygoteClient", "ForkedProcess", "ZygoteUnavailable", "AdoptedChild"]
 
 
 class ZygoteUnavailable(OSError):
@@ -90,51 +88,52 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
-def start_zygote(argv: list[str], log: str) -> subprocess.Popen[bytes]:
-    """The zygote's process, its own session, its output appended to ``log``
-    (as the supervisor starts every component); no event loop needed."""
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    with open(log, "ab") as out:
-        out.write(f"--- k8py up: starting zygote (restart 0) at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
-        out.flush()
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+class AdoptedChild:
+    """A child process this process started before its event loop (``k8py up``
+    forks the zygote out of itself first), adopted by the supervisor:
+    ``returncode`` is current whenever it is read (a ``waitpid`` of this pid
+    only, which reaps it), and ``wait()`` sleeps on a pidfd until it exits."""
 
-
-class PopenProcess:
-    """A ``subprocess.Popen`` started before the event loop, adopted by the
-    supervisor: ``returncode`` is current whenever it is read (a poll, which
-    reaps only this pid), and ``wait()`` sleeps on a pidfd until it exits."""
-
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
-        self._popen = popen
-        self.pid = popen.pid
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._code: int | None = None
 
     @property
     def returncode(self) -> int | None:
-        return self._popen.poll()
+        if self._code is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else: its code is lost
+                self._code = -signal.SIGKILL
+            else:
+                if pid:
+                    self._code = os.waitstatus_to_exitcode(status)
+        return self._code
 
     async def wait(self) -> int:
-        if self._popen.poll() is None:
+        if self.returncode is None:
             try:
                 fd = os.pidfd_open(self.pid)
             except (AttributeError, OSError):  # no pidfds (not Linux 5.3+): poll
-                while self._popen.poll() is None:
+                while self.returncode is None:
                     await asyncio.sleep(0.1)
             else:
                 loop = asyncio.get_running_loop()
                 exited = loop.create_future()
                 loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
                 try:
-                    if self._popen.poll() is None:
+                    if self.returncode is None:
                         await exited
                 finally:
                     loop.remove_reader(fd)
                     os.close(fd)
-        return self._popen.wait()
+        while self.returncode is None:  # the pidfd said it exited: reaped at once, or very nearly
+            await asyncio.sleep(0.01)
+        return self._code  # type: ignore[return-value]
 
     def send_signal(self, sig: int) -> None:
-        if self._popen.poll() is None:
-            self._popen.send_signal(sig)
+        if self.returncode is None:
+            os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)

@@ -1,6 +1,7 @@
-"""Overload protection over HTTP: a client that fills its priority level's
-seats is answered 429 with Retry-After and upstream's message, while a
-component (its own level) keeps making progress and watches stay exempt."""
+"""API Priority and Fairness over HTTP: upstream's bootstrap FlowSchemas and priority levels are
+served, every response names the schema and level it was classified into, and a user who
+floods fills only its own flow's queues (429 when they are full) while a controller, in its own
+level, keeps reading and writing."""
 
 from __future__ import annotations
 
@@ -8,19 +9,23 @@ import threading
 import time
 
 import httpx
+import kubernetes
 import pytest
 
 from k8py.apiserver.authn.user import UNSECURED, UserInfo
-from k8py.apiserver.overload import priority_level
+from k8py.apiserver.overload import flow_control_user
 from tests.support.servers import ServerThread, sqlite_storage
 
 CONTROLLER = {"User-Agent": "k8py-controller-manager/0.1"}
 FLOODER = {"User-Agent": "flooder/1.0"}
+FC = "/apis/flowcontrol.apiserver.k8s.io/v1"
 
 
 @pytest.fixture
 def server(tmp_path):
-    with ServerThread(sqlite_storage(str(tmp_path / "data")), max_requests_inflight=3, max_mutating_requests_inflight=2) as s:
+    # 5 seats in all, shared out by nominalConcurrencyShares; queued requests may wait a minute
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), max_requests_inflight=3, max_mutating_requests_inflight=2,
+                      flow_control_wait_limit=60.0) as s:
         yield s
 
 
@@ -32,37 +37,95 @@ def wait_for(condition, timeout=30.0, what="condition"):
         time.sleep(0.01)
 
 
-def test_a_flood_is_answered_429_while_a_controller_still_progresses(server):
-    limiter = server.server.overload
-    # hold the flooder's three read seats: lists at a future resourceVersion wait (3 s) for it
-    holders = [threading.Thread(target=httpx.get, args=(f"{server.url}/api/v1/pods?resourceVersion=99999999",),
-                                kwargs={"headers": FLOODER, "timeout": 30}) for _ in range(3)]
-    for t in holders:
-        t.start()
-    try:
-        wait_for(lambda: limiter.inflight("workload", "readOnly") == 3, what="three reads in flight")
-        with httpx.Client(base_url=server.url, timeout=30) as http:
+def test_upstreams_bootstrap_configuration_is_served(server):
+    api = kubernetes.client.FlowcontrolApiserverV1Api(kubernetes.client.ApiClient(kubernetes.client.Configuration(host=server.url)))
+    levels = {pl.metadata.name: pl for pl in api.list_priority_level_configuration().items}
+    assert set(levels) == {"exempt", "catch-all", "system", "node-high", "leader-election", "workload-high", "workload-low", "global-default"}
+    assert levels["exempt"].spec.type == "Exempt"
+    workload_low = levels["workload-low"].spec.limited
+    assert (workload_low.nominal_concurrency_shares, workload_low.lendable_percent) == (100, 90)
+    queuing = workload_low.limit_response.queuing
+    assert (queuing.queues, queuing.hand_size, queuing.queue_length_limit) == (128, 6, 50)
+    assert levels["catch-all"].spec.limited.limit_response.type == "Reject"
+    schemas = {fs.metadata.name: fs for fs in api.list_flow_schema().items}
+    assert {"exempt", "probes", "system-leader-election", "system-nodes", "system-node-high", "kube-controller-manager",
+            "kube-scheduler", "service-accounts", "global-default", "catch-all"} <= set(schemas)
+    assert schemas["exempt"].spec.matching_precedence == 1
+    assert schemas["catch-all"].spec.matching_precedence == 10000
+    assert schemas["system-nodes"].spec.priority_level_configuration.name == "system"
+
+
+def test_every_response_names_its_flow_schema_and_priority_level(server):
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        uid = {fs["metadata"]["name"]: fs["metadata"]["uid"] for fs in http.get(f"{FC}/flowschemas").json()["items"]}
+        levels = {pl["metadata"]["name"]: pl["metadata"]["uid"] for pl in http.get(f"{FC}/prioritylevelconfigurations").json()["items"]}
+        r = http.get("/api/v1/namespaces", headers={"User-Agent": "kubectl/v1.32.0"})
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["global-default"]
+        assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == levels["global-default"]
+        r = http.get("/api/v1/namespaces/default/pods", headers={"User-Agent": "k8py-kubelet/0.1 (n1)"})
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["system-nodes"]
+        assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == levels["system"]
+        r = http.get("/api/v1/nodes", headers={"User-Agent": "k8py-kubelet/0.1 (n1)"})  # its own Node: node-high
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["system-node-high"]
+        assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == levels["node-high"]
+        r = http.get("/api/v1/namespaces/default/configmaps", headers=CONTROLLER)
+        assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["kube-controller-manager"]
+
+
+def _flood_level(http: httpx.Client) -> str:
+    """A level for the flooder: one seat, one queue of two (the server reads it from its watch cache)."""
+    r = http.post(f"{FC}/prioritylevelconfigurations", json={
+        "metadata": {"name": "flood"},
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": {
+            "type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 2}}}}})
+    assert r.status_code == 201, r.text
+    r = http.post(f"{FC}/flowschemas", json={
+        "metadata": {"name": "flood"},
+        "spec": {"matchingPrecedence": 50, "priorityLevelConfiguration": {"name": "flood"}, "distinguisherMethod": {"type": "ByUser"},
+                 "rules": [{"subjects": [{"kind": "User", "user": {"name": "system:unsecured"}}],
+                            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True,
+                                               "namespaces": ["*"]}]}]}})
+    assert r.status_code == 201, r.text
+    return r.json()["metadata"]["uid"]
+
+
+def test_a_flooding_user_fills_only_its_queue_while_a_controller_progresses(server):
+    flow_control = server.server.overload
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        flood_uid = _flood_level(http)
+        wait_for(lambda: http.get("/api/v1/namespaces", headers=FLOODER).headers.get("X-Kubernetes-PF-FlowSchema-UID") == flood_uid,
+                 what="the new FlowSchema to classify the flooder")
+        # one seat held and the queue full: lists at a future resourceVersion wait (3 s) for it
+        slow = [threading.Thread(target=httpx.get, args=(f"{server.url}/api/v1/pods?resourceVersion=99999999",),
+                                 kwargs={"headers": FLOODER, "timeout": 60}) for _ in range(3)]
+        for t in slow:
+            t.start()
+        try:
+            level = flow_control.queue_set("flood")
+            assert level is not None and level.seats == 1
+            wait_for(lambda: level.executing == 1 and level.waiting == 2, what="one flooder running, two queued")
             refused = http.get("/api/v1/namespaces/default/configmaps", headers=FLOODER)
             assert refused.status_code == 429
             assert refused.headers["Retry-After"] == "1"
             assert refused.text == "Too many requests, please try again later.\n"
-            # the controller's level has its own seats: it reads and writes on
+            assert refused.headers["X-Kubernetes-PF-FlowSchema-UID"] == flood_uid
+            # the controller's level has its own seats: it reads and writes on, at once
             for i in range(5):
                 assert http.get("/api/v1/namespaces/default/configmaps", headers=CONTROLLER).status_code == 200
                 r = http.post("/api/v1/namespaces/default/configmaps", json={"metadata": {"name": f"c{i}"}}, headers=CONTROLLER)
                 assert r.status_code == 201, r.text
-            # the flooder's writes have seats of their own too (reads and writes are limited apart)
-            assert http.post("/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "f"}}, headers=FLOODER).status_code == 201
+            assert level.executing == 1 and level.waiting == 2  # the flood still waits behind its one seat
             # a watch takes no seat
             with http.stream("GET", "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1", headers=FLOODER) as w:
                 assert w.status_code == 200
             metrics = http.get("/metrics", headers=CONTROLLER).text
-            assert 'apiserver_flowcontrol_rejected_requests_total{priority_level="workload",reason="concurrency-limit"} 1.0' in metrics
-            assert 'apiserver_current_inflight_requests{request_kind="readOnly"}' in metrics
-    finally:
-        for t in holders:
-            t.join(30)
-    assert limiter.inflight("workload", "readOnly") == 0
+            assert 'apiserver_flowcontrol_rejected_requests_total{flow_schema="flood",priority_level="flood",reason="queue-full"} 1.0' in metrics
+            assert 'apiserver_flowcontrol_nominal_limit_seats{priority_level="flood"} 1.0' in metrics
+        finally:
+            for t in slow:
+                t.join(60)
+        # the queued requests got the seat in turn and gave it back
+        wait_for(lambda: level.executing == 0 and level.waiting == 0, what="the flood level to drain")
 
 
 def test_every_write_of_a_burst_lands_through_retries_and_seats_are_given_back(server):
@@ -70,7 +133,7 @@ def test_every_write_of_a_burst_lands_through_retries_and_seats_are_given_back(s
     lock = threading.Lock()
 
     def write(i: int) -> None:
-        with httpx.Client(base_url=server.url, timeout=30) as http:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
             for attempt in range(200):
                 r = http.post("/api/v1/namespaces/default/configmaps", json={"metadata": {"name": f"b{i}"}, "data": {"x": "y" * 2000}},
                               headers=FLOODER)
@@ -87,15 +150,16 @@ def test_every_write_of_a_burst_lands_through_retries_and_seats_are_given_back(s
         t.join(120)
     assert results.count(201) == 30
     assert set(results) <= {201, 429}
+    level = server.server.overload.queue_set("global-default")
+    assert level is not None and level.executing == 0 and level.waiting == 0
 
 
-def test_priority_levels():
-    assert priority_level(UNSECURED, "kubectl/v1.32.0") == "workload"
-    assert priority_level(UNSECURED, "k8py-kubelet/0.1 (node-1)") == "system"
-    assert priority_level(UserInfo("admin", groups=("system:masters",)), "kubectl") == "exempt"
-    assert priority_level(UserInfo("system:node:n1", groups=("system:nodes",)), "") == "system"
-    assert priority_level(UserInfo("system:kube-scheduler"), "") == "system"
-    assert priority_level(UserInfo("system:serviceaccount:default:app"), "") == "workload"
+def test_the_insecure_ports_clients_are_classified_as_their_components_would_be():
+    assert flow_control_user(UNSECURED, "kubectl/v1.32.0").groups == ("system:authenticated",)  # not system:masters
+    assert "system:nodes" in flow_control_user(UNSECURED, "k8py-kubelet/0.1 (node-1)").groups
+    assert flow_control_user(UNSECURED, "k8py-scheduler/0.1").name == "system:kube-scheduler"
+    admin = UserInfo("admin", groups=("system:masters",))
+    assert flow_control_user(admin, "kubectl") is admin  # over TLS the real identity counts
 
 
 def test_request_headers_and_bodies_are_bounded(server):

@@ -13,6 +13,8 @@ import pytest
 from k8py.api import stream_channels as ch
 from k8py.kubelet.runtime.cri.client import CRIClient
 from k8py.kubelet.runtime.cri.runtime import CRIRuntime
+from k8py.kubelet.runtime.cri.spdy_client import StreamRefused
+from k8py.kubelet.runtime.cri.streams import RemoteCommand
 from k8py.kubelet.runtime.protocols import (ContainerConfig, ImageSpec, PodSandboxConfig, RemoteStream,
                                             NotFoundError, RemoteStreamingRuntime, StatsRuntime, pod_log_directory)
 from tests.support.containerd import Containerd
@@ -104,6 +106,17 @@ async def test_exec_streams_output_stdin_and_the_exit_code(runtime: CRIRuntime, 
             await remote.close()
         lines = out.replace(b"\r\n", b"\n").splitlines()
         assert lines[0] == b"33 101" and lines[1].startswith(b"/dev/pts/") and status["status"] == "Success", out
+
+        # a streaming URL serves once: the second upgrade is refused with the server's status, before any stream
+        url = await runtime.client.exec(pod.container_id, ["true"], stdin=False, stdout=True, stderr=False, tty=False)
+        remote = await RemoteCommand.open(url, stdin=False, stdout=True, stderr=False, tty=False)
+        try:
+            assert (await drain(remote))[2]["status"] == "Success"
+        finally:
+            await remote.close()
+        with pytest.raises(StreamRefused) as refused:
+            await RemoteCommand.open(url, stdin=False, stdout=True, stderr=False, tty=False)
+        assert refused.value.status == 404, refused.value
 
         # the runtime's figures for it (containerd reads its cgroups): CPU used by the execs above, memory in use
         async with asyncio.timeout(60):

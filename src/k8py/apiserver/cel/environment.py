@@ -17,9 +17,10 @@ Compiling costs ~150 µs and evaluating ~10 µs, so programs are compiled once:
 :func:`compile_program` is cached by (expression, variables). Environments and
 programs are immutable and safe to share between requests.
 
-Not here: ``format.named()`` and ``orValue`` on a format's result (optionals,
-which a Python function cannot return to cel-cpp; see ``formats``),
-``authorizer``, semver and two-variable comprehensions. Cross-type numeric
+Also the authorizer library (:mod:`~k8py.apiserver.cel.authorizer`) for
+admission expressions. Not here: ``orValue`` on the format library's
+optionals (see ``formats``), ``string(<CIDR>)`` (see ``ip``), semver (1.33)
+and two-variable comprehensions (1.32 stored expressions only). Cross-type numeric
 orderings (``1 < 1.5``, allowed by Kubernetes' environment) are not declared
 in cel-cpp's checker: an expression whose only type errors are those compiles
 unchecked (:func:`compile_program`), and cel-cpp's runtime compares across
@@ -38,7 +39,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from k8py.apiserver.cel import formats, ip, lists, quantity, regex, types, urls
+from k8py.apiserver.cel import authorizer, formats, ip, lists, quantity, regex, types, urls
 from k8py.apiserver.cel.errors import CompileError, cel_go_message
 
 __all__ = ["Variables", "check", "typed_environment", "compile_program", "environment", "variable_types", "only_cross_numeric"]
@@ -46,13 +47,15 @@ __all__ = ["Variables", "check", "typed_environment", "compile_program", "enviro
 Variables = Mapping[str, str] | Iterable[str]
 """Declared variables: names (all ``dyn``) or name -> type (``dyn``, ``string``,
 ``int``, ``uint``, ``double``, ``bool``, ``bytes``, ``list``, ``map``,
-``timestamp``, ``duration``)."""
+``timestamp``, ``duration``, and the authorizer library's ``authorizer`` and
+``resourceCheck``)."""
 
 _TYPES = {
     "dyn": cel.Type.DYN, "string": cel.Type.STRING, "int": cel.Type.INT, "uint": cel.Type.UINT,
     "double": cel.Type.DOUBLE, "bool": cel.Type.BOOL, "bytes": cel.Type.BYTES,
     "list": cel.Type.List(cel.Type.DYN), "map": cel.Type.Map(cel.Type.STRING, cel.Type.DYN),
     "timestamp": cel.Type.TIMESTAMP, "duration": cel.Type.DURATION,
+    "authorizer": cel.Type(authorizer.AUTHORIZER_TYPE), "resourceCheck": cel.Type(authorizer.RESOURCE_CHECK_TYPE),
 }
 
 
@@ -74,7 +77,7 @@ def _extensions() -> list[Any]:
     return [
         ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
         lists.extension(), regex.extension(), urls.extension(), ip.extension(), quantity.extension(),
-        formats.extension(),
+        formats.extension(), authorizer.extension(),
     ]
 
 

@@ -7,12 +7,18 @@ Upstream (``k8s.io/apiserver/pkg/cel/library/format.go``)::
         dns1035LabelPrefix, labelValue, uri, uuid, byte, date, datetime)
     <Format>.validate(<string>) optional<list<string>>   none when valid
 
+    format.named(<string>) optional<Format>      none for an unknown name
+
 cel-cpp takes no optional value back from a Python function, so
-``validate`` returns a ``kubernetes.FormatErrors`` value instead, with the
-two members rules use on that optional: ``hasValue()`` (there are errors)
-and ``value()`` (the error messages, upstream's wording). So
-``!format.dns1123Label().validate(self.name).hasValue()`` reads as upstream;
-``orValue`` and ``format.named(<string>)`` are not available.
+``validate`` and ``format.named`` return a ``kubernetes.Optional`` value with
+the members rules use on an optional: ``hasValue()`` and ``value()`` (typed
+``dyn``; an error on none, as upstream's ``optional.none() dereference``).
+``orValue()`` is not available on them: cel-cpp's runtime handles
+``orValue`` itself and never dispatches it to a Python overload. So
+``!format.dns1123Label().validate(self.name).hasValue()``,
+``format.named('dns1123Label').value().validate(x).hasValue()`` read as
+upstream. Not the same: ``type()`` of those values names the message, and
+they do not compare equal to ``optional.none()``.
 """
 
 from __future__ import annotations
@@ -93,11 +99,21 @@ FORMATS: dict[str, Callable[[str], list[str]]] = {
 
 
 def validate(fmt: Any, text: str) -> Any:
-    return types.new_format_errors(FORMATS[fmt.value](text))
+    errors = FORMATS[fmt.value](text)
+    return types.new_optional("E" + "\0".join(errors) if errors else None)
 
 
-def _errors(message: Any) -> list[str]:
-    return [e for e in message.value.split("\0") if e] if message.value else []
+def named(name: str) -> Any:
+    return types.new_optional("F" + name if name in FORMATS else None)
+
+
+def _value(optional: Any) -> Any:
+    text = optional.value
+    if not text:
+        raise ValueError("optional.none() dereference")
+    if text[0] == "F":
+        return types.new_format(text[1:])
+    return [e for e in text[1:].split("\0") if e]
 
 
 def extension() -> cel.CelExtension:
@@ -106,12 +122,15 @@ def extension() -> cel.CelExtension:
                                                          impl=lambda name=name: types.new_format(name))])
         for name in FORMATS
     ]
+    member = {"is_member": True}
     return cel.CelExtension("k8py.format", [
         *constructors,
-        cel.FunctionDecl("validate", [cel.Overload("format_validate_string", types.FORMAT_ERRORS,
-                                                   [types.FORMAT, T.STRING], is_member=True, impl=validate)]),
-        cel.FunctionDecl("hasValue", [cel.Overload("format_errors_has_value", T.BOOL, [types.FORMAT_ERRORS],
-                                                   is_member=True, impl=lambda m: bool(m.value))]),
-        cel.FunctionDecl("value", [cel.Overload("format_errors_value", T.List(T.STRING), [types.FORMAT_ERRORS],
-                                                is_member=True, impl=_errors)]),
+        cel.FunctionDecl("format.named", [cel.Overload("format_named_string", types.OPTIONAL, [T.STRING], impl=named)]),
+        cel.FunctionDecl("validate", [cel.Overload("format_validate_string", types.OPTIONAL,
+                                                   [types.FORMAT, T.STRING], impl=validate, **member)]),
+        # one overload per member: cel-cpp's runtime tells overloads apart by kind, and both optionals are messages
+        cel.FunctionDecl("hasValue", [cel.Overload("k8py_optional_has_value", T.BOOL, [types.OPTIONAL],
+                                                   impl=lambda m: bool(m.value), **member)]),
+        cel.FunctionDecl("value", [cel.Overload("k8py_optional_value", T.DYN, [types.OPTIONAL], impl=_value,
+                                                **member)]),
     ])

@@ -22,10 +22,11 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-__all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "FORMAT", "FORMAT_ERRORS", "new_url", "new_ip", "new_cidr",
-           "new_quantity", "new_format", "new_format_errors", "type_name", "file_protos"]
+__all__ = ["POOL", "URL", "IP", "CIDR", "QUANTITY", "FORMAT", "new_url", "new_ip", "new_cidr",
+           "new_quantity", "new_format", "new_optional", "OPTIONAL", "new_message", "type_name", "file_protos"]
 
-_OPAQUE = {"kubernetes": ["URL", "Quantity", "NamedFormat", "FormatErrors"], "net": ["IP", "CIDR"]}
+_OPAQUE = {"kubernetes": ["URL", "Quantity", "NamedFormat", "Optional"], "net": ["IP", "CIDR"],
+           "kubernetes.authorization": ["Authorizer", "GroupCheck", "ResourceCheck", "Decision"]}
 
 
 
@@ -56,14 +57,14 @@ _QUANTITY = _message_class("kubernetes.Quantity")
 _IP = _message_class("net.IP")
 _CIDR = _message_class("net.CIDR")
 _FORMAT = _message_class("kubernetes.NamedFormat")
-_FORMAT_ERRORS = _message_class("kubernetes.FormatErrors")
+_OPTIONAL = _message_class("kubernetes.Optional")
 
 URL = cel.Type("kubernetes.URL")
 QUANTITY = cel.Type("kubernetes.Quantity")
 IP = cel.Type("net.IP")
 CIDR = cel.Type("net.CIDR")
 FORMAT = cel.Type("kubernetes.NamedFormat")
-FORMAT_ERRORS = cel.Type("kubernetes.FormatErrors")
+OPTIONAL = cel.Type("kubernetes.Optional")
 
 
 def new_url(text: str) -> Any:
@@ -86,9 +87,16 @@ def new_format(name: str) -> Any:
     return _FORMAT(value=name)
 
 
-def new_format_errors(errors: list[str]) -> Any:
-    """``value`` holds the errors joined by NUL ("" and no errors: valid)."""
-    return _FORMAT_ERRORS(value="\0".join(errors))
+def new_optional(value: str | None) -> Any:
+    """An optional a library function returns (cel-cpp takes none from Python):
+    ``value`` holds a one-letter kind and the payload (``F<format name>``,
+    ``E<errors joined by NUL>``), "" for none."""
+    return _OPTIONAL(value=value or "")
+
+
+def new_message(full_name: str, value: str) -> Any:
+    """A message of one of the opaque types by its full name."""
+    return _message_class(full_name)(value=value)
 
 
 def type_name(message: Any) -> str:

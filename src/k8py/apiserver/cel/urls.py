@@ -36,7 +36,10 @@ def parse_request_uri(text: str) -> urllib.parse.SplitResult:
     if not (parsed.scheme and (parsed.netloc or parsed.path.startswith("/"))) and not text.startswith("/"):
         raise ValueError(f'URL parse error during conversion from string: parse "{text}": '
                          "invalid URI for request")
-    if any(c in text for c in " \t\n"):
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ValueError(f'URL parse error during conversion from string: parse "{text}": '
+                         "net/url: invalid control character in URL")
+    if " " in parsed.netloc:  # Go accepts a space in the path (getEscapedPath gives %20), not in the host
         raise ValueError(f'URL parse error during conversion from string: parse "{text}": '
                          "invalid character \" \" in host name")
     return parsed

@@ -54,15 +54,18 @@ def _unsupported(field: str, value: Any, supported: tuple[str, ...]) -> Cause:
     return Cause("FieldValueNotSupported", f"Unsupported value: {_quote(value)}: supported values: {listed}", field)
 
 
-_WEBHOOK_VARIABLES = ("object", "oldObject", "request")
-_POLICY_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+_WEBHOOK_VARIABLES = ("object", "oldObject", "request", "authorizer", "authorizer.requestResource")
+_POLICY_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer",
+                     "authorizer.requestResource")
+#: the authorizer library's variables are typed (its functions are members of those types)
+_TYPED = {"authorizer": "authorizer", "authorizer.requestResource": "resourceCheck"}
 
 
 def _cel_causes(expression: Any, variables: tuple[str, ...], field: str) -> list[Cause]:
     if not isinstance(expression, str) or not expression:
         return []
     try:
-        cel.compile(expression, list(variables))
+        cel.compile(expression, {name: _TYPED.get(name, "dyn") for name in variables})
     except cel.CompileError as err:
         return [Cause("FieldValueInvalid", f"Invalid value: {_quote(expression)}: compilation failed: {err}", field)]
     return []

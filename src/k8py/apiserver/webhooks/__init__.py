@@ -25,12 +25,14 @@ no request reads the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
+
+from k8py.apiserver.authz.attributes import Authorizer
 
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.client import WebhookClient
-from k8py.apiserver.webhooks.conditions import ExpressionCompiler, cel_compiler
+from k8py.apiserver.webhooks.conditions import ExpressionCompiler, authorize_with, cel_compiler
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller
 from k8py.apiserver.webhooks.mutating import MutatingWebhookDispatcher
@@ -86,19 +88,22 @@ class WebhookPlugins:
         await self.client.close()
 
 
-def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = cel_compiler) -> WebhookPlugins:
+def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None = cel_compiler,
+                          authorizer: Callable[[], Authorizer | None] = lambda: None) -> WebhookPlugins:
+    """The plugins of one server; ``authorizer`` gets the server's authorizer (for CEL's authorizer library)."""
     resolver = ServiceResolver(registry, cacher)
     client = WebhookClient(resolver)
     lookups = ClusterLookups(registry, cacher)
 
     def caller(mutating: bool) -> WebhookCaller:
         return WebhookCaller(client, namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
-                             kind_of=lookups.kind_of, mutating=mutating)
+                             kind_of=lookups.kind_of, mutating=mutating, authorize=lambda: authorize_with(authorizer()))
 
     mutating = MutatingWebhookDispatcher(
         WebhookSource(registry, cacher, "mutatingwebhookconfigurations", compiler), caller(True))
     validating = ValidatingWebhookDispatcher(
         WebhookSource(registry, cacher, "validatingwebhookconfigurations", compiler), caller(False))
     policy = ValidatingPolicyPlugin(PolicySource(registry, cacher, compiler), registry, cacher,
-                                    namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents)
+                                    namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
+                                    authorize=lambda: authorize_with(authorizer()))
     return WebhookPlugins(mutating, validating, policy, client, resolver, lookups)

@@ -16,15 +16,19 @@ from typing import Any
 from k8py.apiserver.admission.plugins import PluginContext, register
 from k8py.apiserver.webhooks import WebhookPlugins, build_webhook_plugins
 
-__all__ = ["register_webhook_plugins", "close_webhook_plugins", "CONTEXT_KEY"]
+__all__ = ["register_webhook_plugins", "close_webhook_plugins", "CONTEXT_KEY", "AUTHORIZER_KEY"]
 
 CONTEXT_KEY = "webhook_plugins"
+#: where the server puts its authorizer for the plugins (CEL's authorizer library)
+AUTHORIZER_KEY = "authorizer"
 
 
 def _plugins(context: PluginContext) -> WebhookPlugins:
     plugins = context.extra.get(CONTEXT_KEY)
     if plugins is None:
-        plugins = context.extra[CONTEXT_KEY] = build_webhook_plugins(context.registry, context.cacher)
+        # the server puts its authorizer in ``extra`` once built (after the chain): read it at request time
+        plugins = context.extra[CONTEXT_KEY] = build_webhook_plugins(
+            context.registry, context.cacher, authorizer=lambda: context.extra.get(AUTHORIZER_KEY))
     return plugins
 
 

@@ -4,12 +4,15 @@ Webhook ``matchConditions`` and ValidatingAdmissionPolicy expressions are CEL.
 The expressions are compiled once, when a configuration is first seen (its
 resourceVersion changes invalidate it), through an :class:`ExpressionCompiler`
 (:func:`cel_compiler`: the API server's CEL package); a dispatcher only
-evaluates. The ``authorizer`` variable upstream also offers is not provided.
+evaluates.
 
 :func:`activation` builds the variables upstream gives these expressions:
 ``object``, ``oldObject`` (null when absent), ``request`` (the
-AdmissionRequest without its objects), and for policies ``params``,
-``namespaceObject`` and ``variables``.
+AdmissionRequest without its objects), ``authorizer`` and
+``authorizer.requestResource`` (the authorizer library: checks as the
+requesting user), and for policies ``params``, ``namespaceObject`` and
+``variables``. :func:`evaluate` runs a program with the authorizer checks it
+asks for decided by :func:`authorize_with` over the server's authorizer.
 """
 
 from __future__ import annotations
@@ -17,9 +20,16 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, Sequence
 
 from k8py.apiserver import cel
+from k8py.apiserver.authn.user import UserInfo
+from k8py.apiserver.authz.attributes import Attributes, Authorizer, Decision
+from k8py.apiserver.cel import authorizer as cel_authorizer
 from k8py.apiserver.webhooks.attributes import RequestAttributes, gvk_api, gvr_api, operation_name
 
-__all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable", "cel_compiler"]
+__all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable", "cel_compiler",
+           "AUTHORIZER_VARIABLES", "authorize_with", "evaluate"]
+
+#: the authorizer library's variables, and their CEL types
+AUTHORIZER_VARIABLES = {"authorizer": "authorizer", "authorizer.requestResource": "resourceCheck"}
 
 Object = dict[str, Any]
 
@@ -43,7 +53,7 @@ class ExpressionCompiler(Protocol):
 def cel_compiler(expression: str, variables: Sequence[str]) -> CompiledExpression:
     """The API server's CEL environment (:mod:`k8py.apiserver.cel`) as an :class:`ExpressionCompiler`."""
     try:
-        return cel.compile(expression, list(variables))
+        return cel.compile(expression, {name: AUTHORIZER_VARIABLES.get(name, "dyn") for name in variables})
     except cel.CompileError as err:
         raise CompileError(str(err)) from None
 
@@ -69,4 +79,39 @@ def request_variable(attrs: RequestAttributes) -> Object:
 
 
 def activation(attrs: RequestAttributes, **extra: Any) -> dict[str, Any]:
-    return {"object": attrs.object, "oldObject": attrs.old_object, "request": request_variable(attrs), **extra}
+    user = attrs.user.to_api()
+    group, version, resource = attrs.resource
+    return {"object": attrs.object, "oldObject": attrs.old_object, "request": request_variable(attrs),
+            "authorizer": cel_authorizer.authorizer_value(user),
+            "authorizer.requestResource": cel_authorizer.request_resource_value(
+                user, group=group, version=version, resource=resource, subresource=attrs.subresource or "",
+                namespace=attrs.namespace or "", name=attrs.name or ""),
+            **extra}
+
+
+def authorize_with(authorizer: Authorizer | None) -> cel_authorizer.Authorize | None:
+    """The authorizer library's decisions from the server's ``authorizer``."""
+    if authorizer is None:
+        return None
+
+    async def authorize(check: dict[str, Any]) -> tuple[bool, str, str]:
+        path = check.get("path")
+        attributes = Attributes(
+            user=UserInfo.from_api(check.get("user") or {}), verb=str(check.get("verb") or ""),
+            resource_request=path is None, api_group=str(check.get("group") or ""),
+            api_version=str(check.get("version") or "*"), resource=str(check.get("resource") or ""),
+            subresource=str(check.get("subresource") or ""), namespace=str(check.get("namespace") or ""),
+            name=str(check.get("name") or ""), path=str(path or ""))
+        try:
+            decision, reason = await authorizer.authorize(attributes)
+        except Exception as err:  # the authorizer's failure is the check's error(), as upstream
+            return False, "", str(err)
+        return decision is Decision.ALLOW, reason, ""
+
+    return authorize
+
+
+async def evaluate(program: CompiledExpression, variables: Mapping[str, Any],
+                   authorize: cel_authorizer.Authorize | None) -> Any:
+    """``program``'s value with the authorizer checks it makes decided by ``authorize``."""
+    return await cel_authorizer.evaluate(lambda: program.evaluate(variables), authorize)

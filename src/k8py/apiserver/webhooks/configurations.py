@@ -25,7 +25,7 @@ __all__ = ["Webhook", "WebhookSource", "MatchCondition"]
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
 
-CONDITION_VARIABLES = ("object", "oldObject", "request")
+CONDITION_VARIABLES = ("object", "oldObject", "request", "authorizer", "authorizer.requestResource")
 
 
 @dataclass(frozen=True, slots=True)

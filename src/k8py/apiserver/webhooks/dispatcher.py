@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 
 from k8py.api.errors import BadRequest, Cause, InternalError, StatusError
+from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
 from k8py.apiserver.webhooks.client import CallError, WebhookClient
-from k8py.apiserver.webhooks.conditions import activation
+from k8py.apiserver.webhooks.conditions import activation, evaluate
 from k8py.apiserver.webhooks.configurations import Webhook
 from k8py.apiserver.webhooks.review import ReviewResponse, build_review, parse_response
 from k8py.apiserver.webhooks.rules import namespace_selector_matches, object_selector_matches, rules_match
@@ -81,15 +82,17 @@ class Invocation:
 class WebhookCaller:
     def __init__(self, client: WebhookClient, *, namespace_labels: Callable[[str], Mapping[str, str] | None],
                  equivalents: Callable[[str, str], Iterable[str]], kind_of: Callable[[str, str, str], str | None],
-                 mutating: bool) -> None:
+                 mutating: bool, authorize: Callable[[], Authorize | None] = lambda: None) -> None:
         self.client = client
+        #: the authorizer library's decisions for matchConditions (a getter: built after the plugins)
+        self.authorize = authorize
         self.namespace_labels = namespace_labels
         self.equivalents = equivalents
         self.kind_of = kind_of
         self.mutating = mutating
         self.kind_name = "mutating" if mutating else "validating"
 
-    def should_call(self, webhook: Webhook, attrs: RequestAttributes) -> Invocation | None:
+    async def should_call(self, webhook: Webhook, attrs: RequestAttributes) -> Invocation | None:
         spec = webhook.spec
         matched = rules_match(spec.get("rules"), attrs, match_policy=spec.get("matchPolicy") or "Equivalent",
                               equivalents=self.equivalents)
@@ -99,7 +102,7 @@ class WebhookCaller:
             return None
         if not object_selector_matches(spec.get("objectSelector"), attrs):
             return None
-        if webhook.conditions and not self._conditions_match(webhook, attrs):
+        if webhook.conditions and not await self._conditions_match(webhook, attrs):
             return None
         group, version, resource = matched
         if (group, version) == (attrs.resource.group, attrs.resource.version):
@@ -107,15 +110,16 @@ class WebhookCaller:
         kind = self.kind_of(group, version, resource) or attrs.kind.kind
         return Invocation(webhook, GroupVersionKind(group, version, kind), GroupVersionResource(group, version, resource))
 
-    def _conditions_match(self, webhook: Webhook, attrs: RequestAttributes) -> bool:
+    async def _conditions_match(self, webhook: Webhook, attrs: RequestAttributes) -> bool:
         variables = activation(attrs)
+        authorize = self.authorize()
         errors: list[str] = []
         for condition in webhook.conditions:
             if condition.program is None:
                 errors.append(f"compilation failed for matchCondition {condition.name!r}: {condition.error}")
                 continue
             try:
-                value = condition.program.evaluate(variables)
+                value = await evaluate(condition.program, variables, authorize)
             except Exception as err:  # an evaluation error (no such key, type error) is the expression's, not ours
                 errors.append(f"matchCondition {condition.name!r}: {err}")
                 continue

@@ -58,7 +58,7 @@ class MutatingWebhookDispatcher:
 
     async def _run(self, webhook: Any, attrs: RequestAttributes, round_index: int) -> bool | None:
         """True if the webhook changed the object, False if not, None if it was not called."""
-        invocation = self.caller.should_call(webhook, attrs)
+        invocation = await self.caller.should_call(webhook, attrs)
         if invocation is None:
             return None
         response = await self.caller.call(invocation, attrs, round_index=round_index)

@@ -24,7 +24,8 @@ __all__ = ["PolicySource", "CompiledPolicy", "Expression", "BoundPolicy", "POLIC
 
 Object = dict[str, Any]
 GROUP = "admissionregistration.k8s.io"
-POLICY_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
+POLICY_VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables", "authorizer",
+                    "authorizer.requestResource")
 
 
 @dataclass(frozen=True, slots=True)

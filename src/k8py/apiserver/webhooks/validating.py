@@ -34,7 +34,7 @@ class ValidatingWebhookDispatcher:
             return
         invocations: list[Invocation] = []
         for webhook in self.source.webhooks():
-            invocation = self.caller.should_call(webhook, attrs)
+            invocation = await self.caller.should_call(webhook, attrs)
             if invocation is not None:
                 invocations.append(invocation)
         if not invocations:

@@ -13,7 +13,8 @@ For each binding (by name) whose policy exists, as upstream's
    (``Deny``: the request is refused); with several, each is validated;
 3. *evaluate*: ``variables`` in order (``variables.<name>``), then every
    validation over ``object``, ``oldObject``, ``request``, ``params``,
-   ``namespaceObject``, ``variables``; a false one fails with its
+   ``namespaceObject``, ``variables``, ``authorizer`` (checks decided by the
+   server's authorizer, :mod:`k8py.apiserver.cel.authorizer`); a false one fails with its
    ``message``, its ``messageExpression``'s value or ``failed expression:
    <expression>``; an expression that errors (or did not compile) fails
    under ``failurePolicy: Fail`` and is skipped under ``Ignore``;
@@ -38,7 +39,8 @@ from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.attributes import RequestAttributes
-from k8py.apiserver.webhooks.conditions import activation
+from k8py.apiserver.cel.authorizer import Authorize
+from k8py.apiserver.webhooks.conditions import activation, evaluate
 from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, PolicySource
 from k8py.apiserver.webhooks.rules import is_exempt, namespace_selector_matches, object_selector_matches, rules_match
 
@@ -60,8 +62,11 @@ class ValidatingPolicyPlugin:
 
     def __init__(self, source: PolicySource, registry: Registry, cacher: Cacher, *,
                  namespace_labels: Callable[[str], Mapping[str, str] | None],
-                 equivalents: Callable[[str, str], Iterable[str]]) -> None:
+                 equivalents: Callable[[str, str], Iterable[str]],
+                 authorize: Callable[[], Authorize | None] = lambda: None) -> None:
         self.source = source
+        #: the authorizer library's decisions (a getter: the server's authorizer is built after its plugins)
+        self.authorize = authorize
         self.registry = registry
         self.cacher = cacher
         self.namespace_labels = namespace_labels
@@ -74,8 +79,9 @@ class ValidatingPolicyPlugin:
         bound = self.source.bound()
         if not bound or is_exempt(attrs):
             return
+        authorize = self.authorize()
         for entry in bound:
-            self._validate_one(entry, attrs)
+            await self._validate_one(entry, attrs, authorize)
 
     # -- matching -------------------------------------------------------------
 
@@ -93,7 +99,7 @@ class ValidatingPolicyPlugin:
 
     # -- one binding ----------------------------------------------------------
 
-    def _validate_one(self, entry: BoundPolicy, attrs: RequestAttributes) -> None:
+    async def _validate_one(self, entry: BoundPolicy, attrs: RequestAttributes, authorize: Authorize | None) -> None:
         policy = entry.policy
         spec = policy.spec
         if not self._matches(spec.get("matchConstraints"), attrs) or not self._matches(entry.binding.get("matchResources"), attrs):
@@ -111,12 +117,13 @@ class ValidatingPolicyPlugin:
             return  # no params, parameterNotFoundAction: Allow
         for params in params_list:
             base = activation(attrs, params=params, namespaceObject=namespace_object)
-            if policy.conditions and not self._conditions_match(policy, base, fail_closed, entry, attrs, actions):
+            if policy.conditions and not await self._conditions_match(policy, base, fail_closed, entry, attrs, actions,
+                                                                      authorize):
                 continue
-            base["variables"] = self._variables(policy, base)
+            base["variables"] = await self._variables(policy, base, authorize)
             for index, (validation, expression, message_expression) in enumerate(policy.validations):
                 try:
-                    ok = _evaluate(expression, base)
+                    ok = await _evaluate(expression, base, authorize)
                     if ok is True:
                         continue
                     if ok is not False:
@@ -126,22 +133,23 @@ class ValidatingPolicyPlugin:
                     if fail_closed:
                         self._act(entry, attrs, actions, str(failed), "Invalid", index)
                     continue
-                self._act(entry, attrs, actions, self._message(validation, expression, message_expression, base),
-                          str(validation.get("reason") or "Invalid"), index)
+                message = await self._message(validation, expression, message_expression, base, authorize)
+                self._act(entry, attrs, actions, message, str(validation.get("reason") or "Invalid"), index)
             for key, value_expression in policy.audit_annotations:
                 try:
-                    value = _evaluate(value_expression, base)
+                    value = await _evaluate(value_expression, base, authorize)
                 except _EvaluationFailed:
                     continue
                 if value is not None:
                     attrs.add_audit_annotation(f"{policy.name}/{key}", str(value))
 
-    def _conditions_match(self, policy: CompiledPolicy, base: Mapping[str, Any], fail_closed: bool,
-                          entry: BoundPolicy, attrs: RequestAttributes, actions: list[str]) -> bool:
+    async def _conditions_match(self, policy: CompiledPolicy, base: Mapping[str, Any], fail_closed: bool,
+                                entry: BoundPolicy, attrs: RequestAttributes, actions: list[str],
+                                authorize: Authorize | None) -> bool:
         errors = []
         for name, expression in policy.conditions:
             try:
-                if _evaluate(expression, base) is not True:
+                if await _evaluate(expression, base, authorize) is not True:
                     return False
             except _EvaluationFailed as failed:
                 errors.append(f"{name}: {failed}")
@@ -150,21 +158,21 @@ class ValidatingPolicyPlugin:
         return not errors
 
     @staticmethod
-    def _variables(policy: CompiledPolicy, base: Mapping[str, Any]) -> dict[str, Any]:
+    async def _variables(policy: CompiledPolicy, base: Mapping[str, Any], authorize: Authorize | None) -> dict[str, Any]:
         variables: dict[str, Any] = {}
         for name, expression in policy.variables:
             try:
-                variables[name] = _evaluate(expression, {**base, "variables": variables})
+                variables[name] = await _evaluate(expression, {**base, "variables": variables}, authorize)
             except _EvaluationFailed:
                 continue  # an expression that uses it fails with "no such key", as a lazy cel-go variable would
         return variables
 
     @staticmethod
-    def _message(validation: Mapping[str, Any], expression: Expression, message_expression: Expression | None,
-                 base: Mapping[str, Any]) -> str:
+    async def _message(validation: Mapping[str, Any], expression: Expression, message_expression: Expression | None,
+                       base: Mapping[str, Any], authorize: Authorize | None) -> str:
         if message_expression is not None:
             try:
-                value = _evaluate(message_expression, base)
+                value = await _evaluate(message_expression, base, authorize)
                 if isinstance(value, str) and value.strip() and "\n" not in value:
                     return value.strip()
             except _EvaluationFailed as failed:
@@ -237,11 +245,11 @@ def _forbidden(attrs: RequestAttributes, text: str, reason: str) -> StatusError:
                        name=name, group=group, kind=resource, causes=[Cause("", text)])
 
 
-def _evaluate(expression: Expression, variables: Mapping[str, Any]) -> Any:
+async def _evaluate(expression: Expression, variables: Mapping[str, Any], authorize: Authorize | None) -> Any:
     if expression.program is None:
         raise _EvaluationFailed(f"compilation failed: {expression.error}")
     try:
-        return expression.program.evaluate(variables)
+        return await evaluate(expression.program, variables, authorize)
     except Exception as err:  # the expression's own failure (no such key, overload, cost), not ours
         raise _EvaluationFailed(f"expression '{expression.source}' resulted in error: {err}") from None
 

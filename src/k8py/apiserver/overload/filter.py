@@ -1,0 +1,215 @@
+"""The API Priority and Fairness filter: classify each request, then give it a seat, a queue or a 429.
+
+:class:`FlowControl` reads the FlowSchemas and PriorityLevelConfigurations
+from the watch cache (rebuilt when, and only when, either cache changed; the
+bootstrap objects of :mod:`.bootstrap` stand in until they are stored), and
+for each request:
+
+1. classifies it (:mod:`.classify`) with the authenticated user; on the
+   insecure port, where everyone is ``system:unsecured`` in
+   ``system:masters``, with the identity the k8py component named by the
+   User-Agent would have over TLS (a kubelet ``system:nodes``, the scheduler,
+   the controller manager), anyone else as an ordinary authenticated user —
+   so a local flood is not ``exempt``;
+2. sets ``X-Kubernetes-PF-FlowSchema-UID`` and
+   ``X-Kubernetes-PF-PriorityLevel-UID`` on the response (429s too);
+3. ``Exempt`` levels and long-running requests (watch; exec, attach,
+   portforward, proxy; pods/log, as upstream's ``BasicLongRunningRequestCheck``)
+   run at once; others wait on their level's :class:`~.fair_queuing.QueueSet`.
+
+Seats: the server's total is ``--max-requests-inflight`` plus
+``--max-mutating-requests-inflight`` (upstream's rule with APF on; 0 turns
+limits off); a Limited level gets ``ceil(total * shares / sum of shares)``.
+Levels do not lend or borrow seats (upstream's ``lendablePercent`` and
+borrowing are not implemented). A refusal is 429, ``Retry-After: 1`` and
+upstream's body ``Too many requests, please try again later.``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from k8py.apiserver.authn.user import ALL_AUTHENTICATED, UNSECURED, USER_KEY, UserInfo
+from k8py.apiserver.authz.request_attributes import request_attributes
+from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP, PRIORITY_LEVELS, VERSION
+from k8py.apiserver.overload.classify import classify, flow_distinguisher, ordered
+from k8py.apiserver.overload.fair_queuing import QueueSet, flow_hash
+from k8py.apiserver.registry import Registry
+from k8py.apiserver.watch.cacher import Cacher
+
+__all__ = ["FlowControl", "TOO_MANY", "flow_control_user", "FLOW_SCHEMA_UID", "PRIORITY_LEVEL_UID"]
+
+TOO_MANY = "Too many requests, please try again later.\n"
+FLOW_SCHEMA_UID = "X-Kubernetes-PF-FlowSchema-UID"
+PRIORITY_LEVEL_UID = "X-Kubernetes-PF-PriorityLevel-UID"
+_PF_KEY = web.RequestKey("k8py.flow_control", tuple)
+_LONG_RUNNING_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy", "log"})
+_MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: User-Agent prefix -> the identity that component has over TLS (see the module docstring)
+_COMPONENT_AGENTS = (
+    (("kubelet/", "k8py-kubelet"), UserInfo("system:node:k8py", groups=("system:nodes", ALL_AUTHENTICATED))),
+    (("kube-scheduler/", "k8py-scheduler"), UserInfo("system:kube-scheduler", groups=(ALL_AUTHENTICATED,))),
+    (("kube-controller-manager/", "k8py-controller-manager"),
+     UserInfo("system:kube-controller-manager", groups=(ALL_AUTHENTICATED,))),
+    (("kube-proxy/", "k8py-proxy", "k8py-dns"), UserInfo("system:kube-proxy", groups=(ALL_AUTHENTICATED,))),
+)
+_LOCAL = UserInfo("system:unsecured", groups=(ALL_AUTHENTICATED,))
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Object = dict[str, Any]
+
+
+def flow_control_user(user: UserInfo, user_agent: str) -> UserInfo:
+    """The identity a request is classified as (the insecure port's stand-ins, see the module docstring)."""
+    if user is not UNSECURED and user.name != UNSECURED.name:
+        return user
+    for prefixes, identity in _COMPONENT_AGENTS:
+        if user_agent.startswith(prefixes):
+            return identity
+    return _LOCAL
+
+
+def _long_running(request: web.Request, verb: str, subresource: str) -> bool:
+    if request.method == "GET" and request.query.get("watch") in ("1", "true", "True"):
+        return True
+    return verb in ("watch", "proxy") or subresource.split("/", 1)[0] in _LONG_RUNNING_SUBRESOURCES
+
+
+@dataclass
+class _Config:
+    stamp: tuple[Any, ...]
+    schemas: list[Object]
+    levels: dict[str, Object]
+    sets: dict[str, QueueSet] = field(default_factory=dict)
+
+
+def _stamp(cache: Any) -> tuple[int, int]:
+    return id(cache.objects), cache.ring[-1].rv if cache.ring else -1
+
+
+class FlowControl:
+    def __init__(self, registry: Registry, cacher: Cacher, *, max_readonly: int = 400, max_mutating: int = 200,
+                 wait_limit: float = 15.0, metrics: CollectorRegistry | None = None) -> None:
+        self.registry, self.cacher = registry, cacher
+        self.total = max(0, max_readonly) + max(0, max_mutating) if max_readonly > 0 or max_mutating > 0 else 0
+        self.wait_limit = wait_limit
+        self._config: _Config | None = None
+        self.gauge = Gauge("apiserver_current_inflight_requests", "Requests in flight, by kind (readOnly, mutating).",
+                           ["request_kind"], registry=metrics)
+        self.rejected = Counter("apiserver_flowcontrol_rejected_requests_total",
+                                "Requests refused with 429 by API Priority and Fairness.",
+                                ["flow_schema", "priority_level", "reason"], registry=metrics)
+        self.dispatched = Counter("apiserver_flowcontrol_dispatched_requests_total", "Requests given a seat.",
+                                  ["flow_schema", "priority_level"], registry=metrics)
+        self.executing_gauge = Gauge("apiserver_flowcontrol_current_executing_requests", "Requests holding a seat.",
+                                     ["priority_level"], registry=metrics)
+        self.inqueue_gauge = Gauge("apiserver_flowcontrol_current_inqueue_requests", "Requests waiting in a queue.",
+                                   ["priority_level"], registry=metrics)
+        self.nominal_gauge = Gauge("apiserver_flowcontrol_nominal_limit_seats", "Seats of each priority level.",
+                                   ["priority_level"], registry=metrics)
+
+    # -- configuration from the watch cache --------------------------------------------------
+
+    def _caches(self) -> tuple[Any, Any] | None:
+        fs = self.registry.get(GROUP, VERSION, "flowschemas")
+        pl = self.registry.get(GROUP, VERSION, "prioritylevelconfigurations")
+        if fs is None or pl is None:
+            return None
+        return self.cacher.cache_for(fs), self.cacher.cache_for(pl)
+
+    def config(self) -> _Config:
+        caches = self._caches()
+        stamp = (_stamp(caches[0]), _stamp(caches[1])) if caches is not None else ()
+        if self._config is not None and self._config.stamp == stamp:
+            return self._config
+        schemas = [c.decode() for c in caches[0].objects.values()] if caches is not None else []
+        levels_list = [c.decode() for c in caches[1].objects.values()] if caches is not None else []
+        if not levels_list:  # before the bootstrap objects are stored
+            schemas, levels_list = list(FLOW_SCHEMAS), list(PRIORITY_LEVELS)
+        levels = {lv["metadata"]["name"]: lv for lv in levels_list}
+        # a schema naming no existing level is dangling: upstream skips it
+        live = [fs for fs in ordered(schemas)
+                if ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") in levels]
+        old = self._config.sets if self._config is not None else {}
+        self._config = _Config(stamp, live, levels, self._queue_sets(levels, old))
+        return self._config
+
+    def _queue_sets(self, levels: dict[str, Object], old: dict[str, QueueSet]) -> dict[str, QueueSet]:
+        limited = {name: (lv.get("spec") or {}).get("limited") or {} for name, lv in levels.items()
+                   if (lv.get("spec") or {}).get("type") == "Limited"}
+        shares_total = sum(int(spec.get("nominalConcurrencyShares", 30) or 0) for spec in limited.values()) or 1
+        sets: dict[str, QueueSet] = {}
+        for name, spec in limited.items():
+            seats = max(1, math.ceil(self.total * int(spec.get("nominalConcurrencyShares", 30) or 0) / shares_total))
+            response = spec.get("limitResponse") or {}
+            queuing = response.get("queuing") or {} if response.get("type") == "Queue" else {}
+            queues, hand, length = (int(queuing.get("queues", 64)), int(queuing.get("handSize", 8)),
+                                    int(queuing.get("queueLengthLimit", 50))) if queuing else (0, 1, 0)
+            qs = old.get(name)
+            if qs is None:
+                qs = QueueSet(name, seats, queues, hand, length, wait_limit=self.wait_limit)
+            else:
+                qs.reconfigure(seats=seats, queues=queues, hand_size=hand, queue_length_limit=length)
+            self.nominal_gauge.labels(name).set(seats)
+            sets[name] = qs
+        return sets
+
+    def queue_set(self, level: str) -> QueueSet | None:
+        return self.config().sets.get(level)
+
+    # -- the filter ---------------------------------------------------------------------------
+
+    def install(self, app: web.Application) -> None:
+        app.on_response_prepare.append(self._headers)
+
+    async def _headers(self, request: web.Request, response: web.StreamResponse) -> None:
+        uids = request.get(_PF_KEY)
+        if uids:
+            if uids[0]:
+                response.headers[FLOW_SCHEMA_UID] = uids[0]
+            if uids[1]:
+                response.headers[PRIORITY_LEVEL_UID] = uids[1]
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        user = flow_control_user(request.get(USER_KEY, UNSECURED), request.headers.get("User-Agent", ""))
+        a = request_attributes(user, request.method, request.path, request.query)
+        config = self.config()
+        schema = classify(config.schemas, a)
+        if schema is None:  # only when the mandatory objects were deleted
+            return await self._run(request, handler)
+        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
+        level = config.levels[level_name]
+        schema_name = schema["metadata"]["name"]
+        request[_PF_KEY] = (schema["metadata"].get("uid", ""), level["metadata"].get("uid", ""))
+        qs = config.sets.get(level_name)
+        if qs is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
+            return await self._run(request, handler)
+        self.inqueue_gauge.labels(level_name).inc()
+        try:
+            index, reason = await qs.acquire(flow_hash(schema_name, flow_distinguisher(schema, a)))
+        finally:
+            self.inqueue_gauge.labels(level_name).dec()
+        if reason:
+            self.rejected.labels(schema_name, level_name, reason).inc()
+            return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
+        self.dispatched.labels(schema_name, level_name).inc()
+        self.executing_gauge.labels(level_name).inc()
+        try:
+            return await self._run(request, handler)
+        finally:
+            self.executing_gauge.labels(level_name).dec()
+            qs.release(index)
+
+    async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        kind = "mutating" if request.method in _MUTATING else "readOnly"
+        self.gauge.labels(kind).inc()
+        try:
+            return await handler(request)
+        finally:
+            self.gauge.labels(kind).dec()
