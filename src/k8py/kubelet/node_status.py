@@ -169,8 +169,13 @@ class NodeStatusReporter:
 
     def __init__(self, client: RestClient, config: KubeletConfig, *, runtime_version: str, port: int,
                  host: Callable[[], HostReadings], images: Callable[[], Awaitable[list[Image]]],
-                 on_pod_cidr: Callable[[str], Awaitable[None]]) -> None:
+                 on_pod_cidr: Callable[[str], Awaitable[None]],
+                 cached_node: Callable[[], dict[str, Any] | None] | None = None) -> None:
+        """``cached_node``: the Node as a shared informer has it (the simulated
+        nodes watch all their Nodes once), read instead of a GET per update;
+        when it gives None (not seen yet) the update GETs it."""
         self.client = client
+        self._cached_node = cached_node
         self.config = config
         self.runtime_version = runtime_version
         self.port = port
@@ -201,6 +206,8 @@ class NodeStatusReporter:
         return created
 
     async def update(self, *, force: bool = False, node: dict[str, Any] | None = None) -> None:
+        if node is None and self._cached_node is not None:
+            node = self._cached_node()
         if node is None:
             try:
                 node = await self.client.get(NODES, None, self.config.node_name)
