@@ -18,7 +18,14 @@ the API server's load at what N real kubelets would cause or less:
 - one HTTP server (/healthz, /metrics) whose port every Node advertises.
 
 Start-up registers the nodes at most ``concurrency`` at a time, and spreads
-the Lease renewals over the first interval.
+the Lease renewals over the first interval. Lease renewals are the steady
+load of a large simulated cluster (each one a write the API server stores
+and sends to every Lease watcher): a node renews every
+``node_lease_renew_interval`` (10 s) as a kubelet does, but with more than
+2,500 nodes less often, so that all of them renew at most
+:data:`MAX_RENEWALS_PER_SECOND` times a second, and never less than twice
+per lease duration (at 5,000 nodes and a 40 s lease: every 20 s, which the
+node lifecycle controller's 50 s grace period still sees twice).
 """
 
 from __future__ import annotations
@@ -51,7 +58,15 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "lease_renew_interval"]
+
+#: the most Lease renewals a second all simulated nodes together make (see the module docstring)
+MAX_RENEWALS_PER_SECOND = 250
+
+
+def lease_renew_interval(configured: float, duration: float, count: int) -> float:
+    """How often each of ``count`` simulated nodes renews its Lease."""
+    return max(configured, min(count / MAX_RENEWALS_PER_SECOND, duration / 2))
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +111,7 @@ class SimulatedNode:
         self.workers = PodWorkers(self.syncer)
         self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
         self.lease = NodeLease(parent.client, self.config.node_name, duration=base.node_lease_duration_seconds,
-                               interval=base.node_lease_renew_interval, node_uid=self._node_uid)
+                               interval=parent.lease_interval, node_uid=self._node_uid)
         self.status = NodeStatusReporter(parent.client, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
                                          host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr,
                                          cached_node=lambda: parent.node_informer.lister.try_get(None, self.config.node_name))
@@ -146,6 +161,7 @@ class SimulatedNodes:
         self.pod_informer = self.informers.informer(PODS)
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
+        self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
         self.nodes = [SimulatedNode(self, i) for i in range(count)]
         self._by_name = {n.config.node_name: n for n in self.nodes}
         self.ready = asyncio.Event()
@@ -206,7 +222,7 @@ class SimulatedNodes:
                 self.node_informers.start()
                 await self.informers.wait_for_cache_sync()
                 await self.node_informers.wait_for_cache_sync()
-                interval = self.config.node_lease_renew_interval
+                interval = self.lease_interval
                 for n in self.nodes:
                     tg.create_task(n.run(random.uniform(0, interval)), name=f"simulated-{n.config.node_name}")
                 self.ready.set()
