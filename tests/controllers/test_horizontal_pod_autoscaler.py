@@ -98,3 +98,62 @@ async def test_hpa_scales_up_on_cpu_and_back_down_after_stabilization(client, st
         assert conds["AbleToScale"]["message"].endswith("to update the target scale to 1") or conds["AbleToScale"]["reason"] == "ReadyForNewScale"
         v1 = await client.get(HPA_V1, "default", "burn")
         assert v1["status"]["currentCPUUtilizationPercentage"] == 10
+
+
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
+BURNERS = Resource("example.com", "v1", "burners", True, "Burner")
+
+
+async def test_any_target_with_a_scale_subresource_is_scaled_and_an_unknown_kind_is_a_condition(client, start_manager):
+    await client.create(CRDS, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "burners.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "burners", "kind": "Burner"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                        "statusReplicasPath": ".status.replicas",
+                                                                        "labelSelectorPath": ".status.selector"}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+
+    async def served() -> bool:
+        try:
+            await client.list(BURNERS, "default")
+            return True
+        except Exception:
+            return False
+
+    await eventually(served, timeout=30)
+    burner = await client.create(BURNERS, {"apiVersion": "example.com/v1", "kind": "Burner", "metadata": {"name": "b"},
+                                           "spec": {"replicas": 1}}, namespace="default")
+    burner["status"] = {"replicas": 1, "selector": "app=crburn"}
+    await client.update_status(BURNERS, burner)
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    metrics.per_pod = Fraction(15, 100)  # 150% of 100m, three times the target: 3 replicas from 1
+    await start_manager("horizontalpodautoscaling", options=ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2}))
+    driver = PodDriver(client, node_name="n1")
+    async with running(driver.run(), "driver"):
+        await client.create(PODS, {"metadata": {"name": "crburn-0", "labels": {"app": "crburn"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}, namespace="default")
+
+        def hpa(name: str, kind: str) -> dict[str, Any]:
+            return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"scaleTargetRef": {"apiVersion": "example.com/v1", "kind": kind, "name": "b"}, "minReplicas": 1, "maxReplicas": 4,
+                             "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}}
+
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("b", "Burner"))
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("nope", "Nope"))
+
+        async def scaled() -> bool:
+            return (await client.get(BURNERS, "default", "b"))["spec"]["replicas"] == 3
+
+        await eventually(scaled, timeout=60)
+
+        async def refused() -> Any:
+            status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "nope")).get("status") or {}
+            return {c["type"]: c for c in status.get("conditions") or ()}.get("AbleToScale")
+
+        cond = await eventually(refused, timeout=30)
+        assert (cond["status"], cond["reason"]) == ("False", "FailedGetScale")
+        assert cond["message"] == ("the HPA controller was unable to get the target's current scale: "
+                                   'no matches for kind "Nope" in group "example.com"')

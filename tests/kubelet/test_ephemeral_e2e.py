@@ -63,3 +63,34 @@ def test_kubectl_debug_against_a_missing_target_is_refused_clearly(node: Node, n
                            check=False)
     assert out.returncode != 0
     assert "targetContainerName" in out.stderr and 'Not found: "nope"' in out.stderr, out.stderr
+
+
+def test_kubectl_debug_target_joins_the_target_containers_process_namespace(node: Node, ns: str) -> None:
+    # the target's process is visible (and signalable) from the debug container; without --target it is not
+    node.core.create_namespaced_pod(ns, pod_manifest("app", [
+        {"name": "c", "image": "busybox", "command": ["sh", "-c", "exec sleep 4242"]}], terminationGracePeriodSeconds=1))
+    node.wait_pod(ns, "app", lambda p: phase("Running")(p) and ready(p), what="Running and Ready")
+    script = "ps -o pid,args | awk '$2 == \"sleep\" && $3 == \"4242\"' | grep . || echo no-sleep-seen"
+    out = node.kubectl.run("debug", "app", "-n", ns, "-it=false", "--image=busybox", "--target=c", "--container=joined",
+                           "--", "sh", "-c", script)
+    assert out.returncode == 0
+    pod = node.wait_pod(ns, "app", _terminated("joined"), what="joined terminated")
+    assert _ephemeral(pod, "joined")["state"]["terminated"]["exitCode"] == 0
+    joined = node.kubectl.run("logs", "app", "-n", ns, "-c", "joined").stdout
+    assert "sleep 4242" in joined and "no-sleep-seen" not in joined, joined
+    pid = int(joined.split()[0])
+    assert pid < 100, joined  # a pid of the target's namespace, not the host's
+
+    node.kubectl.run("debug", "app", "-n", ns, "-it=false", "--image=busybox", "--container=apart", "--", "sh", "-c", script)
+    node.wait_pod(ns, "app", _terminated("apart"), what="apart terminated")
+    assert "no-sleep-seen" in node.kubectl.run("logs", "app", "-n", ns, "-c", "apart").stdout
+
+    # it can signal the target: the target container exits and is restarted as its policy says (the debug
+    # container, in the namespace that ended with the target, goes too: as under runc, where the target is pid 1)
+    node.kubectl.run("debug", "app", "-n", ns, "-it=false", "--image=busybox", "--target=c", "--container=killer",
+                     "--", "sh", "-c", f"kill {pid}")
+    pod = node.wait_pod(ns, "app", lambda p: p["status"]["containerStatuses"][0]["restartCount"] >= 1, what="target restarted")
+    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 143  # SIGTERM
+    node.wait_pod(ns, "app", _terminated("killer"), what="killer terminated")
+    node.kubectl.run("delete", "pod", "app", "-n", ns, "--wait=false")
+    node.wait_gone(ns, "app")

@@ -106,6 +106,9 @@ def test_can_i_answers_for_the_user_facing_roles(clients) -> None:
     assert can("eddie", "create", "deployments.apps") == "yes"
     assert can("eddie", "get", "secrets") == "yes"
     assert can("eddie", "create", "pods/exec") == "yes"
+    assert can("eddie", "patch", "pods", "--subresource=ephemeralcontainers") == "yes"  # kubectl debug
+    assert can("ada", "update", "pods", "--subresource=ephemeralcontainers") == "yes"
+    assert can("vic", "patch", "pods", "--subresource=ephemeralcontainers") == "no"
     assert can("eddie", "create", "rolebindings.rbac.authorization.k8s.io") == "no"
     assert can("eddie", "update", "resourcequotas") == "no"
     assert can("ada", "create", "rolebindings.rbac.authorization.k8s.io") == "yes"

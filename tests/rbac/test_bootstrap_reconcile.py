@@ -49,3 +49,35 @@ async def test_reconciliation_creates_repairs_and_respects_autoupdate_false(tmp_
             assert [kv.key for kv in listed.kvs if kv.mod_revision > revision] == []
     finally:
         await server.stop()
+
+
+#: upstream's v1.32 controller roles with their feature gates at the defaults (controller_policy.go)
+UPSTREAM_CONTROLLERS = (
+    "attachdetach-controller", "clusterrole-aggregation-controller", "cronjob-controller", "daemon-set-controller",
+    "deployment-controller", "disruption-controller", "endpoint-controller", "endpointslice-controller",
+    "endpointslicemirroring-controller", "expand-controller", "ephemeral-volume-controller", "generic-garbage-collector",
+    "horizontal-pod-autoscaler", "job-controller", "namespace-controller", "node-controller", "persistent-volume-binder",
+    "pod-garbage-collector", "replicaset-controller", "replication-controller", "resourcequota-controller",
+    "route-controller", "service-account-controller", "service-controller", "statefulset-controller", "ttl-controller",
+    "certificate-controller", "pvc-protection-controller", "pv-protection-controller", "ttl-after-finished-controller",
+    "root-ca-cert-publisher", "validatingadmissionpolicy-status-controller", "legacy-service-account-token-cleaner",
+    "taint-eviction-controller",
+)
+
+
+async def test_every_upstream_controller_role_is_there_and_bound_to_its_service_account(tmp_path) -> None:
+    server = _start(str(tmp_path))
+    await server.start()
+    try:
+        crd = server.registry.get(RBAC, "v1", "clusterroles")
+        crb = server.registry.get(RBAC, "v1", "clusterrolebindings")
+        for name in UPSTREAM_CONTROLLERS:
+            role = await server.store.get(crd, "", f"system:controller:{name}")
+            assert role["rules"], name
+            binding = await server.store.get(crb, "", f"system:controller:{name}")
+            assert binding["roleRef"]["name"] == f"system:controller:{name}"
+            assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}]
+        route = await server.store.get(crd, "", "system:controller:route-controller")
+        assert {"verbs": ["patch"], "apiGroups": [""], "resources": ["nodes/status"]} in route["rules"]
+    finally:
+        await server.stop()

@@ -109,6 +109,8 @@ class AccessControl:
                 config.audit_log_path, max_bytes=int(config.audit_log_maxsize * 1024 * 1024),
                 max_backups=config.audit_log_maxbackup, max_age_days=config.audit_log_maxage))
             self.middlewares.append(self.auditor.middleware)
+            # outermost: a request that fails authentication is audited too (upstream's WithFailedAuthenticationAudit)
+            self.middlewares.insert(0, self.auditor.failed_authentication_middleware)
         #: after audit (a 429 is audited), before authorization: an overloaded server refuses before any work
         self.overload = FlowControl(registry, cacher, max_readonly=config.max_requests_inflight,
                                     max_mutating=config.max_mutating_requests_inflight,

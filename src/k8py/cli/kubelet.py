@@ -126,6 +126,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cluster-dns", default="", help="comma-separated DNS server IPs for ClusterFirst pods' resolv.conf")
     p.add_argument("--cluster-domain", default="", help="the cluster's DNS domain (default: cluster.local)")
     p.add_argument("--resolv-conf", default="", help="the resolv.conf Default-policy pods get (default: /etc/resolv.conf)")
+    p.add_argument("--eviction-hard", default=None, help="signal<quantity,... (default: memory.available<100Mi,nodefs.available<10%%,"
+                                                          "nodefs.inodesFree<5%%,imagefs.available<15%%; '' turns them off)")
+    p.add_argument("--eviction-soft", default="", help="signal<quantity,... that evict once they held for their grace period")
+    p.add_argument("--eviction-soft-grace-period", default="", help="signal=duration,... for each --eviction-soft signal")
+    p.add_argument("--eviction-max-pod-grace-period", type=float, default=None, help="seconds a pod evicted by a soft threshold gets at most")
+    p.add_argument("--eviction-pressure-transition-period", type=float, default=None,
+                   help="seconds a pressure condition stays after its threshold was last met (default: 300)")
+    p.add_argument("--housekeeping-interval", type=float, default=None, help="seconds between eviction checks (default: 10)")
     p.add_argument("--simulated", action="store_true", help="no processes: containers run on timers (for scale)")
     p.add_argument("--nodes", type=int, default=1, help="with --simulated: how many nodes this process runs")
     p.add_argument("--simulated-start-latency", type=float, default=0.0, help="with --simulated: seconds a container takes to start")
@@ -162,6 +170,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     for attr, value in given.items():
         if value is not None:
             setattr(config, attr, value)
+    _eviction_flags(args, config)
     config.node_labels.update(_labels(args.node_labels))
     if args.register_with_taints:
         config.register_with_taints = _taints(args.register_with_taints)
@@ -182,6 +191,26 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
     if args.resolv_conf:
         config.resolv_conf = args.resolv_conf
     return config
+
+
+def _eviction_flags(args: argparse.Namespace, config: Any) -> None:
+    from k8py.kubelet.config import _duration
+    from k8py.kubelet.eviction.thresholds import configured_thresholds, flag_map
+
+    try:
+        if args.eviction_hard is not None:
+            config.eviction_hard = flag_map(args.eviction_hard, "<", "--eviction-hard")
+        if args.eviction_soft:
+            config.eviction_soft = flag_map(args.eviction_soft, "<", "--eviction-soft")
+        if args.eviction_soft_grace_period:
+            config.eviction_soft_grace_period = {k: _duration(v) for k, v in
+                                                 flag_map(args.eviction_soft_grace_period, "=", "--eviction-soft-grace-period").items()}
+        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period)  # refuse bad ones now
+    except ValueError as err:
+        raise SystemExit(f"k8py kubelet: {err}") from None
+    for attr in ("eviction_max_pod_grace_period", "eviction_pressure_transition_period", "housekeeping_interval"):
+        if getattr(args, attr) is not None:
+            setattr(config, attr, getattr(args, attr))
 
 
 def _scheme(config: Any) -> str:

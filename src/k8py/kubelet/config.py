@@ -106,6 +106,16 @@ class KubeletConfig:
     cluster_domain: str = "cluster.local"
     #: the host resolv.conf that Default-policy pods get
     resolv_conf: str = "/etc/resolv.conf"
+    #: node-pressure eviction (k8py.kubelet.eviction): signal -> quantity; hard None = upstream's defaults
+    eviction_hard: dict[str, str] | None = None
+    eviction_soft: dict[str, str] = field(default_factory=dict)
+    #: signal -> seconds a soft threshold must hold
+    eviction_soft_grace_period: dict[str, float] = field(default_factory=dict)
+    #: the longest grace a pod evicted by a soft threshold gets (upstream's default 0: killed at once)
+    eviction_max_pod_grace_period: float = 0.0
+    eviction_pressure_transition_period: float = 300.0
+    #: how often the eviction manager observes the node (upstream's housekeeping, 10 s)
+    housekeeping_interval: float = 10.0
 
     @property
     def pods_dir(self) -> str:
@@ -180,6 +190,7 @@ def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfi
         config.image_minimum_gc_age = _duration(doc["imageMinimumGCAge"])
     if "syncFrequency" in doc:
         config.sync_frequency = _duration(doc["syncFrequency"])
+    _load_eviction(doc, config)
     _load_auth(doc, config)
     return config
 
@@ -203,3 +214,18 @@ def _load_auth(doc: Mapping[str, Any], config: KubeletConfig) -> None:
         config.authorization_webhook_cache_authorized_ttl = _duration(caches["cacheAuthorizedTTL"])
     if "cacheUnauthorizedTTL" in caches:
         config.authorization_webhook_cache_unauthorized_ttl = _duration(caches["cacheUnauthorizedTTL"])
+
+
+def _load_eviction(doc: Mapping[str, Any], config: KubeletConfig) -> None:
+    """``evictionHard``/``evictionSoft`` (signal: quantity), ``evictionSoftGracePeriod`` (signal: duration),
+    ``evictionMaxPodGracePeriod`` (seconds), ``evictionPressureTransitionPeriod`` (a duration)."""
+    if "evictionHard" in doc:
+        config.eviction_hard = {str(k): str(v) for k, v in (doc["evictionHard"] or {}).items()}
+    if "evictionSoft" in doc:
+        config.eviction_soft = {str(k): str(v) for k, v in (doc["evictionSoft"] or {}).items()}
+    if "evictionSoftGracePeriod" in doc:
+        config.eviction_soft_grace_period = {str(k): _duration(v) for k, v in (doc["evictionSoftGracePeriod"] or {}).items()}
+    if "evictionMaxPodGracePeriod" in doc:
+        config.eviction_max_pod_grace_period = float(doc["evictionMaxPodGracePeriod"])
+    if "evictionPressureTransitionPeriod" in doc:
+        config.eviction_pressure_transition_period = _duration(doc["evictionPressureTransitionPeriod"])

@@ -28,7 +28,7 @@ from k8py.kubelet.container_env import ConfigError, build_env, expand
 from k8py.kubelet.dns_config import resolv_conf, resolv_conf_mount, write_resolv_conf
 from k8py.kubelet.pod_status import ts
 from k8py.kubelet.pull_credentials import credentials_for, node_credential_paths
-from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
+from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, ContainerStatus, ImageSpec, Mount, Resources, RuntimeErrorStatus
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
 
 if TYPE_CHECKING:
@@ -220,6 +220,14 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         return 2.0
     attempt = latest.attempt + 1 if latest is not None else 0
     meta = pod["metadata"]
+    target_id = ""
+    if c.get("targetContainerName"):  # an ephemeral container joining another's process namespace (kubectl debug --target)
+        running = [cs for cs in await s.runtime.list_containers(w.sandbox_id)
+                   if cs.name == c["targetContainerName"] and cs.state is ContainerState.RUNNING]
+        if not running:
+            w.waiting[name] = ("CreateContainerError", f'target container "{c["targetContainerName"]}" is not running')
+            return 2.0
+        target_id = max(running, key=lambda cs: cs.attempt).id
     config = ContainerConfig(
         name=name, image=c.get("image", ""), attempt=attempt,
         command=[expand(x, env) for x in c.get("command") or []], args=[expand(x, env) for x in c.get("args") or []],
@@ -227,7 +235,7 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": meta["name"],
                 "io.kubernetes.pod.namespace": meta.get("namespace", "default"), "io.kubernetes.pod.uid": w.uid},
         log_path=f"{name}/{attempt}.log", stdin=bool(c.get("stdin")), stdin_once=bool(c.get("stdinOnce")), tty=bool(c.get("tty")),
-        resources=_resources(c), **_security(pod, c),
+        resources=_resources(c), target_container_id=target_id, **_security(pod, c),
     )
     try:
         cid = await s.runtime.create_container(w.sandbox_id, config, s.sandbox_config(w))

@@ -10,8 +10,8 @@ Start-up order, each step before the next:
 4. the pod informer (``fieldSelector=spec.nodeName=<node>``) syncs;
    sandboxes of pods that no longer exist are stopped and removed (the
    runtime only ever knows containers this kubelet started);
-5. pod workers, PLEG, status manager, node status, Lease and the event
-   broadcaster run until cancelled.
+5. pod workers, PLEG, status manager, node status, Lease, the eviction
+   manager and the event broadcaster run until cancelled.
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ from k8py.kubelet.node_lease import NodeLease
 from k8py.kubelet.node_status import NodeStatusReporter, read_host
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
-from k8py.kubelet.pod_workers import PodWorkers
+from k8py.kubelet.eviction.manager import EvictionManager
+from k8py.kubelet.eviction.pod_usage import measure
+from k8py.kubelet.eviction.ranking import PodUsage
+from k8py.kubelet.eviction.signals import observe
+from k8py.kubelet.eviction.thresholds import configured_thresholds
+from k8py.kubelet.pod_workers import PodWorkers, WorkState
 from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image, Runtime
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
@@ -70,6 +75,9 @@ class Kubelet:
         self.syncer = PodSyncer(runtime=runtime, config=config, status=self.status, volumes=self.volumes, event=self.event,
                                 get_object=self.get_object, services=lambda: self.service_informer.lister.list(),
                                 node_allocatable=self.node_allocatable, wake=self._wake, metrics=self.metrics)
+        self.eviction = None if config.simulated else self._eviction_manager()
+        if self.eviction is not None:
+            self.syncer.admit = self.eviction.admit
         self.workers = PodWorkers(self.syncer)
         self.pleg = PLEG(runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=config.sync_frequency,
                          on_event=self.metrics.pleg_events.inc)
@@ -110,6 +118,47 @@ class Kubelet:
     async def _on_pod_cidr(self, cidr: str) -> None:
         logger.info("pod CIDR from the node", extra={"node": self.config.node_name, "podCIDR": cidr})
         await self.runtime.update_runtime_config(pod_cidr=cidr)
+
+    # -- node-pressure eviction ----------------------------------------------------------------
+
+    def _eviction_manager(self) -> EvictionManager:
+        cfg = self.config
+        node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": cfg.node_name, "uid": cfg.node_name}}
+        return EvictionManager(
+            configured_thresholds(cfg.eviction_hard, cfg.eviction_soft, cfg.eviction_soft_grace_period),
+            observe=lambda: observe(cfg.root_dir, cfg.images_dir), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
+            node_event=lambda kind, reason, msg: self.recorder.event(node_ref, kind, reason, msg, resource=NODES),
+            interval=cfg.housekeeping_interval, pressure_transition_period=cfg.eviction_pressure_transition_period,
+            max_pod_grace_period=cfg.eviction_max_pod_grace_period)
+
+    async def _run_eviction(self, manager: EvictionManager, first_sync_limit: float = 30.0) -> None:
+        """Start evicting once the pods found at start-up have synced once (or ``first_sync_limit``
+        passed): ranking a node whose adopted pods are not all known yet would pick the wrong one."""
+        deadline = time.monotonic() + first_sync_limit
+        while time.monotonic() < deadline and any(not w.sandbox_id and not w.terminal_phase and not w.removed
+                                                  for w in list(self.workers.workers.values())):
+            await asyncio.sleep(0.1)
+        await manager.run()
+
+    def _evictable(self) -> list[dict[str, Any]]:
+        return [w.pod for w in self.workers.workers.values() if w.state is WorkState.SYNCING and not w.terminal_phase and w.sandbox_id
+                and not w.pod["metadata"].get("deletionTimestamp")]
+
+    async def _pod_usage(self, pods: Sequence[Mapping[str, Any]]) -> Mapping[str, PodUsage]:
+        pairs = [(p, self.workers.workers[p["metadata"]["uid"]].sandbox_id) for p in pods if p["metadata"]["uid"] in self.workers.workers]
+        return await measure(self.runtime, pairs, pods_dir=self.config.pods_dir, logs_dir=self.config.logs_dir)
+
+    async def _evict(self, pod: Mapping[str, Any], message: str, grace: float) -> None:
+        """Fail the pod with reason Evicted, kill it with ``grace``, and return once it is terminated."""
+        w = self.workers.workers.get(pod["metadata"]["uid"])
+        if w is None:
+            return
+        w.terminal_phase, w.reason, w.message = "Failed", "Evicted", message
+        w.memo["grace-override"] = grace
+        self.event(w.pod, "Warning", "Evicted", message)
+        w.wake()
+        while w.state is not WorkState.TERMINATED and w.uid in self.workers.workers:
+            await asyncio.sleep(0.05)
 
     # -- what the HTTP server sees ----------------------------------------------------------
 
@@ -169,7 +218,8 @@ class Kubelet:
             info = self.runtime.info()
             self.node_status = NodeStatusReporter(
                 self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
-                host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr)
+                host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr,
+                pressure=self.eviction.conditions if self.eviction is not None else None)
             self._node = await self.node_status.register()
             node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
             self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)
@@ -191,6 +241,8 @@ class Kubelet:
                 tg.create_task(self.node_status.run(), name="node-status")
                 tg.create_task(self.lease.run(), name="node-lease")
                 tg.create_task(self._refresh_node(), name="node-cache")
+                if self.eviction is not None:
+                    tg.create_task(self._run_eviction(self.eviction), name="eviction-manager")
                 if self.config.static_pod_path:
                     tg.create_task(self.static_pods.run(), name="static-pods")
                 self.ready.set()

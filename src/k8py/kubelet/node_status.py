@@ -5,10 +5,9 @@ allocatable, labels, taints, nodeInfo, addresses, the daemon endpoint, the
 images present, and the conditions read from the host:
 
 - ``Ready`` — True while the kubelet runs (``KubeletReady``);
-- ``MemoryPressure`` — MemAvailable under 100Mi (upstream's default
-  ``memory.available<100Mi`` eviction threshold);
-- ``DiskPressure`` — under 10% free on the kubelet's root filesystem;
-- ``PIDPressure`` — over 90% of ``kernel.pid_max`` in use.
+- ``MemoryPressure``, ``DiskPressure``, ``PIDPressure`` — what the eviction manager
+  (:mod:`k8py.kubelet.eviction`) says from its thresholds, as upstream; a kubelet without
+  one (simulated nodes) reads them from the host with upstream's default thresholds.
 
 Registration creates the Node, or, if it exists, merges our labels into it
 (upstream reconciles a few fields the same way). Status is patched when it
@@ -36,7 +35,7 @@ from k8py.client.rest import PatchType, RestClient
 from k8py.kubelet.config import KUBELET_VERSION, KubeletConfig
 from k8py.kubelet.runtime.protocols import Image
 
-__all__ = ["HostReadings", "read_host", "build_node", "node_conditions", "NodeStatusReporter", "rfc3339"]
+__all__ = ["HostReadings", "read_host", "build_node", "node_conditions", "host_pressure", "NodeStatusReporter", "rfc3339"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,14 +102,28 @@ def _condition(kind: str, ok: bool, reason_ok: str, msg_ok: str, reason_bad: str
     return {"type": kind, "status": status, "reason": reason_ok if ok else reason_bad, "message": msg_ok if ok else msg_bad}
 
 
-def node_conditions(host: HostReadings) -> list[dict[str, str]]:
-    """The four conditions without timestamps (compared to detect changes)."""
+def host_pressure(host: HostReadings) -> set[str]:
+    """Pressure read straight from the host (for kubelets without an eviction manager)."""
+    out = set()
+    if host.memory_available < 100 * 1024 * 1024:
+        out.add("MemoryPressure")
+    if host.disk_bytes and host.disk_available * 10 < host.disk_bytes:
+        out.add("DiskPressure")
+    if host.pids_used * 10 > host.pid_max * 9:
+        out.add("PIDPressure")
+    return out
+
+
+def node_conditions(host: HostReadings, pressure: set[str] | None = None) -> list[dict[str, str]]:
+    """The four conditions without timestamps (compared to detect changes); ``pressure``: the
+    eviction manager's conditions (None: read from the host, :func:`host_pressure`)."""
+    pressure = host_pressure(host) if pressure is None else pressure
     return [
-        _condition("MemoryPressure", host.memory_available >= 100 * 1024 * 1024, "KubeletHasSufficientMemory",
+        _condition("MemoryPressure", "MemoryPressure" not in pressure, "KubeletHasSufficientMemory",
                    "kubelet has sufficient memory available", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
-        _condition("DiskPressure", host.disk_bytes == 0 or host.disk_available * 10 >= host.disk_bytes, "KubeletHasNoDiskPressure",
+        _condition("DiskPressure", "DiskPressure" not in pressure, "KubeletHasNoDiskPressure",
                    "kubelet has no disk pressure", "KubeletHasDiskPressure", "kubelet has disk pressure"),
-        _condition("PIDPressure", host.pids_used * 10 <= host.pid_max * 9, "KubeletHasSufficientPID",
+        _condition("PIDPressure", "PIDPressure" not in pressure, "KubeletHasSufficientPID",
                    "kubelet has sufficient PID available", "KubeletHasInsufficientPID", "kubelet has insufficient PID available"),
         _condition("Ready", True, "KubeletReady", "kubelet is posting ready status", "KubeletNotReady", "", ready=True),
     ]
@@ -169,12 +182,13 @@ class NodeStatusReporter:
 
     def __init__(self, client: RestClient, config: KubeletConfig, *, runtime_version: str, port: int,
                  host: Callable[[], HostReadings], images: Callable[[], Awaitable[list[Image]]],
-                 on_pod_cidr: Callable[[str], Awaitable[None]],
+                 on_pod_cidr: Callable[[str], Awaitable[None]], pressure: Callable[[], set[str]] | None = None,
                  cached_node: Callable[[], dict[str, Any] | None] | None = None) -> None:
         """``cached_node``: the Node as a shared informer has it (the simulated
         nodes watch all their Nodes once), read instead of a GET per update;
         when it gives None (not seen yet) the update GETs it."""
         self.client = client
+        self._pressure = pressure
         self._cached_node = cached_node
         self.config = config
         self.runtime_version = runtime_version
@@ -221,7 +235,7 @@ class NodeStatusReporter:
             await self._on_pod_cidr(cidr)
         host = self._host()
         fresh = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=await self._images())
-        conditions = node_conditions(host)
+        conditions = node_conditions(host, self._pressure() if self._pressure is not None else None)
         comparable = (conditions, fresh["status"]["capacity"], fresh["status"]["allocatable"], fresh["status"]["images"])
         now_mono = time.monotonic()
         previous = {c["type"]: c for c in ((node.get("status") or {}).get("conditions") or [])}

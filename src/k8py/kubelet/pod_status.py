@@ -249,6 +249,9 @@ def build_pod_status(view: PodView, *, now: float | None = None) -> dict[str, An
         _cond("PodScheduled", True, old, now_s),
         *(c for c in old_status.get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS),
     ]
+    if view.reason == "Evicted" and terminal and "DisruptionTarget" not in old:  # as upstream's eviction manager
+        conditions.append({"type": "DisruptionTarget", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_s,
+                           "reason": "TerminationByKubelet", "message": view.message})
     status: dict[str, Any] = {
         "phase": phase, "conditions": conditions, "hostIP": view.host_ip, "hostIPs": [{"ip": view.host_ip}],
         "containerStatuses": main_st, "qosClass": qos_class(pod),

@@ -81,8 +81,11 @@ class PodSyncer:
     def __init__(self, *, runtime: Runtime, config: KubeletConfig, status: StatusManager, volumes: VolumeManager,
                  event: Callable[[Mapping[str, Any], str, str, str], None], get_object: Callable[[str, str, str], Awaitable[Any]],
                  services: Callable[[], Sequence[Mapping[str, Any]]], node_allocatable: Callable[[], Mapping[str, str]],
-                 wake: Callable[[str], None], metrics: KubeletMetrics | None = None) -> None:
+                 wake: Callable[[str], None], metrics: KubeletMetrics | None = None,
+                 admit: Callable[[Mapping[str, Any]], str | None] = lambda pod: None) -> None:
         self.runtime = runtime
+        #: None to run a new pod, else why it is refused (the eviction manager's admit)
+        self.admit = admit
         self.config = config
         self.status = status
         self.volumes = volumes
@@ -146,6 +149,11 @@ class PodSyncer:
                 w.reason, w.message = api_status.get("reason", ""), api_status.get("message", "")
                 return None
             w.start_time = api_status.get("startTime") or ts(now)
+            refused = self.admit(pod)
+            if refused:  # node pressure: upstream's eviction admit handler
+                w.terminal_phase, w.reason, w.message = "Failed", "Evicted", refused
+                self.event(pod, "Warning", "Evicted", refused)
+                return None
             w.initialized = any(c.get("type") == "Initialized" and c.get("status") == "True" for c in api_status.get("conditions") or [])
         wakes: list[float] = []
         deadline = spec.get("activeDeadlineSeconds")
@@ -243,6 +251,8 @@ class PodSyncer:
 
     def _grace(self, w: PodWorker) -> float:
         meta, spec = w.pod["metadata"], w.pod.get("spec") or {}
+        if "grace-override" in w.memo:  # an eviction's
+            return float(w.memo["grace-override"])
         if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") is not None:
             return float(meta["deletionGracePeriodSeconds"])
         grace = spec.get("terminationGracePeriodSeconds")

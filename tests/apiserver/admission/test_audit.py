@@ -148,3 +148,26 @@ def test_a_bad_policy_stops_the_server_with_what_to_fix(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "rules[0].level must be one of None, Metadata, Request, RequestResponse" in result.stderr
+
+
+def test_a_request_that_fails_authentication_is_audited_as_upstream(tmp_path):
+    """401s are audited outside authentication: one ResponseStarted event, no user, what was tried."""
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    log = tmp_path / "audit.log"
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), secure_port=0, insecure_port=None, anonymous_auth=False,
+                      audit_policy_file=str(tmp_path / "policy.yaml"), audit_log_path=str(log)) as server:
+        with httpx.Client(base_url=server.url, verify=False, timeout=30) as http:
+            r = http.get("/api/v1/namespaces/default/pods", headers={"Authorization": "Bearer not-a-token", "Audit-Id": "bad-token"})
+            assert r.status_code == 401
+            r = http.get("/api/v1/namespaces/default/configmaps/x", headers={"Audit-Id": "no-credentials"})
+            assert r.status_code == 401
+    got = {e["auditID"]: e for e in events(log)}
+    bad = got["bad-token"]
+    assert (bad["stage"], bad["level"], bad["verb"]) == ("ResponseStarted", "Metadata", "list")
+    assert bad["user"] == {}
+    assert bad["responseStatus"] == {"metadata": {}, "message": "Authentication failed, attempted: bearer", "code": 401}
+    assert bad["objectRef"] == {"resource": "pods", "namespace": "default", "apiVersion": "v1"}
+    none = got["no-credentials"]
+    assert none["level"] == "RequestResponse"  # the policy still picks the level by resource
+    assert none["responseStatus"]["message"] == "Authentication failed, no credentials provided"
+    assert [e["stage"] for e in events(log) if e["auditID"] in ("bad-token", "no-credentials")] == ["ResponseStarted"] * 2

@@ -87,3 +87,28 @@ def test_property_names_escape_as_upstream():
     assert property_name("namespace") == "__namespace__"
     assert property_name("1st") is None
     assert property_name("a b") is None
+
+
+def test_rules_see_values_as_their_types_say():
+    from k8py.apiserver.validation.cel_rules import build_rule_tree
+
+    spec = {**SPEC, "properties": {**SPEC["properties"], "data": {"type": "string", "format": "byte"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.since < timestamp('2030-01-01T00:00:00Z')", "message": "since is too late"},
+                {"rule": "self.every <= duration('1h')", "message": "every is too long"},
+                {"rule": "self.foo__dash__bar != 'x' && self.__in__ >= 0", "message": "escaped names"},
+                {"rule": "!has(self.data) || self.data == b'hi'", "message": "data is bytes"},
+            ]}
+    schema = {"type": "object", "properties": {"spec": spec}}
+    assert crd_causes(schema, PATH) == []
+    tree = build_rule_tree(schema)
+
+    def failures(**fields):
+        obj = {"spec": {"since": "2026-12-01T10:00:00Z", "every": "1m30s", "foo-bar": "a", "in": 1, **fields}}
+        return [c.message for c in tree.validate(obj, None)]
+
+    assert failures() == []
+    assert failures(data="aGk=") == []
+    assert failures(since="2031-01-01T00:00:00.5+02:00", every="2h", **{"foo-bar": "x"}, data="bm8=") == [
+        'Invalid value: "object": since is too late', 'Invalid value: "object": every is too long',
+        'Invalid value: "object": escaped names', 'Invalid value: "object": data is bytes']

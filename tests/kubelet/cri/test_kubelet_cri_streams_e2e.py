@@ -7,6 +7,7 @@ metrics.k8s.io for ``kubectl top``.
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -163,6 +164,30 @@ def test_kubectl_top_pod_reads_the_runtimes_stats(cri_node: Node, ref: str) -> N
     assert name == "burner" and cpu.endswith("m") and int(cpu[:-1]) > 0 and memory.endswith("Mi"), lines
     raw = cri_node.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/metrics/resource").stdout
     assert 'container_memory_working_set_bytes{container="main",namespace="cri-streams",pod="burner"}' in raw, raw
+
+
+def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref: str) -> None:
+    pod = run_pod(cri_node, ref, "talker", "exec httpd -f -p 8080 -h /www")
+    deadline = time.monotonic() + 60
+    while True:  # traffic on the pod's own interface: the node fetches from its pod IP over the bridge
+        try:
+            with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8080/index.html", timeout=30) as resp:
+                assert resp.read() == b"served inside the pod\n"
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the pod's server never answered on its pod IP"
+            time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while True:
+        summary = json.loads(cri_node.kubectl.run("get", "--raw", "/api/v1/nodes/node-1/proxy/stats/summary").stdout)
+        stats = next((p for p in summary["pods"] if p["podRef"]["name"] == "talker"), {})
+        if stats.get("network", {}).get("txBytes", 0) > 0:
+            break
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.5)
+    net = stats["network"]
+    assert net["name"] == "eth0" and net["rxBytes"] > 0 and net["interfaces"][0]["name"] == "eth0", net
+    assert stats["containers"][0]["name"] == "main" and stats["containers"][0]["memory"]["workingSetBytes"] > 0, stats
 
 
 def interfaces(proc_net_dev: str) -> set[str]:

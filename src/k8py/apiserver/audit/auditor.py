@@ -15,13 +15,17 @@ request's identity and target; ``Request`` adds the request body as
 ``requestObject``; ``RequestResponse`` adds the response body as
 ``responseObject``. Annotations that authorization and admission plugins add
 (``request[ANNOTATIONS_KEY]``: PodSecurity's ``pod-security.kubernetes.io/*``)
-appear from the stage after they were added. ``auditID`` is the request's
+appear from the stage after they were added. A request that fails
+authentication (401) is audited by :meth:`Auditor.failed_authentication_middleware`,
+outside authentication, as upstream: one ``ResponseStarted`` event, no user,
+``responseStatus.message`` naming the credentials tried. ``auditID`` is the request's
 ``Audit-Id`` header if it sent one, else a new UUID, and is returned in the
 ``Audit-Id`` response header, as upstream.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import time
@@ -31,7 +35,7 @@ from typing import Any, Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from k8py.api.errors import StatusError
+from k8py.api.errors import StatusError, Unauthorized
 from k8py.apiserver.audit.log_backend import LogBackend
 from k8py.apiserver.audit.policy import AuditPolicy, RequestFacts
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY
@@ -64,6 +68,23 @@ def describe_request(request: web.Request) -> RequestFacts:
         sub == "log" and request.query.get("follow") in ("1", "true", "True"))
     return RequestFacts(user.name, tuple(user.groups), a.verb, a.resource_request, a.api_group, a.resource, a.subresource,
                         a.namespace, a.name, request.path, a.api_version, long_running)
+
+
+def _auth_methods(request: web.Request) -> str:
+    """What a failed request tried, in upstream's words (``getAuthMethods``)."""
+    tried = []
+    scheme, _, rest = request.headers.get("Authorization", "").strip().partition(" ")
+    if scheme.lower() == "basic":
+        tried.append("basic")
+    if scheme.lower() == "bearer" and rest.strip():
+        tried.append("bearer")
+    if request.query.get("access_token", "").strip():
+        tried.append("access_token")
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is not None and ssl_object.getpeercert(binary_form=True):
+        tried.append("x509")
+    return f"Authentication failed, attempted: {', '.join(tried)}" if tried else "Authentication failed, no credentials provided"
 
 
 def _micro(t: float) -> str:
@@ -199,6 +220,30 @@ class Auditor:
         event = dict(record["event"])
         event["responseStatus"] = {"metadata": {}, "code": response.status}
         self._write(event, "ResponseStarted", record["omit"], request.get(ANNOTATIONS_KEY) or {})
+
+    @web.middleware
+    async def failed_authentication_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Upstream's ``WithFailedAuthenticationAudit``, outside authentication: a 401 is audited
+        as one ``ResponseStarted`` event with no user and the credentials that were tried."""
+        try:
+            return await handler(request)
+        except Unauthorized as err:
+            if USER_KEY in request:
+                raise  # authenticated: a 401 from further in is the handler's, audited by the middleware
+            self._failed_authentication(request, err)
+            raise
+
+    def _failed_authentication(self, request: web.Request, err: Unauthorized) -> None:
+        facts = self.describe(request)
+        facts = dataclasses.replace(facts, user="", groups=())
+        level, omit, _ = self.policy.level_for(facts)
+        if level == "None":
+            return
+        audit_id = request.headers.get("Audit-Id") or str(uuid.uuid4())
+        event = self._base(request, facts, level, audit_id)
+        event["user"] = {}
+        event["responseStatus"] = {"metadata": {}, "message": _auth_methods(request), "code": err.code}
+        self._write(event, "ResponseStarted", omit, {})
 
     def install(self, app: web.Application) -> None:
         app.on_response_prepare.append(self.on_response_prepare)

@@ -109,6 +109,8 @@ def _edit_rules() -> list[Object]:
                                                 "services/proxy"]),
         rule("impersonate", groups=[LEGACY], resources=["serviceaccounts"]),
         rule(*WRITE, groups=[LEGACY], resources=["pods", "pods/attach", "pods/proxy", "pods/exec", "pods/portforward"]),
+        # kubectl debug: edit (and admin, which aggregates it) may add ephemeral containers
+        rule("patch", "update", groups=[LEGACY], resources=["pods/ephemeralcontainers"]),
         rule("create", groups=[LEGACY], resources=["pods/eviction"]),
         rule(*WRITE, groups=[LEGACY], resources=["replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts",
                                                  "services", "services/proxy", "persistentvolumeclaims", "configmaps", "secrets"]),

@@ -211,4 +211,35 @@ CONTROLLER_ROLES: dict[str, list[Object]] = {
         rule(*READ, groups=[LEGACY], resources=["nodes"]),
         events_rule(),
     ],
+    # the rest of upstream's default-on controller roles (v1.32; feature-gated ones are left out):
+    # k8py runs no such controller, but a cluster's RBAC looks as upstream's does
+    "expand-controller": [
+        rule("get", "list", "watch", "update", "patch", groups=[LEGACY], resources=["persistentvolumes"]),
+        rule("update", "patch", groups=[LEGACY], resources=["persistentvolumeclaims/status"]),
+        rule("get", "list", "watch", groups=[LEGACY], resources=["persistentvolumeclaims"]),
+        rule("get", "list", "watch", groups=[_STORAGE], resources=["storageclasses"]),
+        rule("get", groups=[LEGACY], resources=["services", "endpoints"]),
+        rule("get", groups=[LEGACY], resources=["secrets"]),
+        events_rule(),
+    ],
+    "ephemeral-volume-controller": [
+        rule("get", "list", "watch", groups=[LEGACY], resources=["pods"]),
+        rule("update", groups=[LEGACY], resources=["pods/finalizers"]),
+        rule("get", "list", "watch", "create", groups=[LEGACY], resources=["persistentvolumeclaims"]),
+        events_rule(),
+    ],
+    "route-controller": [
+        rule("list", "watch", groups=[LEGACY], resources=["nodes"]),
+        rule("patch", groups=[LEGACY], resources=["nodes/status"]),
+        events_rule(),
+    ],
+    "validatingadmissionpolicy-status-controller": [
+        rule("get", "list", "watch", groups=["admissionregistration.k8s.io"], resources=["validatingadmissionpolicies"]),
+        rule("get", "patch", "update", groups=["admissionregistration.k8s.io"], resources=["validatingadmissionpolicies/status"]),
+        events_rule(),
+    ],
+    "legacy-service-account-token-cleaner": [
+        rule("get", groups=[LEGACY], resources=["configmaps"], names=["kube-apiserver-legacy-service-account-token-tracking"]),
+        rule("patch", "delete", groups=[LEGACY], resources=["secrets"]),
+    ],
 }

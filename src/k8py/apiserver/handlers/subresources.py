@@ -131,6 +131,8 @@ def scale_of(obj: Object, spec: ScaleSpec) -> Object:
         status["selector"] = label_selector_from_dict({"matchLabels": selector}).to_string()
     elif isinstance(selector, dict):
         status["selector"] = label_selector_from_dict(selector).to_string()
+    elif isinstance(selector, str):  # a CRD's labelSelectorPath names a serialized selector, as upstream
+        status["selector"] = selector
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",

@@ -18,6 +18,8 @@ Upstream's ``schema/cel/validation.go`` is the spec:
   a rule that fails to evaluate gives ``<error> evaluating rule: <rule>``;
 * errors of a rule without ``oldSelf`` on a value equal to its old value are
   dropped (ratcheting: upstream turns them into warnings);
+* values are what the rule's types say (:mod:`.cel_values`): a ``date-time``
+  string is a timestamp, ``foo-bar`` is ``self.foo__dash__bar``;
 * cost: each evaluation is limited by ``PER_CALL_LIMIT`` and all of one
   object's by ``RUNTIME_BUDGET``; past either, validation stops with
   upstream's message.
@@ -33,6 +35,7 @@ from typing import Any
 from k8py.api.errors import Cause
 from k8py.apiserver import cel
 from k8py.apiserver.validation.cel_compile import RULE_VARIABLES, CompiledRule, compile_rule
+from k8py.apiserver.validation.cel_values import converter
 from k8py.apiserver.validation.field import duplicate, forbidden, invalid, required
 
 __all__ = ["RuleTree", "build_rule_tree"]
@@ -45,13 +48,16 @@ _MAX_MESSAGE = 5000
 class RuleTree:
     """A schema node's compiled rules and the children that hold rules."""
 
-    __slots__ = ("type", "rules", "properties", "items", "additional", "all_of", "list_keys", "correlates_keys")
+    __slots__ = ("type", "rules", "properties", "items", "additional", "all_of", "list_keys", "correlates_keys",
+                 "convert")
 
     def __init__(self, schema: Schema) -> None:
         self.type = str(schema.get("type") or "")
         raw = schema.get("x-kubernetes-validations")
         self.rules: list[CompiledRule] = [compile_rule(r, schema) for r in raw if isinstance(r, dict)] \
             if isinstance(raw, list) else []
+        #: the values as the rules' types say (timestamps, durations, bytes, escaped names); None: as stored
+        self.convert = converter(schema) if self.rules else None
         self.properties: dict[str, RuleTree] = {}
         for name, sub in (schema.get("properties") or {}).items():
             tree = build_rule_tree(sub)
@@ -120,6 +126,8 @@ class RuleTree:
             state.stop(invalid(shown, self.type, "validation failed due to running out of cost budget, "
                                                  "no further validation rules will be run"))
             return
+        if self.convert is not None:
+            value, old = self.convert(value), self.convert(old) if old is not None else None
         bound = cel.Activation({"self": value, "oldSelf": old}, RULE_VARIABLES)
         for compiled in self.rules:
             if compiled.error or compiled.program is None:

@@ -25,11 +25,11 @@ no request reads the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from k8py.apiserver.authz.attributes import Authorizer
 
-from k8py.apiserver.registry import Registry
+from k8py.apiserver.registry import Registry, to_served, to_stored
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.client import WebhookClient
 from k8py.apiserver.webhooks.conditions import ExpressionCompiler, authorize_with, cel_compiler
@@ -70,6 +70,17 @@ class ClusterLookups:
             self._versions, self._generation = versions, self.registry.generation
         return self._versions.get((group, resource.split("/", 1)[0]), ())
 
+    async def convert(self, obj: dict[str, Any] | None, group: str, resource: str, from_version: str,
+                      to_version: str) -> dict[str, Any] | None:
+        """``obj`` (of ``group/from_version`` ``resource``) as ``to_version`` serves it, through the
+        stored form: what a webhook or policy matched by ``matchPolicy: Equivalent`` is given."""
+        plural = resource.split("/", 1)[0]
+        source, target = self.registry.get(group, from_version, plural), self.registry.get(group, to_version, plural)
+        if obj is None or source is None or target is None or from_version == to_version:
+            return obj
+        stored = await to_stored(source, [obj])
+        return (await to_served(target, stored))[0]
+
     def kind_of(self, group: str, version: str, resource: str) -> str | None:
         definition = self.registry.get(group, version, resource.split("/", 1)[0])
         return definition.kind if definition is not None else None
@@ -97,7 +108,8 @@ def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: Expressi
 
     def caller(mutating: bool) -> WebhookCaller:
         return WebhookCaller(client, namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
-                             kind_of=lookups.kind_of, mutating=mutating, authorize=lambda: authorize_with(authorizer()))
+                             kind_of=lookups.kind_of, mutating=mutating, authorize=lambda: authorize_with(authorizer()),
+                             convert=lookups.convert)
 
     mutating = MutatingWebhookDispatcher(
         WebhookSource(registry, cacher, "mutatingwebhookconfigurations", compiler), caller(True))
@@ -105,5 +117,6 @@ def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: Expressi
         WebhookSource(registry, cacher, "validatingwebhookconfigurations", compiler), caller(False))
     policy = ValidatingPolicyPlugin(PolicySource(registry, cacher, compiler), registry, cacher,
                                     namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
-                                    authorize=lambda: authorize_with(authorizer()))
+                                    authorize=lambda: authorize_with(authorizer()), convert=lookups.convert,
+                                    kind_of=lookups.kind_of)
     return WebhookPlugins(mutating, validating, policy, client, resolver, lookups)

@@ -5,31 +5,20 @@ admission chain's attributes the dispatchers read.
 the webhook and policy dispatchers use (client-go style: the consumer
 declares the interface it needs). Kinds and resources are
 (group, version, name) tuples — the chain's ``GroupVersionKind`` /
-``GroupVersionResource`` named tuples fit — and :func:`gvk_api` /
+``GroupVersionResource`` named tuples, re-exported here — and :func:`gvk_api` /
 :func:`gvr_api` write them as AdmissionReview and CEL's ``request`` do.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Protocol
+from typing import Any, Mapping, Protocol
 
+from k8py.apiserver.admission.attributes import GroupVersionKind, GroupVersionResource
 from k8py.apiserver.authn.user import UserInfo
 
 __all__ = ["GroupVersionKind", "GroupVersionResource", "RequestAttributes", "gvk_api", "gvr_api", "operation_name"]
 
 Object = dict[str, Any]
-
-
-class GroupVersionKind(NamedTuple):
-    group: str
-    version: str
-    kind: str
-
-
-class GroupVersionResource(NamedTuple):
-    group: str
-    version: str
-    resource: str
 
 
 def operation_name(operation: Any) -> str:

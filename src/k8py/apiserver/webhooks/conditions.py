@@ -58,10 +58,11 @@ def cel_compiler(expression: str, variables: Sequence[str]) -> CompiledExpressio
         raise CompileError(str(err)) from None
 
 
-def request_variable(attrs: RequestAttributes) -> Object:
+def request_variable(attrs: RequestAttributes, *, kind: Any = None, resource: Any = None) -> Object:
+    """The AdmissionRequest without its objects; ``kind``/``resource``: as matched (default: as requested)."""
     request: Object = {
-        "kind": gvk_api(attrs.kind),
-        "resource": gvr_api(attrs.resource),
+        "kind": gvk_api(kind or attrs.kind),
+        "resource": gvr_api(resource or attrs.resource),
         "requestKind": gvk_api(attrs.kind),
         "requestResource": gvr_api(attrs.resource),
         "name": attrs.name,
@@ -78,13 +79,15 @@ def request_variable(attrs: RequestAttributes) -> Object:
     return request
 
 
-def activation(attrs: RequestAttributes, **extra: Any) -> dict[str, Any]:
+def activation(attrs: RequestAttributes, *, kind: Any = None, resource: Any = None, **extra: Any) -> dict[str, Any]:
+    """The variables; ``extra`` adds (or replaces: ``object``/``oldObject`` in a matched version) some."""
     user = attrs.user.to_api()
-    group, version, resource = attrs.resource
-    return {"object": attrs.object, "oldObject": attrs.old_object, "request": request_variable(attrs),
+    group, version, plural = attrs.resource
+    return {"object": attrs.object, "oldObject": attrs.old_object,
+            "request": request_variable(attrs, kind=kind, resource=resource),
             "authorizer": cel_authorizer.authorizer_value(user),
             "authorizer.requestResource": cel_authorizer.request_resource_value(
-                user, group=group, version=version, resource=resource, subresource=attrs.subresource or "",
+                user, group=group, version=version, resource=plural, subresource=attrs.subresource or "",
                 namespace=attrs.namespace or "", name=attrs.name or ""),
             **extra}
 

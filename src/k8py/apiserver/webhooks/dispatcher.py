@@ -23,7 +23,7 @@ A webhook that cannot be called or answers garbage fails the request with
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import orjson
 
@@ -68,22 +68,33 @@ def calling_failed(webhook: str, reason: str) -> InternalError:
     return InternalError(f"Internal error occurred: {text}", causes=[Cause("", text)])
 
 
-class Invocation:
-    """A webhook that applies to a request, as the request is described to it."""
+Convert = Callable[[Any, str, str, str, str], Awaitable[Any]]
+"""(object, group, resource, from version, to version) -> the object in ``to version``."""
 
-    __slots__ = ("webhook", "kind", "resource")
+
+class Invocation:
+    """A webhook that applies to a request, as the request is described to it.
+
+    ``sent`` is the object the webhook was sent (converted to the matched
+    version under ``matchPolicy: Equivalent``): its patch applies to that."""
+
+    __slots__ = ("webhook", "kind", "resource", "sent")
 
     def __init__(self, webhook: Webhook, kind: GroupVersionKind, resource: GroupVersionResource) -> None:
         self.webhook = webhook
         self.kind = kind
         self.resource = resource
+        self.sent: Object | None = None
 
 
 class WebhookCaller:
     def __init__(self, client: WebhookClient, *, namespace_labels: Callable[[str], Mapping[str, str] | None],
                  equivalents: Callable[[str, str], Iterable[str]], kind_of: Callable[[str, str, str], str | None],
-                 mutating: bool, authorize: Callable[[], Authorize | None] = lambda: None) -> None:
+                 mutating: bool, authorize: Callable[[], Authorize | None] = lambda: None,
+                 convert: Convert | None = None) -> None:
         self.client = client
+        #: objects into the matched version (None: sent as the request has them)
+        self.convert = convert
         #: the authorizer library's decisions for matchConditions (a getter: built after the plugins)
         self.authorize = authorize
         self.namespace_labels = namespace_labels
@@ -138,7 +149,9 @@ class WebhookCaller:
         spec = webhook.spec
         if attrs.dry_run and spec.get("sideEffects") not in ("None", "NoneOnDryRun"):
             raise BadRequest(f'admission webhook "{webhook.name}" does not support dry run')
-        review = build_review(attrs, kind=invocation.kind, resource=invocation.resource, obj=attrs.object)
+        obj, old = await self.versioned(invocation, attrs)
+        invocation.sent = obj
+        review = build_review(attrs, kind=invocation.kind, resource=invocation.resource, obj=obj, old_obj=old)
         uid = review["request"]["uid"]
         timeout = float(spec.get("timeoutSeconds") or 10)
         try:
@@ -162,6 +175,24 @@ class WebhookCaller:
         if not response.allowed:
             raise denied(webhook.name, response.status)
         return response
+
+
+    async def versioned(self, invocation: Invocation, attrs: RequestAttributes) -> tuple[Object | None, Object | None]:
+        """The object and old object as the webhook's matched version has them."""
+        group, version, resource = attrs.resource
+        if self.convert is None or invocation.resource.version == version:
+            return attrs.object, attrs.old_object
+        to = invocation.resource.version
+        return (await self.convert(attrs.object, group, resource, version, to),
+                await self.convert(attrs.old_object, group, resource, version, to))
+
+    async def unversioned(self, invocation: Invocation, attrs: RequestAttributes, obj: Object) -> Object:
+        """A (patched) object of the webhook's matched version back in the request's version."""
+        group, version, resource = attrs.resource
+        if self.convert is None or invocation.resource.version == version:
+            return obj
+        converted = await self.convert(obj, group, resource, invocation.resource.version, version)
+        return converted if isinstance(converted, dict) else obj
 
 
 def annotation_value(**fields: Any) -> str:

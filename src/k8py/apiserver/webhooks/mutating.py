@@ -65,12 +65,13 @@ class MutatingWebhookDispatcher:
         if response is None or not response.patch or attrs.object is None:
             return False
         try:
-            patched = apply_json_patch(attrs.object, response.patch)
+            patched = apply_json_patch(invocation.sent if invocation.sent is not None else attrs.object, response.patch)
         except StatusError as err:
             raise calling_failed(webhook.name, f"received invalid webhook response: {err.message}"
                                  + (f": {err.causes[0].message}" if err.causes else "")) from None
         if not isinstance(patched, dict):
             raise calling_failed(webhook.name, "received invalid webhook response: the patched object is not an object")
+        patched = await self.caller.unversioned(invocation, attrs, patched)  # back to the request's version
         changed = patched != attrs.object
         key = f"round_{round_index}_index_{webhook.index}"
         attrs.add_audit_annotation(f"patch.webhook.admission.k8s.io/{key}", annotation_value(

@@ -30,7 +30,8 @@ API_VERSION = "admission.k8s.io/v1"
 
 
 def build_review(attrs: RequestAttributes, *, kind: GroupVersionKind, resource: GroupVersionResource,
-                 obj: Object | None, uid: str | None = None) -> Object:
+                 obj: Object | None, old_obj: Object | None = None, uid: str | None = None) -> Object:
+    """``obj``/``old_obj``: the objects as sent (in the matched version); ``old_obj`` defaults to the request's."""
     request: Object = {
         "uid": uid or str(uuid.uuid4()),
         "kind": gvk_api(kind),
@@ -50,8 +51,9 @@ def build_review(attrs: RequestAttributes, *, kind: GroupVersionKind, resource: 
     request["userInfo"] = attrs.user.to_api()
     if obj is not None:
         request["object"] = obj
-    if attrs.old_object is not None:
-        request["oldObject"] = attrs.old_object
+    old = old_obj if old_obj is not None else attrs.old_object
+    if old is not None:
+        request["oldObject"] = old
     request["dryRun"] = bool(attrs.dry_run)
     if attrs.options:
         request["options"] = dict(attrs.options)

@@ -10,8 +10,7 @@ Pure functions over JSON-shaped configuration, as upstream's
   Namespace itself counts as cluster-scoped), ``*`` both;
 - ``matchPolicy: Equivalent`` also matches the same resource through another
   served version of its group (the request is then described in the
-  matched version; k8py serves one version of most groups, so the object is
-  passed unconverted);
+  matched version, and the dispatchers send the object converted to it);
 - the ``namespaceSelector`` is checked against the labels of the request's
   namespace (for a Namespace: the object's own labels); a cluster-scoped
   object other than a Namespace always matches;

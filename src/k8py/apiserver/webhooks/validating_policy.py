@@ -3,7 +3,9 @@
 For each binding (by name) whose policy exists, as upstream's
 ``validatingadmissionpolicy`` plugin:
 
-1. *match*: the policy's ``matchConstraints`` and, when set, the binding's
+1. *match*: the policy's ``matchConstraints`` (a request matched through
+   an equivalent version, ``matchPolicy: Equivalent``, is evaluated with its
+   objects converted to that version) and, when set, the binding's
    ``matchResources`` (resourceRules with resourceNames, excludeResourceRules,
    namespace and object selectors, matchPolicy), then the policy's
    matchConditions;
@@ -38,9 +40,10 @@ from k8py.api.errors import Cause, StatusError
 from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
-from k8py.apiserver.webhooks.attributes import RequestAttributes
+from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
 from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.webhooks.conditions import activation, evaluate
+from k8py.apiserver.webhooks.dispatcher import Convert
 from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, PolicySource
 from k8py.apiserver.webhooks.rules import is_exempt, namespace_selector_matches, object_selector_matches, rules_match
 
@@ -63,10 +66,15 @@ class ValidatingPolicyPlugin:
     def __init__(self, source: PolicySource, registry: Registry, cacher: Cacher, *,
                  namespace_labels: Callable[[str], Mapping[str, str] | None],
                  equivalents: Callable[[str, str], Iterable[str]],
-                 authorize: Callable[[], Authorize | None] = lambda: None) -> None:
+                 authorize: Callable[[], Authorize | None] = lambda: None,
+                 convert: Convert | None = None,
+                 kind_of: Callable[[str, str, str], str | None] = lambda group, version, resource: None) -> None:
         self.source = source
         #: the authorizer library's decisions (a getter: the server's authorizer is built after its plugins)
         self.authorize = authorize
+        #: the object into the version matchConstraints matched (``matchPolicy: Equivalent``)
+        self.convert = convert
+        self.kind_of = kind_of
         self.registry = registry
         self.cacher = cacher
         self.namespace_labels = namespace_labels
@@ -97,6 +105,23 @@ class ValidatingPolicyPlugin:
         return (namespace_selector_matches(resources.get("namespaceSelector"), attrs, self.namespace_labels)
                 and object_selector_matches(resources.get("objectSelector"), attrs))
 
+    async def _versioned(self, constraints: Mapping[str, Any] | None, attrs: RequestAttributes) -> dict[str, Any]:
+        """``object``/``oldObject`` and the request's ``kind``/``resource`` in the version the
+        policy's rules matched, when that is another one ({} when it is the request's)."""
+        rules = (constraints or {}).get("resourceRules")
+        if not rules or self.convert is None:
+            return {}
+        policy = (constraints or {}).get("matchPolicy") or "Equivalent"
+        matched = rules_match(rules, attrs, match_policy=policy, equivalents=self.equivalents)
+        group, version, resource = attrs.resource
+        if matched is None or matched[1] == version:
+            return {}
+        to = matched[1]
+        kind = self.kind_of(group, to, resource) or attrs.kind[2]
+        return {"object": await self.convert(attrs.object, group, resource, version, to),
+                "oldObject": await self.convert(attrs.old_object, group, resource, version, to),
+                "kind": GroupVersionKind(group, to, kind), "resource": GroupVersionResource(group, to, resource)}
+
     # -- one binding ----------------------------------------------------------
 
     async def _validate_one(self, entry: BoundPolicy, attrs: RequestAttributes, authorize: Authorize | None) -> None:
@@ -107,6 +132,7 @@ class ValidatingPolicyPlugin:
         fail_closed = (spec.get("failurePolicy") or "Fail") == "Fail"
         actions = list(entry.binding.get("validationActions") or ["Deny"])
         namespace_object = self._namespace_object(attrs)
+        versioned = await self._versioned(spec.get("matchConstraints"), attrs)
         try:
             params_list = self._params(policy, entry, attrs)
         except _EvaluationFailed as failed:
@@ -116,7 +142,7 @@ class ValidatingPolicyPlugin:
         if params_list is None:
             return  # no params, parameterNotFoundAction: Allow
         for params in params_list:
-            base = activation(attrs, params=params, namespaceObject=namespace_object)
+            base = activation(attrs, params=params, namespaceObject=namespace_object, **versioned)
             if policy.conditions and not await self._conditions_match(policy, base, fail_closed, entry, attrs, actions,
                                                                       authorize):
                 continue

@@ -5,8 +5,9 @@ Every ``hpa_sync_period`` seconds (``options.extra``, upstream's
 ``--horizontal-pod-autoscaler-sync-period`` 15 s) and on each HPA change:
 
 1. read the target's ``scale`` subresource (replicas and selector) through
-   ``spec.scaleTargetRef`` (Deployment, ReplicaSet, StatefulSet,
-   ReplicationController);
+   ``spec.scaleTargetRef``: the built-in workloads directly, any other kind
+   (a custom resource with a scale subresource) found by discovery from the
+   reference's ``apiVersion`` and ``kind``, as upstream's scale client does;
 2. a target at 0 replicas is left alone (``ScalingActive=False``,
    ``ScalingDisabled``); otherwise each Resource metric (cpu, memory;
    ``Utilization`` or ``AverageValue``) proposes a count (``replicas``), and
@@ -30,10 +31,12 @@ import logging
 from fractions import Fraction
 from typing import Any
 
+from k8py.api.errors import NotFound, StatusError
 from k8py.api.quantity import parse_quantity
 from k8py.api.quota import format_amount
 from k8py.api.selectors import parse_label_selector
 from k8py.client.keys import split_key
+from k8py.client.resource import Resource
 from k8py.client.resources import (DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, PODS, REPLICASETS, REPLICATION_CONTROLLERS,
                                    STATEFULSETS)
 from k8py.client.rest import PatchType
@@ -42,7 +45,7 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
 from k8py.controllers.podautoscaler.behavior import Behavior, History
 from k8py.controllers.podautoscaler.metrics import MetricsSource, ResourceMetricsClient
-from k8py.controllers.podautoscaler.replicas import MetricError, average_value_replicas, utilization_replicas
+from k8py.controllers.podautoscaler.replicas import MetricError, Readiness, average_value_replicas, utilization_replicas
 
 __all__ = ["HorizontalController"]
 
@@ -63,6 +66,8 @@ class HorizontalController(KeyedController):
         self.sync_period = float(ctx.options.extra.get("hpa_sync_period", 15.0))
         self.tolerance = float(ctx.options.extra.get("hpa_tolerance", 0.1))
         self.downscale_window = float(ctx.options.extra.get("hpa_downscale_stabilization", 300.0))
+        self.cpu_initialization_period = float(ctx.options.extra.get("hpa_cpu_initialization_period", 300.0))
+        self.initial_readiness_delay = float(ctx.options.extra.get("hpa_initial_readiness_delay", 30.0))
         self.history: dict[str, History] = {}
         self.hpas.add_event_handler(on_add=self.enqueue, on_update=self._changed, on_delete=self._deleted)
 
@@ -82,13 +87,15 @@ class HorizontalController(KeyedController):
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
         conditions: dict[str, tuple[str, str, str]] = {}
-        resource = _TARGETS.get(ref.get("kind") or "")
-        if resource is None:
-            conditions["AbleToScale"] = ("False", "FailedGetScale", f"the HPA controller was unable to get the target's current scale: "
-                                         f"no scale subresource known for kind {ref.get('kind')}")
+        try:
+            resource = await self._target(ref)
+            scale = await self.client.get(resource, namespace, ref.get("name") or "", subresource="scale")
+        except StatusError as err:
+            message = f"the HPA controller was unable to get the target's current scale: {err.message}"
+            conditions["AbleToScale"] = ("False", "FailedGetScale", message)
+            self.recorder.event(hpa, "Warning", "FailedGetScale", err.message, resource=HORIZONTAL_POD_AUTOSCALERS)
             await self._write_status(hpa, None, None, [], conditions, scaled=False)
             return self.sync_period
-        scale = await self.client.get(resource, namespace, ref.get("name") or "", subresource="scale")
         current = int((scale.get("spec") or {}).get("replicas") or 0)
         selector = (scale.get("status") or {}).get("selector") or ""
         low, high = int(spec.get("minReplicas") or 1), int(spec.get("maxReplicas") or 1)
@@ -128,6 +135,21 @@ class HorizontalController(KeyedController):
         await self._write_status(hpa, current, desired, metrics_status, conditions, scaled=scaled)
         return self.sync_period
 
+    async def _target(self, ref: dict[str, Any]) -> Resource:
+        """The resource ``scaleTargetRef`` names (raises NotFound as upstream's RESTMapper)."""
+        kind = ref.get("kind") or ""
+        group, _, version = (ref.get("apiVersion") or "").rpartition("/")
+        builtin = _TARGETS.get(kind)
+        if builtin is not None and (not ref.get("apiVersion") or builtin.group == group):
+            return builtin
+        try:
+            found = await self.client.discovery.resource_for(kind, group=group)
+        except NotFound:
+            raise NotFound(f'no matches for kind "{kind}" in group "{group}"') from None
+        if found.kind != kind:  # discovery also matches plurals and short names; a reference names the kind
+            raise NotFound(f'no matches for kind "{kind}" in group "{group}"')
+        return Resource(found.group, version or found.version, found.plural, found.namespaced, found.kind)
+
     async def _propose(self, hpa: Any, namespace: str, selector: str, current: int, metrics_status: list[dict[str, Any]],
                        conditions: dict[str, tuple[str, str, str]]) -> tuple[int | None, str]:
         match = parse_label_selector(selector)
@@ -135,6 +157,7 @@ class HorizontalController(KeyedController):
         best: int | None = None
         best_reason = ""
         errors = []
+        readiness = Readiness(self.clock.now().timestamp(), self.cpu_initialization_period, self.initial_readiness_delay)
         for metric in (hpa.get("spec") or {}).get("metrics") or ():
             if metric.get("type") != "Resource":
                 errors.append(f"metric type {metric.get('type')} is not supported")
@@ -144,12 +167,14 @@ class HorizontalController(KeyedController):
             try:
                 usage = await self.metrics.pod_usage(namespace, selector, name)
                 if target.get("type") == "Utilization":
-                    p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance)
+                    p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance,
+                                             readiness=readiness)
                     metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {
                         "averageUtilization": p.utilization, "averageValue": format_amount(name, p.average)}}})
                     why = f"{name} resource utilization (percentage of request) above target"
                 else:
-                    p = average_value_replicas(current, parse_quantity(target.get("averageValue") or "0"), pods, usage, tolerance=self.tolerance)
+                    p = average_value_replicas(current, parse_quantity(target.get("averageValue") or "0"), pods, usage, tolerance=self.tolerance,
+                                               resource=name, readiness=readiness)
                     metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {"averageValue": format_amount(name, p.average)}}})
                     why = f"{name} resource above target"
             except MetricError as err:

@@ -68,6 +68,8 @@ __all__ = [
     "RemoteStream",
     "RemoteStreamingRuntime",
     "ContainerUsage",
+    "InterfaceUsage",
+    "PodNetworkUsage",
     "StatsRuntime",
     "NotFoundError",
     "RuntimeErrorStatus",
@@ -459,11 +461,34 @@ class ContainerUsage:
     timestamp: float
 
 
+@dataclass(frozen=True)
+class InterfaceUsage:
+    """One network interface of a pod (CRI ``NetworkInterfaceUsage``): cumulative counters."""
+
+    name: str
+    rx_bytes: int
+    tx_bytes: int
+    rx_errors: int = 0
+    tx_errors: int = 0
+
+
+@dataclass(frozen=True)
+class PodNetworkUsage:
+    """CRI ``PodSandboxStats``' network part: the pod's default interface first, then the others."""
+
+    pod_uid: str
+    timestamp: float
+    interfaces: Sequence[InterfaceUsage]
+
+
 @runtime_checkable
 class StatsRuntime(Protocol):
-    """A runtime that measures its containers (CRI ``ListContainerStats``) rather than the kubelet reading /proc."""
+    """A runtime that measures its containers (CRI ``ListContainerStats``) rather than the kubelet reading /proc,
+    and its pods' networks (``ListPodSandboxStats``)."""
 
     async def list_container_stats(self) -> Sequence[ContainerUsage]: ...
+
+    async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]: ...
 
 
 @runtime_checkable

@@ -11,8 +11,9 @@ from two scrapes, as metrics-server does.
 
 ``/stats/summary`` is the kubelet Summary API (``stats/v1alpha1``) with the
 fields ``kubectl get --raw .../proxy/stats/summary`` users read (node and per
-pod/container cpu and memory); ``usageNanoCores`` is the rate since the
-previous call (0 on the first).
+pod/container cpu and memory, and the pod's ``network`` when the runtime
+measures it); ``usageNanoCores`` is the rate since the previous call (0 on
+the first).
 
 Measurements come from :mod:`k8py.kubelet.stats` (``/proc``), or from the
 runtime when it measures its containers itself (a ``StatsRuntime``: CRI
@@ -23,14 +24,14 @@ the newest running attempt of each container the kubelet's pods have.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import orjson
 from aiohttp import web
 
 from k8py.kubelet import stats
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, StatsRuntime
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, PodNetworkUsage, StatsRuntime
 from k8py.kubelet.server_context import ServerContext
 
 __all__ = ["resource_metrics_handler", "summary_handler", "collect"]
@@ -54,6 +55,8 @@ class Sample:
     node_cpu_seconds: float
     node_memory: stats.NodeMemory
     containers: list[ContainerSample]
+    #: pod UID → its network counters, when the runtime measures them (CRI ListPodSandboxStats)
+    networks: dict[str, PodNetworkUsage] = field(default_factory=dict)
 
 
 async def collect(ctx: ServerContext) -> Sample:
@@ -70,7 +73,8 @@ async def collect(ctx: ServerContext) -> Sample:
                     for u in await ctx.runtime.list_container_stats()}
         containers = [ContainerSample(ns, name, uid, c.name, c.started_at, measured[c.id])
                       for ns, name, uid, c in running if c.id in measured]
-        return Sample(time.time(), stats.node_cpu_seconds(), stats.node_memory(), containers)
+        networks = {n.pod_uid: n for n in await ctx.runtime.list_pod_network_stats()}
+        return Sample(time.time(), stats.node_cpu_seconds(), stats.node_memory(), containers, networks)
     running = [r for r in running if r[3].pid > 0]
     usage = stats.usage_of(c.pid for *_, c in running)
     containers = [
@@ -161,6 +165,13 @@ def summary_handler(ctx: ServerContext, *, boot_time: float | None = None) -> Ha
             out["availableBytes"] = available
         return out
 
+    def network(n: PodNetworkUsage) -> dict[str, Any]:
+        def iface(i: Any) -> dict[str, Any]:
+            return {"name": i.name, "rxBytes": i.rx_bytes, "rxErrors": i.rx_errors, "txBytes": i.tx_bytes, "txErrors": i.tx_errors}
+
+        # upstream's NetworkStats: the default interface's counters inline, every interface in the list
+        return {"time": _rfc3339(n.timestamp), **iface(n.interfaces[0]), "interfaces": [iface(i) for i in n.interfaces]}
+
     async def handler(_: web.Request) -> web.Response:
         s = await collect(ctx)
         pods: dict[tuple[str, str, str], list[ContainerSample]] = {}
@@ -188,6 +199,7 @@ def summary_handler(ctx: ServerContext, *, boot_time: float | None = None) -> Ha
                     ],
                     "cpu": cpu(f"{ns}/{pod}", s.timestamp, sum(c.usage.cpu_seconds for c in cs)),
                     "memory": memory(s.timestamp, sum(c.usage.memory_bytes for c in cs)),
+                    **({"network": network(s.networks[uid])} if uid in s.networks else {}),
                 }
                 for (ns, pod, uid), cs in pods.items()
             ],

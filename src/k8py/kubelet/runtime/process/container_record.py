@@ -19,9 +19,9 @@ import k8py
 from k8py.kubelet.runtime.process import launcher, oci_container, security
 from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
-from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, PodSandboxConfig, RuntimeErrorStatus
+from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, ContainerStatus, PodSandboxConfig, RuntimeErrorStatus
 
-__all__ = ["new_record"]
+__all__ = ["new_record", "status_of"]
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
@@ -58,10 +58,19 @@ def new_record(images: ProcessImages, catalog: ImageCatalog, config: ContainerCo
         "created_at": time.time(), "started_at": 0.0, "finished_at": 0.0, "exit_code": 0, "reason": "", "message": "",
         "labels": dict(config.labels), "annotations": dict(config.annotations),
         "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
-        "bwrap": bwrap, "argv": argv, "env": env, "cwd": cwd,
+        # a container joining its target's pid namespace is signalled as a process group (see launcher.build_launch)
+        "bwrap": bwrap and not (config.target_container_id and oci is None), "argv": argv, "env": env, "cwd": cwd,
         "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin, "tty": config.tty,
         "hostname": hostname, "cgroups": [],
         "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit, config.resources.cpu_shares],
         "security": sec.to_record(), "setpriv": setpriv, "target": config.target_container_id,
         **({"rootfs": oci["rootfs"], "user": oci["user"], "image_id": oci["image_id"]} if oci is not None else {}),
     }
+
+
+def status_of(rec: Mapping[str, Any]) -> ContainerStatus:
+    return ContainerStatus(
+        id=rec["id"], sandbox_id=rec["sandbox_id"], name=rec["name"], attempt=rec["attempt"], state=ContainerState(rec["state"]),
+        image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
+        finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
+        labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])

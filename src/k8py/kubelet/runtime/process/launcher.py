@@ -126,11 +126,25 @@ def build_launch(
     status_fd: int,
     fallback_cwd: str,
     host_dev: bool = False,
+    join_pid: int = 0,
 ) -> Launch:
-    """``argv`` already carries the securityContext's ``setpriv`` prefix (:mod:`.security`)."""
+    """``argv`` already carries the securityContext's ``setpriv`` prefix (:mod:`.security`).
+
+    ``join_pid``: run in the pid namespace of that (host) pid instead of a new one — an
+    ephemeral container's ``targetContainerName``: ``nsenter --pid`` starts bwrap inside the
+    target's namespace, and the command mounts that namespace's /proc over bwrap's before it
+    runs (bwrap mounts no new /proc without a pid namespace of its own). bwrap's status file
+    then holds pids of that namespace, so such a container is signalled as a process group."""
     if not bwrap:
         cwd = working_dir if working_dir and os.path.isdir(working_dir) else fallback_cwd
         return Launch(list(argv), cwd, False)
+    if join_pid:
+        nsenter = shutil.which("nsenter") or "nsenter"
+        inner = build_launch(["sh", "-c", 'mount -t proc proc /proc && exec "$@"', "sh", *argv], bwrap=bwrap, mounts=mounts,
+                             working_dir=working_dir, hostname=hostname, status_fd=status_fd, fallback_cwd=fallback_cwd,
+                             host_dev=host_dev)
+        args = [a for a in inner.argv if a != "--unshare-pid"]
+        return Launch([nsenter, f"--target={join_pid}", "--pid", "--", *args], "/", True)
     args = [bwrap, *plan_mounts(mounts, host_dev=host_dev), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if hostname:
         args += ["--hostname", hostname[:63]]

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Sequence
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
 from k8py.kubelet.runtime.process import container_exec, launcher, oci_container, spawn
-from k8py.kubelet.runtime.process.container_record import new_record
+from k8py.kubelet.runtime.process.container_record import new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
 from k8py.kubelet.runtime.process.image_service import ProcessImages
@@ -247,8 +247,13 @@ class ProcessRuntime:
             self._mark_exited(rec, 128, "StartError", err.message)
             raise
         sb = self.sandboxes.get(rec["sandbox_id"])
+        target = self._containers.get(rec.get("target") or "")
+        join_pid = launcher.command_pid(target["pid"], self._ns_init(target), target["bwrap"]) if target else 0
+        if rec.get("target") and not join_pid:
+            self._mark_exited(rec, 128, "StartError", "its target container is not running")
+            raise RuntimeErrorStatus("RunContainerError", "cannot join the process namespace of the target container: it is not running")
         try:
-            started = await spawn.spawn(rec, cdir=self._cdir(container_id), bwrap=self.bwrap, cgroups=self.cgroups,
+            started = await spawn.spawn(rec, cdir=self._cdir(container_id), bwrap=self.bwrap, cgroups=self.cgroups, join_pid=join_pid,
                                         cgroup_parent=sb["config"].get("cgroup_parent", ""), netns=sb.get("netns", ""),
                                         overlay=oci_container.overlay_mode(self.state_dir) if rec.get("rootfs") else "",
                                         log_max_size=self.log_max_size, log_max_files=self.log_max_files)
@@ -336,18 +341,11 @@ class ProcessRuntime:
         shutil.rmtree(self._cdir(container_id), ignore_errors=True)
         self._emit(ContainerEventType.DELETED, rec)
 
-    def _status(self, rec: dict[str, Any]) -> ContainerStatus:
-        return ContainerStatus(
-            id=rec["id"], sandbox_id=rec["sandbox_id"], name=rec["name"], attempt=rec["attempt"], state=ContainerState(rec["state"]),
-            image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
-            finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
-            labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])
-
     async def container_status(self, container_id: str) -> ContainerStatus:
-        return self._status(self._rec(container_id))
+        return status_of(self._rec(container_id))
 
     async def list_containers(self, sandbox_id: str | None = None) -> Sequence[ContainerStatus]:
-        return [self._status(c) for c in self._containers.values() if sandbox_id is None or c["sandbox_id"] == sandbox_id]
+        return [status_of(c) for c in self._containers.values() if sandbox_id is None or c["sandbox_id"] == sandbox_id]
 
     def root_path(self, container_id: str, path: str) -> str:
         """Where ``path`` inside the container is on the host (for terminationMessagePath)."""

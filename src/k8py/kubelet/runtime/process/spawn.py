@@ -69,7 +69,7 @@ def _fifo(path: str) -> int:
     return os.open(path, os.O_RDWR)
 
 
-def _launch(rec: dict[str, Any], *, bwrap: str | None, cdir: str, status_fd: int, overlay: str) -> launcher.Launch:
+def _launch(rec: dict[str, Any], *, bwrap: str | None, cdir: str, status_fd: int, overlay: str, join_pid: int) -> launcher.Launch:
     sec = security.Security.from_record(rec.get("security"))
     mounts = [Mount(*m) for m in rec["mounts"]]
     host_dev = bool(sec and sec.privileged)
@@ -82,14 +82,15 @@ def _launch(rec: dict[str, Any], *, bwrap: str | None, cdir: str, status_fd: int
                                               cap_args=security.bwrap_cap_args(sec) if sec else (), host_dev=host_dev)
     # a terminal inside bwrap's pid namespace: the command leads its own session there with the pty
     # as its controlling terminal (made outside, a shell fails to restore the foreground group on exit)
-    ctty = [shutil.which("setsid") or "setsid", "--ctty"] if rec.get("tty") and bwrap else []
+    ctty = [shutil.which("setsid") or "setsid", "--ctty"] if rec.get("tty") and bwrap and not join_pid else []
     return launcher.build_launch([*ctty, *rec.get("setpriv", []), *rec["argv"]], bwrap=bwrap, mounts=mounts, working_dir=rec["cwd"],
-                                 hostname=rec["hostname"], status_fd=status_fd, fallback_cwd=cdir, host_dev=host_dev)
+                                 hostname=rec["hostname"], status_fd=status_fd, fallback_cwd=cdir, host_dev=host_dev, join_pid=join_pid)
 
 
 async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: CgroupManager, cgroup_parent: str, netns: str,
-                overlay: str, log_max_size: int, log_max_files: int) -> Spawned:
-    """Start ``rec``'s process (see the module docstring); raises OSError, with nothing left open."""
+                overlay: str, log_max_size: int, log_max_files: int, join_pid: int = 0) -> Spawned:
+    """Start ``rec``'s process (see the module docstring); raises OSError, with nothing left open.
+    ``join_pid``: the host pid whose pid namespace it joins (an ephemeral container's target)."""
     fds: list[int] = []
     terminal: Terminal | None = None
     log = ContainerLog(rec["log_path"], max_size=log_max_size, max_files=log_max_files)
@@ -114,14 +115,14 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
                 fds.append(stdin)
         status_fd = os.open(os.path.join(cdir, "bwrap-status.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         fds.append(status_fd)
-        launch = _launch(rec, bwrap=bwrap, cdir=cdir, status_fd=status_fd, overlay=overlay)
+        launch = _launch(rec, bwrap=bwrap, cdir=cdir, status_fd=status_fd, overlay=overlay, join_pid=join_pid)
         quota, period, memory, shares = (list(rec.get("resources") or (0, 100_000, 0)) + [0])[:4]
         rec["cgroups"] = cgroups.create(cgroup_parent, rec["id"], Resources(cpu_quota=quota, cpu_period=period, memory_limit=memory,
                                                                            cpu_shares=shares))
         argv = CgroupManager.join_argv(rec["cgroups"], CNIPodNetwork.wrap(netns, launch.argv))
         proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=launch.cwd, env=rec["env"],
                                                     start_new_session=True, pass_fds=(status_fd,),
-                                                    preexec_fn=_controlling_tty if rec.get("tty") and not launch.bwrap else None)
+                                                    preexec_fn=_controlling_tty if rec.get("tty") and (not launch.bwrap or join_pid) else None)
     except BaseException:
         log.close()
         if terminal is not None:
