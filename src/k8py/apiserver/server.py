@@ -97,11 +97,12 @@ class APIServer:
         register_builtins(self.registry)
         self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
+        self._watch_event_counters: dict[str, Any] = {}
         self.cacher = Cacher(
             storage,
             self.registry,
             capacity=self.config.watch_cache_capacity,
-            on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
+            on_event=self._count_watch_event,
             watch_limits=WatchLimits(
                 max_pending_bytes=self.config.watch_max_pending_bytes,
                 slow_client_timeout=self.config.watch_slow_client_timeout,
@@ -111,6 +112,7 @@ class APIServer:
             clock=self.config.watch_clock,
         )
         self.store = ObjectStore(storage)
+        self.store.cached_read = self.cacher.current  # an update's first guess (see ObjectStore)
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
@@ -192,6 +194,13 @@ class APIServer:
         self.insecure_port: int | None = None
         #: the serving certificate (after start, when serving HTTPS)
         self.serving: ServingCertificate | None = None
+
+    def _count_watch_event(self, plural: str) -> None:
+        # labels() costs microseconds per call and this runs per stored event: keep the children
+        counter = self._watch_event_counters.get(plural)
+        if counter is None:
+            counter = self._watch_event_counters[plural] = self.metrics.watch_events.labels(plural)
+        counter.inc()
 
     def _kubelet_tls(self) -> dict[str, str]:
         c = self.config
