@@ -3,6 +3,7 @@ quota charges and scopes, node taints from conditions, toleration matching."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
@@ -10,7 +11,7 @@ from k8py.api.quota import format_amount, matches_scopes, usage
 from k8py.controllers.node_lifecycle import desired_taints
 from k8py.controllers.node_taints import min_toleration_seconds, untolerated
 from k8py.controllers.podautoscaler.behavior import Behavior, History
-from k8py.controllers.podautoscaler.replicas import utilization_replicas
+from k8py.controllers.podautoscaler.replicas import Readiness, utilization_replicas
 
 
 def _pod(name: str, cpu: str = "100m", ready: bool = True, **spec: Any) -> dict[str, Any]:
@@ -33,6 +34,45 @@ def test_missing_metrics_count_as_full_request_when_scaling_down_and_zero_when_u
     pods[2] = _pod("c", ready=False)
     usage_ = {"a": Fraction(1, 10), "b": Fraction(1, 10), "c": Fraction(1, 10)}
     assert utilization_replicas(3, 50, "cpu", pods, usage_).replicas == 4
+
+
+def _timed(name: str, *, started: float, ready: bool | None, changed: float, phase: str = "Running",
+           memory: bool = False) -> dict[str, Any]:
+    def at(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    requests = {"memory": "100Mi"} if memory else {"cpu": "100m"}
+    conditions = [] if ready is None else [{"type": "Ready", "status": str(ready), "lastTransitionTime": at(changed)}]
+    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
+            "status": {"phase": phase, "startTime": at(started), "conditions": conditions}}
+
+
+def test_cpu_of_unready_pods_counts_as_upstream_groups_them_and_memory_ignores_readiness():
+    now = 10_000.0
+    readiness = Readiness(now, cpu_initialization_period=300, initial_readiness_delay=30)
+    hot = Fraction(2, 10)  # 200% of 100m
+    # within the initialization period: an unready pod's sample is left out (0 when scaling up)
+    young = [_timed("a", started=now - 60, ready=True, changed=now - 50),
+             _timed("b", started=now - 60, ready=False, changed=now - 55)]
+    p = utilization_replicas(2, 100, "cpu", young, {"a": hot, "b": hot}, readiness=readiness)
+    assert (p.utilization, p.replicas) == (200, 2)  # (200 + 0) / 2 = 100%: at target
+    # past it: a pod that was Ready and turned unready later still counts ...
+    old = [_timed("a", started=now - 3600, ready=True, changed=now - 3000),
+           _timed("b", started=now - 3600, ready=False, changed=now - 600)]
+    assert utilization_replicas(2, 100, "cpu", old, {"a": hot, "b": hot}, readiness=readiness).replicas == 4
+    # ... one that has never been Ready since its start does not
+    old[1] = _timed("b", started=now - 3600, ready=False, changed=now - 3590)
+    assert utilization_replicas(2, 100, "cpu", old, {"a": hot, "b": hot}, readiness=readiness).replicas == 2
+    # no Ready condition at all, or Pending: unready
+    old[1] = _timed("b", started=now - 3600, ready=None, changed=0)
+    assert utilization_replicas(2, 100, "cpu", old, {"a": hot, "b": hot}, readiness=readiness).replicas == 2
+    old[1] = _timed("b", started=now - 3600, ready=False, changed=now - 3590, phase="Pending")
+    assert utilization_replicas(2, 100, "cpu", old, {"a": hot, "b": hot}, readiness=readiness).replicas == 2
+    # memory: readiness does not matter, both samples count
+    mem = [_timed("a", started=now - 60, ready=True, changed=now - 50, memory=True),
+           _timed("b", started=now - 60, ready=False, changed=now - 55, memory=True)]
+    used = Fraction(200 * 2**20)
+    assert utilization_replicas(2, 100, "memory", mem, {"a": used, "b": used}, readiness=readiness).replicas == 4
 
 
 def test_scale_down_waits_for_the_stabilization_window_and_scale_up_is_rate_limited():

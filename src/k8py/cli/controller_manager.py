@@ -68,6 +68,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # t
                    help="how far from 1 the usage ratio must be before the HPA scales (default: %(default)s)")
     p.add_argument("--horizontal-pod-autoscaler-downscale-stabilization", type=float, default=300.0,
                    help="seconds of scale-down stabilization for HPAs that set none (default: %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-cpu-initialization-period", type=float, default=300.0,
+                   help="seconds after a pod's start during which its cpu counts only while it is Ready (default: %(default)s)")
+    p.add_argument("--horizontal-pod-autoscaler-initial-readiness-delay", type=float, default=30.0,
+                   help="seconds after a pod's start within which a readiness change counts as its first (default: %(default)s)")
     p.add_argument("--resource-quota-sync-period", type=float, default=300.0,
                    help="seconds between full recounts of each ResourceQuota (default: %(default)s)")
     p.add_argument("--max-endpoints-per-slice", type=int, default=100, help="endpoints in one EndpointSlice (default: %(default)s)")
@@ -106,6 +110,8 @@ async def _main(args: argparse.Namespace) -> int:
                "hpa_sync_period": args.horizontal_pod_autoscaler_sync_period,
                "hpa_tolerance": args.horizontal_pod_autoscaler_tolerance,
                "hpa_downscale_stabilization": args.horizontal_pod_autoscaler_downscale_stabilization,
+               "hpa_cpu_initialization_period": args.horizontal_pod_autoscaler_cpu_initialization_period,
+               "hpa_initial_readiness_delay": args.horizontal_pod_autoscaler_initial_readiness_delay,
                "resource_quota_sync_period": args.resource_quota_sync_period},
     )
     election = LeaderElectionConfig(

@@ -1,6 +1,8 @@
 """Is it up yet? The questions ``k8py up`` asks over HTTP while it starts.
 
-Plain HTTP GETs with short timeouts (the supervisor polls them): a
+Plain HTTP GETs (the supervisor polls them; a health check may wait 30 s
+for its answer: a simulated kubelet running 5,000 nodes on a busy machine
+answers ``/healthz`` in tens of seconds, and is up all the same): a
 component's ``/healthz`` (or the API server's ``/readyz``), and the names of
 the Nodes whose ``Ready`` condition is ``True``. Errors are answers ("not
 yet"), never exceptions: the caller polls until its own deadline.
@@ -13,7 +15,7 @@ import orjson
 
 __all__ = ["http_ok", "ready_nodes", "node_is_ready"]
 
-_TIMEOUT = aiohttp.ClientTimeout(total=5)
+_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
 async def http_ok(session: aiohttp.ClientSession, url: str) -> bool:

@@ -158,6 +158,41 @@ def test_a_restricted_compliant_pod_passes(http):
     assert "hostPath volumes" not in msg  # replaced by the restricted check
 
 
+def test_enforce_version_applies_the_checks_of_that_release(http):
+    """runAsUser joined restricted in v1.23 and capabilities_restricted in v1.22; safe sysctls grew in v1.27/29/32."""
+    root = pod("root", securityContext={"runAsNonRoot": True, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}})
+    root["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    for version, allowed in (("v1.22", True), ("v1.23", False), ("latest", False)):
+        name = f"r{version.replace('.', '-')}"
+        make_ns(http, name, {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": version})
+        r = http.post(f"/api/v1/namespaces/{name}/pods", json=root)
+        assert (r.status_code == 201) is allowed, (version, r.text)
+        if not allowed:
+            assert r.json()["message"] == (f'pods "root" is forbidden: violates PodSecurity "restricted:{version}": '
+                                           'runAsUser=0 (pod must not set runAsUser=0)')
+    # before v1.22 a container need not drop ALL, but added capabilities are checked as baseline does
+    make_ns(http, "caps21", {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "v1.21"})
+    lax = pod("lax", securityContext={"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}})
+    lax["spec"]["containers"][0]["securityContext"] = {"allowPrivilegeEscalation": False}
+    assert http.post("/api/v1/namespaces/caps21/pods", json=lax).status_code == 201
+    lax["metadata"]["name"] = "raw"
+    lax["spec"]["containers"][0]["securityContext"]["capabilities"] = {"add": ["NET_RAW"]}
+    r = http.post("/api/v1/namespaces/caps21/pods", json=lax)
+    assert r.status_code == 403 and 'non-default capabilities (container "c" must not include "NET_RAW"' in r.json()["message"]
+    tuned = pod("tuned", securityContext={"sysctls": [{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}]})
+    for version, allowed in (("v1.31", False), ("v1.32", True), ("v1.40", True)):  # a release past this server's is latest
+        name = f"s{version.replace('.', '-')}"
+        make_ns(http, name, {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": version})
+        r = http.post(f"/api/v1/namespaces/{name}/pods", json=tuned)
+        assert (r.status_code == 201) is allowed, (version, r.text)
+    assert r.status_code == 201
+    make_ns(http, "s1-26", {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "v1.26"})
+    reserved = pod("reserved", securityContext={"sysctls": [{"name": "net.ipv4.ip_local_reserved_ports", "value": "30000"}]})
+    r = http.post("/api/v1/namespaces/s1-26/pods", json=reserved)
+    assert r.status_code == 403 and r.json()["message"].endswith(
+        'violates PodSecurity "baseline:v1.26": forbidden sysctls (net.ipv4.ip_local_reserved_ports)')
+
+
 def test_workloads_are_warned_about_never_refused(http):
     make_ns(http, "wl", {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline"})
     dep = {"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {

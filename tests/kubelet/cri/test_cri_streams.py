@@ -180,3 +180,23 @@ async def test_port_forward_reaches_a_server_on_the_pods_localhost(runtime: CRIR
         writer.close()
     finally:
         await stop_pod(pod)
+
+
+async def test_pod_network_stats_leave_out_the_sandboxes_the_runtime_cannot_measure(runtime: CRIRuntime, ref: str,
+                                                                                  tmp_path) -> None:
+    await runtime.pull_image(ImageSpec(ref))
+    live = await start_pod(runtime, ref, str(tmp_path), "exec sleep 600")
+    stopped = await start_pod(runtime, ref, str(tmp_path), "exec sleep 600")
+    await runtime.stop_container(stopped.container_id, 0)
+    await runtime.stop_pod_sandbox(stopped.sandbox_id)
+    try:
+        live_uid = (await runtime.pod_sandbox_status(live.sandbox_id)).uid
+        async with asyncio.timeout(60):
+            while not (nets := [n for n in await runtime.list_pod_network_stats() if n.pod_uid == live_uid]):
+                await asyncio.sleep(0.2)
+        assert nets[0].interfaces[0].name == "eth0" and nets[0].timestamp > 0, nets
+        stopped_uid = (await runtime.pod_sandbox_status(stopped.sandbox_id)).uid
+        assert stopped_uid not in {n.pod_uid for n in await runtime.list_pod_network_stats()}
+    finally:
+        await stop_pod(live)
+        await stop_pod(stopped)

@@ -74,6 +74,23 @@ def test_kubectl_exec_output_exit_code_and_stdin(cri_node: Node, ref: str) -> No
     assert r.returncode != 0 and "no-such-command" in r.stderr, r
 
 
+def test_the_official_clients_exec_stream(cri_node: Node, ref: str) -> None:
+    from kubernetes.stream import stream
+
+    cri_node.wait_pod(NS, "shell", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    out = stream(cri_node.core.connect_get_namespaced_pod_exec, "shell", NS, command=["sh", "-c", "echo hi"],
+                 stderr=True, stdout=True, stdin=False, tty=False)
+    assert out == "hi\n"
+    ws = stream(cri_node.core.connect_get_namespaced_pod_exec, "shell", NS, command=["sh", "-c", "read x; echo got $x; exit 4"],
+                stderr=True, stdout=True, stdin=True, tty=False, _preload_content=False)
+    try:
+        ws.write_stdin("value\n")
+        ws.run_forever(timeout=60)
+        assert ws.read_stdout() == "got value\n" and ws.returncode == 4
+    finally:
+        ws.close()
+
+
 def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "tty", "exec sleep 3600")
     master, slave = pty.openpty()
@@ -119,6 +136,51 @@ def test_kubectl_attach_with_stdin(cri_node: Node, ref: str) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_kubectl_attach_follows_the_output(cri_node: Node, ref: str) -> None:
+    run_pod(cri_node, ref, "ticker", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done")
+    proc = subprocess.Popen([KUBECTL, "attach", "ticker", "-n", NS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env(cri_node), text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]
+        numbers = [int(line.split()[1]) for line in lines]
+        assert all(line.startswith("tick ") for line in lines) and numbers == sorted(numbers), lines
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_kubectl_attach_to_a_terminal_container(cri_node: Node, ref: str) -> None:
+    cri_node.core.create_namespaced_pod(NS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "console"},
+        "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0, "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": ref, "command": ["/bin/sh"], "stdin": True, "stdinOnce": True, "tty": True}]}})
+    cri_node.wait_pod(NS, "console", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([KUBECTL, "attach", "-it", "-n", NS, "console"], stdin=slave, stdout=slave, stderr=slave,
+                            env=env(cri_node), close_fds=True)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"ATTACHED-TTY" not in seen and proc.poll() is None and time.monotonic() < deadline:
+            os.write(master, b"test -t 0 && echo ATTACHED-$(echo TTY)\n")  # until the shell's terminal is attached
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        assert b"ATTACHED-TTY" in seen, seen
+        os.write(master, b"exit 3\n")
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    done = cri_node.wait_pod(NS, "console", lambda p: p["status"].get("phase") == "Failed", timeout=120, what="Failed")
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
 
 
 def test_kubectl_port_forward_to_the_pods_localhost(cri_node: Node, ref: str) -> None:

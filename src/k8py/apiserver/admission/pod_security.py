@@ -178,18 +178,18 @@ class PodSecurity:
         meta = pod.get("metadata") or {}
         level, version = _policy(labels, self.config.defaults, "enforce")
         a.add_audit_annotation(LABEL_PREFIX + "enforce-policy", f"{level}:{version}")
-        failures = evaluate(level, meta, spec)
+        failures = evaluate(level, meta, spec, version)
         if failures:
             raise a.forbidden("violates " + _message(level, version, failures))
         self._warn_and_audit(a, labels, meta, spec)
 
     def _warn_and_audit(self, a: AdmissionAttributes, labels: Mapping[str, str], meta: Object, spec: Object) -> None:
         level, version = _policy(labels, self.config.defaults, "warn")
-        failures = evaluate(level, meta, spec)
+        failures = evaluate(level, meta, spec, version)
         if failures:
             a.add_warning("would violate " + _message(level, version, failures))
         level, version = _policy(labels, self.config.defaults, "audit")
-        failures = evaluate(level, meta, spec)
+        failures = evaluate(level, meta, spec, version)
         if failures:
             a.add_audit_annotation(LABEL_PREFIX + "audit-violations", "would violate " + _message(level, version, failures))
 
@@ -250,7 +250,7 @@ class PodSecurity:
             spec = pod.get("spec") or {}
             if spec.get("runtimeClassName") in self.config.exempt_runtime_classes:
                 continue
-            failures = evaluate(level, pod.get("metadata") or {}, spec)
+            failures = evaluate(level, pod.get("metadata") or {}, spec, version)
             if failures:
                 offenders.append((pod["metadata"]["name"], [f.reason for f in failures]))
         if not offenders:

@@ -7,8 +7,15 @@ detail"; :func:`evaluate` runs the checks of a level in upstream's order
 restricted ones, by ID) and returns the failures as (reason, detail).
 
 Levels: ``privileged`` (nothing checked), ``baseline``, ``restricted``
-(baseline plus the restricted checks). Versions are accepted and echoed but
-every version is checked as ``latest`` (k8py serves one Kubernetes version).
+(baseline plus the restricted checks). Versions (``v1.N``, ``latest``) select
+upstream's checks as of that release: ``allowPrivilegeEscalation`` from v1.8,
+``seccompProfile_restricted`` from v1.19 (before it the baseline seccomp
+check applies), ``capabilities_restricted`` from v1.22 (before it
+``capabilities_baseline``), ``runAsUser`` from v1.23; the allowed sysctls grow
+at v1.27, v1.29 and v1.32, and SELinux type ``container_engine_t`` is allowed
+from v1.31. ``latest`` and versions past this server's (v1.32) are v1.32.
+Not versioned (checked as v1.32 at every version): the annotation-era
+seccomp and AppArmor forms before v1.19, and the Windows-pod exemptions of v1.25.
 """
 
 from __future__ import annotations
@@ -55,12 +62,16 @@ def _names_detail(names: list[str], rest: str, singular: str = "container", plur
 _BASELINE_CAPABILITIES = frozenset({
     "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
     "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
-_SAFE_SYSCTLS = frozenset({
-    "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-    "net.ipv4.tcp_keepalive_probes"})
-_SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
+#: the newest release whose checks this server knows ("latest")
+LATEST_MINOR = 32
+_SYSCTLS_1_0 = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                          "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range"})
+_SYSCTLS_1_27 = _SYSCTLS_1_0 | {"net.ipv4.ip_local_reserved_ports"}
+_SYSCTLS_1_29 = _SYSCTLS_1_27 | {"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                                 "net.ipv4.tcp_keepalive_probes"}
+_SYSCTLS_1_32 = _SYSCTLS_1_29 | {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+_SELINUX_TYPES_1_0 = frozenset({"", "container_t", "container_init_t", "container_kvm_t"})
+_SELINUX_TYPES_1_31 = _SELINUX_TYPES_1_0 | {"container_engine_t"}
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 
@@ -143,7 +154,8 @@ def _seccomp_baseline(meta: Object, spec: Object) -> Failure | None:
     return Failure("seccompProfile", "; ".join(bad)) if bad else None
 
 
-def _selinux(meta: Object, spec: Object) -> Failure | None:
+def _selinux(meta: Object, spec: Object, minor: int = LATEST_MINOR) -> Failure | None:
+    allowed_types = _SELINUX_TYPES_1_31 if minor >= 31 else _SELINUX_TYPES_1_0
     problems: list[str] = []
     who: list[str] = []
 
@@ -151,7 +163,7 @@ def _selinux(meta: Object, spec: Object) -> Failure | None:
         if not isinstance(opts, dict):
             return
         found = False
-        if opts.get("type", "") not in _SELINUX_TYPES:
+        if opts.get("type", "") not in allowed_types:
             problems.append(f'type "{opts["type"]}"') if f'type "{opts["type"]}"' not in problems else None
             found = True
         for field in ("user", "role"):
@@ -175,8 +187,9 @@ def _selinux(meta: Object, spec: Object) -> Failure | None:
     return Failure("seLinuxOptions", f"{subject} {verb} forbidden securityContext.seLinuxOptions: {', '.join(problems)}")
 
 
-def _sysctls(meta: Object, spec: Object) -> Failure | None:
-    bad = [s.get("name") for s in _sc(spec).get("sysctls") or () if isinstance(s, dict) and s.get("name") not in _SAFE_SYSCTLS]
+def _sysctls(meta: Object, spec: Object, minor: int = LATEST_MINOR) -> Failure | None:
+    safe = _SYSCTLS_1_32 if minor >= 32 else _SYSCTLS_1_29 if minor >= 29 else _SYSCTLS_1_27 if minor >= 27 else _SYSCTLS_1_0
+    bad = [s.get("name") for s in _sc(spec).get("sysctls") or () if isinstance(s, dict) and s.get("name") not in safe]
     return Failure("forbidden sysctls", ", ".join(bad)) if bad else None
 
 
@@ -303,27 +316,45 @@ BASELINE: tuple[tuple[str, Check], ...] = (
     ("sysctls", _sysctls),
     ("windowsHostProcess", _host_process),
 )
-#: (ID, check, the baseline check it replaces)
-RESTRICTED: tuple[tuple[str, Check, str], ...] = (
-    ("allowPrivilegeEscalation", _allow_privilege_escalation, ""),
-    ("capabilities_restricted", _capabilities_restricted, "capabilities_baseline"),
-    ("restrictedVolumes", _restricted_volumes, "hostPathVolumes"),
-    ("runAsNonRoot", _run_as_non_root, ""),
-    ("runAsUser", _run_as_user, ""),
-    ("seccompProfile_restricted", _seccomp_restricted, "seccompProfile_baseline"),
+#: (ID, check, the baseline check it replaces, the first release that has it)
+RESTRICTED: tuple[tuple[str, Check, str, int], ...] = (
+    ("allowPrivilegeEscalation", _allow_privilege_escalation, "", 8),
+    ("capabilities_restricted", _capabilities_restricted, "capabilities_baseline", 22),
+    ("restrictedVolumes", _restricted_volumes, "hostPathVolumes", 0),
+    ("runAsNonRoot", _run_as_non_root, "", 0),
+    ("runAsUser", _run_as_user, "", 23),
+    ("seccompProfile_restricted", _seccomp_restricted, "seccompProfile_baseline", 19),
 )
-_OVERRIDDEN = frozenset(r[2] for r in RESTRICTED if r[2])
+#: the checks whose rules changed between releases, given the release's minor version
+_VERSIONED: dict[str, Callable[[Object, Object, int], Failure | None]] = {"sysctls": _sysctls, "seLinuxOptions": _selinux}
 
 
-def evaluate(level: str, meta: Object, spec: Object) -> list[Failure]:
-    """The failures of a pod (its metadata and spec) against ``level``."""
+def minor_version(version: str) -> int:
+    """``v1.N`` -> N (at most :data:`LATEST_MINOR`); ``latest`` -> :data:`LATEST_MINOR`."""
+    if version.startswith("v1."):
+        try:
+            return min(int(version[3:]), LATEST_MINOR)
+        except ValueError:
+            pass
+    return LATEST_MINOR
+
+
+def evaluate(level: str, meta: Object, spec: Object, version: str = "latest") -> list[Failure]:
+    """The failures of a pod (its metadata and spec) against ``level`` as of ``version``."""
     if level == "privileged":
         return []
-    checks = [fn for cid, fn in BASELINE if level != "restricted" or cid not in _OVERRIDDEN]
-    if level == "restricted":
-        checks += [fn for _, fn, _ in RESTRICTED]
+    minor = minor_version(version)
+    restricted = [(cid, fn, overrides) for cid, fn, overrides, since in RESTRICTED if minor >= since] if level == "restricted" else []
+    overridden = {o for _, _, o in restricted if o}
     out = []
-    for fn in checks:
+    for cid, fn in BASELINE:
+        if cid in overridden:
+            continue
+        versioned = _VERSIONED.get(cid)
+        failure = versioned(meta, spec, minor) if versioned is not None else fn(meta, spec)
+        if failure is not None:
+            out.append(failure)
+    for _, fn, _ in restricted:
         failure = fn(meta, spec)
         if failure is not None:
             out.append(failure)

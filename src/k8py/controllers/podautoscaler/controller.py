@@ -45,7 +45,7 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
 from k8py.controllers.podautoscaler.behavior import Behavior, History
 from k8py.controllers.podautoscaler.metrics import MetricsSource, ResourceMetricsClient
-from k8py.controllers.podautoscaler.replicas import MetricError, average_value_replicas, utilization_replicas
+from k8py.controllers.podautoscaler.replicas import MetricError, Readiness, average_value_replicas, utilization_replicas
 
 __all__ = ["HorizontalController"]
 
@@ -66,6 +66,8 @@ class HorizontalController(KeyedController):
         self.sync_period = float(ctx.options.extra.get("hpa_sync_period", 15.0))
         self.tolerance = float(ctx.options.extra.get("hpa_tolerance", 0.1))
         self.downscale_window = float(ctx.options.extra.get("hpa_downscale_stabilization", 300.0))
+        self.cpu_initialization_period = float(ctx.options.extra.get("hpa_cpu_initialization_period", 300.0))
+        self.initial_readiness_delay = float(ctx.options.extra.get("hpa_initial_readiness_delay", 30.0))
         self.history: dict[str, History] = {}
         self.hpas.add_event_handler(on_add=self.enqueue, on_update=self._changed, on_delete=self._deleted)
 
@@ -155,6 +157,7 @@ class HorizontalController(KeyedController):
         best: int | None = None
         best_reason = ""
         errors = []
+        readiness = Readiness(self.clock.now().timestamp(), self.cpu_initialization_period, self.initial_readiness_delay)
         for metric in (hpa.get("spec") or {}).get("metrics") or ():
             if metric.get("type") != "Resource":
                 errors.append(f"metric type {metric.get('type')} is not supported")
@@ -164,12 +167,14 @@ class HorizontalController(KeyedController):
             try:
                 usage = await self.metrics.pod_usage(namespace, selector, name)
                 if target.get("type") == "Utilization":
-                    p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance)
+                    p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance,
+                                             readiness=readiness)
                     metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {
                         "averageUtilization": p.utilization, "averageValue": format_amount(name, p.average)}}})
                     why = f"{name} resource utilization (percentage of request) above target"
                 else:
-                    p = average_value_replicas(current, parse_quantity(target.get("averageValue") or "0"), pods, usage, tolerance=self.tolerance)
+                    p = average_value_replicas(current, parse_quantity(target.get("averageValue") or "0"), pods, usage, tolerance=self.tolerance,
+                                               resource=name, readiness=readiness)
                     metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {"averageValue": format_amount(name, p.average)}}})
                     why = f"{name} resource above target"
             except MetricError as err:

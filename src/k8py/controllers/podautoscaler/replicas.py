@@ -4,9 +4,16 @@ as pure functions over pods and their measured usage.
 For a Resource metric with a ``Utilization`` target, over the pods the
 target's scale selects (pods being deleted or Failed left out):
 
-- pods with a measurement and Ready count ("ready"); unready ones (or, for
-  cpu, ones that have not yet been Ready) are "ignored"; pods with no
-  measurement are "missing";
+- pods being deleted or Failed are left out; Pending pods are "unready";
+  pods with no measurement are "missing"; for cpu (only), a measured pod is
+  "unready" too when it has no Ready condition or start time, when it is
+  within ``cpu_initialization_period`` (300 s) of its start and not Ready,
+  or when it is not Ready and never has been since its start (its Ready
+  condition last changed within ``initial_readiness_delay``, 30 s, of the
+  start) — upstream's ``groupPods``, except that upstream also ignores a
+  sample taken within one metric window of a Ready transition during the
+  initialization period (the metrics source here gives no sample times);
+  the rest count ("ready");
 - ``ratio = (Σ usage / Σ requests of the ready pods) / target``; every pod
   must request the resource, or the metric fails ("missing request for cpu");
 - with nothing ignored or missing: within ``tolerance`` (0.1) of 1 keeps the
@@ -28,8 +35,9 @@ from fractions import Fraction
 from typing import Any, Mapping
 
 from k8py.api.quantity import parse_quantity
+from k8py.controllers.pod_status import parse_time
 
-__all__ = ["Proposal", "MetricError", "utilization_replicas", "average_value_replicas", "TOLERANCE"]
+__all__ = ["Proposal", "MetricError", "Readiness", "utilization_replicas", "average_value_replicas", "TOLERANCE"]
 
 TOLERANCE = 0.1
 
@@ -59,26 +67,55 @@ def _request(pod: Mapping[str, Any], resource: str) -> Fraction | None:
     return total
 
 
-def _groups(pods: list[Mapping[str, Any]], usage: Mapping[str, Fraction]) -> tuple[list[Any], list[Any], list[Any]]:
-    ready, ignored, missing = [], [], []
+@dataclass(frozen=True)
+class Readiness:
+    """When a measured pod's cpu counts (``--horizontal-pod-autoscaler-cpu-initialization-period``,
+    ``--horizontal-pod-autoscaler-initial-readiness-delay``); ``now`` in seconds since the epoch."""
+
+    now: float
+    cpu_initialization_period: float = 300.0
+    initial_readiness_delay: float = 30.0
+
+
+def _cpu_unready(pod: Mapping[str, Any], readiness: Readiness) -> bool:
+    status = pod.get("status") or {}
+    condition = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+    started = parse_time(status.get("startTime"))
+    if condition is None or started is None:
+        return True
+    start = started.timestamp()
+    if start + readiness.cpu_initialization_period > readiness.now:
+        return condition.get("status") == "False"
+    changed = parse_time(condition.get("lastTransitionTime"))
+    never_ready = changed is not None and start + readiness.initial_readiness_delay > changed.timestamp()
+    return condition.get("status") == "False" and never_ready
+
+
+def _groups(pods: list[Mapping[str, Any]], usage: Mapping[str, Fraction], resource: str,
+            readiness: Readiness | None) -> tuple[list[Any], list[Any], list[Any]]:
+    ready, unready, missing = [], [], []
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") == "Failed":
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") == "Failed":
             continue
-        if meta.get("name") not in usage:
+        if status.get("phase") == "Pending":
+            unready.append(pod)
+        elif meta.get("name") not in usage:
             missing.append(pod)
-        elif not _ready(pod):
-            ignored.append(pod)
+        elif resource == "cpu" and (_cpu_unready(pod, readiness) if readiness is not None else not _ready(pod)):
+            unready.append(pod)
         else:
             ready.append(pod)
-    return ready, ignored, missing
+    return ready, unready, missing
 
 
 def utilization_replicas(current: int, target_percent: int, resource: str, pods: list[Mapping[str, Any]],
-                         usage: Mapping[str, Fraction], *, tolerance: float = TOLERANCE) -> Proposal:
+                         usage: Mapping[str, Fraction], *, tolerance: float = TOLERANCE,
+                         readiness: Readiness | None = None) -> Proposal:
+    """``readiness`` None: a cpu pod counts iff it is Ready (tests of the arithmetic)."""
     if not pods:
-        raise MetricError(f"no pods returned by selector while calculating replica count")
-    ready, ignored, missing = _groups(pods, usage)
+        raise MetricError("no pods returned by selector while calculating replica count")
+    ready, ignored, missing = _groups(pods, usage, resource, readiness)
     requests: dict[str, Fraction] = {}
     for pod in ready + ignored + missing:
         req = _request(pod, resource)
@@ -114,8 +151,8 @@ def utilization_replicas(current: int, target_percent: int, resource: str, pods:
 
 
 def average_value_replicas(current: int, target: Fraction, pods: list[Mapping[str, Any]], usage: Mapping[str, Fraction],
-                           *, tolerance: float = TOLERANCE) -> Proposal:
-    ready, ignored, missing = _groups(pods, usage)
+                           *, tolerance: float = TOLERANCE, resource: str = "", readiness: Readiness | None = None) -> Proposal:
+    ready, ignored, missing = _groups(pods, usage, resource, readiness)
     measured = ready + ignored
     if not measured:
         raise MetricError("did not receive metrics for targeted pods (pods might be unready)")

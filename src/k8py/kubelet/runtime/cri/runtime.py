@@ -305,9 +305,18 @@ class CRIRuntime:
         runtime reads them in the pod's network namespace. Host-network pods and pods not measured yet are left out."""
         try:
             stats = await self.client.list_pod_sandbox_stats()
-        except CRIError as e:  # the figures are optional; the summary goes on without them
-            log.warning("ListPodSandboxStats failed: %s", e)
-            return []
+        except CRIError as e:
+            # containerd 1.6 fails the whole list for one sandbox it cannot measure (one that stopped, a
+            # host-network one): ask each ready sandbox instead, leaving out those that fail
+            log.debug("ListPodSandboxStats failed (%s): asking each sandbox", e.details)
+            stats = []
+            for sandbox in await self.client.list_pod_sandbox():
+                if sandbox.state != pb.SANDBOX_READY:
+                    continue
+                try:
+                    stats.append(await self.client.pod_sandbox_stats(sandbox.id))
+                except (CRIError, NotFoundError):
+                    continue
         out = []
         for s in stats:
             net = s.linux.network
