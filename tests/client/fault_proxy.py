@@ -100,6 +100,10 @@ class FaultProxy:
         except OSError:
             writer.transport.abort()
             return
+        if self.blocked:  # blocked while connecting upstream: block() could not cut this pair yet
+            up_writer.transport.abort()
+            writer.transport.abort()
+            return
         self.connections += 1
         pair = (writer, up_writer)
         self._pairs.add(pair)

@@ -59,7 +59,8 @@ from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP as FLOWCONTROL_GROUP, PRIORITY_LEVELS
 from k8py.apiserver.registry import Registry
-from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.resources import admissionregistration_v1alpha1, register_builtins
+from k8py.apiserver.webhooks.mutating_policy import FEATURE_GATE as MUTATING_POLICY_GATE
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
 from k8py.apiserver.server_config import APIServerConfig
@@ -95,13 +96,17 @@ class APIServer:
             self.registry.on_change(forget)
             self.registry.on_remove(forget)
         register_builtins(self.registry)
+        if self.config.feature_gates.get(MUTATING_POLICY_GATE):
+            for definition in admissionregistration_v1alpha1.DEFINITIONS:
+                self.registry.add(definition)
         self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
+        self._watch_event_counters: dict[str, Any] = {}
         self.cacher = Cacher(
             storage,
             self.registry,
             capacity=self.config.watch_cache_capacity,
-            on_event=lambda plural: self.metrics.watch_events.labels(plural).inc(),
+            on_event=self._count_watch_event,
             watch_limits=WatchLimits(
                 max_pending_bytes=self.config.watch_max_pending_bytes,
                 slow_client_timeout=self.config.watch_slow_client_timeout,
@@ -111,6 +116,7 @@ class APIServer:
             clock=self.config.watch_clock,
         )
         self.store = ObjectStore(storage)
+        self.store.cached_read = self.cacher.current  # an update's first guess (see ObjectStore)
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)
@@ -192,6 +198,13 @@ class APIServer:
         self.insecure_port: int | None = None
         #: the serving certificate (after start, when serving HTTPS)
         self.serving: ServingCertificate | None = None
+
+    def _count_watch_event(self, plural: str) -> None:
+        # labels() costs microseconds per call and this runs per stored event: keep the children
+        counter = self._watch_event_counters.get(plural)
+        if counter is None:
+            counter = self._watch_event_counters[plural] = self.metrics.watch_events.labels(plural)
+        counter.inc()
 
     def _kubelet_tls(self) -> dict[str, str]:
         c = self.config

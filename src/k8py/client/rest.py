@@ -24,77 +24,35 @@ jitter, at most ``RetryPolicy.max_attempts`` tries:
   did not act; the wait is at least ``Retry-After``.
 
 Concurrency: one client is shared by all tasks of a loop; its transport keeps
-one connection pool.
+one connection pool (:mod:`k8py.client.http1` for plain requests, aiohttp for
+streams).
 """
 
 from __future__ import annotations
 
 import builtins
-import enum
 import logging
 import random
 from typing import Any, AsyncIterator, Callable, Mapping
 
 import orjson
 
-from k8py.api.errors import Expired, StatusError, status_from_dict
+from k8py.api.errors import Expired
 from k8py.client.backoff import Backoff
 from k8py.client.clock import Clock, RealClock
 from k8py.client.config import ClientConfig
 from k8py.client.discovery import Discovery
 from k8py.client.resource import Resource
-from k8py.client.transport import AiohttpTransport, HTTPRequest, HTTPResponse, Transport, TransportError
+from k8py.client.rest_types import PatchType, RetryPolicy, error_from_response, retry_after
+from k8py.client.http1 import Http1Transport
+from k8py.client.transport import HTTPRequest, HTTPResponse, Transport, TransportError
 from k8py.client.watch_stream import WatchStream
 
-__all__ = ["RestClient", "PatchType", "RetryPolicy"]
+__all__ = ["RestClient", "PatchType", "RetryPolicy"]  # the last two live in rest_types
 
 logger = logging.getLogger(__name__)
 
 _JSON = "application/json"
-_REASON_BY_CODE = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-                   406: "NotAcceptable", 409: "Conflict", 410: "Gone", 413: "RequestEntityTooLarge",
-                   415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-                   503: "ServiceUnavailable", 504: "Timeout"}
-
-
-class PatchType(str, enum.Enum):
-    JSON = "application/json-patch+json"
-    MERGE = "application/merge-patch+json"
-    STRATEGIC = "application/strategic-merge-patch+json"
-    APPLY = "application/apply-patch+yaml"
-
-
-class RetryPolicy:
-    """How many tries and how to space them (see the module docstring)."""
-
-    def __init__(self, *, max_attempts: int = 5, initial: float = 0.1, cap: float = 5.0) -> None:
-        self.max_attempts = max(1, max_attempts)
-        self.initial = initial
-        self.cap = cap
-
-
-def _error_from_response(status: int, body: bytes) -> StatusError:
-    try:
-        parsed = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-        return status_from_dict(parsed, status)
-    reason = _REASON_BY_CODE.get(status, "")
-    message = body.decode("utf-8", "replace").strip()[:500] or f"the server responded with HTTP {status}"
-    return status_from_dict({"reason": reason, "code": status, "message": message}, status)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
 def _selector_params(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
     params = []
     if label_selector:
@@ -121,7 +79,7 @@ class RestClient:
         rng: Callable[[], float] = random.random,
     ) -> None:
         self.config = config
-        self.transport: Transport = transport if transport is not None else AiohttpTransport(config)
+        self.transport: Transport = transport if transport is not None else Http1Transport(config)
         self.retry = retry if retry is not None else RetryPolicy()
         self._clock: Clock = clock if clock is not None else RealClock()
         self._rng = rng
@@ -178,8 +136,8 @@ class RestClient:
             if 200 <= response.status < 300:
                 return response
             body_bytes = await response.read()
-            error = _error_from_response(response.status, body_bytes)
-            wait = _retry_after(response.headers)
+            error = error_from_response(response.status, body_bytes)
+            wait = retry_after(response.headers)
             retryable = response.status == 429 or (response.status >= 500 and (wait is not None or method == "GET"))
             if last_try or not retryable:
                 raise error

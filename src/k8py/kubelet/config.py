@@ -55,6 +55,10 @@ class KubeletConfig:
     authorization_mode: str = "Webhook"
     authorization_webhook_cache_authorized_ttl: float = 300.0
     authorization_webhook_cache_unauthorized_ttl: float = 30.0
+    #: ``rotateCertificates``: renew the client certificate at 70–90 % of its life (k8py.kubelet.certificate_rotation)
+    rotate_certificates: bool = False
+    #: where rotated (and bootstrapped) client certificates go ("" = <root-dir>/pki)
+    cert_dir: str = ""
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
     #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``
@@ -151,6 +155,7 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "resolvConf": ("resolv_conf", str),
     "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
     "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
+    "rotateCertificates": ("rotate_certificates", bool),
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any, Mapping, Sequence
 
@@ -29,6 +30,7 @@ from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import CONFIGMAPS, NODES, PODS, SECRETS, SERVICE_ACCOUNTS, SERVICES
 from k8py.client.rest import RestClient
 from k8py.kubelet import server, server_tls
+from k8py.kubelet.certificate_rotation import ClientCertificateRotation
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
@@ -245,6 +247,11 @@ class Kubelet:
                     tg.create_task(self._run_eviction(self.eviction), name="eviction-manager")
                 if self.config.static_pod_path:
                     tg.create_task(self.static_pods.run(), name="static-pods")
+                if self.config.rotate_certificates:
+                    tg.create_task(ClientCertificateRotation(
+                        self.client, node_name=self.config.node_name,
+                        cert_dir=self.config.cert_dir or os.path.join(self.config.root_dir, "pki")).run(),
+                        name="client-certificate-rotation")
                 self.ready.set()
                 logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
         finally:

@@ -11,6 +11,15 @@ value never disagrees with its own revision.
 Updates are optimistic: read, compute, write guarded on the revision read.
 A conflict is retried when the client gave no resourceVersion (an
 unconditional update or a patch), and reported as 409 when it did.
+
+The first read of an update is the watch cache's copy when the server wires
+one in (``cached_read``), as upstream's GuaranteedUpdate starts from its
+cached object: it saves a store read per write (pods/binding, status
+updates, patches). It is only a guess: the write stays guarded on the
+revision read, and a lost race, any refusal computed from the copy (a
+precondition, a Conflict of the mutation, validation) and a no-op are
+decided again on a fresh store read, so every outcome is the one the store's
+state gives. Dry runs and converted views always read the store.
 No-op updates (the same bytes) are not written: the object keeps its
 resourceVersion and no watch event is produced, as upstream.
 """
@@ -18,32 +27,36 @@ resourceVersion and no watch event is produced, as upstream.
 from __future__ import annotations
 
 import asyncio
-
 import time
 from typing import Any, Awaitable, Callable, Protocol
 
 import orjson
 
-from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge
+from k8py.api.errors import AlreadyExists, BadRequest, Conflict, NotFound, RequestEntityTooLarge, StatusError
 from k8py.api.go_shape import fill_go_fields
 from k8py.api.names import generate_name
 from k8py.apiserver.store.admission_hook import AdmissionHook
 from k8py.apiserver.store.field_managers import FieldManager
 from k8py.apiserver.store.key_locks import KeyLocks
 from k8py.apiserver.store.object_meta import (
-    carry_meta_for_update,
-    parse_resource_version,
     prepare_meta_for_create,
     raise_if_invalid,
     validate_meta,
 )
-from k8py.apiserver.registry import ResourceDefinition, to_served, to_stored
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.store.update_attempt import Current, Mutation, Retry, attempt_update
+from k8py.apiserver.store.stored_form import (
+    check_type,
+    decode_stored,
+    dump_object,
+    dump_object_async,
+    encode_for_store,
+    load_object,
+    load_object_async,
+)
 from k8py.storage.encryption import StaleKeyValue
 from k8py.storage import (
     KeyExistsError,
-    KeyNotFoundError,
-    KeyValue,
-    RevisionConflictError,
     Storage,
     ValueTooLargeError,
 )
@@ -52,56 +65,8 @@ __all__ = ["ObjectStore", "decode_stored", "encode_for_store", "load_object", "d
            "load_object_async", "dump_object_async"]
 
 Object = dict[str, Any]
-#: computes the new object from the current one (patch, status update, ...)
-Mutation = Callable[[Object], Object | Awaitable[Object]]
 
 _MAX_RETRIES = 16
-
-
-def decode_stored(kv: KeyValue) -> Object:
-    obj = orjson.loads(kv.value)
-    obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
-    return obj
-
-
-def encode_for_store(obj: Object) -> bytes:
-    meta = obj.get("metadata") or {}
-    rv = meta.pop("resourceVersion", None)
-    try:
-        return orjson.dumps(obj)
-    finally:
-        if rv is not None:
-            meta["resourceVersion"] = rv
-
-
-def load_object(definition: ResourceDefinition, kv: KeyValue) -> Object:
-    """The stored object as ``definition`` serves it (converted for a view)."""
-    obj = decode_stored(kv)
-    if definition.converter is not None:
-        obj = definition.converter.from_storage(obj)
-    return obj
-
-
-def dump_object(definition: ResourceDefinition, obj: Object) -> bytes:
-    """The bytes to store for ``obj`` (converted to the stored form for a view)."""
-    if definition.converter is not None:
-        return encode_for_store(definition.converter.to_storage(obj))
-    return encode_for_store(obj)
-
-
-async def load_object_async(definition: ResourceDefinition, kv: KeyValue) -> Object:
-    """:func:`load_object` for any converter, one that does I/O (a CRD's
-    conversion webhook) too: what the request path uses."""
-    if definition.converter is None:
-        return decode_stored(kv)
-    return (await to_served(definition, [decode_stored(kv)]))[0]
-
-
-async def dump_object_async(definition: ResourceDefinition, obj: Object) -> bytes:
-    """:func:`dump_object` for any converter (see :func:`load_object_async`)."""
-    if definition.converter is None:
-        return encode_for_store(obj)
-    return encode_for_store((await to_stored(definition, [obj]))[0])
 
 
 class UpdateAllocator(Protocol):
@@ -133,6 +98,9 @@ class ObjectStore:
         self.allocate_new: list[Callable[..., Awaitable[Callable[[], Awaitable[None]] | None]]] = []
         #: set by the server: the same for updates (:class:`UpdateAllocator`)
         self.allocate_update: list[UpdateAllocator] = []
+        #: set by the server: the watch cache's copy of a key as (JSON with its
+        #: resourceVersion, revision), or None; what an update tries first
+        self.cached_read: Callable[[ResourceDefinition, str], tuple[bytes, int] | None] | None = None
         #: read-modify-writes of one object queue up here instead of racing
         self._update_locks = KeyLocks()
 
@@ -148,7 +116,7 @@ class ObjectStore:
         manager: FieldManager | None = None,
         admission: AdmissionHook | None = None,
     ) -> Object:
-        self._check_type(definition, obj)
+        check_type(definition, obj)
         name_given = bool((obj.get("metadata") or {}).get("name"))
         prepare_meta_for_create(definition, obj, namespace, now=self.clock())
         strategy = definition.strategy
@@ -156,7 +124,7 @@ class ObjectStore:
         strategy.prepare_for_create(obj)
         if admission is not None:
             obj = await admission.mutate(obj, None)
-            self._check_type(definition, obj)
+            check_type(definition, obj)
         for admit in self.admit_new:
             admit(definition, obj)
         rollbacks = []
@@ -230,7 +198,7 @@ class ObjectStore:
         admission: AdmissionHook | None = None,
     ) -> tuple[Object, bool]:
         """PUT. Returns (object, created)."""
-        self._check_type(definition, obj)
+        check_type(definition, obj)
         meta = obj.get("metadata") or {}
         if meta.get("name") and meta["name"] != name:
             raise BadRequest(
@@ -368,136 +336,37 @@ class ObjectStore:
         manager: FieldManager | None,
         admission: AdmissionHook | None,
     ) -> Object:
-        strategy = definition.strategy
+        from_cache = self.cached_read is not None and not dry_run and definition.converter is None
         for _ in range(_MAX_RETRIES):
-            kv = await self.storage.get(key)
-            if kv is None:
-                raise NotFound.for_object(definition.plural, name, definition.group)
-            old = await load_object_async(definition, kv)
-            new = mutate(orjson.loads(orjson.dumps(old)))
-            if not isinstance(new, dict):
-                new = await new
-            self._check_type(definition, new)
-            new_meta = new.setdefault("metadata", {})
-            rv = precondition_rv or new_meta.get("resourceVersion") or ""
-            expected = parse_resource_version(rv)  # "0" is none; unparsable fails as upstream's versioner
-            if expected and expected != kv.mod_revision:
-                raise Conflict.modified(definition.plural, name, definition.group)
-            if new_meta.get("uid") and new_meta["uid"] != old["metadata"].get("uid"):
-                raise Conflict.for_object(
-                    definition.plural,
-                    name,
-                    f"Precondition failed: UID in precondition: {new_meta['uid']}, "
-                    f"UID in object meta: {old['metadata'].get('uid', '')}",
-                    definition.group,
-                )
-            if new_meta.get("name") and new_meta["name"] != name:
-                raise BadRequest(
-                    f"the name of the object ({new_meta['name']}) does not match the name on the URL ({name})"
-                )
-            new_meta["name"] = name
-            carry_meta_for_update(definition, new, old)
-            defaulted = False
-            if admission is not None:
-                if apply_defaults and not subresource:
-                    strategy.default(new)  # mutating admission sees the defaulted object, as upstream
-                    defaulted = True
-                new = await admission.mutate(new, old)
-                self._check_type(definition, new)
-                new.setdefault("metadata", {})["name"] = name
-                carry_meta_for_update(definition, new, old)
-            if subresource == "status":
-                strategy.prepare_for_status_update(new, old)
-            elif subresource:
-                # internal writers (pods/binding) own both spec and status; others
-                # (pods/ephemeralcontainers) are narrowed by the strategy
-                strategy.prepare_for_subresource_update(subresource, new, old)
-            else:
-                if apply_defaults and not defaulted:
-                    strategy.default(new)
-                strategy.prepare_for_update(new, old)
-                if strategy.tracks_generation and strategy.spec_changed(new, old):
-                    new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
-            if manager is not None:
-                new = manager.record(definition, old, new, subresource)
-            causes = validate_meta(definition, new)
-            if subresource in ("", "status"):
-                # internal writers (pods/binding) change what the update rules
-                # forbid (spec.nodeName), as upstream's binding REST does
-                causes += strategy.validate_update(new, old)
-            else:
-                causes += strategy.validate_subresource_update(subresource, new, old)
-            raise_if_invalid(definition, new, causes)
-            fill_go_fields(definition.api_version, definition.kind, new)
-            if admission is not None:
-                await admission.validate(new, old)
-            value = await dump_object_async(definition, new)
-            if value == kv.value and not isinstance(kv, StaleKeyValue):
-                # nothing changed: no write, no event, same resourceVersion (a value read with an
-                # old encryption key is rewritten: that is how keys are rotated)
-                return old
-            meta = new["metadata"]
-            if (
-                meta.get("deletionTimestamp")
-                and old["metadata"].get("finalizers")
-                and not meta.get("finalizers")
-                and not meta.get("deletionGracePeriodSeconds")
-            ):
-                # the last finalizer of an object being deleted is gone: delete it now
-                if dry_run:
-                    return new
-                try:
-                    deleted = await self.storage.delete(key, expected_revision=kv.mod_revision)
-                except RevisionConflictError:
-                    if precondition_rv:
-                        raise Conflict.modified(definition.plural, name, definition.group) from None
-                    continue  # re-read and re-mutate: a pin inside the mutation fails the check above
-                except KeyNotFoundError:
-                    raise NotFound.for_object(definition.plural, name, definition.group) from None
-                meta["resourceVersion"] = str(deleted.mod_revision)
-                return new
-            if dry_run:
-                return new
+            current = self._cached_current(definition, key) if from_cache else None
+            if current is None:
+                current = await self._stored_current(definition, key, name)
             try:
-                written = await self.storage.update(key, value, expected_revision=kv.mod_revision)
-            except RevisionConflictError:
-                if precondition_rv:
-                    raise Conflict.modified(definition.plural, name, definition.group) from None
-                continue  # re-read and re-mutate: a pin inside the mutation fails the check above
-            except KeyNotFoundError:
-                raise NotFound.for_object(definition.plural, name, definition.group) from None
-            except ValueTooLargeError as err:
-                raise RequestEntityTooLarge(f"the object is too large to store: {err}") from None
-            meta["resourceVersion"] = str(written.mod_revision)
-            return new
+                return await attempt_update(
+                    self.storage, definition, key, name, mutate, current, subresource=subresource, precondition_rv=precondition_rv,
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission)
+            except Retry:
+                from_cache = False  # a lost race (or an unsure no-op): decide on the stored state
+            except StatusError:
+                if not current.cached:
+                    raise
+                from_cache = False  # the cached copy may be behind: refuse only on the stored state
         raise Conflict.for_object(
             definition.plural, name, "too many concurrent updates; try again", definition.group
         )
 
-    # -- helpers ------------------------------------------------------------
+    def _cached_current(self, definition: ResourceDefinition, key: str) -> Current | None:
+        assert self.cached_read is not None
+        found = self.cached_read(definition, key)
+        if found is None:
+            return None
+        data, revision = found
+        return Current(orjson.loads(data), data, None, revision, stale_key=False)
 
-    @staticmethod
-    def _check_type(definition: ResourceDefinition, obj: Object) -> None:
-        if not isinstance(obj, dict):
-            raise BadRequest("the body of the request must be a JSON object")
-        kind = obj.get("kind")
-        api_version = obj.get("apiVersion")
-        if kind and kind != definition.kind:
-            raise BadRequest(
-                f"the kind of the object ({kind}) does not match the kind of the URL ({definition.kind})"
-            )
-        if api_version and api_version != definition.api_version:
-            raise BadRequest(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({definition.api_version})"
-            )
-        if list(obj)[:2] != ["kind", "apiVersion"]:  # upstream's field order: kind, apiVersion first
-            rest = [(k, v) for k, v in obj.items() if k not in ("kind", "apiVersion")]
-            obj.clear()
-            obj["kind"] = definition.kind
-            obj["apiVersion"] = definition.api_version
-            obj.update(rest)
-        else:
-            obj["kind"] = definition.kind
-            obj["apiVersion"] = definition.api_version
-
+    async def _stored_current(self, definition: ResourceDefinition, key: str, name: str) -> Current:
+        kv = await self.storage.get(key)
+        if kv is None:
+            raise NotFound.for_object(definition.plural, name, definition.group)
+        old = await load_object_async(definition, kv)
+        data = kv.value if definition.converter is None else orjson.dumps(old)
+        return Current(old, data, kv.value, kv.mod_revision, stale_key=isinstance(kv, StaleKeyValue))

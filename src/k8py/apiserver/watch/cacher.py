@@ -145,6 +145,16 @@ class Cacher:
     def cache_for(self, definition: ResourceDefinition) -> WatchCache:
         return self._ensure_cache(definition)
 
+    def current(self, definition: ResourceDefinition, key: str) -> tuple[bytes, int] | None:
+        """The cached copy of ``key`` as (JSON with its resourceVersion,
+        revision); None if the cache is not loaded or has no such object.
+        It may be behind the store: a guess for a guarded write, not a read."""
+        cache = self.caches.get(definition.storage_key_resource)
+        if cache is None or not self.ready.is_set() or definition.storage_key_resource in self._loading:
+            return None
+        obj = cache.objects.get(key)
+        return None if obj is None else (obj.data, obj.rv)
+
     def _on_definition(self, definition: ResourceDefinition) -> None:
         if definition.storage_key_resource in self.caches or self._task is None:
             self._ensure_cache(definition)
