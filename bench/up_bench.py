@@ -233,7 +233,10 @@ def simulated(nodes: int, pods: int) -> None:
         req0, cpu0, t_idle = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
         time.sleep(30)
         idle = time.perf_counter() - t_idle
-        _rates(f"30 s idle with {nodes} nodes ({nodes / 10:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
+        from k8py.kubelet.simulated_nodes import lease_renew_interval
+
+        renewals = nodes / lease_renew_interval(10.0, 40, nodes)
+        _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
         _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle)
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731

@@ -15,7 +15,13 @@ the API server's load at what N real kubelets would cause or less:
   reporters read instead of each GETting its Node at every update (at 5,000
   nodes, 170 GETs a second);
 - one status manager and one event broadcaster;
-- one HTTP server (/healthz, /metrics) whose port every Node advertises.
+- one HTTP server (/healthz, /metrics) whose port every Node advertises;
+- one heartbeat client for the Leases and the Node status, apart from the
+  client of pods and Events, as upstream's kubelet has (its
+  ``HeartbeatClient``): when thousands of pods start at once their status
+  writes queue for connections, and a Lease renewal stuck behind them (the
+  connection pool's wait counts against the connect timeout) fails, and the
+  node lifecycle controller marks a live node NotReady and evicts its pods.
 
 Start-up registers the nodes at most ``concurrency`` at a time, and spreads
 the Lease renewals over the first interval. Lease renewals are the steady
@@ -110,9 +116,9 @@ class SimulatedNode:
                                 wake=self._wake, metrics=parent.metrics)
         self.workers = PodWorkers(self.syncer)
         self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
-        self.lease = NodeLease(parent.client, self.config.node_name, duration=base.node_lease_duration_seconds,
+        self.lease = NodeLease(parent.heartbeat, self.config.node_name, duration=base.node_lease_duration_seconds,
                                interval=parent.lease_interval, node_uid=self._node_uid)
-        self.status = NodeStatusReporter(parent.client, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
+        self.status = NodeStatusReporter(parent.heartbeat, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
                                          host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr,
                                          cached_node=lambda: parent.node_informer.lister.try_get(None, self.config.node_name))
         self.node: dict[str, Any] = {}
@@ -149,6 +155,8 @@ class SimulatedNodes:
                  defaults: SimulationDefaults | None = None) -> None:
         self.defaults = defaults or SimulationDefaults()
         self.client = client
+        #: Leases and Node status (see the module docstring); closed by :meth:`run`
+        self.heartbeat = RestClient(client.config)
         self.config = config
         self.count = count
         self.concurrency = concurrency
@@ -231,3 +239,4 @@ class SimulatedNodes:
             await self.informers.shutdown()
             await self.node_informers.shutdown()
             await runner.cleanup()
+            await self.heartbeat.close()
