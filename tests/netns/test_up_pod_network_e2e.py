@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest
 
+from k8py.kubelet.cgroups.tree import node_cgroup_name
 from k8py.kubelet.network.names import NetworkNames
 from k8py.proxy.nftables.ruleset import table_name
 from tests.support.tools import POD_NETWORK_MISSING, pod_network_missing
@@ -50,7 +51,7 @@ def _leftovers(names: NetworkNames, data: str) -> dict[str, list[str]]:
     for line in own.splitlines():
         _, controllers, path = line.split(":", 2)
         for c in controllers.split(","):
-            d = os.path.join("/sys/fs/cgroup", c, path.lstrip("/"), f"k8py-{NODE}")
+            d = os.path.join("/sys/fs/cgroup", c, path.lstrip("/"), f"k8py-{node_cgroup_name(NODE, names.root_dir)}")
             if c in ("memory", "cpu", "cpuacct", "pids") and os.path.isdir(d):
                 cgroups.append(d)
     out = {"netns": netns, "links": [names.bridge] if f" {names.bridge}:" in links else [],

@@ -257,6 +257,7 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "
                   f"/healthz and /metrics on {_scheme(nodes.config)}://{nodes.config.address}:{nodes.port}", flush=True)
         else:
+            from k8py.kubelet.cgroups.tree import node_cgroup_name
             from k8py.kubelet.kubelet import Kubelet
             from k8py.kubelet.runtime.process.images import ImageCatalog
             from k8py.kubelet.runtime.process.runtime import ProcessRuntime
@@ -286,7 +287,7 @@ async def _main(args: argparse.Namespace) -> int:
             else:
                 runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
                                          node_ip=config.address, log_max_size=config.container_log_max_size,
-                                         log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                         log_max_files=config.container_log_max_files, cgroup_name=node_cgroup_name(config.node_name, config.root_dir),
                                          use_cgroups=not args.no_cgroups, images=_images(config, catalog),
                                          network=network)
             kubelet = Kubelet(client, config, runtime)
