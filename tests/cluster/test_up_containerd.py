@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 
 from k8py.cluster.containerd import ContainerdLayout, containerd_pids, shim_pids
-from k8py.proxy.nftables.ruleset import table_name
+from k8py.cluster.spec import proxy_nftables_table
 from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.containerd import containerd_missing
 
@@ -41,7 +41,7 @@ def leftovers(data: str) -> dict[str, object]:
         mounts = [line.split()[4] for line in f if line.split()[4].startswith((data + "/", layout.state + "/"))]
     cgroups = [d for c in ("memory", "cpu", "pids", "systemd") if os.path.isdir(d := f"/sys/fs/cgroup/{c}{layout.cgroup_parent}")]
     found = {"shims": shim_pids(layout), "containerd": containerd_pids(layout), "state": os.path.isdir(layout.state),
-             "bridge": f" {layout.bridge}:" in links, "nft": f"table ip {table_name(NODE)}" in tables,
+             "bridge": f" {layout.bridge}:" in links, "nft": f"table ip {proxy_nftables_table(data, NODE)}" in tables,
              "mounts": mounts, "cgroups": cgroups}
     return {k: v for k, v in found.items() if v}
 
