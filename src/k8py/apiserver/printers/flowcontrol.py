@@ -12,10 +12,6 @@ from .columns import Column, Printer, age_column, name_column
 
 __all__ = ["PRINTERS"]
 
-_FS = "io.k8s.api.flowcontrol.v1.FlowSchema"
-_PL = "io.k8s.api.flowcontrol.v1.PriorityLevelConfiguration"
-
-
 def _missing_pl(obj: dict[str, Any]) -> str:
     for c in dig(obj, "status", "conditions", default=None) or ():
         if c.get("type") == "Dangling":
@@ -26,11 +22,11 @@ def _missing_pl(obj: dict[str, Any]) -> str:
 FLOW_SCHEMA = Printer(
     (
         name_column(),
-        Column("PriorityLevel", doc=(_FS, "spec.priorityLevelConfiguration.name")),
-        Column("MatchingPrecedence", type="integer", doc=(_FS, "spec.matchingPrecedence")),
-        Column("DistinguisherMethod", doc=(_FS, "spec.distinguisherMethod.type")),
+        Column("PriorityLevel", doc="`name` is the name of the priority level configuration being referenced"),
+        Column("MatchingPrecedence", type="integer", doc="`matchingPrecedence` is used to choose among the FlowSchemas that match a given request."),
+        Column("DistinguisherMethod", doc="`type` is the type of flow distinguisher method"),
         age_column(),
-        Column("MissingPL", doc=(_FS, "status.conditions")),
+        Column("MissingPL", doc="Whether the referenced PriorityLevelConfiguration is missing (the Dangling condition)"),
     ),
     lambda obj, now: [
         dig(obj, "metadata", "name", default=""),
@@ -55,11 +51,11 @@ def _level_cells(obj: dict[str, Any]) -> list[Any]:
 PRIORITY_LEVEL = Printer(
     (
         name_column(),
-        Column("Type", doc=(_PL, "spec.type")),
-        Column("NominalConcurrencyShares", doc=(_PL, "spec.limited.nominalConcurrencyShares")),
-        Column("Queues", doc=(_PL, "spec.limited.limitResponse.queuing.queues")),
-        Column("HandSize", doc=(_PL, "spec.limited.limitResponse.queuing.handSize")),
-        Column("QueueLengthLimit", doc=(_PL, "spec.limited.limitResponse.queuing.queueLengthLimit")),
+        Column("Type", doc="`type` indicates whether this priority level is subject to limitation on request execution."),
+        Column("NominalConcurrencyShares", doc="`nominalConcurrencyShares` (NCS) contributes to the computation of the NominalConcurrencyLimit (NominalCL) of this level."),
+        Column("Queues", doc="`queues` is the number of queues for this priority level."),
+        Column("HandSize", doc="`handSize` is a small positive number that configures the shuffle sharding of requests into queues."),
+        Column("QueueLengthLimit", doc="`queueLengthLimit` is the maximum number of requests allowed to be waiting in a given queue of this priority level at a time"),
         age_column(),
     ),
     lambda obj, now: [dig(obj, "metadata", "name", default=""), dig(obj, "spec", "type", default=""),
