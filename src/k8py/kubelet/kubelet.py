@@ -127,7 +127,7 @@ class Kubelet:
         cfg = self.config
         node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": cfg.node_name, "uid": cfg.node_name}}
         return EvictionManager(
-            configured_thresholds(cfg.eviction_hard, cfg.eviction_soft, cfg.eviction_soft_grace_period),
+            configured_thresholds(cfg.eviction_hard, cfg.eviction_soft, cfg.eviction_soft_grace_period, cfg.eviction_minimum_reclaim),
             observe=lambda: observe(cfg.root_dir, cfg.images_dir), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
             node_event=lambda kind, reason, msg: self.recorder.event(node_ref, kind, reason, msg, resource=NODES),
             interval=cfg.housekeeping_interval, pressure_transition_period=cfg.eviction_pressure_transition_period,

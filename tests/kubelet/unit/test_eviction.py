@@ -143,3 +143,22 @@ def test_admission_under_pressure_is_upstreams() -> None:
     obs["pid.available"] = Observation(1, 10**6)
     asyncio.run(mgr.synchronize())
     assert mgr.admit(_pod("burstable", requests={"memory": "1Mi"})) == "The node had condition: [MemoryPressure PIDPressure]. "
+
+
+def test_minimum_reclaim_keeps_a_met_threshold_until_that_much_more_is_free() -> None:
+    clock = Clock()
+    obs = {"memory.available": Observation(90 * Mi, 1024 * Mi)}
+    pods = [_pod("a"), _pod("b")]
+    usage = {"uid-a": PodUsage(memory={"c": 20 * Mi}), "uid-b": PodUsage(memory={"c": 10 * Mi})}
+    ts = configured_thresholds({"memory.available": "100Mi"}, {}, {}, {"memory.available": "50Mi"})
+    assert ts[0].min_reclaim == 50 * Mi
+    mgr, evicted = _manager(ts, obs, pods, usage, clock)
+    asyncio.run(mgr.synchronize())
+    assert [n for n, _, _ in evicted] == ["a"]
+    obs["memory.available"] = Observation(120 * Mi, 1024 * Mi)  # above the threshold, not above threshold + reclaim
+    asyncio.run(mgr.synchronize())
+    assert [n for n, _, _ in evicted] == ["a", "b"]
+    obs["memory.available"] = Observation(120 * Mi, 1024 * Mi)
+    mgr2, evicted2 = _manager(ts, obs, [_pod("c")], {}, clock)  # never met before: 120Mi is fine
+    asyncio.run(mgr2.synchronize())
+    assert evicted2 == []

@@ -102,7 +102,8 @@ class EvictionManager:
             if obs is None:
                 continue
             amount = t.amount(obs.capacity)
-            if obs.available < amount:
+            # a threshold met last time holds until its minimum reclaim is free too (upstream's enforceMinReclaim)
+            if obs.available < amount + (t.reclaim(obs.capacity) if t in self._first_met else 0):
                 out.append((t, amount, obs.available))
         return out
 
