@@ -159,14 +159,49 @@ def _pss_by_component(data: str, supervisor: int) -> dict[str, float]:
     return out
 
 
-def _request_total(api: str, ctx: Any) -> float:
-    """apiserver_request_total summed over verbs and resources (the API server's /metrics)."""
+def _requests(api: str, ctx: Any) -> dict[str, float]:
+    """apiserver_request_total by "VERB resource" (the API server's /metrics)."""
+    import re
+
     try:
-        with urllib.request.urlopen(f"{api}/metrics", timeout=30, context=ctx) as r:
+        with urllib.request.urlopen(f"{api}/metrics", timeout=60, context=ctx) as r:
             text = r.read().decode()
     except OSError:
-        return 0.0
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("apiserver_request_total{"))
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
+    """CPU seconds (user + system) each process has used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = {"supervisor": supervisor, **{name: comp["pid"] for name, comp in ((read_state(data) or {}).get("components") or {}).items()
+                                         if comp.get("pid")}}
+    out = {}
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
+    used = {k: after[k] - before.get(k, 0.0) for k in after}
+    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(used.items(), key=lambda kv: -kv[1])))
+
+
+def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
+    rates = sorted(((k, (v - before.get(k, 0.0)) / seconds) for k, v in after.items()), key=lambda kv: -kv[1])
+    total = sum(r for _, r in rates)
+    print(f"  API requests during {label}: {total:.0f}/s — " + ", ".join(f"{k} {r:.0f}/s" for k, r in rates[:6] if r >= 0.5))
 
 
 def simulated(nodes: int, pods: int) -> None:
@@ -194,13 +229,18 @@ def simulated(nodes: int, pods: int) -> None:
         print(f"  {nodes} simulated nodes Ready: {t_nodes:.1f} s from the command (kwok budget for 5,000: < 60 s; "
               f"supervisor saw them at {state.get('timings', {}).get('nodesReady', 0):.1f} s)")
         print("  PSS with the nodes: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_nodes.items()))
-        before, t_idle = _request_total(api, ctx), time.perf_counter()
-        time.sleep(20)
-        rate = (_request_total(api, ctx) - before) / (time.perf_counter() - t_idle)
-        print(f"  idle API requests with {nodes} nodes: {rate:.0f}/s (leases and node status; {nodes / 10:.0f}/s of lease renewals expected)")
+        print(f"  CPU until then: " + ", ".join(f"{k} {v:.0f} s" for k, v in _cpu_seconds(data, proc.pid).items()))
+        req0, cpu0, t_idle = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
+        time.sleep(30)
+        idle = time.perf_counter() - t_idle
+        from k8py.kubelet.simulated_nodes import lease_renew_interval
+
+        renewals = nodes / lease_renew_interval(10.0, 40, nodes)
+        _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
+        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle)
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
-            t1 = time.perf_counter()
+            req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "create", "deployment", "many", "--image=nginx", f"--replicas={pods}"],
                            check=True, capture_output=True)
 
@@ -212,12 +252,16 @@ def simulated(nodes: int, pods: int) -> None:
             t_run = time.perf_counter() - t1
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
+            _rates("the pods' start", req1, _requests(api, ctx), t_run)
+            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run)
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
-            t2 = time.perf_counter()
+            req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
             until(lambda: not (get_json("/api/v1/namespaces/default/pods?limit=1") or {"items": [1]}).get("items"), timeout=1800, every=2.0)
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
+            _rates("the deletion", req2, _requests(api, ctx), t_del)
+            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del)
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")

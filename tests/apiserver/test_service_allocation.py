@@ -157,3 +157,36 @@ async def test_two_api_servers_on_one_etcd_never_hand_out_the_same_address():
     ports = [s["spec"]["ports"][0]["nodePort"] for s in created]
     assert len(set(ips)) == 20 and "127.200.7.1" not in ips
     assert sorted(ports) == list(range(30000, 30020))
+
+
+async def test_a_local_load_balancer_gets_a_health_check_node_port_kept_and_freed_as_upstream(server):
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        lb = await client.create(SERVICES, _svc("lb", type="LoadBalancer", externalTrafficPolicy="Local"), namespace="default")
+        node_port, health = lb["spec"]["ports"][0]["nodePort"], lb["spec"]["healthCheckNodePort"]
+        assert 30000 <= health <= 30009 and health != node_port
+        # the health check port is a node port like any other: nobody else gets it
+        with pytest.raises(Invalid, match="provided port is already allocated"):
+            await client.create(SERVICES, {"metadata": {"name": "thief"}, "spec": {
+                "type": "NodePort", "ports": [{"port": 80, "nodePort": health}]}}, namespace="default")
+        # an update that leaves it out keeps it
+        lb["spec"].pop("healthCheckNodePort")
+        lb = await client.update(SERVICES, lb)
+        assert lb["spec"]["healthCheckNodePort"] == health
+        # Cluster traffic policy: no health check port, and it is free again
+        lb["spec"]["externalTrafficPolicy"] = "Cluster"
+        lb = await client.update(SERVICES, lb)
+        assert "healthCheckNodePort" not in lb["spec"]
+        taken = await client.create(SERVICES, {"metadata": {"name": "taker"}, "spec": {
+            "type": "NodePort", "ports": [{"port": 80, "nodePort": health}]}}, namespace="default")
+        assert taken["spec"]["ports"][0]["nodePort"] == health
+        # only a Local LoadBalancer may have one
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, _svc("np", type="NodePort", healthCheckNodePort=30005), namespace="default")
+        assert "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'" in err.value.message
+        # a requested one is honoured
+        free = next(p for p in range(30000, 30010) if p not in (node_port, health))
+        asked = await client.create(SERVICES, {"metadata": {"name": "asked"}, "spec": {
+            "type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": free,
+            "ports": [{"port": 80, "nodePort": next(p for p in range(30009, 29999, -1) if p not in (node_port, health, free))}]}},
+            namespace="default")
+        assert asked["spec"]["healthCheckNodePort"] == free

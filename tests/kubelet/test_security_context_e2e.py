@@ -16,7 +16,7 @@ import pytest
 from tests.kubelet.conftest import Node, phase, pod_manifest
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("bwrap") or not shutil.which("setpriv"),
-                                reason="securityContext is applied by a root kubelet through bwrap and setpriv")
+                                reason="needs root, bwrap and setpriv: the kubelet applies securityContext that way")
 
 DEFAULT = 0xA80425FB
 NET_ADMIN, CHOWN, NET_BIND_SERVICE = 1 << 12, 1 << 0, 1 << 10

@@ -20,3 +20,4 @@ def test_the_fallback_ranges_are_loopback_and_clear_of_pods_and_services() -> No
         assert ipaddress.ip_address("127.0.0.1") not in net
         seen.add(net)
     assert len(seen) == 16_384  # every node its own range
+

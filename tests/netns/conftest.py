@@ -189,9 +189,9 @@ def cluster(request, tmp_path_factory) -> Iterator[NetCluster]:
         kubelet.kill_containers()
         server.stop()
         _force_cleanup(names, node, f"{tmp}/kubelet")
-        from k8py.kubelet.cgroups.tree import CgroupTree
+        from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name
 
-        CgroupTree(node).cleanup()
+        CgroupTree(node_cgroup_name(node, f"{tmp}/kubelet")).cleanup()
 
 
 def _force_cleanup(names: NetworkNames, node: str, root: str) -> None:

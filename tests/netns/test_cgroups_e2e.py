@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from k8py.kubelet.cgroups.tree import CgroupTree
+from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name
 from tests.netns.conftest import NetCluster
 
 NS = "default"
@@ -68,7 +68,7 @@ def test_pods_are_placed_by_qos_class_with_their_limits(cluster: NetCluster) -> 
         uid = pod["metadata"]["uid"]
         for controller in ("memory", "cpu", "pids"):
             path = _cgroup_of(pid, controller)
-            assert f"/k8py-{cluster.node}/{prefix}{uid}/" in path, (controller, path)
+            assert f"/k8py-{node_cgroup_name(cluster.node, cluster.kubelet.root_dir)}/{prefix}{uid}/" in path, (controller, path)
         pids[name] = pid
     g_mem = _cgroup_of(pids["guaranteed"], "memory")
     g_cpu = _cgroup_of(pids["guaranteed"], "cpu")

@@ -102,10 +102,10 @@ class KubeletProcess:
                         os.rmdir(d)
                     except OSError:
                         time.sleep(0.05)
-        from k8py.kubelet.cgroups.tree import CgroupTree
+        from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name
 
-        # the kubelet's own k8py-<node> tree (QoS and pod levels), emptied leaf first
-        CgroupTree(self.node_name).close()
+        # the kubelet's own k8py-<node>-<tag> tree (QoS and pod levels), emptied leaf first
+        CgroupTree(node_cgroup_name(self.node_name, self.root_dir)).close()
 
     def __enter__(self) -> "KubeletProcess":
         return self.start()

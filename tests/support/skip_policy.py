@@ -26,6 +26,7 @@ OUTSIDE_CI_REASONS: dict[str, str] = {
     "needs root: the kubelet runs OCI containers on an overlay rootfs": "a rootless node runs pulled images read-only; CI runs as root",
     "containerd tests need root, Debian's containerd and containernetworking-plugins": "containerd's CRI needs root (runc, mounts, netns); CI is root and installs containerd",
     POD_NETWORK_MISSING: "network namespaces, bridges and nftables need root; CI is root and installs the packages",
+    "needs root, bwrap and setpriv: the kubelet applies securityContext that way": "an unprivileged bwrap gives containers no capabilities or other users; CI is root",
 }
 
 _unlisted: list[tuple[str, str]] = []

@@ -55,6 +55,7 @@ from k8py.apiserver.server_config import APIServerConfig
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.admission_plugins import AUTHORIZER_KEY, register_webhook_plugins
+from k8py.apiserver.webhooks.mutating_policy import FEATURE_GATE as MUTATING_POLICY_GATE
 
 __all__ = ["AccessControl", "CachedCoreObjects"]
 
@@ -87,7 +88,9 @@ class AccessControl:
         #: what plugin factories get; other parts of the server add to ``extra`` before the chain is built
         self.admission_context = PluginContext(registry, cacher, store, config=config.admission_plugin_config)
         self.admission: AdmissionChain = build_chain(self.admission_context,
-                                                     enable=config.enable_admission_plugins,
+                                                     enable=tuple(config.enable_admission_plugins) + (
+                                                         (MUTATING_POLICY_GATE,)
+                                                         if config.feature_gates.get(MUTATING_POLICY_GATE) else ()),
                                                      disable=config.disable_admission_plugins)
         self.policy = CachedPolicy(cacher, registry)
         self.rbac = RBACAuthorizer(self.policy)

@@ -59,7 +59,8 @@ from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.openapi.v3 import OpenAPIService
 from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP as FLOWCONTROL_GROUP, PRIORITY_LEVELS
 from k8py.apiserver.registry import Registry
-from k8py.apiserver.resources import register_builtins
+from k8py.apiserver.resources import admissionregistration_v1alpha1, register_builtins
+from k8py.apiserver.webhooks.mutating_policy import FEATURE_GATE as MUTATING_POLICY_GATE
 from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
 from k8py.apiserver.server_config import APIServerConfig
@@ -95,6 +96,9 @@ class APIServer:
             self.registry.on_change(forget)
             self.registry.on_remove(forget)
         register_builtins(self.registry)
+        if self.config.feature_gates.get(MUTATING_POLICY_GATE):
+            for definition in admissionregistration_v1alpha1.DEFINITIONS:
+                self.registry.add(definition)
         self.registry.add(CRD_DEFINITION)
         self.metrics = APIMetrics()
         self._watch_event_counters: dict[str, Any] = {}

@@ -78,6 +78,8 @@ class APIServerConfig:
     #: ``--enable-admission-plugins`` / ``--disable-admission-plugins`` (names; upstream's defaults otherwise)
     enable_admission_plugins: tuple[str, ...] = ()
     disable_admission_plugins: tuple[str, ...] = ()
+    #: ``--feature-gates``: gate name -> on/off (only the alpha ``MutatingAdmissionPolicy`` is read)
+    feature_gates: dict[str, bool] = field(default_factory=dict)
     #: plugin name -> its configuration (``--admission-control-config-file``)
     admission_plugin_config: dict[str, Any] = field(default_factory=dict)
     #: ``--encryption-provider-config``: an EncryptionConfiguration file ("" = stored as is)

@@ -63,7 +63,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--bootstrap-kubeconfig", default="",
                    help="kubeconfig with a bootstrap token: when --kubeconfig holds no valid client certificate, "
                         "request one (a CSR), wait for it, and write --kubeconfig")
-    p.add_argument("--cert-dir", default="", help="where the bootstrapped client certificate goes (default: <root-dir>/pki)")
+    p.add_argument("--cert-dir", default="", help="where the bootstrapped and rotated client certificates go (default: <root-dir>/pki)")
+    p.add_argument("--rotate-certificates", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+                   help="request a new client certificate at 70-90%% of the current one's life (default: false)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -130,6 +132,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                           "nodefs.inodesFree<5%%,imagefs.available<15%%; '' turns them off)")
     p.add_argument("--eviction-soft", default="", help="signal<quantity,... that evict once they held for their grace period")
     p.add_argument("--eviction-soft-grace-period", default="", help="signal=duration,... for each --eviction-soft signal")
+    p.add_argument("--eviction-minimum-reclaim", default="", help="signal=quantity,...: free this much beyond a met threshold before it is relieved")
     p.add_argument("--eviction-max-pod-grace-period", type=float, default=None, help="seconds a pod evicted by a soft threshold gets at most")
     p.add_argument("--eviction-pressure-transition-period", type=float, default=None,
                    help="seconds a pressure condition stays after its threshold was last met (default: 300)")
@@ -161,6 +164,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "sync_frequency": args.sync_frequency, "static_pod_path": args.pod_manifest_path or None,
         "image_gc_high_threshold_percent": args.image_gc_high_threshold, "image_gc_low_threshold_percent": args.image_gc_low_threshold,
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
+        "rotate_certificates": args.rotate_certificates, "cert_dir": args.cert_dir or None,
         "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
         "authorization_mode": args.authorization_mode,
         "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
@@ -205,7 +209,10 @@ def _eviction_flags(args: argparse.Namespace, config: Any) -> None:
         if args.eviction_soft_grace_period:
             config.eviction_soft_grace_period = {k: _duration(v) for k, v in
                                                  flag_map(args.eviction_soft_grace_period, "=", "--eviction-soft-grace-period").items()}
-        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period)  # refuse bad ones now
+        if args.eviction_minimum_reclaim:
+            config.eviction_minimum_reclaim = flag_map(args.eviction_minimum_reclaim, "=", "--eviction-minimum-reclaim")
+        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period,
+                              config.eviction_minimum_reclaim)  # refuse bad ones now
     except ValueError as err:
         raise SystemExit(f"k8py kubelet: {err}") from None
     for attr in ("eviction_max_pod_grace_period", "eviction_pressure_transition_period", "housekeeping_interval"):
@@ -254,6 +261,7 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"k8py kubelet: {args.nodes} simulated nodes ({args.node_name}-0 … {args.node_name}-{args.nodes - 1}) running; "
                   f"/healthz and /metrics on {_scheme(nodes.config)}://{nodes.config.address}:{nodes.port}", flush=True)
         else:
+            from k8py.kubelet.cgroups.tree import node_cgroup_name
             from k8py.kubelet.kubelet import Kubelet
             from k8py.kubelet.runtime.process.images import ImageCatalog
             from k8py.kubelet.runtime.process.runtime import ProcessRuntime
@@ -283,7 +291,7 @@ async def _main(args: argparse.Namespace) -> int:
             else:
                 runtime = ProcessRuntime(config.runtime_dir, catalog=catalog, use_bwrap=config.use_bwrap,
                                          node_ip=config.address, log_max_size=config.container_log_max_size,
-                                         log_max_files=config.container_log_max_files, cgroup_name=config.node_name,
+                                         log_max_files=config.container_log_max_files, cgroup_name=node_cgroup_name(config.node_name, config.root_dir),
                                          use_cgroups=not args.no_cgroups, images=_images(config, catalog),
                                          network=network)
             kubelet = Kubelet(client, config, runtime)

@@ -119,6 +119,9 @@ def _add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> Non
                    help="a claim no Service uses is freed once it is this old and still unused after 3 passes (default: %(default)s)")
     p.add_argument("--enable-admission-plugins", action="append", default=[],
                    help="admission plugins to enable besides the defaults (comma-separated, repeatable; run in upstream's order)")
+    p.add_argument("--feature-gates", action="append", default=[], metavar="NAME=BOOL",
+                   help="alpha features to turn on (comma-separated, repeatable): MutatingAdmissionPolicy=true serves "
+                        "admissionregistration.k8s.io/v1alpha1 MutatingAdmissionPolicy and runs its plugin")
     p.add_argument("--disable-admission-plugins", action="append", default=[],
                    help="default admission plugins to turn off (comma-separated), e.g. PodSecurity,ResourceQuota")
     p.add_argument("--encryption-provider-config", default="",
@@ -372,6 +375,7 @@ def _build_apiserver(args: argparse.Namespace, secure_port: int | None, service_
             authorization_modes=tuple(args.authorization_mode),
             enable_admission_plugins=tuple(args.enable_admission_plugins),
             disable_admission_plugins=tuple(args.disable_admission_plugins),
+            feature_gates=parse_feature_gates(args.feature_gates),
             admission_plugin_config=load_admission_config(args.admission_control_config_file)
             if args.admission_control_config_file else {},
             encryption_provider_config=args.encryption_provider_config,
@@ -451,3 +455,15 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def parse_feature_gates(values: list[str]) -> dict[str, bool]:
+    """``--feature-gates A=true,B=false`` (repeatable) -> {"A": True, "B": False}."""
+    gates: dict[str, bool] = {}
+    for value in values:
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, sep, flag = item.partition("=")
+            if not sep or flag.lower() not in ("true", "false"):
+                raise SystemExit(f"--feature-gates: {item!r} is not NAME=true or NAME=false")
+            gates[name.strip()] = flag.lower() == "true"
+    return gates

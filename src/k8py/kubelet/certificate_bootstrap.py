@@ -41,7 +41,7 @@ from k8py.client.kubeconfig import load_kubeconfig
 from k8py.client.resources import CERTIFICATE_SIGNING_REQUESTS
 from k8py.client.rest import RestClient
 
-__all__ = ["bootstrap_client_certificate", "BootstrapError", "CURRENT_PEM"]
+__all__ = ["bootstrap_client_certificate", "request_node_certificate", "BootstrapError", "CURRENT_PEM"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +121,46 @@ def _write_kubeconfig(path: str, bootstrap: ClientConfig, pem_path: str) -> None
     os.replace(tmp, path)
 
 
+async def request_node_certificate(client: RestClient, key: certs.PrivateKey, node_name: str, *,
+                                   timeout: float = 3600.0, poll: float = 0.5) -> bytes:
+    """A CSR for ``system:node:<node_name>`` with ``key``, made with ``client``'s credentials
+    (a bootstrap token, or the node's current certificate when rotating); the signed
+    certificate's PEM once approved and issued. Raises :class:`BootstrapError` on Denied,
+    Failed, a deleted request or ``timeout``."""
+    name = _csr_name(key, node_name)
+    request = certs.new_csr(key, f"system:node:{node_name}", ("system:nodes",))
+    body = {
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {"request": base64.b64encode(request).decode(), "signerName": SIGNER,
+                 "usages": ["digital signature", "client auth"]},
+    }
+    try:
+        await client.create(CERTIFICATE_SIGNING_REQUESTS, body)
+        logger.info("requested the node's client certificate", extra={"csr": name, "node": node_name})
+    except AlreadyExists:
+        pass  # a restart while waiting: the same key, the same request
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            csr = await client.get(CERTIFICATE_SIGNING_REQUESTS, None, name)
+        except NotFound:
+            raise BootstrapError(f"the certificate signing request {name} was deleted before it was signed") from None
+        for bad in ("Denied", "Failed"):
+            cond = _condition(csr, bad)
+            if cond is not None:
+                raise BootstrapError(f"certificate signing request {name} was {bad.lower()}: "
+                                     f"{cond.get('reason', '')} {cond.get('message', '')}".rstrip())
+        pem = (csr.get("status") or {}).get("certificate")
+        if pem:
+            return base64.b64decode(pem)
+        if loop.time() > deadline:
+            raise BootstrapError(f"certificate signing request {name} not signed within {timeout:.0f}s: approve it "
+                                 f"with kubectl certificate approve {name}, or run the csrapproving controller")
+        await asyncio.sleep(poll)
+
+
 async def bootstrap_client_certificate(
     *, bootstrap_kubeconfig: str, kubeconfig: str, cert_dir: str, node_name: str,
     timeout: float = 3600.0, poll: float = 0.5,
@@ -138,41 +178,9 @@ async def bootstrap_client_certificate(
         raise BootstrapError(f"cannot read the bootstrap kubeconfig {bootstrap_kubeconfig}: {err}") from None
     os.makedirs(cert_dir, exist_ok=True)
     key = _pending_key(cert_dir)
-    name = _csr_name(key, node_name)
-    request = certs.new_csr(key, f"system:node:{node_name}", ("system:nodes",))
-    body = {
-        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
-        "metadata": {"name": name},
-        "spec": {"request": base64.b64encode(request).decode(), "signerName": SIGNER,
-                 "usages": ["digital signature", "client auth"]},
-    }
     bootstrap.user_agent = f"k8py-kubelet-bootstrap ({node_name})"
     async with RestClient(bootstrap) as client:
-        try:
-            await client.create(CERTIFICATE_SIGNING_REQUESTS, body)
-            logger.info("requested the node's client certificate", extra={"csr": name, "node": node_name})
-        except AlreadyExists:
-            pass  # a restart while waiting: the same key, the same request
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            try:
-                csr = await client.get(CERTIFICATE_SIGNING_REQUESTS, None, name)
-            except NotFound:
-                raise BootstrapError(f"the certificate signing request {name} was deleted before it was signed") from None
-            for bad in ("Denied", "Failed"):
-                cond = _condition(csr, bad)
-                if cond is not None:
-                    raise BootstrapError(f"certificate signing request {name} was {bad.lower()}: "
-                                         f"{cond.get('reason', '')} {cond.get('message', '')}".rstrip())
-            pem = (csr.get("status") or {}).get("certificate")
-            if pem:
-                break
-            if loop.time() > deadline:
-                raise BootstrapError(f"certificate signing request {name} not signed within {timeout:.0f}s: approve it "
-                                     f"with kubectl certificate approve {name}, or run the csrapproving controller")
-            await asyncio.sleep(poll)
-    cert_pem = base64.b64decode(pem)
+        cert_pem = await request_node_certificate(client, key, node_name, timeout=timeout, poll=poll)
     pem_path = os.path.join(os.path.abspath(cert_dir), CURRENT_PEM)
     certs.write_pem(pem_path, cert_pem + certs.encode_private_key_pem(key), private=True)
     os.unlink(os.path.join(cert_dir, PENDING_KEY))

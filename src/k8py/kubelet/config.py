@@ -55,6 +55,10 @@ class KubeletConfig:
     authorization_mode: str = "Webhook"
     authorization_webhook_cache_authorized_ttl: float = 300.0
     authorization_webhook_cache_unauthorized_ttl: float = 30.0
+    #: ``rotateCertificates``: renew the client certificate at 70–90 % of its life (k8py.kubelet.certificate_rotation)
+    rotate_certificates: bool = False
+    #: where rotated (and bootstrapped) client certificates go ("" = <root-dir>/pki)
+    cert_dir: str = ""
     #: used when the Node has no spec.podCIDR (node IPAM not running)
     pod_cidr: str = "127.64.0.0/24"
     #: seconds to wait for node IPAM's spec.podCIDR before using ``pod_cidr``
@@ -113,6 +117,8 @@ class KubeletConfig:
     eviction_soft_grace_period: dict[str, float] = field(default_factory=dict)
     #: the longest grace a pod evicted by a soft threshold gets (upstream's default 0: killed at once)
     eviction_max_pod_grace_period: float = 0.0
+    #: signal -> quantity that must be free beyond a met threshold before it counts as relieved
+    eviction_minimum_reclaim: dict[str, str] = field(default_factory=dict)
     eviction_pressure_transition_period: float = 300.0
     #: how often the eviction manager observes the node (upstream's housekeeping, 10 s)
     housekeeping_interval: float = 10.0
@@ -151,6 +157,7 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "resolvConf": ("resolv_conf", str),
     "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
     "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
+    "rotateCertificates": ("rotate_certificates", bool),
 }
 
 
@@ -225,6 +232,8 @@ def _load_eviction(doc: Mapping[str, Any], config: KubeletConfig) -> None:
         config.eviction_soft = {str(k): str(v) for k, v in (doc["evictionSoft"] or {}).items()}
     if "evictionSoftGracePeriod" in doc:
         config.eviction_soft_grace_period = {str(k): _duration(v) for k, v in (doc["evictionSoftGracePeriod"] or {}).items()}
+    if "evictionMinimumReclaim" in doc:
+        config.eviction_minimum_reclaim = {str(k): str(v) for k, v in (doc["evictionMinimumReclaim"] or {}).items()}
     if "evictionMaxPodGracePeriod" in doc:
         config.eviction_max_pod_grace_period = float(doc["evictionMaxPodGracePeriod"])
     if "evictionPressureTransitionPeriod" in doc:

@@ -32,7 +32,7 @@ def write_owner(root_dir: str, node: str, pod_network: str) -> None:
 
 async def cleanup_root(root_dir: str) -> str | None:
     """Clean the node recorded in ``root_dir``; returns its name (None if none recorded)."""
-    from k8py.kubelet.cgroups.tree import CgroupTree
+    from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name
     from k8py.kubelet.network.names import NetworkNames
     from k8py.kubelet.network.pod_network import CNIPodNetwork
 
@@ -42,7 +42,7 @@ async def cleanup_root(root_dir: str) -> str | None:
     except (OSError, ValueError):
         return None
     node = str(owner["node"])
-    CgroupTree(node).cleanup()
+    CgroupTree(node_cgroup_name(node, str(owner["rootDir"]))).cleanup()
     if owner.get("podNetwork") == "cni" and os.geteuid() == 0:
         await CNIPodNetwork(NetworkNames(node, str(owner["rootDir"])), os.path.join(root_dir, "runtime")).cleanup()
     return node

@@ -182,9 +182,14 @@ class NodeStatusReporter:
 
     def __init__(self, client: RestClient, config: KubeletConfig, *, runtime_version: str, port: int,
                  host: Callable[[], HostReadings], images: Callable[[], Awaitable[list[Image]]],
-                 on_pod_cidr: Callable[[str], Awaitable[None]], pressure: Callable[[], set[str]] | None = None) -> None:
+                 on_pod_cidr: Callable[[str], Awaitable[None]], pressure: Callable[[], set[str]] | None = None,
+                 cached_node: Callable[[], dict[str, Any] | None] | None = None) -> None:
+        """``cached_node``: the Node as a shared informer has it (the simulated
+        nodes watch all their Nodes once), read instead of a GET per update;
+        when it gives None (not seen yet) the update GETs it."""
         self.client = client
         self._pressure = pressure
+        self._cached_node = cached_node
         self.config = config
         self.runtime_version = runtime_version
         self.port = port
@@ -215,6 +220,8 @@ class NodeStatusReporter:
         return created
 
     async def update(self, *, force: bool = False, node: dict[str, Any] | None = None) -> None:
+        if node is None and self._cached_node is not None:
+            node = self._cached_node()
         if node is None:
             try:
                 node = await self.client.get(NODES, None, self.config.node_name)

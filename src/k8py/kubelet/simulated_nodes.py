@@ -8,12 +8,30 @@ through the same lifecycle code as on a real node. What is shared, to keep
 the API server's load at what N real kubelets would cause or less:
 
 - one pod informer over all pods (instead of N watches), dispatching each
-  pod to the worker set of its ``spec.nodeName``;
+  pod to the worker set of its ``spec.nodeName`` (managed fields dropped:
+  no kubelet reads them, and at 10,000 pods they are tens of megabytes);
+- one Node informer over all nodes, keeping of each Node only what the
+  status reporter compares (its ``podCIDR`` and its conditions), which the
+  reporters read instead of each GETting its Node at every update (at 5,000
+  nodes, 170 GETs a second);
 - one status manager and one event broadcaster;
-- one HTTP server (/healthz, /metrics) whose port every Node advertises.
+- one HTTP server (/healthz, /metrics) whose port every Node advertises;
+- one heartbeat client for the Leases and the Node status, apart from the
+  client of pods and Events, as upstream's kubelet has (its
+  ``HeartbeatClient``): when thousands of pods start at once their status
+  writes queue for connections, and a Lease renewal stuck behind them (the
+  connection pool's wait counts against the connect timeout) fails, and the
+  node lifecycle controller marks a live node NotReady and evicts its pods.
 
 Start-up registers the nodes at most ``concurrency`` at a time, and spreads
-the Lease renewals over the first interval.
+the Lease renewals over the first interval. Lease renewals are the steady
+load of a large simulated cluster (each one a write the API server stores
+and sends to every Lease watcher): a node renews every
+``node_lease_renew_interval`` (10 s) as a kubelet does, but with more than
+2,500 nodes less often, so that all of them renew at most
+:data:`MAX_RENEWALS_PER_SECOND` times a second, and never less than twice
+per lease duration (at 5,000 nodes and a 40 s lease: every 20 s, which the
+node lifecycle controller's 50 s grace period still sees twice).
 """
 
 from __future__ import annotations
@@ -29,8 +47,9 @@ from prometheus_client import CollectorRegistry
 
 from k8py.client.event_recorder import EventBroadcaster
 from k8py.client.informer_factory import InformerFactory
-from k8py.client.resources import PODS
+from k8py.client.resources import NODES, PODS
 from k8py.client.rest import RestClient
+from k8py.client.shared_informer import drop_managed_fields
 from k8py.kubelet import server, server_tls
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.metrics import KubeletMetrics
@@ -45,13 +64,34 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "lease_renew_interval"]
+
+#: the most Lease renewals a second all simulated nodes together make (see the module docstring)
+MAX_RENEWALS_PER_SECOND = 250
+
+
+def lease_renew_interval(configured: float, duration: float, count: int) -> float:
+    """How often each of ``count`` simulated nodes renews its Lease."""
+    return max(configured, min(count / MAX_RENEWALS_PER_SECOND, duration / 2))
 
 logger = logging.getLogger(__name__)
 
 _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
                      disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
                      boot_id="simulated", machine_id="simulated")
+
+
+def node_summary(node: Any) -> Any:
+    """What the status reporter reads of a Node (see the module docstring)."""
+    if not isinstance(node, dict):
+        return node  # a tombstone
+    meta = node.get("metadata") or {}
+    conditions = ((node.get("status") or {}).get("conditions")) or []
+    return {
+        "metadata": {k: meta[k] for k in ("name", "uid", "resourceVersion") if k in meta},
+        "spec": {"podCIDR": (node.get("spec") or {}).get("podCIDR", "")},
+        "status": {"conditions": [{k: c[k] for k in ("type", "status", "lastTransitionTime") if k in c} for c in conditions]},
+    }
 
 
 def _fallback_pod_cidr(index: int) -> str:
@@ -76,10 +116,11 @@ class SimulatedNode:
                                 wake=self._wake, metrics=parent.metrics)
         self.workers = PodWorkers(self.syncer)
         self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
-        self.lease = NodeLease(parent.client, self.config.node_name, duration=base.node_lease_duration_seconds,
-                               interval=base.node_lease_renew_interval, node_uid=self._node_uid)
-        self.status = NodeStatusReporter(parent.client, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
-                                         host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr)
+        self.lease = NodeLease(parent.heartbeat, self.config.node_name, duration=base.node_lease_duration_seconds,
+                               interval=parent.lease_interval, node_uid=self._node_uid)
+        self.status = NodeStatusReporter(parent.heartbeat, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
+                                         host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr,
+                                         cached_node=lambda: parent.node_informer.lister.try_get(None, self.config.node_name))
         self.node: dict[str, Any] = {}
 
     def _wake(self, uid: str) -> None:
@@ -114,6 +155,8 @@ class SimulatedNodes:
                  defaults: SimulationDefaults | None = None) -> None:
         self.defaults = defaults or SimulationDefaults()
         self.client = client
+        #: Leases and Node status (see the module docstring); closed by :meth:`run`
+        self.heartbeat = RestClient(client.config)
         self.config = config
         self.count = count
         self.concurrency = concurrency
@@ -122,8 +165,11 @@ class SimulatedNodes:
         self.broadcaster = EventBroadcaster(client)
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
         self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))
-        self.informers = InformerFactory(client)
+        self.informers = InformerFactory(client, transform=drop_managed_fields)
         self.pod_informer = self.informers.informer(PODS)
+        self.node_informers = InformerFactory(client, transform=node_summary)
+        self.node_informer = self.node_informers.informer(NODES)
+        self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
         self.nodes = [SimulatedNode(self, i) for i in range(count)]
         self._by_name = {n.config.node_name: n for n in self.nodes}
         self.ready = asyncio.Event()
@@ -181,12 +227,16 @@ class SimulatedNodes:
                 tg.create_task(self.broadcaster.run(), name="simulated-events")
                 tg.create_task(self.status.run(), name="simulated-status-manager")
                 self.informers.start()
+                self.node_informers.start()
                 await self.informers.wait_for_cache_sync()
-                interval = self.config.node_lease_renew_interval
+                await self.node_informers.wait_for_cache_sync()
+                interval = self.lease_interval
                 for n in self.nodes:
                     tg.create_task(n.run(random.uniform(0, interval)), name=f"simulated-{n.config.node_name}")
                 self.ready.set()
                 logger.info("simulated nodes running", extra={"nodes": self.count})
         finally:
             await self.informers.shutdown()
+            await self.node_informers.shutdown()
             await runner.cleanup()
+            await self.heartbeat.close()

@@ -12,7 +12,9 @@ validation):
   upstream's message otherwise);
 - each port of a NodePort or LoadBalancer Service gets a node port from
   ``--service-node-port-range`` (30000-32767), a requested one checked the
-  same way; two ports of one Service with the same number share it;
+  same way; two ports of one Service with the same number share it; a
+  LoadBalancer with ``externalTrafficPolicy: Local`` also gets its
+  ``healthCheckNodePort`` from that range;
 - the claims are made in the store (:mod:`.range_claims`) so that no
   address or port is ever handed out twice — across concurrent creates,
   several API servers on one store, or restarts. The caller gets back a
@@ -48,7 +50,7 @@ from k8py.apiserver.watch.cacher import Cacher
 from k8py.storage import Storage
 from k8py.storage.interface import EventType, StorageError
 
-__all__ = ["ServiceAllocator", "IP_PREFIX", "NODE_PORT_PREFIX", "parse_port_range"]
+__all__ = ["ServiceAllocator", "IP_PREFIX", "NODE_PORT_PREFIX", "parse_port_range", "needs_health_check"]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +125,9 @@ class ServiceAllocator:
                     claims.append((self.ips, ip))
             if spec.get("type") in _NODE_PORT_TYPES:
                 claims.extend((self.ports, p) for p in await self._allocate_node_ports(obj, spec, owner, dry_run, {}))
+            if needs_health_check(spec):
+                taken = [str(p.get("nodePort")) for p in spec.get("ports") or [] if isinstance(p, dict)]
+                claims.extend((self.ports, p) for p in await self._allocate_health_check(spec, owner, dry_run, set(taken)))
         except BaseException:
             await rollback()
             raise
@@ -159,6 +164,16 @@ class ServiceAllocator:
         if new_type in _NODE_PORT_TYPES:
             mine = {int(p["nodePort"]): True for p in old_spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
             await self._allocate_node_ports(new, spec, owner, dry_run, mine)
+        # upstream's updateHealthCheckNodePort: kept while needed, allocated when it becomes
+        # needed, dropped (when the request left it as it was) when it no longer is
+        if needs_health_check(spec):
+            if not spec.get("healthCheckNodePort") and old_spec.get("healthCheckNodePort") and needs_health_check(old_spec):
+                spec["healthCheckNodePort"] = old_spec["healthCheckNodePort"]
+            if spec.get("healthCheckNodePort") != old_spec.get("healthCheckNodePort") or not spec.get("healthCheckNodePort"):
+                taken = {str(p.get("nodePort")) for p in spec.get("ports") or [] if isinstance(p, dict)}
+                await self._allocate_health_check(spec, owner, dry_run, taken)
+        elif spec.get("healthCheckNodePort") and spec.get("healthCheckNodePort") == old_spec.get("healthCheckNodePort"):
+            spec.pop("healthCheckNodePort")
 
     async def release_unused(self, old: dict[str, Any], new: dict[str, Any], stored: dict[str, Any] | None) -> None:
         uid = (old.get("metadata") or {}).get("uid", "")
@@ -247,6 +262,33 @@ class ServiceAllocator:
             claimed.append(got)
         return [] if dry_run else claimed
 
+    async def _allocate_health_check(self, spec: dict[str, Any], owner: dict[str, str], dry_run: bool,
+                                     node_ports: set[str]) -> list[str]:
+        """``spec.healthCheckNodePort`` of a LoadBalancer with ``externalTrafficPolicy: Local``,
+        from the node port range (a requested one checked as a node port is)."""
+        low, high = self.node_ports
+        requested = spec.get("healthCheckNodePort")
+        field = "spec.healthCheckNodePort"
+        if requested:
+            if not isinstance(requested, int):
+                return []  # validation reports it
+            if not low <= requested <= high:
+                raise _invalid(owner["name"], field, f"Invalid value: {requested}: provided port is not in the valid range. "
+                               f"The range of valid ports is {low}-{high}")
+            if str(requested) in node_ports or (not dry_run and not await self.ports.claim(str(requested), owner)):
+                raise _invalid(owner["name"], field, f"Invalid value: {requested}: provided port is already allocated")
+            return [] if dry_run else [str(requested)]
+        used = {str(p["nodePort"]) for s in self._cached_specs() for p in s.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+        used |= {str(s["healthCheckNodePort"]) for s in self._cached_specs() if s.get("healthCheckNodePort")} | node_ports
+        if dry_run:
+            got = next((str(n) for n in range(low, high + 1) if str(n) not in used), None)
+        else:
+            got = await self.ports.claim_any([str(n) for n in range(low, high + 1)], owner, skip=used)
+        if got is None:
+            raise _invalid(owner["name"], field, "Internal error: failed to allocate a nodePort: range is full")
+        spec["healthCheckNodePort"] = int(got)
+        return [] if dry_run else [got]
+
     async def release(self, service: dict[str, Any]) -> None:
         spec = service.get("spec") or {}
         uid = (service.get("metadata") or {}).get("uid", "")
@@ -256,6 +298,8 @@ class ServiceAllocator:
         for port in spec.get("ports") or []:
             if isinstance(port, dict) and port.get("nodePort"):
                 await self.ports.release(str(port["nodePort"]), uid)
+        if spec.get("healthCheckNodePort"):
+            await self.ports.release(str(spec["healthCheckNodePort"]), uid)
 
     async def run(self, after: int) -> None:
         """Free the claims of deleted Services, from the store's watch, until cancelled."""
@@ -282,7 +326,14 @@ def _held(service: dict[str, Any]) -> tuple[set[str], set[str]]:
     spec = service.get("spec") or {}
     ips = {ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip and ip != "None"}
     ports = {str(p["nodePort"]) for p in spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+    if spec.get("healthCheckNodePort"):
+        ports.add(str(spec["healthCheckNodePort"]))
     return ips, ports
+
+
+def needs_health_check(spec: dict[str, Any]) -> bool:
+    """Upstream's NeedsHealthCheck: a LoadBalancer that keeps traffic on the node it reaches."""
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
 
 
 def claimed_numbers(claimed: list[str]) -> set[int]:

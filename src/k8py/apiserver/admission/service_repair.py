@@ -129,7 +129,10 @@ class ServiceRepair:
             owner = {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "uid": meta.get("uid", "")}
             for ip in {ip for ip in (spec.get("clusterIPs") or [spec.get("clusterIP")]) if ip and ip != "None"}:
                 ip_uses.setdefault(ip, []).append(_Use(service, owner))
-            for port in {str(p["nodePort"]) for p in spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}:
+            ports = {str(p["nodePort"]) for p in spec.get("ports") or [] if isinstance(p, dict) and p.get("nodePort")}
+            if spec.get("healthCheckNodePort"):
+                ports.add(str(spec["healthCheckNodePort"]))
+            for port in ports:
                 port_uses.setdefault(port, []).append(_Use(service, owner))
         await self._repair(self.allocator.ips, ip_claims, ip_uses, live, report, self._ip_in_range, _IP_TEXT)
         await self._repair(self.allocator.ports, port_claims, port_uses, live, report, self._port_in_range, _PORT_TEXT)

@@ -6,7 +6,8 @@ over TLS (verified against the APIService's ``caBundle`` with the name
 presenting the front-proxy client certificate; the caller's credentials
 (``Authorization``, impersonation headers) are dropped and its identity is
 sent as ``X-Remote-User`` / ``X-Remote-Group`` / ``X-Remote-Extra-*``. The
-response is streamed back as it arrives, so watches work. A backend that
+response is streamed back as it arrives, so watches work; a WebSocket
+upgrade is relayed message for message (:mod:`.websocket`). A backend that
 cannot be reached is a ``503 ServiceUnavailable`` naming the APIService.
 """
 
@@ -22,6 +23,7 @@ from k8py.api.errors import ServiceUnavailable, StatusError
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY
 from k8py.apiserver.aggregator.front_proxy import remote_user_headers
 from k8py.apiserver.aggregator.remote import RemoteAPIs, RemoteAPIService
+from k8py.apiserver.aggregator.websocket import is_websocket, relay_websocket
 
 __all__ = ["proxy_request"]
 
@@ -48,10 +50,19 @@ async def proxy_request(request: web.Request, remote: RemoteAPIs, entry: RemoteA
     if request.remote:
         headers.append(("X-Forwarded-For", request.remote))
     url = target.url(request.path_qs)
+    if is_websocket(request):
+        return await relay_websocket(request, remote.session(), url, headers, ssl=entry.ssl,
+                                     server_hostname=target.server_name, name=entry.name,
+                                     refused=lambda: _relay(request, remote, entry, url, headers, target.server_name))
+    return await _relay(request, remote, entry, url, headers, target.server_name)
+
+
+async def _relay(request: web.Request, remote: RemoteAPIs, entry: RemoteAPIService, url: str,
+                 headers: list[tuple[str, str]], server_name: str | None) -> web.StreamResponse:
     body = await request.read() if request.body_exists else None
     try:
         upstream = await remote.session().request(
-            request.method, url, data=body, headers=headers, ssl=entry.ssl, server_hostname=target.server_name,
+            request.method, url, data=body, headers=headers, ssl=entry.ssl, server_hostname=server_name,
             allow_redirects=False, timeout=aiohttp.ClientTimeout(total=None, connect=10.0, sock_connect=10.0))
     except asyncio.CancelledError:
         raise

@@ -39,7 +39,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from k8py.apiserver.cel import authorizer, formats, ip, lists, quantity, regex, types, urls
+from k8py.apiserver.cel import authorizer, formats, ip, lists, mutation, quantity, regex, types, urls
 from k8py.apiserver.cel.errors import CompileError, cel_go_message
 
 __all__ = ["Variables", "check", "typed_environment", "compile_program", "environment", "variable_types", "only_cross_numeric"]
@@ -77,7 +77,7 @@ def _extensions() -> list[Any]:
     return [
         ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
         lists.extension(), regex.extension(), urls.extension(), ip.extension(), quantity.extension(),
-        formats.extension(), authorizer.extension(),
+        formats.extension(), authorizer.extension(), mutation.extension(),
     ]
 
 

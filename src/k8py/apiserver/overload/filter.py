@@ -5,7 +5,8 @@ from the watch cache (rebuilt when, and only when, either cache changed; the
 bootstrap objects of :mod:`.bootstrap` stand in until they are stored), and
 for each request:
 
-1. classifies it (:mod:`.classify`) with the authenticated user; on the
+1. classifies it (once per user, groups, verb, resource and namespace or
+   path, while the configuration is unchanged: the answer is kept) (:mod:`.classify`) with the authenticated user; on the
    insecure port, where everyone is ``system:unsecured`` in
    ``system:masters``, with the identity the k8py component named by the
    User-Agent would have over TLS (a kubelet ``system:nodes``, the scheduler,
@@ -59,6 +60,7 @@ _COMPONENT_AGENTS = (
     (("kube-proxy/", "k8py-proxy", "k8py-dns"), UserInfo("system:kube-proxy", groups=(ALL_AUTHENTICATED,))),
 )
 _LOCAL = UserInfo("system:unsecured", groups=(ALL_AUTHENTICATED,))
+_CLASSIFIED_SIZE = 4096
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Object = dict[str, Any]
@@ -86,6 +88,8 @@ class _Config:
     schemas: list[Object]
     levels: dict[str, Object]
     sets: dict[str, QueueSet] = field(default_factory=dict)
+    #: what a request's classification depends on -> (its schema, its flow's hash); bounded
+    classified: dict[tuple[Any, ...], tuple[Object | None, int]] = field(default_factory=dict)
 
 
 def _stamp(cache: Any) -> tuple[int, int]:
@@ -153,6 +157,9 @@ class FlowControl:
             qs = old.get(name)
             if qs is None:
                 qs = QueueSet(name, seats, queues, hand, length, wait_limit=self.wait_limit)
+                # read when scraped: nothing to count per request
+                self.executing_gauge.labels(name).set_function(lambda qs=qs: qs.executing)
+                self.inqueue_gauge.labels(name).set_function(lambda qs=qs: qs.waiting)
             else:
                 qs.reconfigure(seats=seats, queues=queues, hand_size=hand, queue_length_limit=length)
             self.nominal_gauge.labels(name).set(seats)
@@ -180,7 +187,16 @@ class FlowControl:
         user = flow_control_user(request.get(USER_KEY, UNSECURED), request.headers.get("User-Agent", ""))
         a = request_attributes(user, request.method, request.path, request.query)
         config = self.config()
-        schema = classify(config.schemas, a)
+        key = (a.user.name, a.user.groups, a.verb, a.api_group, a.resource, a.subresource, a.namespace,
+               "" if a.resource_request else a.path)
+        hit = config.classified.get(key)
+        if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
+            schema = classify(config.schemas, a)
+            flow = flow_hash(schema["metadata"]["name"], flow_distinguisher(schema, a)) if schema is not None else 0
+            if len(config.classified) >= _CLASSIFIED_SIZE:
+                config.classified.clear()
+            hit = config.classified[key] = (schema, flow)
+        schema, flow = hit
         if schema is None:  # only when the mandatory objects were deleted
             return await self._run(request, handler)
         level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
@@ -190,20 +206,16 @@ class FlowControl:
         qs = config.sets.get(level_name)
         if qs is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
-        self.inqueue_gauge.labels(level_name).inc()
-        try:
-            index, reason = await qs.acquire(flow_hash(schema_name, flow_distinguisher(schema, a)))
-        finally:
-            self.inqueue_gauge.labels(level_name).dec()
-        if reason:
-            self.rejected.labels(schema_name, level_name, reason).inc()
-            return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
+        index = -1
+        if not qs.try_acquire():
+            index, reason = await qs.acquire(flow)
+            if reason:
+                self.rejected.labels(schema_name, level_name, reason).inc()
+                return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
         self.dispatched.labels(schema_name, level_name).inc()
-        self.executing_gauge.labels(level_name).inc()
         try:
             return await self._run(request, handler)
         finally:
-            self.executing_gauge.labels(level_name).dec()
             qs.release(index)
 
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -113,6 +113,10 @@ def _service(obj: Object, old: Object | None) -> list[Cause]:
     if spec.get("externalTrafficPolicy") and kind not in ("NodePort", "LoadBalancer"):
         causes.append(invalid("spec.externalTrafficPolicy", spec["externalTrafficPolicy"],
                               "may only be set for externally-accessible services"))
+    health = spec.get("healthCheckNodePort")
+    if health and not (kind == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"):
+        causes.append(invalid("spec.healthCheckNodePort", health,
+                              "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
     if old is not None:
         causes.extend(_service_update(spec, old.get("spec") or {}))
     return causes

@@ -36,6 +36,7 @@ from k8py.apiserver.webhooks.conditions import ExpressionCompiler, authorize_wit
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller
 from k8py.apiserver.webhooks.mutating import MutatingWebhookDispatcher
+from k8py.apiserver.webhooks.mutating_policy import MutatingPolicyPlugin, MutatingPolicySource
 from k8py.apiserver.webhooks.service_resolver import ServiceResolver
 from k8py.apiserver.webhooks.policy_source import PolicySource
 from k8py.apiserver.webhooks.validating import ValidatingWebhookDispatcher
@@ -91,6 +92,7 @@ class WebhookPlugins:
     mutating: MutatingWebhookDispatcher
     validating: ValidatingWebhookDispatcher
     policy: ValidatingPolicyPlugin
+    mutating_policy: MutatingPolicyPlugin
     client: WebhookClient
     resolver: ServiceResolver
     lookups: ClusterLookups
@@ -119,4 +121,8 @@ def build_webhook_plugins(registry: Registry, cacher: Cacher, compiler: Expressi
                                     namespace_labels=lookups.namespace_labels, equivalents=lookups.equivalents,
                                     authorize=lambda: authorize_with(authorizer()), convert=lookups.convert,
                                     kind_of=lookups.kind_of)
-    return WebhookPlugins(mutating, validating, policy, client, resolver, lookups)
+    mutating_policy = MutatingPolicyPlugin(
+        MutatingPolicySource(registry, cacher, compiler), registry, cacher, namespace_labels=lookups.namespace_labels,
+        equivalents=lookups.equivalents, authorize=lambda: authorize_with(authorizer()), convert=lookups.convert,
+        kind_of=lookups.kind_of)
+    return WebhookPlugins(mutating, validating, policy, mutating_policy, client, resolver, lookups)

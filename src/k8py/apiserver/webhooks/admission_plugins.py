@@ -33,6 +33,7 @@ def _plugins(context: PluginContext) -> WebhookPlugins:
 
 
 def register_webhook_plugins() -> None:
+    register("MutatingAdmissionPolicy", lambda context: _plugins(context).mutating_policy)
     register("MutatingAdmissionWebhook", lambda context: _plugins(context).mutating)
     register("ValidatingAdmissionPolicy", lambda context: _plugins(context).policy)
     register("ValidatingAdmissionWebhook", lambda context: _plugins(context).validating)

@@ -44,6 +44,8 @@ class CompiledPolicy:
     #: (validation as written, its expression, its messageExpression or None)
     validations: list[tuple[Object, Expression, Expression | None]] = field(default_factory=list)
     audit_annotations: list[tuple[str, Expression]] = field(default_factory=list)
+    #: MutatingAdmissionPolicy: (patchType, its expression)
+    mutations: list[tuple[str, Expression]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,12 @@ class BoundPolicy:
 
 
 class PolicySource:
+    """The ValidatingAdmissionPolicies and their bindings (the class attributes name them)."""
+
+    version = "v1"
+    policies = "validatingadmissionpolicies"
+    bindings = "validatingadmissionpolicybindings"
+
     def __init__(self, registry: Registry, cacher: Cacher, compiler: ExpressionCompiler | None) -> None:
         self.registry = registry
         self.cacher = cacher
@@ -63,14 +71,14 @@ class PolicySource:
         self._policies: dict[tuple[str, int], CompiledPolicy] = {}
 
     def _objects(self, plural: str) -> list[tuple[str, int, bytes]]:
-        definition = self.registry.get(GROUP, "v1", plural)
+        definition = self.registry.get(GROUP, self.version, plural)
         if definition is None:
             return []
         return sorted((c.name, c.rv, c.data) for c in self.cacher.cache_for(definition).objects.values())
 
     def bound(self) -> list[BoundPolicy]:
-        policies = self._objects("validatingadmissionpolicies")
-        bindings = self._objects("validatingadmissionpolicybindings")
+        policies = self._objects(self.policies)
+        bindings = self._objects(self.bindings)
         versions = (tuple((n, rv) for n, rv, _ in policies), tuple((n, rv) for n, rv, _ in bindings))
         if versions == self._versions:
             return self._bound
@@ -89,11 +97,12 @@ class PolicySource:
         self._policies, self._bound, self._versions = cache, bound, versions
         return bound
 
-    def _expression(self, source: str) -> Expression:
+    def _expression(self, source: str, compiled_as: str | None = None) -> Expression:
+        """``source`` compiled (``compiled_as``: the text compiled instead, errors kept with ``source``)."""
         if self.compiler is None:
             return Expression(source, None, "no CEL environment is configured on this API server")
         try:
-            return Expression(source, self.compiler(source, POLICY_VARIABLES))
+            return Expression(source, self.compiler(compiled_as or source, POLICY_VARIABLES))
         except CompileError as err:
             return Expression(source, None, str(err))
 

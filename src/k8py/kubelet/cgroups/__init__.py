@@ -7,6 +7,6 @@
   the pids limit);
 - :mod:`.tree` — :class:`CgroupTree`: that layout on the host's cgroups,
   v1 (one directory per controller: memory, cpu, cpuacct, pids) or v2
-  (one unified directory), under a k8py-owned parent ``k8py-<node>`` inside
+  (one unified directory), under a k8py-owned parent ``k8py-<node>-<tag>`` inside
   the kubelet's own cgroup; limits written, OOM kills and usage read back.
 """

@@ -3,7 +3,9 @@
 The k8py-owned parent is ``k8py-<name>`` inside the kubelet's own cgroup
 (``/proc/self/cgroup``), so nothing is ever written outside the kubelet's
 subtree and a container can never escape whatever limits the kubelet runs
-under. Below it, :mod:`.qos`'s paths: ``kubepods[/burstable|/besteffort]/
+under. A kubelet's name is :func:`node_cgroup_name`: its node name and a tag
+of its root directory, because two clusters on one machine (every ``k8py up``
+calls its node ``k8py-node-0``) would otherwise share, and tear down, one tree. Below it, :mod:`.qos`'s paths: ``kubepods[/burstable|/besteffort]/
 pod<uid>/<container>``.
 
 - **v1** (and the hybrid layout of these machines: v1 controllers plus an
@@ -28,6 +30,7 @@ removed leaf first once empty; :meth:`CgroupTree.cleanup` removes the whole
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import signal
@@ -35,7 +38,7 @@ from typing import Sequence
 
 from k8py.kubelet.runtime.protocols import Resources
 
-__all__ = ["CgroupTree", "own_path", "weight_from_shares"]
+__all__ = ["CgroupTree", "node_cgroup_name", "own_path", "weight_from_shares"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,12 @@ def own_path(controller: str, proc_cgroup: str = "/proc/self/cgroup") -> str | N
     except OSError:
         return None
     return None
+
+
+def node_cgroup_name(node: str, root_dir: str) -> str:
+    """The tree name of the kubelet of ``node`` whose root directory is ``root_dir``."""
+    tag = hashlib.sha1(f"{node}\0{os.path.abspath(root_dir)}".encode()).hexdigest()[:6]
+    return f"{node}-{tag}"
 
 
 def weight_from_shares(shares: int) -> int:

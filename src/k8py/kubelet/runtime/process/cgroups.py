@@ -1,6 +1,6 @@
 """The process runtime's resource limits: :class:`~k8py.kubelet.cgroups.tree.CgroupTree`.
 
-The tree (v1 or v2, under the k8py-owned ``k8py-<node>`` inside the
+The tree (v1 or v2, under the k8py-owned ``k8py-<node>-<tag>`` inside the
 kubelet's own cgroup, QoS-class parents as upstream) lives in
 :mod:`k8py.kubelet.cgroups`; this module keeps the runtime's name for it
 and the argv prefix that makes a container join its cgroups before its

@@ -80,7 +80,7 @@ class ProcessRuntime:
             iso += "; registry images in their own rootfs" if self.bwrap else "; registry images need bwrap"
         if self.network is not None:
             iso += "; " + self.network.describe()
-        iso += "; " + self.cgroups.describe()
+        iso += "; " + self.cgroups.describe() + ("; securityContext through setpriv" if os.geteuid() == 0 and shutil.which("setpriv") else "")
         return RuntimeInfo(RUNTIME_NAME, k8py.__version__, enforces_limits=self.cgroups.enabled, isolation=iso)
 
     async def start(self) -> None:

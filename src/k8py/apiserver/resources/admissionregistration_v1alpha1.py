@@ -1,0 +1,136 @@
+"""admissionregistration.k8s.io/v1alpha1: MutatingAdmissionPolicy and its binding (alpha in 1.32).
+
+Served only with the ``MutatingAdmissionPolicy`` feature gate (``k8py
+apiserver --feature-gates MutatingAdmissionPolicy=true``), as upstream
+serves them only with the gate and ``--runtime-config
+admissionregistration.k8s.io/v1alpha1=true``. Defaults as upstream's:
+``failurePolicy: Fail``, ``reinvocationPolicy: Never``, ``matchPolicy:
+Equivalent``, empty selectors, rule ``scope: *``. Validation: at least one
+mutation, each with a supported ``patchType`` and its expression compiling
+(``Object{...}``/``JSONPatch{...}`` literals included), the policy's other
+CEL compiling, ``matchConstraints.resourceRules`` present; a binding names
+its policy. The plugin is :mod:`k8py.apiserver.webhooks.mutating_policy`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from k8py.api.errors import Cause
+from k8py.apiserver.cel.mutation import as_maps
+from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.resources.admissionregistration import (
+    GROUP, _POLICY_VARIABLES, _cel_causes, _default_rules, _default_selectors, _unsupported,
+)
+from k8py.apiserver.resources.strategies import StandardStrategy
+
+__all__ = ["DEFINITIONS", "VERSION"]
+
+Object = dict[str, Any]
+VERSION = "v1alpha1"
+_PATCH_TYPES = ("ApplyConfiguration", "JSONPatch")
+
+
+class MutatingPolicyStrategy(StandardStrategy):
+    def __init__(self) -> None:
+        super().__init__(GROUP, VERSION, "MutatingAdmissionPolicy", tracks_generation=True)
+
+    def default(self, obj: Object) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("failurePolicy", "Fail")
+        spec.setdefault("reinvocationPolicy", "Never")
+        constraints = spec.get("matchConstraints")
+        if isinstance(constraints, dict):
+            constraints.setdefault("matchPolicy", "Equivalent")
+            _default_selectors(constraints)
+            _default_rules(constraints.get("resourceRules"))
+            _default_rules(constraints.get("excludeResourceRules"))
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return self._validate(obj)
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return self._validate(obj)
+
+    def _validate(self, obj: Object) -> list[Cause]:
+        spec = obj.get("spec") or {}
+        causes: list[Cause] = []
+        if spec.get("failurePolicy") not in ("Fail", "Ignore"):
+            causes.append(_unsupported("spec.failurePolicy", spec.get("failurePolicy"), ("Fail", "Ignore")))
+        if spec.get("reinvocationPolicy") not in ("Never", "IfNeeded"):
+            causes.append(_unsupported("spec.reinvocationPolicy", spec.get("reinvocationPolicy"), ("IfNeeded", "Never")))
+        constraints = spec.get("matchConstraints")
+        if not isinstance(constraints, dict) or not constraints.get("resourceRules"):
+            causes.append(Cause("FieldValueRequired", "Required value", "spec.matchConstraints.resourceRules"))
+        mutations = spec.get("mutations")
+        if not isinstance(mutations, list) or not mutations:
+            causes.append(Cause("FieldValueRequired", "Required value: mutations must contain at least one item",
+                                "spec.mutations"))
+        for i, mutation in enumerate(mutations if isinstance(mutations, list) else []):
+            causes += _mutation_causes(mutation, f"spec.mutations[{i}]")
+        for i, condition in enumerate(spec.get("matchConditions") or []):
+            causes += _cel_causes((condition or {}).get("expression"), _POLICY_VARIABLES,
+                                  f"spec.matchConditions[{i}].expression")
+        for i, variable in enumerate(spec.get("variables") or []):
+            causes += _cel_causes((variable or {}).get("expression"), _POLICY_VARIABLES,
+                                  f"spec.variables[{i}].expression")
+        return causes
+
+
+def _mutation_causes(mutation: Any, path: str) -> list[Cause]:
+    if not isinstance(mutation, dict):
+        return [Cause("FieldValueInvalid", "Invalid value: a mutation must be an object", path)]
+    patch_type = mutation.get("patchType")
+    if patch_type not in _PATCH_TYPES:
+        return [_unsupported(f"{path}.patchType", patch_type, _PATCH_TYPES)]
+    key = "applyConfiguration" if patch_type == "ApplyConfiguration" else "jsonPatch"
+    expression = (mutation.get(key) or {}).get("expression") if isinstance(mutation.get(key), dict) else None
+    if not isinstance(expression, str) or not expression.strip():
+        return [Cause("FieldValueRequired", "Required value: expression is required", f"{path}.{key}.expression")]
+    causes = _cel_causes(as_maps(expression), _POLICY_VARIABLES, f"{path}.{key}.expression")
+    # the message quotes what was written, not the map literal it compiles as
+    return [Cause(c.reason, c.message.replace(f'"{as_maps(expression)}"', f'"{expression}"', 1), c.field)
+            for c in causes]
+
+
+class MutatingPolicyBindingStrategy(StandardStrategy):
+    def __init__(self) -> None:
+        super().__init__(GROUP, VERSION, "MutatingAdmissionPolicyBinding", tracks_generation=True)
+
+    def default(self, obj: Object) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        resources = spec.get("matchResources")
+        if isinstance(resources, dict):
+            resources.setdefault("matchPolicy", "Equivalent")
+            _default_selectors(resources)
+            _default_rules(resources.get("resourceRules"))
+        ref = spec.get("paramRef")
+        if isinstance(ref, dict):
+            ref.setdefault("parameterNotFoundAction", "Deny")
+
+    def validate(self, obj: Object) -> list[Cause]:
+        return self._validate(obj)
+
+    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
+        return self._validate(obj)
+
+    def _validate(self, obj: Object) -> list[Cause]:
+        spec = obj.get("spec") or {}
+        if not spec.get("policyName"):
+            return [Cause("FieldValueRequired", "Required value", "spec.policyName")]
+        return []
+
+
+def _definition(kind: str, plural: str, strategy: StandardStrategy) -> ResourceDefinition:
+    return ResourceDefinition(group=GROUP, version=VERSION, kind=kind, plural=plural, singular=kind.lower(),
+                              namespaced=False, categories=("api-extensions",), strategy=strategy)
+
+
+DEFINITIONS = [
+    _definition("MutatingAdmissionPolicy", "mutatingadmissionpolicies", MutatingPolicyStrategy()),
+    _definition("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", MutatingPolicyBindingStrategy()),
+]

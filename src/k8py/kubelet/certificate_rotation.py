@@ -1,0 +1,132 @@
+"""Kubelet client-certificate rotation (upstream's ``RotateKubeletClientCertificate``).
+
+:class:`ClientCertificateRotation` keeps the node's client certificate fresh,
+as upstream's certificate manager does:
+
+- the *rotation deadline* of a certificate is ``notBefore + (0.7 + 0.2 * r) *
+  (notAfter - notBefore)`` for a random ``r`` in [0, 1) drawn once per
+  certificate (70–90 % of its life: nodes that got theirs together do not all
+  renew at once);
+- at the deadline it makes a new P-256 key and a CSR for
+  ``system:node:<name>`` with the node's *current* certificate (a renewal:
+  the ``csrapproving`` controller approves it when ``system:nodes`` may
+  ``create certificatesigningrequests/selfnodeclient``), waits for it to be
+  signed (:func:`~k8py.kubelet.certificate_bootstrap.request_node_certificate`);
+- writes certificate and key to ``<cert-dir>/kubelet-client-current.pem``
+  (atomically, 0600; the kubeconfig TLS bootstrap writes points there), puts
+  them in the client's configuration, and closes the client's connections so
+  every new one shows the new certificate (upstream closes them too); watches
+  reconnect;
+- a failed attempt is retried after ``retry`` seconds (doubling, at most 5 min).
+
+Time comes from ``clock`` (wall time, a timezone-aware datetime) and waiting from
+``sleep``, both injectable: tests move the clock past the deadline instead of
+waiting. The loop sleeps at most ``max_nap`` seconds at a time, so a clock
+that jumps is noticed soon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import random
+from typing import Awaitable, Callable
+
+from cryptography import x509
+
+from k8py.api.errors import StatusError
+from k8py.client import certs
+from k8py.client.rest import RestClient
+from k8py.kubelet.certificate_bootstrap import CURRENT_PEM, BootstrapError, request_node_certificate
+
+__all__ = ["ClientCertificateRotation", "rotation_deadline"]
+
+logger = logging.getLogger(__name__)
+
+
+def rotation_deadline(cert: x509.Certificate, r: float) -> dt.datetime:
+    """When ``cert`` is renewed: at 70 % + 20 % * ``r`` of its life."""
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return start + (end - start) * (0.7 + 0.2 * r)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class ClientCertificateRotation:
+    def __init__(self, client: RestClient, *, node_name: str, cert_dir: str,
+                 clock: Callable[[], dt.datetime] = _utcnow, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 rng: Callable[[], float] = random.random, poll: float = 1.0, request_timeout: float = 900.0,
+                 retry: float = 5.0, max_nap: float = 60.0) -> None:
+        self.client, self.node_name, self.cert_dir = client, node_name, cert_dir
+        self.clock, self.sleep, self.rng = clock, sleep, rng
+        self.poll, self.request_timeout, self.retry, self.max_nap = poll, request_timeout, retry, max_nap
+        #: how many certificates this rotation has put in place
+        self.rotations = 0
+        self._deadline: tuple[int, dt.datetime] | None = None
+
+    def certificate(self) -> x509.Certificate | None:
+        """The client certificate the node uses now (from its client's configuration)."""
+        c = self.client.config
+        pem = c.cert_data
+        if pem is None and c.cert_file:
+            try:
+                with open(c.cert_file, "rb") as f:
+                    pem = f.read()
+            except OSError:
+                return None
+        if not pem:
+            return None
+        try:
+            return x509.load_pem_x509_certificate(pem)
+        except ValueError:
+            return None
+
+    def deadline(self) -> dt.datetime | None:
+        """The current certificate's rotation deadline (its jitter drawn once per certificate)."""
+        cert = self.certificate()
+        if cert is None:
+            return None
+        if self._deadline is None or self._deadline[0] != cert.serial_number:
+            self._deadline = (cert.serial_number, rotation_deadline(cert, self.rng()))
+        return self._deadline[1]
+
+    async def rotate(self) -> x509.Certificate:
+        """Get a new certificate now and switch the client to it."""
+        key = certs.new_private_key()
+        cert_pem = await request_node_certificate(self.client, key, self.node_name, timeout=self.request_timeout, poll=self.poll)
+        key_pem = certs.encode_private_key_pem(key)
+        pem_path = os.path.join(os.path.abspath(self.cert_dir), CURRENT_PEM)
+        certs.write_pem(pem_path, cert_pem + key_pem, private=True)
+        config = self.client.config
+        config.cert_data, config.key_data, config.cert_file, config.key_file = cert_pem, key_pem, None, None
+        await self.client.transport.close()  # the next connection presents the new certificate
+        self.rotations += 1
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        logger.info("rotated the node's client certificate",
+                    extra={"node": self.node_name, "expires": cert.not_valid_after_utc.isoformat(), "file": pem_path})
+        return cert
+
+    async def run(self) -> None:
+        """Rotate at every deadline until cancelled."""
+        backoff = self.retry
+        while True:
+            deadline = self.deadline()
+            if deadline is None:
+                logger.warning("the kubelet's client has no certificate to rotate; client-certificate rotation stops")
+                return
+            wait = (deadline - self.clock()).total_seconds()
+            if wait > 0:
+                await self.sleep(min(wait, self.max_nap))
+                continue
+            try:
+                await self.rotate()
+                backoff = self.retry
+            except (BootstrapError, StatusError, OSError) as err:
+                logger.warning("client-certificate rotation failed; retrying",
+                               extra={"error": str(err), "retry_seconds": backoff})
+                await self.sleep(backoff)
+                backoff = min(backoff * 2, 300.0)
