@@ -8,6 +8,7 @@ duplicates reported."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import orjson
@@ -17,6 +18,7 @@ from k8py.client.config import ClientConfig
 from k8py.client.resources import EVENTS, SERVICES
 from k8py.client.rest import RestClient
 from k8py.api.errors import Invalid
+from tests.support.kube import Kubectl
 from tests.support.servers import ServerThread, sqlite_storage
 
 CIDR = "127.200.9.0/26"
@@ -65,7 +67,7 @@ async def _repair_event(client: RestClient, reason: str, name: str, timeout: flo
     return await asyncio.wait_for(wait(), timeout)
 
 
-async def test_a_service_whose_cluster_ip_and_node_port_lost_their_claims_gets_them_back(repairing):
+async def test_a_service_whose_cluster_ip_and_node_port_lost_their_claims_gets_them_back(repairing, tmp_path):
     async with RestClient(ClientConfig(server=repairing.url)) as client:
         svc = await client.create(SERVICES, _svc("web", type="NodePort"), namespace="default")
         ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]
@@ -93,6 +95,10 @@ async def test_a_service_whose_cluster_ip_and_node_port_lost_their_claims_gets_t
         # repaired once: the Event is not written again at every pass
         events = await client.list(EVENTS, "default")
         assert sum(e.get("reason") == "ClusterIPNotAllocated" for e in events["items"]) == 1
+        # and kubectl shows it as upstream's does
+        shown = (await asyncio.to_thread(Kubectl(repairing.url, str(tmp_path / "home")).run, "get", "events")).stdout
+        assert re.search(rf"Warning\s+ClusterIPNotAllocated\s+service/web\s+Cluster IP \[IPv4\]:{re.escape(ip)} is not allocated; repairing",
+                         shown), shown
 
 
 async def test_a_leaked_claim_is_freed_after_the_grace_period_and_its_address_handed_out_again(repairing):

@@ -4,8 +4,8 @@ The informer watches a live k8py API server through :class:`FaultProxy`,
 which cuts its connections at random and now and then refuses connections
 long enough for the server's small watch history (``watch_cache_capacity``)
 to roll past the informer's resourceVersion, forcing 410 Expired and
-relists. Meanwhile writers create, update and delete 2,000 ConfigMaps
-directly. At the end:
+relists. Meanwhile writers create, update and delete 1,000 ConfigMaps
+directly (the whole workload, however long a loaded machine takes). At the end:
 
 - the informer's cache equals the server's state exactly (names, resource
   versions and data);
@@ -32,7 +32,7 @@ from k8py.client.shared_informer import SharedIndexInformer
 from tests.client.fault_proxy import FaultProxy
 from tests.support.servers import ServerThread, sqlite_storage
 
-OBJECTS = 2000
+OBJECTS = 1000
 WRITERS = 8
 NAMESPACE = "default"
 
@@ -76,11 +76,9 @@ class OrderedRecorder:
         self.view.pop(key, None)
 
 
-async def _writer(client: RestClient, index: int, rng: random.Random, stop_at: float) -> int:
+async def _writer(client: RestClient, index: int, rng: random.Random) -> int:
     writes = 0
     for i in range(index, OBJECTS, WRITERS):
-        if time.monotonic() > stop_at:
-            break
         name = f"cm-{i:05d}"
         await client.create(CONFIGMAPS, {"metadata": {"name": name, "namespace": NAMESPACE}, "data": {"v": "0"}})
         writes += 1
@@ -103,7 +101,7 @@ async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("use_watch_list", [True, False], ids=["streaming-list", "list-then-watch"])
 async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp_path, use_watch_list):
     rng = random.Random(4)
@@ -120,8 +118,7 @@ async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp
                 assert await informer.wait_for_cache_sync(timeout=10)
                 tasks.append(asyncio.create_task(proxy.chaos(mean_interval=0.25), name="chaos-cuts"))
                 tasks.append(asyncio.create_task(_partitions(proxy, rng), name="chaos-partitions"))
-                stop_at = time.monotonic() + 40
-                writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w), stop_at) for w in range(WRITERS))))
+                writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w)) for w in range(WRITERS))))
                 for task in tasks[1:]:
                     task.cancel()
                 proxy.unblock()
@@ -141,7 +138,6 @@ async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp
                 print(f"\nchaos ({'streaming list' if use_watch_list else 'list+watch'}): {writes} writes, {len(server_state)} objects left, relists={reflector.relist_count} "
                       f"expired={reflector.expired_count} watches={reflector.watch_count} cuts={proxy.cuts} "
                       f"coalesced(slow)={informer._listeners[1].coalesced}")
-                assert writes >= OBJECTS
                 assert cache_state() == server_state
                 for recorder in (fast, slow):
                     assert recorder.violations == []

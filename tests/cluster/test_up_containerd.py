@@ -7,7 +7,8 @@ from the template once the kubelet passes the CIDR on), two pods of one
 Deployment on the same port in their own namespaces behind a Service
 (nftables), cluster DNS answering from inside a pod's namespace; and after
 ``k8py down`` no shim, container process, bridge, cgroup, nft table, mount
-or state directory of that cluster on the machine.
+or state directory of that cluster on the machine; ``k8py up`` on the same
+data directory resumes it with its pods running again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import urllib.request
 import pytest
 
 from k8py.cluster.containerd import ContainerdLayout, containerd_pids, shim_pids
-from k8py.proxy.nftables.ruleset import table_name
+from k8py.cluster.spec import proxy_nftables_table
 from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.containerd import containerd_missing
 
@@ -40,7 +41,7 @@ def leftovers(data: str) -> dict[str, object]:
         mounts = [line.split()[4] for line in f if line.split()[4].startswith((data + "/", layout.state + "/"))]
     cgroups = [d for c in ("memory", "cpu", "pids", "systemd") if os.path.isdir(d := f"/sys/fs/cgroup/{c}{layout.cgroup_parent}")]
     found = {"shims": shim_pids(layout), "containerd": containerd_pids(layout), "state": os.path.isdir(layout.state),
-             "bridge": f" {layout.bridge}:" in links, "nft": f"table ip {table_name(NODE)}" in tables,
+             "bridge": f" {layout.bridge}:" in links, "nft": f"table ip {proxy_nftables_table(data, NODE)}" in tables,
              "mounts": mounts, "cgroups": cgroups}
     return {k: v for k, v in found.items() if v}
 
@@ -97,6 +98,18 @@ def test_up_runs_pods_on_containerd_with_services_and_dns_and_down_removes_every
         out = kc("logs", "client")
         assert kc("get", "pod", "client", "-o", "jsonpath={.status.phase}") == "Succeeded", out
         assert vip in out and out.strip().splitlines()[-1] in names, out
+    finally:
+        down = k8py("down", "--data-dir", data, timeout=180)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert leftovers(data) == {}
+    # the same data directory again: the cluster resumes, the Deployment's pods run again (new sandboxes)
+    up = k8py("up", "--runtime", "containerd", "--detach", "--port", "0", "--data-dir", data, timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        again = wait_for(lambda: (lambda out: len(out.split()) == 2 and out.split())(
+            kc("get", "pods", "-l", "app=web", "--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].status.podIP}")),
+            "the web pods running again after the cluster resumed", timeout=180, logs=logs)
+        assert all(ipaddress.ip_address(ip) in pod_cidr for ip in again), again
     finally:
         down = k8py("down", "--data-dir", data, timeout=180)
     assert down.returncode == 0, down.stdout + down.stderr

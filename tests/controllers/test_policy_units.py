@@ -85,6 +85,17 @@ def test_scale_down_waits_for_the_stabilization_window_and_scale_up_is_rate_limi
     assert Behavior({"scaleUp": {"selectPolicy": "Disabled"}}).limit(History(), 0.0, 1, 10) == 1
 
 
+def test_bounds_and_rate_limits_name_the_scaling_limited_reason_as_upstream():
+    default = Behavior(None)
+    assert default.bounded(History(), 0.0, 1, 10, 1, 20)[:2] == (5, "ScaleUpLimit")
+    assert default.bounded(History(), 0.0, 1, 10, 1, 3)[:2] == (3, "TooManyReplicas")
+    assert default.bounded(History(), 0.0, 5, 0, 1, 10)[:2] == (1, "TooFewReplicas")
+    assert default.bounded(History(), 0.0, 5, 4, 1, 10) == (4, "DesiredWithinRange", "the desired count is within the acceptable range")
+    one_a_minute = Behavior({"scaleDown": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}]}})
+    assert one_a_minute.bounded(History(), 0.0, 5, 1, 1, 10) == (
+        4, "ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate")
+
+
 def test_pod_quota_charges_and_scopes():
     pod = _pod("a", cpu="250m")
     charge = usage("pods", "", pod)

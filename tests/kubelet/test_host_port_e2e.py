@@ -19,8 +19,12 @@ def _free_port() -> int:
 
 
 def _nginx(name: str, host_port: int, protocol: str = "TCP") -> dict:
-    return pod_manifest(name, [{"name": "nginx", "image": "nginx", "ports": [
-        {"containerPort": 80, "hostPort": host_port, "protocol": protocol}]}], terminationGracePeriodSeconds=1)
+    # Ready means serving only with a readiness probe: without one the built-in nginx may still be
+    # binding its port when the pod turns Ready, and the relay then closes the connection
+    probe = {"tcpSocket": {"port": 80}, "periodSeconds": 1} if protocol == "TCP" else None
+    container = {"name": "nginx", "image": "nginx", "ports": [
+        {"containerPort": 80, "hostPort": host_port, "protocol": protocol}], **({"readinessProbe": probe} if probe else {})}
+    return pod_manifest(name, [container], terminationGracePeriodSeconds=1)
 
 
 def _sandbox_failure(node: Node, ns: str, name: str, timeout: float = 60) -> str:

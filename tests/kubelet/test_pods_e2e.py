@@ -227,7 +227,11 @@ def test_kubectl_set_image_on_a_pod_restarts_its_container_with_the_new_image(no
                           and "running" in p["status"]["containerStatuses"][0]["state"], what="running the new image")
     st = after["status"]["containerStatuses"][0]
     assert st["containerID"] != before and st["restartCount"] == 1
-    assert any("definition changed" in e["message"] for e in node.events(ns, "img"))
+    # the Killing event is recorded asynchronously: it can land after the status shows the restart
+    deadline = time.monotonic() + 30
+    while not any("definition changed" in e["message"] for e in node.events(ns, "img")):
+        assert time.monotonic() < deadline, node.events(ns, "img")
+        time.sleep(0.2)
 
 
 def test_a_failed_init_container_fails_a_never_pod_and_its_containers_never_start(node: Node, ns: str) -> None:

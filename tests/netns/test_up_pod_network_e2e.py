@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
+from k8py.cluster.spec import proxy_nftables_table
 from k8py.kubelet.cgroups.tree import node_cgroup_name
 from k8py.kubelet.network.names import NetworkNames
-from k8py.proxy.nftables.ruleset import table_name
 from tests.support.tools import POD_NETWORK_MISSING, pod_network_missing
 
 NODE = "k8py-node-0"
@@ -55,7 +55,7 @@ def _leftovers(names: NetworkNames, data: str) -> dict[str, list[str]]:
             if c in ("memory", "cpu", "cpuacct", "pids") and os.path.isdir(d):
                 cgroups.append(d)
     out = {"netns": netns, "links": [names.bridge] if f" {names.bridge}:" in links else [],
-           "nft": [table_name(NODE)] if f"table ip {table_name(NODE)}\n" in tables + "\n" else [], "cgroups": cgroups}
+           "nft": [table] if f"table ip {(table := proxy_nftables_table(data, NODE))}\n" in tables + "\n" else [], "cgroups": cgroups}
     return {k: v for k, v in out.items() if v}
 
 

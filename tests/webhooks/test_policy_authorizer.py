@@ -97,3 +97,27 @@ async def test_a_policy_using_the_authorizer_is_accepted_at_create_and_a_wrong_m
         await put(rbac_server, GROUP, "validatingadmissionpolicies", bad)
     assert "found no matching overload for 'resource' applied to 'kubernetes.authorization.Authorizer.(string)'" \
         in refused.value.message
+
+
+async def test_a_webhook_match_condition_asks_the_authorizer(rbac_server):
+    server = rbac_server
+    await grant(server, "alice", ["get"], ["pods"])
+    await put(server, "admissionregistration.k8s.io", "validatingwebhookconfigurations", {
+        "metadata": {"name": "readers"}, "webhooks": [{
+            "name": "readers.example.com", "clientConfig": {"url": "https://127.0.0.1:1/never"},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+            "matchConditions": [{"name": "pod-readers",
+                                 "expression": "authorizer.group('').resource('pods').namespace(object.metadata.namespace)"
+                                               ".check('get').allowed()"}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Fail", "timeoutSeconds": 1}]})
+    authorizer = server.access_control.admission_context.extra[AUTHORIZER_KEY]
+    plugins = build_webhook_plugins(server.registry, server.cacher, authorizer=lambda: authorizer)
+    try:
+        # bob may not read pods: the condition is false, the webhook is not called
+        await plugins.validating.validate(configmap_create(user=UserInfo("bob", groups=("system:authenticated",))))
+        # alice may: the webhook is called (and cannot be reached)
+        with pytest.raises(StatusError) as called:
+            await plugins.validating.validate(configmap_create(user=UserInfo("alice", groups=("system:authenticated",))))
+    finally:
+        await plugins.close()
+    assert called.value.message.startswith('Internal error occurred: failed calling webhook "readers.example.com"')

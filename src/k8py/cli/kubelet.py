@@ -132,6 +132,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                           "nodefs.inodesFree<5%%,imagefs.available<15%%; '' turns them off)")
     p.add_argument("--eviction-soft", default="", help="signal<quantity,... that evict once they held for their grace period")
     p.add_argument("--eviction-soft-grace-period", default="", help="signal=duration,... for each --eviction-soft signal")
+    p.add_argument("--eviction-minimum-reclaim", default="", help="signal=quantity,...: free this much beyond a met threshold before it is relieved")
     p.add_argument("--eviction-max-pod-grace-period", type=float, default=None, help="seconds a pod evicted by a soft threshold gets at most")
     p.add_argument("--eviction-pressure-transition-period", type=float, default=None,
                    help="seconds a pressure condition stays after its threshold was last met (default: 300)")
@@ -208,7 +209,10 @@ def _eviction_flags(args: argparse.Namespace, config: Any) -> None:
         if args.eviction_soft_grace_period:
             config.eviction_soft_grace_period = {k: _duration(v) for k, v in
                                                  flag_map(args.eviction_soft_grace_period, "=", "--eviction-soft-grace-period").items()}
-        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period)  # refuse bad ones now
+        if args.eviction_minimum_reclaim:
+            config.eviction_minimum_reclaim = flag_map(args.eviction_minimum_reclaim, "=", "--eviction-minimum-reclaim")
+        configured_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period,
+                              config.eviction_minimum_reclaim)  # refuse bad ones now
     except ValueError as err:
         raise SystemExit(f"k8py kubelet: {err}") from None
     for attr in ("eviction_max_pod_grace_period", "eviction_pressure_transition_period", "housekeeping_interval"):

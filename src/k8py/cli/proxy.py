@@ -30,6 +30,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--proxy-mode", choices=("auto", "userspace", "nftables"), default="auto",
                    help="auto: nftables when the node's pods have their own network namespaces (kubelet --pod-network=cni), "
                         "else userspace (default: %(default)s)")
+    p.add_argument("--nftables-table", default="",
+                   help="the nftables mode's table (default: k8py-<node name>); k8py up names one per cluster")
     p.add_argument("--log-level", default="WARNING")
 
     d = sub.add_parser("dns", help="run the cluster DNS server (Service and pod names under the cluster domain)")
@@ -87,7 +89,8 @@ def run_proxy(args: argparse.Namespace) -> int:
     if config is None:
         return 1
     addresses = tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
-    options = ProxyOptions(node_name=args.node_name, node_addresses=addresses, bind=args.bind, port=args.port, mode=args.proxy_mode)
+    options = ProxyOptions(node_name=args.node_name, node_addresses=addresses, bind=args.bind, port=args.port, mode=args.proxy_mode,
+                           nftables_table=args.nftables_table)
 
     def serving(url: str) -> None:
         print(f"k8py proxy: node {args.node_name} ({options.mode} mode); serving /healthz, /readyz and /metrics on {url}", flush=True)

@@ -321,13 +321,13 @@ def run_down(args: argparse.Namespace) -> int:
     from k8py.kubelet.node_cleanup import cleanup_under
 
     cleaned = cleanup_under(os.path.join(data_dir, "kubelet"))  # the nodes' pod namespaces, bridges and cgroups
-    _delete_proxy_tables(cleaned)
+    _delete_proxy_tables(data_dir, cleaned)
     from k8py.cluster import dns_address
 
     if os.geteuid() == 0:
         dns_address.remove(data_dir)  # the cluster DNS address of pods in their own namespaces
     containerd_nodes = _cleanup_containerd(data_dir)  # shims, containers, bridges, cgroups of each node's containerd
-    _delete_proxy_tables(containerd_nodes)
+    _delete_proxy_tables(data_dir, containerd_nodes)
     cleaned += [n for n in containerd_nodes if n not in cleaned]
     print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else "")
           + (f"; removed the host state of {', '.join(cleaned)}" if cleaned else ""))
@@ -349,17 +349,18 @@ def _cleanup_containerd(data_dir: str) -> list[str]:
     return found
 
 
-def _delete_proxy_tables(nodes: list[str]) -> None:
+def _delete_proxy_tables(data_dir: str, nodes: list[str]) -> None:
     """The nftables proxy deletes its table when it stops; one killed before that leaves it: remove it."""
     import shutil
     import subprocess
 
-    from k8py.proxy.nftables.ruleset import delete, table_name
+    from k8py.cluster.spec import proxy_nftables_table
+    from k8py.proxy.nftables.ruleset import delete
 
     if not nodes or not shutil.which("nft") or os.geteuid() != 0:
         return
     for node in nodes:
-        subprocess.run(["nft", "-f", "-"], input=delete(table_name(node)), text=True, capture_output=True)
+        subprocess.run(["nft", "-f", "-"], input=delete(proxy_nftables_table(data_dir, node)), text=True, capture_output=True)
 
 
 def run_status(args: argparse.Namespace) -> int:

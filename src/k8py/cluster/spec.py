@@ -35,6 +35,7 @@ restarted component comes back where the others expect it.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
 import random
@@ -50,7 +51,7 @@ from k8py.cluster.pki import ClusterPKI
 
 __all__ = ["ClusterSpec", "ComponentSpec", "SpecError", "load_config_file", "free_port", "component_specs", "all_ports",
            "pick_cluster_cidr", "pick_service_cidr", "service_cidr_for", "dns_ip", "kubernetes_service_ip",
-           "zygote_spec"]
+           "zygote_spec", "proxy_nftables_table"]
 
 CONFIG_KEYS = {"kind", "apiVersion", "port", "bind", "nodes", "simulatedNodes", "etcdServers", "etcdPrefix", "trace", "apiservers", "proxy", "dns",
                "zygote", "components", "podNetwork", "runtime", "containerRuntimeEndpoint"}
@@ -168,6 +169,14 @@ def _k8py(*args: str) -> list[str]:
 def api_server_name(index: int) -> str:
     """``apiserver`` for the first (the kubeconfig's), ``apiserver-1``… for the others."""
     return "apiserver" if index == 0 else f"apiserver-{index}"
+
+
+def proxy_nftables_table(data_dir: str, node: str) -> str:
+    """The nftables proxy's table for ``node`` of the cluster in ``data_dir``:
+    ``k8py-<node>-<tag>``, since every cluster's first node is ``k8py-node-0``
+    and two clusters on one machine must not rewrite each other's rules."""
+    tag = hashlib.sha1(os.path.realpath(data_dir).encode()).hexdigest()[:6]
+    return f"k8py-{node}-{tag}"[:64]
 
 
 def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
@@ -308,7 +317,7 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
             # one proxy for all: the nodes share this machine's loopback, so
             # a second proxy could only fight the first over the same addresses
             out.append(ComponentSpec("proxy", _k8py("proxy", "--kubeconfig", kc("proxy"), "--node-name", node, "--port", str(ports["proxy"]),
-                                                    *proxy_extra),
+                                                    "--nftables-table", proxy_nftables_table(spec.data_dir, node), *proxy_extra),
                                      log("proxy"), health(ports["proxy"])))
         serving = pki.kubelet_name(node)
         tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]

@@ -90,6 +90,16 @@ def _forked_component(pid: int, root: bytes) -> bool:
         return False
 
 
+#: variables that name the data directory in a user's own processes, not a container's: a shell
+#: that did ``export KUBECONFIG=DATA_DIR/kubeconfig`` and the ``k8py down`` or kubectl it runs are not the cluster's
+_USER_VARIABLES = (b"KUBECONFIG=",)
+
+
+def _environ_names(pid: int, root: bytes) -> bool:
+    """The process's environment names ``root`` (a container's pod directory), other than in :data:`_USER_VARIABLES`."""
+    return any(root in entry for entry in _read(f"/proc/{pid}/environ").split(b"\0") if not entry.startswith(_USER_VARIABLES))
+
+
 def processes_of(data_dir: str) -> list[int]:
     """Pids (of this uid) that belong to ``data_dir``, descendants included."""
     root = os.path.realpath(data_dir).encode()
@@ -112,7 +122,7 @@ def processes_of(data_dir: str) -> list[int]:
         cmdline = _read(f"/proc/{pid}/cmdline")
         ours = _is_component(cmdline) or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
         if ((ours and root in cmdline) or _forked_component(pid, root) or cwd == root or cwd.startswith(root + b"/")
-                or root in _read(f"/proc/{pid}/environ") or _has_open_file_under(pid, root)):
+                or _environ_names(pid, root) or _has_open_file_under(pid, root)):
             matched.add(pid)
     todo, found = list(matched), set()
     while todo:

@@ -117,6 +117,8 @@ class KubeletConfig:
     eviction_soft_grace_period: dict[str, float] = field(default_factory=dict)
     #: the longest grace a pod evicted by a soft threshold gets (upstream's default 0: killed at once)
     eviction_max_pod_grace_period: float = 0.0
+    #: signal -> quantity that must be free beyond a met threshold before it counts as relieved
+    eviction_minimum_reclaim: dict[str, str] = field(default_factory=dict)
     eviction_pressure_transition_period: float = 300.0
     #: how often the eviction manager observes the node (upstream's housekeeping, 10 s)
     housekeeping_interval: float = 10.0
@@ -230,6 +232,8 @@ def _load_eviction(doc: Mapping[str, Any], config: KubeletConfig) -> None:
         config.eviction_soft = {str(k): str(v) for k, v in (doc["evictionSoft"] or {}).items()}
     if "evictionSoftGracePeriod" in doc:
         config.eviction_soft_grace_period = {str(k): _duration(v) for k, v in (doc["evictionSoftGracePeriod"] or {}).items()}
+    if "evictionMinimumReclaim" in doc:
+        config.eviction_minimum_reclaim = {str(k): str(v) for k, v in (doc["evictionMinimumReclaim"] or {}).items()}
     if "evictionMaxPodGracePeriod" in doc:
         config.eviction_max_pod_grace_period = float(doc["evictionMaxPodGracePeriod"])
     if "evictionPressureTransitionPeriod" in doc:

@@ -186,7 +186,17 @@ class PodSyncer:
                 return 2.0
         if actions.create_sandbox:
             try:
-                w.sandbox_id = await self.runtime.run_pod_sandbox(self.sandbox_config(w))
+                # a pod's new sandbox is the next attempt (upstream's kubelet): CRI runtimes reserve each
+                # name_namespace_uid_attempt until that sandbox is removed, so a dead one's number cannot be reused
+                previous = [sb for sb in await self.runtime.list_pod_sandboxes() if sb.uid == w.uid]
+                attempts = [sb.attempt for sb in previous]
+                for sb in previous:  # dead ones (none is ready, or there were no sandbox to create): their containers'
+                    await self.runtime.stop_pod_sandbox(sb.id)  # names are reserved too, until they are removed
+                    await self.runtime.remove_pod_sandbox(sb.id)
+                config = self.sandbox_config(w)
+                if attempts:
+                    config = replace(config, attempt=max(attempts) + 1)
+                w.sandbox_id = await self.runtime.run_pod_sandbox(config)
             except RuntimeErrorStatus as err:
                 self.event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {err.message}")
                 self.publish(w, "", False)

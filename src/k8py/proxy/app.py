@@ -58,6 +58,8 @@ class ProxyOptions:
     mode: str = "auto"
     #: how long "auto" waits for this node's Node object before falling back to userspace
     auto_wait: float = 10.0
+    #: the nftables backend's table ("": ``k8py-<node>``)
+    nftables_table: str = ""
 
 
 POD_NETWORK_LABEL = "k8py.io/pod-network"
@@ -111,7 +113,7 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
         if mode == "nftables":
             from k8py.proxy.nftables.backend import NftablesBackend
 
-            backend = NftablesBackend(options.node_name)
+            backend = NftablesBackend(options.node_name, options.nftables_table)
         else:
             backend = UserspaceBackend(on_connection=metrics.connections.inc)
         options.mode = mode

@@ -171,3 +171,21 @@ def test_request_headers_and_bodies_are_bounded(server):
         r = http.get("/api/v1/namespaces", headers={"X-Big": "x" * 20_000})
         assert r.status_code in (400, 431)
         assert http.get("/api/v1/namespaces").status_code == 200  # the server is fine afterwards
+
+
+@pytest.mark.kubectl
+def test_kubectl_get_prints_upstreams_columns(server, tmp_path):
+    from tests.support.kube import Kubectl
+
+    kubectl = Kubectl(server.url, str(tmp_path / "home"))
+    levels = kubectl.run("get", "prioritylevelconfigurations").stdout.splitlines()
+    assert levels[0].split() == ["NAME", "TYPE", "NOMINALCONCURRENCYSHARES", "QUEUES", "HANDSIZE", "QUEUELENGTHLIMIT", "AGE"]
+    rows = {line.split()[0]: line.split()[1:-1] for line in levels[1:]}
+    assert rows["exempt"] == ["Exempt", "<none>", "<none>", "<none>", "<none>"]
+    assert rows["catch-all"] == ["Limited", "5", "<none>", "<none>", "<none>"]
+    assert rows["workload-low"] == ["Limited", "100", "128", "6", "50"]
+    schemas = kubectl.run("get", "flowschemas").stdout.splitlines()
+    assert schemas[0].split() == ["NAME", "PRIORITYLEVEL", "MATCHINGPRECEDENCE", "DISTINGUISHERMETHOD", "AGE", "MISSINGPL"]
+    rows = {line.split()[0]: line.split()[1:4] for line in schemas[1:]}
+    assert rows["exempt"] == ["exempt", "1", "*"]
+    assert rows["kube-scheduler"] == ["workload-high", "800", "ByNamespace"]

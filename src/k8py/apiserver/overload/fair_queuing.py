@@ -69,6 +69,7 @@ class QueueSet:
     _queues: list[deque[_Waiter]] = field(default_factory=list)
     _executing_by_queue: list[int] = field(default_factory=list)
     _cursor: int = 0
+    _waiting: int = 0
 
     def __post_init__(self) -> None:
         self._queues = [deque() for _ in range(self.queues)]
@@ -76,7 +77,14 @@ class QueueSet:
 
     @property
     def waiting(self) -> int:
-        return sum(len(q) for q in self._queues)
+        return self._waiting
+
+    def try_acquire(self) -> bool:
+        """Take a seat at once if one is free and nobody waits (the common case, no await)."""
+        if self.executing < self.seats and not self._waiting:
+            self.executing += 1
+            return True
+        return False
 
     def reconfigure(self, *, seats: int, queues: int, hand_size: int, queue_length_limit: int) -> None:
         """New limits from a changed PriorityLevelConfiguration; waiting requests keep waiting."""
@@ -91,12 +99,12 @@ class QueueSet:
                     self._queues[deal(w.flow, queues, hand_size)[0]].append(w)
                 else:
                     w.future.cancel()
+            self._waiting = sum(len(q) for q in self._queues)
         self._dispatch()
 
     async def acquire(self, flow: int) -> tuple[int, str]:
         """(the queue index to give back with :meth:`release`, "") once a seat is held, or (-1, reason)."""
-        if self.executing < self.seats and not self.waiting:
-            self.executing += 1
+        if self.try_acquire():
             return -1, ""
         if not self.queues:
             return -1, "concurrency-limit"
@@ -107,6 +115,7 @@ class QueueSet:
             return -1, "queue-full"
         waiter = _Waiter(flow, asyncio.get_running_loop().create_future())
         queue.append(waiter)
+        self._waiting += 1
         try:
             return await asyncio.wait_for(waiter.future, self.wait_limit), ""
         except asyncio.TimeoutError:
@@ -129,6 +138,7 @@ class QueueSet:
         for q in self._queues:
             try:
                 q.remove(waiter)
+                self._waiting -= 1
                 return
             except ValueError:
                 continue
@@ -140,12 +150,14 @@ class QueueSet:
                 index = (self._cursor + step) % n
                 queue = self._queues[index]
                 while queue and queue[0].future.done():
-                    queue.popleft()  # timed out or cancelled meanwhile
+                    queue.popleft()  # cancelled meanwhile (by a reconfigure)
+                    self._waiting -= 1
                 if queue:
                     break
             else:
                 return
             waiter = queue.popleft()
+            self._waiting -= 1
             self._cursor = (index + 1) % n
             self.executing += 1
             self._executing_by_queue[index] += 1

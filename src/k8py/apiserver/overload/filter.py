@@ -157,6 +157,9 @@ class FlowControl:
             qs = old.get(name)
             if qs is None:
                 qs = QueueSet(name, seats, queues, hand, length, wait_limit=self.wait_limit)
+                # read when scraped: nothing to count per request
+                self.executing_gauge.labels(name).set_function(lambda qs=qs: qs.executing)
+                self.inqueue_gauge.labels(name).set_function(lambda qs=qs: qs.waiting)
             else:
                 qs.reconfigure(seats=seats, queues=queues, hand_size=hand, queue_length_limit=length)
             self.nominal_gauge.labels(name).set(seats)
@@ -203,20 +206,16 @@ class FlowControl:
         qs = config.sets.get(level_name)
         if qs is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
-        self.inqueue_gauge.labels(level_name).inc()
-        try:
+        index = -1
+        if not qs.try_acquire():
             index, reason = await qs.acquire(flow)
-        finally:
-            self.inqueue_gauge.labels(level_name).dec()
-        if reason:
-            self.rejected.labels(schema_name, level_name, reason).inc()
-            return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
+            if reason:
+                self.rejected.labels(schema_name, level_name, reason).inc()
+                return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
         self.dispatched.labels(schema_name, level_name).inc()
-        self.executing_gauge.labels(level_name).inc()
         try:
             return await self._run(request, handler)
         finally:
-            self.executing_gauge.labels(level_name).dec()
             qs.release(index)
 
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:

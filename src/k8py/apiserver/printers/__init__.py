@@ -38,8 +38,8 @@ from typing import Any, Iterable
 from k8py.api.errors import BadRequest
 
 from . import (
-    admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery, policy, quota, rbac,
-    scheduling,
+    admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery, flowcontrol, policy, quota,
+    rbac, scheduling,
 )
 from .accept import table_version
 from .cells import dig
@@ -71,6 +71,7 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     **{("coordination.k8s.io", kind): p for kind, p in coordination.PRINTERS.items()},
     **{("discovery.k8s.io", kind): p for kind, p in discovery.PRINTERS.items()},
     **{("scheduling.k8s.io", kind): p for kind, p in scheduling.PRINTERS.items()},
+    **{("flowcontrol.apiserver.k8s.io", kind): p for kind, p in flowcontrol.PRINTERS.items()},
     **{("policy", kind): p for kind, p in policy.PRINTERS.items()},
     **{("autoscaling", kind): p for kind, p in autoscaling.PRINTERS.items()},
     **{("", kind): p for kind, p in quota.PRINTERS.items()},

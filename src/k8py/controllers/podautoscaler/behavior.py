@@ -89,6 +89,27 @@ class Behavior:
         bound = min(bounds) if select == "Max" else max(bounds)
         return min(current, max(desired, bound))
 
+    def bounded(self, history: History, now: float, current: int, desired: int, low: int, high: int) -> tuple[int, str, str]:
+        """``desired`` within the rate limits and ``[low, high]``, with the reason and message of
+        the ``ScalingLimited`` condition (upstream's ``convertDesiredReplicasWithBehaviorRate``)."""
+        if desired > current:
+            up = self.limit(history, now, current, 1 << 30)
+            if high > up:
+                allowed, why = up, ("ScaleUpLimit", "the desired replica count is increasing faster than the maximum scale rate")
+            else:
+                allowed, why = high, ("TooManyReplicas", "the desired replica count is more than the maximum replica count")
+            if desired > allowed:
+                return allowed, *why
+        elif desired < current:
+            down = self.limit(history, now, current, -(1 << 30))
+            if low < down:
+                allowed, why = down, ("ScaleDownLimit", "the desired replica count is decreasing faster than the maximum scale rate")
+            else:
+                allowed, why = low, ("TooFewReplicas", "the desired replica count is less than the minimum replica count")
+            if desired < allowed:
+                return allowed, *why
+        return desired, "DesiredWithinRange", "the desired count is within the acceptable range"
+
     @staticmethod
     def record(history: History, now: float, old: int, new: int) -> None:
         if new > old:

@@ -14,8 +14,13 @@ Every ``hpa_sync_period`` seconds (``options.extra``, upstream's
    the largest wins; a metric that cannot be computed sets
    ``ScalingActive=False`` (``FailedGetResourceMetric``) and, if none could,
    nothing is scaled;
-3. the proposal is stabilized and rate-limited (``behavior``), then clamped
-   to ``[minReplicas, maxReplicas]`` (``ScalingLimited`` says which bound);
+3. the proposal is stabilized (``AbleToScale`` ``ScaleUpStabilized`` /
+   ``ScaleDownStabilized`` when that changed it) and rate-limited within
+   ``[minReplicas, maxReplicas]`` (``ScalingLimited`` True with
+   ``ScaleUpLimit``, ``ScaleDownLimit``, ``TooManyReplicas`` or
+   ``TooFewReplicas`` when a bound cut it), upstream's
+   ``normalizeDesiredReplicasWithBehaviors``; a target already outside the
+   bounds goes straight to the nearest one;
 4. a new count is written to the scale subresource with a
    ``SuccessfulRescale`` Event ("New size: N; reason: …"), and the status
    (current/desired replicas, currentMetrics, lastScaleTime, conditions) is
@@ -104,34 +109,37 @@ class HorizontalController(KeyedController):
             conditions["ScalingActive"] = ("False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero")
             await self._write_status(hpa, current, current, metrics_status, conditions, scaled=False)
             return self.sync_period
-        proposal, reason = await self._propose(hpa, namespace, selector, current, metrics_status, conditions)
-        if proposal is None:
-            await self._write_status(hpa, current, current, metrics_status, conditions, scaled=False)
-            return self.sync_period
         now = self.clock.monotonic()
         history = self.history.setdefault(key, History())
         behavior = Behavior(spec.get("behavior"), downscale_window=self.downscale_window)
-        desired = behavior.stabilize(history, now, current, proposal)
-        desired = behavior.limit(history, now, current, desired)
-        if desired > high:
-            conditions["ScalingLimited"] = ("True", "TooManyReplicas", "the desired replica count is more than the maximum replica count")
-            desired = high
-        elif desired < low:
-            conditions["ScalingLimited"] = ("True", "TooFewReplicas", "the desired replica count is less than the minimum replica count")
-            desired = low
+        if current > high:  # upstream: straight to the bounds, metrics or not
+            desired, why = high, "Current number of replicas above Spec.MaxReplicas"
+        elif current < low:
+            desired, why = low, "Current number of replicas below Spec.MinReplicas"
         else:
-            conditions["ScalingLimited"] = ("False", "DesiredWithinRange", "the desired count is within the acceptable range")
+            proposal, reason = await self._propose(hpa, namespace, selector, current, metrics_status, conditions)
+            if proposal is None:
+                await self._write_status(hpa, current, current, metrics_status, conditions, scaled=False)
+                return self.sync_period
+            stabilized = behavior.stabilize(history, now, current, proposal)
+            if stabilized != proposal:
+                conditions["AbleToScale"] = (("True", "ScaleUpStabilized", "recent recommendations were lower than current one, "
+                                              "applying the lowest recent recommendation") if proposal >= current else
+                                             ("True", "ScaleDownStabilized", "recent recommendations were higher than current one, "
+                                              "applying the highest recent recommendation"))
+            else:
+                conditions["AbleToScale"] = ("True", "ReadyForNewScale", "recommended size matches current size")
+            desired, limit_reason, limit_message = behavior.bounded(history, now, current, stabilized, low, high)
+            conditions["ScalingLimited"] = ("False" if desired == stabilized else "True", limit_reason, limit_message)
+            why = reason if desired > current else "All metrics below target"
         scaled = desired != current
         if scaled:
             await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
                                     patch_type=PatchType.MERGE, subresource="scale")
             behavior.record(history, now, current, desired)
-            why = reason if desired > current else "All metrics below target"
             self.recorder.eventf(hpa, "Normal", "SuccessfulRescale", "New size: %d; reason: %s", desired, why,
                                  resource=HORIZONTAL_POD_AUTOSCALERS)
             conditions["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
-        else:
-            conditions["AbleToScale"] = ("True", "ReadyForNewScale", "recommended size matches current size")
         await self._write_status(hpa, current, desired, metrics_status, conditions, scaled=scaled)
         return self.sync_period
 

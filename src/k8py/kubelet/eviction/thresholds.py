@@ -21,12 +21,14 @@ pid.available          pids                PIDPressure
 =====================  ==================  ==============
 
 Upstream's Linux defaults apply when neither flag nor file sets any hard threshold
-(:data:`DEFAULT_HARD`). Bad input raises ValueError saying what to write instead.
+(:data:`DEFAULT_HARD`). ``--eviction-minimum-reclaim=memory.available=500Mi`` keeps a met
+threshold met until that much more than its amount is free (so one eviction is not followed
+by the same pressure at once). Bad input raises ValueError saying what to write instead.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 __all__ = ["Threshold", "SIGNALS", "DEFAULT_HARD", "parse_thresholds", "parse_grace_periods", "parse_pairs", "flag_map", "configured_thresholds"]
@@ -57,6 +59,9 @@ class Threshold:
     #: how long a soft threshold must hold before it evicts (0 for hard ones)
     grace_period: float = 0.0
     hard: bool = True
+    #: ``--eviction-minimum-reclaim``: once met, the threshold holds until this much more is free
+    min_reclaim: int | None = None
+    min_reclaim_percentage: float | None = None
 
     @property
     def resource(self) -> str:
@@ -71,6 +76,12 @@ class Threshold:
         if self.quantity is not None:
             return self.quantity
         return int(capacity * (self.percentage or 0.0))
+
+    def reclaim(self, capacity: int) -> int:
+        """What must be free beyond :meth:`amount` before a met threshold counts as relieved."""
+        if self.min_reclaim is not None:
+            return self.min_reclaim
+        return int(capacity * (self.min_reclaim_percentage or 0.0))
 
 
 def _quantity(text: str, signal: str) -> int:
@@ -168,9 +179,18 @@ def flag_map(text: str, op: str, what: str) -> dict[str, str]:
     return out
 
 
-def configured_thresholds(hard: Mapping[str, str] | None, soft: Mapping[str, str], grace: Mapping[str, float]) -> list[Threshold]:
+def configured_thresholds(hard: Mapping[str, str] | None, soft: Mapping[str, str], grace: Mapping[str, float],
+                          min_reclaim: Mapping[str, str] | None = None) -> list[Threshold]:
     """The kubelet's thresholds: ``hard`` None means upstream's defaults; a signal given an empty
-    value or ``0%`` is left out (how upstream's config turns one off)."""
+    value or ``0%`` is left out (how upstream's config turns one off); ``min_reclaim``: signal ->
+    quantity or percentage (``--eviction-minimum-reclaim``) for the thresholds of that signal."""
     hard_map = dict(hard) if hard is not None else {k: v for k, _, v in parse_pairs(DEFAULT_HARD)}
     keep = {k: v for k, v in hard_map.items() if v not in ("", "0%")}
-    return [*parse_thresholds(keep, hard=True), *parse_thresholds(dict(soft), hard=False, grace_periods=grace)]
+    out = [*parse_thresholds(keep, hard=True), *parse_thresholds(dict(soft), hard=False, grace_periods=grace)]
+    reclaim: dict[str, tuple[int | None, float | None]] = {}
+    for signal, text in (min_reclaim or {}).items():
+        _check_signal(signal)
+        t = parse_thresholds({signal: str(text)}, hard=True)[0]
+        reclaim[signal] = (t.quantity, t.percentage)
+    return [replace(t, min_reclaim=reclaim[t.signal][0], min_reclaim_percentage=reclaim[t.signal][1]) if t.signal in reclaim else t
+            for t in out]

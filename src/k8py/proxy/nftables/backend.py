@@ -45,8 +45,8 @@ async def nft(text: str) -> None:
 
 
 class NftablesBackend:
-    def __init__(self, node_name: str) -> None:
-        self.table = ruleset.table_name(node_name)
+    def __init__(self, node_name: str, table: str = "") -> None:
+        self.table = table or ruleset.table_name(node_name)
         self.syncs = 0
 
     async def sync(self, table: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> None:

@@ -45,9 +45,11 @@ __all__ = ["MASQUERADE_MARK", "table_name", "render", "delete"]
 MASQUERADE_MARK = 0x4000
 
 
-def table_name(node: str) -> str:
+def table_name(node: str, cluster_tag: str = "") -> str:
+    """``k8py-<node>``, or ``k8py-<node>-<tag>`` for a proxy of a ``k8py up``
+    cluster (its node names repeat from cluster to cluster on one machine)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in node)
-    return f"k8py-{safe}"[:64]
+    return (f"k8py-{safe}-{cluster_tag}" if cluster_tag else f"k8py-{safe}")[:64]
 
 
 def _hash(*parts: object) -> str:

@@ -29,8 +29,11 @@ What cannot be honoured, said here and in :meth:`ProcessRuntime.info`:
   set the effective set (the bounding set stays the node's), a non-root user runs in a user
   namespace (:mod:`.oci_container`) and supplementary groups are not applied.
 - A kubelet that is not root cannot give capabilities or another user at all (unprivileged
-  bwrap drops every capability): such a container fails to be created with
-  ``CreateContainerError`` saying so, rather than running with less than it asked for.
+  bwrap drops every capability): a container asking for ``capabilities.add`` or
+  ``privileged`` fails to be created with ``CreateContainerError`` saying so, rather than
+  running with less than it asked for; supplementalGroups and fsGroup are not applied (the
+  container runs as the kubelet's user, who owns its volumes anyway), and a catalog image's
+  runAsUser is not either (a pulled image's is, in a user namespace).
 """
 
 from __future__ import annotations
@@ -128,12 +131,12 @@ def security_for(config: ContainerConfig, *, oci_user: tuple[int, int] | None = 
     gid = config.run_as_group if config.run_as_group is not None else (oci_user[1] if oci_user else 0)
     groups = tuple(dict.fromkeys(int(g) for g in config.supplemental_groups))
     if not root:
-        wants = [w for w, on in (("capabilities.add", bool(config.capabilities_add)), ("privileged", config.privileged),
-                                 ("supplementalGroups/fsGroup", bool(groups))) if on]
+        wants = [w for w, on in (("capabilities.add", bool(config.capabilities_add)), ("privileged", config.privileged)) if on]
         if wants:
             raise RuntimeErrorStatus("CreateContainerError", f"securityContext {', '.join(wants)} needs a kubelet running as root "
-                                     "(an unprivileged bubblewrap gives containers no capabilities and no other groups); "
+                                     "(an unprivileged bubblewrap gives containers no capabilities); "
                                      "run the kubelet as root or drop these fields")
+        groups = ()  # cannot be given; the volumes are the kubelet's user's, whom the container runs as
     return Security(caps, uid, gid, groups, config.no_new_privs, config.privileged, config.readonly_rootfs)
 
 
