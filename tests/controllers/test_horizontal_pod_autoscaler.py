@@ -15,7 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from k8py.client.resource import Resource
-from k8py.client.resources import HORIZONTAL_POD_AUTOSCALERS, NODES, PODS, REPLICASETS
+from k8py.client.rest import PatchType
+from k8py.client.resources import CORE_EVENTS, HORIZONTAL_POD_AUTOSCALERS, NODES, PODS, REPLICASETS
 from k8py.controllers.context import ControllerOptions
 from tests.controllers.conftest import eventually, running
 from tests.support.kube import Kubectl
@@ -153,6 +154,19 @@ async def test_any_target_with_a_scale_subresource_is_scaled_and_an_unknown_kind
             status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "nope")).get("status") or {}
             return {c["type"]: c for c in status.get("conditions") or ()}.get("AbleToScale")
 
+        # a lower maximum: straight down to it, whatever the metrics say
+        await client.patch(HORIZONTAL_POD_AUTOSCALERS, "default", "b", {"spec": {"maxReplicas": 2}}, patch_type=PatchType.MERGE)
+
+        async def capped() -> bool:
+            return (await client.get(BURNERS, "default", "b"))["spec"]["replicas"] == 2
+
+        await eventually(capped, timeout=60)
+
+        async def reason_given() -> bool:
+            events = (await client.list(CORE_EVENTS, "default"))["items"]
+            return any(e["message"] == "New size: 2; reason: Current number of replicas above Spec.MaxReplicas" for e in events)
+
+        await eventually(reason_given, timeout=30)
         cond = await eventually(refused, timeout=30)
         assert (cond["status"], cond["reason"]) == ("False", "FailedGetScale")
         assert cond["message"] == ("the HPA controller was unable to get the target's current scale: "

@@ -38,6 +38,7 @@ from k8py.kubelet.node_status import NodeStatusReporter, read_host
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.eviction.manager import EvictionManager
+from k8py.kubelet.eviction.node_reclaim import delete_unused_images
 from k8py.kubelet.eviction.pod_usage import measure
 from k8py.kubelet.eviction.ranking import PodUsage
 from k8py.kubelet.eviction.signals import observe
@@ -131,7 +132,7 @@ class Kubelet:
             observe=lambda: observe(cfg.root_dir, cfg.images_dir), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
             node_event=lambda kind, reason, msg: self.recorder.event(node_ref, kind, reason, msg, resource=NODES),
             interval=cfg.housekeeping_interval, pressure_transition_period=cfg.eviction_pressure_transition_period,
-            max_pod_grace_period=cfg.eviction_max_pod_grace_period)
+            max_pod_grace_period=cfg.eviction_max_pod_grace_period, reclaim_disk=lambda: delete_unused_images(self.runtime))
 
     async def _run_eviction(self, manager: EvictionManager, first_sync_limit: float = 30.0) -> None:
         """Start evicting once the pods found at start-up have synced once (or ``first_sync_limit``

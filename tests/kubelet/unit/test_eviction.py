@@ -162,3 +162,46 @@ def test_minimum_reclaim_keeps_a_met_threshold_until_that_much_more_is_free() ->
     mgr2, evicted2 = _manager(ts, obs, [_pod("c")], {}, clock)  # never met before: 120Mi is fine
     asyncio.run(mgr2.synchronize())
     assert evicted2 == []
+
+
+def test_disk_pressure_deletes_unused_images_first_and_evicts_only_if_that_was_not_enough() -> None:
+    clock = Clock()
+    obs = {"imagefs.available": Observation(5 * Mi, 100 * Mi)}
+    reclaims: list[int] = []
+
+    async def reclaim() -> int:
+        reclaims.append(1)
+        obs["imagefs.available"] = Observation(50 * Mi, 100 * Mi) if len(reclaims) == 1 else obs["imagefs.available"]
+        return 1
+
+    pods = [_pod("a")]
+    mgr, evicted = _manager(configured_thresholds({"imagefs.available": "15%"}, {}, {}), obs, pods, {}, clock, reclaim_disk=reclaim)
+    asyncio.run(mgr.synchronize())
+    assert reclaims == [1] and evicted == [] and mgr.conditions() == {"DiskPressure"}  # relieved by the reclaim
+    obs["imagefs.available"] = Observation(5 * Mi, 100 * Mi)
+    asyncio.run(mgr.synchronize())  # the reclaim frees nothing more: a pod goes
+    assert len(reclaims) == 2 and [n for n, _, _ in evicted] == ["a"]
+
+
+def test_unused_images_are_removed_and_used_ones_kept() -> None:
+    # a stand-in for the runtime's image service (only the three calls the reclaim makes; the
+    # process runtime's real one needs a registry, which tests/images exercise)
+    from k8py.kubelet.eviction.node_reclaim import delete_unused_images
+    from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image
+
+    class Images:
+        def __init__(self) -> None:
+            self.images = [Image("sha256:a", ["reg/a:1"]), Image("sha256:b", ["reg/b:1"]), Image("sha256:c", [], ["reg/c@sha256:c"])]
+
+        async def list_containers(self, sandbox_id=None):
+            return [ContainerStatus("x", "s", "c", 0, ContainerState.EXITED, "reg/b:1", "sha256:b")]
+
+        async def list_images(self):
+            return list(self.images)
+
+        async def remove_image(self, spec):
+            self.images = [i for i in self.images if spec.image not in (i.id, *i.repo_tags)]
+
+    rt = Images()
+    assert asyncio.run(delete_unused_images(rt)) == 2  # type: ignore[arg-type]
+    assert [i.id for i in rt.images] == ["sha256:b"]

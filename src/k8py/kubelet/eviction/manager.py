@@ -8,7 +8,8 @@ Every ``interval`` (upstream's housekeeping, 10 s) :meth:`EvictionManager.synchr
 3. derives the node conditions (``MemoryPressure``, ``DiskPressure``, ``PIDPressure``) from
    every threshold met — grace or not — and keeps each for ``pressure_transition_period``
    after it was last seen (upstream's default 5 m, so the condition does not flap);
-4. when a threshold has passed its grace period, ranks the active pods for its resource
+4. when a threshold has passed its grace period — and, for disk, deleting unused images
+   (``reclaim_disk``) did not relieve it — ranks the active pods for its resource
    (:mod:`.ranking`, memory first when several are met, as upstream) and evicts **one**: its
    containers are killed (a hard threshold: grace 0; a soft one:
    ``min(terminationGracePeriodSeconds, eviction_max_pod_grace_period)``), the pod becomes
@@ -57,8 +58,11 @@ class EvictionManager:
                  usage: Callable[[Sequence[Mapping[str, Any]]], Awaitable[Mapping[str, PodUsage]]], evict: Evict,
                  node_event: Callable[[str, str, str], None] = lambda kind, reason, message: None,
                  interval: float = 10.0, pressure_transition_period: float = 300.0, max_pod_grace_period: float = 0.0,
-                 cleanup_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 cleanup_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 reclaim_disk: Callable[[], Awaitable[int]] | None = None) -> None:
         self.thresholds = list(thresholds)
+        #: node-level reclaim tried before a pod is evicted for disk (:mod:`.node_reclaim`)
+        self._reclaim_disk = reclaim_disk
         self._observe = observe
         self._pods = pods
         self._usage = usage
@@ -123,6 +127,12 @@ class EvictionManager:
             return None
         due.sort(key=lambda m: (_ORDER.index(m[0].resource), not m[0].hard))
         threshold, amount, available = due[0]
+        if threshold.resource in ("ephemeral-storage", "inodes") and self._reclaim_disk is not None:
+            if await self._reclaim_disk():
+                after = self._met(self._observe())
+                if not any(t.signal == threshold.signal for t, _, _ in after):
+                    logger.info("node-level reclaim relieved the pressure: no pod evicted", extra={"signal": threshold.signal})
+                    return None
         candidates = [p for p in self._pods()]
         if not candidates:
             logger.warning("eviction threshold met but no pod to evict", extra={"signal": threshold.signal})
