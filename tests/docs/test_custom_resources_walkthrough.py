@@ -24,5 +24,5 @@ def test_the_custom_resources_walkthrough_runs_as_written(tmp_path):
     home.mkdir()
     text = DOC.read_text().replace("/tmp/k8py-crd", str(work))
     (start, start_expected), *rest = steps(text)
-    assert len(rest) == 4, "the CRD, two writes, the bad rule"
+    assert len(rest) == 5, "the CRD, two writes, the bad rules (undefined field, type error)"
     run_walkthrough(start, start_expected, rest, work=work, home=home)

@@ -274,6 +274,8 @@ API_RESOURCE_ROWS = [
     ('leases', '', 'coordination.k8s.io/v1', 'true', 'Lease'),
     ('endpointslices', '', 'discovery.k8s.io/v1', 'true', 'EndpointSlice'),
     ('events', 'ev', 'events.k8s.io/v1', 'true', 'Event'),
+    ('flowschemas', '', 'flowcontrol.apiserver.k8s.io/v1', 'false', 'FlowSchema'),
+    ('prioritylevelconfigurations', '', 'flowcontrol.apiserver.k8s.io/v1', 'false', 'PriorityLevelConfiguration'),
     ('nodes', '', 'metrics.k8s.io/v1beta1', 'false', 'NodeMetrics'),
     ('pods', '', 'metrics.k8s.io/v1beta1', 'true', 'PodMetrics'),
     ('poddisruptionbudgets', 'pdb', 'policy/v1', 'true', 'PodDisruptionBudget'),
@@ -307,7 +309,7 @@ def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
     only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "controllerrevisions.apps\ndaemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
     assert kubectl.run("api-versions").stdout == (
-        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
+        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nflowcontrol.apiserver.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
     )
 
 

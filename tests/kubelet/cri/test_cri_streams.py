@@ -15,7 +15,7 @@ from k8py.kubelet.runtime.cri.client import CRIClient
 from k8py.kubelet.runtime.cri.runtime import CRIRuntime
 from k8py.kubelet.runtime.cri.spdy_client import StreamRefused
 from k8py.kubelet.runtime.cri.streams import RemoteCommand
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ImageSpec, PodSandboxConfig, RemoteStream,
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEventType, ImageSpec, PodSandboxConfig, RemoteStream,
                                             NotFoundError, RemoteStreamingRuntime, StatsRuntime, pod_log_directory)
 from tests.support.containerd import Containerd
 from tests.support.oci_registry import Registry, busybox_layer, image
@@ -200,3 +200,36 @@ async def test_pod_network_stats_leave_out_the_sandboxes_the_runtime_cannot_meas
     finally:
         await stop_pod(live)
         await stop_pod(stopped)
+
+
+async def test_an_exit_reaches_the_events_at_once_without_a_cri_event_stream(containerd: Containerd, ref: str,
+                                                                             tmp_path) -> None:
+    # containerd 1.6 has no GetContainerEvents and relisting would take an hour: the exit comes through
+    # containerd's own task events, which make the relist run at once
+    runtime = await CRIRuntime(CRIClient(containerd.endpoint), cgroup_root=containerd.cgroup_parent,
+                               poll_interval=3600).connect()
+    stopped: asyncio.Queue[str] = asyncio.Queue()
+
+    async def collect() -> None:
+        async for ev in runtime.container_events():
+            if ev.type == ContainerEventType.STOPPED:
+                stopped.put_nowait(ev.container_id)
+
+    collector = asyncio.create_task(collect(), name="collect-events")
+    pod = None
+    try:
+        await runtime.pull_image(ImageSpec(ref))
+        async with asyncio.timeout(60):
+            while runtime._events.mode != "relist":  # the runtime said UNIMPLEMENTED to GetContainerEvents
+                await asyncio.sleep(0.05)
+        pod = await start_pod(runtime, ref, str(tmp_path), "sleep 2; exit 5")
+        async with asyncio.timeout(60):
+            while await stopped.get() != pod.container_id:
+                pass
+        assert (await runtime.container_status(pod.container_id)).exit_code == 5
+    finally:
+        collector.cancel()
+        await asyncio.gather(collector, return_exceptions=True)
+        if pod is not None:
+            await stop_pod(pod)
+        await runtime.close()

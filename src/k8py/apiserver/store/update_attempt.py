@@ -63,6 +63,11 @@ class Current:
         old key, to be rewritten): the store is read and the attempt re-run."""
         if self.value is not None:
             return value == self.value and not self.stale_key
+        # the copy's JSON is the stored value plus ',"resourceVersion":"N"' in
+        # its metadata: a value of another length is a change (the common case,
+        # decided without decoding); one of the same length is decoded to see
+        if len(value) != len(self.data) - len(',"resourceVersion":""') - len(str(self.revision)):
+            return False
         if value == encode_for_store(orjson.loads(self.data)):
             raise Retry()
         return False

@@ -43,11 +43,19 @@ class NodeTypes:
     """The typed environments of one schema node with rules."""
 
     def __init__(self, declared: schema_types.SchemaType) -> None:
+        self._declared = declared
         self._plain = environment.typed_environment(
             declared.pool, {"self": declared.type, "oldSelf": declared.type})
-        self._optional = environment.typed_environment(
-            declared.pool, {"self": declared.type, "k8pyOldSelfValue": declared.type,
-                            "k8pyHasOldSelf": engine.Type.BOOL})
+        self._optional_env: Any = None  # built on first use (~5 ms an environment)
+
+    @property
+    def _optional(self) -> Any:
+        if self._optional_env is None:
+            declared = self._declared
+            self._optional_env = environment.typed_environment(
+                declared.pool, {"self": declared.type, "k8pyOldSelfValue": declared.type,
+                                "k8pyHasOldSelf": engine.Type.BOOL})
+        return self._optional_env
 
     def check_rule(self, text: str, *, optional_old_self: bool) -> str:
         """"" or the error detail upstream gives for the rule ``text``."""

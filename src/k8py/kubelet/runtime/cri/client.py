@@ -54,6 +54,21 @@ def parse_endpoint(endpoint: str) -> str:
     return endpoint
 
 
+def _subscribe_request(filters: list[str]) -> bytes:
+    """containerd's ``SubscribeRequest`` (``repeated string filters = 1``), encoded by hand: one field needs no stubs."""
+    out = bytearray()
+    for f in filters:
+        data = f.encode()
+        out.append(0x0A)  # field 1, length-delimited
+        n = len(data)
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+        out += data
+    return bytes(out)
+
+
 class CRIClient:
     """Both CRI services on one channel; every method is a coroutine taking and returning protobuf messages."""
 
@@ -195,6 +210,21 @@ class CRIClient:
         finally:
             call.cancel()
             watcher.cancel()
+
+    async def containerd_task_events(self, namespace: str = "k8s.io") -> AsyncIterator[bytes]:
+        """containerd's own event service (not CRI; ``containerd.services.events.v1.Events/Subscribe`` on the same
+        socket): one raw envelope per task exit or OOM in ``namespace`` (the CRI plugin's). Only a signal that
+        something changed; the envelopes are not decoded. Raises CRIError (``UNIMPLEMENTED`` from a runtime
+        that is not containerd)."""
+        subscribe = self._channel.unary_stream("/containerd.services.events.v1.Events/Subscribe")
+        call = subscribe(_subscribe_request([f'namespace=={namespace},topic~="^/tasks/(exit|oom)$"']))
+        try:
+            async for envelope in call:
+                yield envelope
+        except aio.AioRpcError as e:
+            raise CRIError("Events/Subscribe", e.code(), e.details() or "") from e
+        finally:
+            call.cancel()
 
     # --- ImageService -----------------------------------------------------------------
 

@@ -12,7 +12,12 @@ container that was created, started, stopped or deleted, from two sources:
   Debian's containerd 1.6 does, or the stream is broken), and every
   ``evented_relist_period`` seconds beside a working stream, as a safety net
   (upstream: 300 s). Right after a stream breaks one relist catches up on what
-  was missed, then the stream is tried again after a second (relisting meanwhile).
+  was missed, then the stream is tried again after a second (relisting meanwhile);
+- without a CRI stream, containerd's own event service (``Events/Subscribe``,
+  task exits and OOM kills in the CRI plugin's namespace) makes a relist run
+  at once, so an exit still reaches the PLEG without waiting for the period
+  (a runtime that is not containerd answers ``UNIMPLEMENTED``: the period
+  alone then).
 
 Invariants: the states seen are updated by both sources, so one change is
 reported once by whichever sees it first (a relist racing a stream event may
@@ -48,6 +53,8 @@ _STATE_AFTER = {ContainerEventType.CREATED: pb.CONTAINER_CREATED, ContainerEvent
 
 #: seconds before a broken stream is taken again (at most; sooner with a shorter poll_interval)
 RESUBSCRIBE_AFTER = 1.0
+#: seconds between the extra relists after a containerd task event (its CRI plugin records it a moment later)
+NUDGE_FOLLOWUPS = (0.05, 0.2, 0.5, 1.0, 2.0)
 
 
 class ContainerEvents:
@@ -60,6 +67,7 @@ class ContainerEvents:
         #: "unknown" until the runtime answers, then "evented" (a stream is open) or "relist"
         self.mode = "unknown"
         self._mode_changed = asyncio.Event()
+        self._relist_now = asyncio.Event()
         self._seen: dict[str, tuple[int, str, str]] = {}  # container id -> (state, sandbox id, pod uid)
 
     def _set_mode(self, mode: str) -> None:
@@ -72,7 +80,8 @@ class ContainerEvents:
     async def events(self) -> AsyncIterator[ContainerEvent]:
         queue: asyncio.Queue[ContainerEvent] = asyncio.Queue()
         tasks = [asyncio.create_task(self._relist_loop(queue), name="cri-events-relist"),
-                 asyncio.create_task(self._stream_loop(queue), name="cri-events-stream")]
+                 asyncio.create_task(self._stream_loop(queue), name="cri-events-stream"),
+                 asyncio.create_task(self._nudge_loop(), name="cri-events-containerd")]
         watched = set(tasks)
         try:
             while True:
@@ -82,7 +91,8 @@ class ContainerEvents:
                     task.result()  # a loop that failed fails the generator (the kubelet says why)
                     if task is tasks[0]:
                         raise RuntimeError("relisting containers stopped")
-                    watched.discard(task)  # the stream loop returns when the runtime has no stream
+                    watched.discard(task)  # the stream loop returns when the runtime has no stream, the nudges when
+                    # the runtime is not containerd
                 if get not in done:
                     get.cancel()
                     continue
@@ -129,14 +139,40 @@ class ContainerEvents:
     # --- relisting ------------------------------------------------------------------------
 
     async def _relist_loop(self, queue: asyncio.Queue[ContainerEvent]) -> None:
+        followups: list[float] = []
         while True:
+            self._mode_changed.clear()
+            self._relist_now.clear()
             await self._relist(queue)
             period = self.evented_relist_period if self.mode == "evented" else self.poll_interval
+            if followups:
+                period = min(period, followups.pop(0))
+            waits = [asyncio.ensure_future(self._mode_changed.wait()), asyncio.ensure_future(self._relist_now.wait())]
+            try:  # a change of source changes the period at once; a nudge relists at once
+                await asyncio.wait(waits, timeout=period, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if self._relist_now.is_set():
+                # containerd publishes a task's exit before its CRI plugin records it: look again a few
+                # times shortly after (what the first look finds may be another change)
+                followups = list(NUDGE_FOLLOWUPS)
+
+    async def _nudge_loop(self) -> None:
+        """Without a CRI event stream, containerd's own task events (exits, OOM kills) trigger a relist at once."""
+        while self.mode != "relist":
             self._mode_changed.clear()
-            try:  # a change of source changes the period at once
-                await asyncio.wait_for(self._mode_changed.wait(), period)
-            except TimeoutError:
-                pass
+            await self._mode_changed.wait()
+        while True:
+            try:
+                async for _ in self.client.containerd_task_events():
+                    if self.mode == "relist":
+                        self._relist_now.set()
+            except CRIError as e:
+                if e.code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.PERMISSION_DENIED):
+                    return  # not containerd: relisting on the period alone
+                log.debug("containerd's event subscription failed (%s); subscribing again", e)
+            await asyncio.sleep(min(self.poll_interval, RESUBSCRIBE_AFTER))
 
     async def _relist(self, queue: asyncio.Queue[ContainerEvent]) -> None:
         try:

@@ -8,8 +8,9 @@ cgroup (below ``cgroup_root``, cgroupfs driver), resources and run-as ids.
 
 Container events (:mod:`.events`): the runtime's ``GetContainerEvents``
 stream when it has one, relisting every ``poll_interval`` seconds when it has
-not (containerd 1.6) or the stream breaks, and every ``evented_relist_period``
-beside a working stream.
+not (containerd 1.6; then containerd's own task-exit events make it relist
+at once) or the stream breaks, and every ``evented_relist_period`` beside a
+working stream.
 
 ``ExecSync`` serves exec probes and hooks. ``kubectl exec``, ``attach`` and
 ``port-forward`` go through the runtime's streaming server
