@@ -11,8 +11,10 @@ import aiohttp
 import pytest
 from aiohttp import WSMsgType, web
 
+from tests.support.kube import Kubectl
+from tests.support.servers import ServerThread, sqlite_storage
 from tests.support.webhook_server import HTTPSServer
-from tests.webhooks.test_aggregated_api import GV, VERSION, GROUP, register_wardle, wait_for
+from tests.webhooks.test_aggregated_api import GROUP, GV, VERSION, register_wardle, wait_for
 
 pytestmark = pytest.mark.kubectl
 
@@ -48,6 +50,17 @@ def exec_app() -> web.Application:
     return app
 
 
+@pytest.fixture
+def apiserver(tmp_path):
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), apiservice_check_interval=1.0) as server:
+        yield server
+
+
+@pytest.fixture
+def kubectl(apiserver, tmp_path) -> Kubectl:
+    return Kubectl(apiserver.url, str(tmp_path / "home"))
+
+
 def test_a_websocket_stream_is_relayed_to_the_aggregated_server(apiserver, kubectl):
     front_proxy_ca = apiserver.server.aggregator.identity.ca_pem
     with HTTPSServer(exec_app(), dns_names=("api.wardle.svc",), client_ca_pem=front_proxy_ca) as backend:
@@ -77,16 +90,3 @@ def test_a_websocket_stream_is_relayed_to_the_aggregated_server(apiserver, kubec
     assert echoed == b"\x01ECHO ME"
     assert close_code == 4000
     assert (status, message) == (400, "flunder first does not run commands")
-
-
-@pytest.fixture
-def apiserver(tmp_path):
-    from tests.support.servers import ServerThread, sqlite_storage
-    with ServerThread(sqlite_storage(str(tmp_path / "data")), apiservice_check_interval=1.0) as server:
-        yield server
-
-
-@pytest.fixture
-def kubectl(apiserver, tmp_path):
-    from tests.support.kube import Kubectl
-    return Kubectl(apiserver.url, str(tmp_path / "home"))

@@ -110,7 +110,9 @@ def test_a_mutation_that_does_not_compile_is_refused_at_create(gated):
     result = gated.run("create", "-f", "-", input=bad, check=False)
     assert result.returncode == 1
     assert "spec.mutations[1].jsonPatch.expression: Invalid value: " in result.stderr
-    assert "compilation failed: ERROR: <input>:" in result.stderr
+    # the error is placed in the expression as written (not the map literal it compiles as)
+    assert "compilation failed: ERROR: <input>:2:35: Syntax error: mismatched input '}'" in result.stderr
+    assert result.stderr.endswith(" |            value: variables.team +}]\n | " + "." * 34 + "^\n")
 
 
 def test_without_the_feature_gate_the_api_is_not_served(ungated):

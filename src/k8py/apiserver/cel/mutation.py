@@ -12,9 +12,10 @@ it is compiled: a literal whose type name is ``Object``, ``Object.<path>`` or
 ``JSONPatch`` becomes a map literal, each ``field:`` a ``'field':`` key
 (``Object{spec: Object.spec{replicas: 3}}`` -> ``{'spec': {'replicas': 3}}``).
 The result evaluates to the same JSON the API server applies. String and
-bytes literals and comments are copied untouched; the rewrite only quotes
-field names, so error columns after the first literal may move right by two
-per quoted name. ``type()`` of such a value is ``map``, not ``Object``.
+bytes literals and comments are copied untouched. :func:`rewrite` also says
+where each character came from, so :func:`restore_positions` reports a
+compile error at its place in the expression as written. ``type()`` of such
+a value is ``map``, not ``Object``.
 
 :func:`extension` adds ``jsonpatch.escapeKey(<string>)`` (``~`` -> ``~0``,
 ``/`` -> ``~1``), for a JSON Pointer to a key such as a label name.
@@ -26,7 +27,7 @@ import re
 
 from cel_expr_python import cel
 
-__all__ = ["as_maps", "extension", "escape_key"]
+__all__ = ["as_maps", "rewrite", "restore_positions", "extension", "escape_key"]
 
 _TYPE_NAME = re.compile(r"(?:Object(?:\s*\.\s*[A-Za-z_]\w*)*|JSONPatch)\s*\{")
 _FIELD = re.compile(r"\s*([A-Za-z_]\w*)\s*:")
@@ -52,9 +53,20 @@ def _string_end(source: str, start: int) -> int:
 
 def as_maps(source: str) -> str:
     """``source`` with its ``Object``/``JSONPatch`` literals written as map literals."""
+    return rewrite(source)[0]
+
+
+def rewrite(source: str) -> tuple[str, list[int]]:
+    """:func:`as_maps` and, for each character of the result, where it came from in ``source``."""
     if "Object" not in source and "JSONPatch" not in source:
-        return source
+        return source, list(range(len(source)))
     out: list[str] = []
+    origins: list[int] = []
+
+    def emit(text: str, origin: int, *, copied: bool = True) -> None:
+        out.append(text)
+        origins.extend(range(origin, origin + len(text)) if copied else [origin] * len(text))
+
     stack: list[str] = []  # open brackets: "(", "[", "{", and "O" for a rewritten literal's brace
     expect_field = False
     i, n = 0, len(source)
@@ -64,24 +76,26 @@ def as_maps(source: str) -> str:
         prefix = _STRING.match(source, i) if char in "'\"" or (char in "rRbB" and boundary) else None
         if prefix is not None:
             end = _string_end(source, i)
-            out.append(source[i:end])
+            emit(source[i:end], i)
             i, expect_field = end, False
             continue
         if source.startswith("//", i):
             end = source.find("\n", i)
             end = n if end < 0 else end
-            out.append(source[i:end])
+            emit(source[i:end], i)
             i = end
             continue
         if expect_field:
             field = _FIELD.match(source, i)
             if field:
-                out.append(f"'{field.group(1)}':")
+                emit("'", field.start(1), copied=False)
+                emit(field.group(1), field.start(1))
+                emit("':", field.end(1), copied=False)
                 i, expect_field = field.end(), False
                 continue
         literal = _TYPE_NAME.match(source, i) if char in "OJ" and boundary else None
         if literal:
-            out.append("{")
+            emit("{", literal.end() - 1, copied=False)
             stack.append("O")
             i, expect_field = literal.end(), True
             continue
@@ -90,14 +104,49 @@ def as_maps(source: str) -> str:
         elif char in ")]}" and stack:
             stack.pop()
         elif char == "," and stack and stack[-1] == "O":
-            out.append(char)
+            emit(char, i)
             i, expect_field = i + 1, True
             continue
         if not char.isspace():
             expect_field = False
-        out.append(char)
+        emit(char, i)
         i += 1
-    return "".join(out)
+    return "".join(out), origins
+
+
+_ERROR = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$")
+
+
+def restore_positions(message: str, source: str, rewritten: str, origins: list[int]) -> str:
+    """A compile error of ``rewritten`` as one of ``source``: positions, source line and caret."""
+    lines = message.split("\n")
+    rewritten_starts = _line_starts(rewritten)
+    source_lines = source.split("\n")
+    source_starts = _line_starts(source)
+    out = list(lines)
+    for i, line in enumerate(lines):
+        match = _ERROR.match(line)
+        if not match:
+            continue
+        row, column = int(match.group(1)) - 1, int(match.group(2)) - 1
+        if row >= len(rewritten_starts) or not origins:
+            continue
+        offset = origins[min(rewritten_starts[row] + column, len(origins) - 1)]
+        source_row = max(r for r, start in enumerate(source_starts) if start <= offset)
+        source_column = offset - source_starts[source_row]
+        out[i] = f"ERROR: <input>:{source_row + 1}:{source_column + 1}: {match.group(3)}"
+        if i + 2 < len(lines) and lines[i + 1].startswith(" | ") and lines[i + 2].startswith(" | "):
+            out[i + 1] = f" | {source_lines[source_row]}"
+            out[i + 2] = " | " + "." * source_column + "^"
+    return "\n".join(out)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for index, char in enumerate(text):
+        if char == "\n":
+            starts.append(index + 1)
+    return starts
 
 
 def escape_key(key: str) -> str:

@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from k8py.api.errors import Cause
-from k8py.apiserver.cel.mutation import as_maps
+from k8py.apiserver import cel
+from k8py.apiserver.cel.mutation import restore_positions, rewrite
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.resources.admissionregistration import (
-    GROUP, _POLICY_VARIABLES, _cel_causes, _default_rules, _default_selectors, _unsupported,
+    _POLICY_VARIABLES, _TYPED, GROUP, _cel_causes, _default_rules, _default_selectors, _quote, _unsupported,
 )
 from k8py.apiserver.resources.strategies import StandardStrategy
 
@@ -89,10 +90,14 @@ def _mutation_causes(mutation: Any, path: str) -> list[Cause]:
     expression = (mutation.get(key) or {}).get("expression") if isinstance(mutation.get(key), dict) else None
     if not isinstance(expression, str) or not expression.strip():
         return [Cause("FieldValueRequired", "Required value: expression is required", f"{path}.{key}.expression")]
-    causes = _cel_causes(as_maps(expression), _POLICY_VARIABLES, f"{path}.{key}.expression")
-    # the message quotes what was written, not the map literal it compiles as
-    return [Cause(c.reason, c.message.replace(f'"{as_maps(expression)}"', f'"{expression}"', 1), c.field)
-            for c in causes]
+    rewritten, origins = rewrite(expression)
+    try:
+        cel.compile(rewritten, {name: _TYPED.get(name, "dyn") for name in _POLICY_VARIABLES})
+    except cel.CompileError as err:  # quoted and positioned as written, not as the map literal compiled
+        detail = restore_positions(str(err), expression, rewritten, origins)
+        return [Cause("FieldValueInvalid", f"Invalid value: {_quote(expression)}: compilation failed: {detail}",
+                      f"{path}.{key}.expression")]
+    return []
 
 
 class MutatingPolicyBindingStrategy(StandardStrategy):

@@ -39,13 +39,13 @@ from k8py.api.errors import Cause, InternalError, StatusError
 from k8py.api.patch import schema_walk, structured
 from k8py.api.patch.json_patch import apply_json_patch
 from k8py.apiserver.cel.authorizer import Authorize
-from k8py.apiserver.cel.mutation import as_maps
+from k8py.apiserver.cel.mutation import restore_positions, rewrite
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 from k8py.apiserver.webhooks.conditions import ExpressionCompiler, activation
 from k8py.apiserver.webhooks.dispatcher import Convert
-from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Object, PolicySource
+from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, Object, PolicySource
 from k8py.apiserver.webhooks.rules import is_exempt
 from k8py.apiserver.webhooks.validating_policy import ValidatingPolicyPlugin, _evaluate, _EvaluationFailed
 
@@ -71,7 +71,11 @@ class MutatingPolicySource(PolicySource):
             patch_type = str(mutation.get("patchType") or "")
             holder = mutation.get("applyConfiguration" if patch_type == "ApplyConfiguration" else "jsonPatch") or {}
             source = str(holder.get("expression") or "")
-            policy.mutations.append((patch_type, self._expression(source, as_maps(source))))
+            rewritten, origins = rewrite(source)
+            expression = self._expression(source, rewritten)
+            if expression.error:  # at its place in the expression as written
+                expression = Expression(source, None, restore_positions(expression.error, source, rewritten, origins))
+            policy.mutations.append((patch_type, expression))
         return policy
 
 
