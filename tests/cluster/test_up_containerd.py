@@ -13,9 +13,11 @@ data directory resumes it with its pods running again.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -135,3 +137,48 @@ def test_up_with_containerd_says_what_is_missing(tmp_path) -> None:
     assert r.returncode == 2 and "drop --pod-network cni" in r.stderr, r.stderr
     r = k8py("up", "--container-runtime-endpoint", "unix:///run/x.sock", "--data-dir", str(tmp_path / "d"))
     assert r.returncode == 2 and "needs --runtime containerd" in r.stderr, r.stderr
+
+
+def test_up_on_a_running_containerd_uses_it_and_down_removes_only_its_pods(tmp_path) -> None:
+    why = containerd_missing()
+    if why:
+        pytest.skip(f"{CONTAINERD_MISSING}: {why}")
+    import tempfile
+
+    from k8py.kubelet.runtime.cri.client import CRIClient
+    from tests.support.containerd import Containerd
+
+    workdir = tempfile.mkdtemp(prefix="k8cu-", dir="/tmp")  # short: the socket path
+    data = str(tmp_path / "cluster")
+    layout = ContainerdLayout.for_node(data, NODE)
+
+    def sandboxes(ctrd: Containerd) -> list[str]:
+        async def names() -> list[str]:
+            async with CRIClient(ctrd.endpoint) as cri:
+                return [s.metadata.name for s in await cri.list_pod_sandbox()]
+        return asyncio.run(names())
+
+    try:
+        with Containerd(workdir) as ctrd:
+            up = k8py("up", "--runtime", "containerd", "--container-runtime-endpoint", ctrd.endpoint, "--no-dns", "--detach",
+                      "--port", "0", "--data-dir", data, timeout=300)
+            assert up.returncode == 0, up.stdout + up.stderr
+            assert "containerd/" not in up.stdout, up.stdout  # no containerd of its own
+            try:
+                env = dict(os.environ, KUBECONFIG=os.path.join(data, "kubeconfig"))
+
+                def kc(*args: str) -> str:
+                    return subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+                kc("run", "sleeper", "--image=busybox:1.35", "--", "sleep", "600")
+                ip = wait_for(lambda: kc("get", "pod", "sleeper", "-o", "jsonpath={.status.podIP}"), "the pod on the running containerd",
+                              timeout=180, logs=(os.path.join(data, "logs", "kubelet-k8py-node-0.log"),))
+                assert ipaddress.ip_address(str(ip)) in ipaddress.ip_network(ctrd.subnet)  # that containerd's own CNI config
+                assert "sleeper" in sandboxes(ctrd)
+            finally:
+                down = k8py("down", "--data-dir", data, timeout=180)
+            assert down.returncode == 0, down.stdout + down.stderr
+            assert ctrd.proc is not None and ctrd.proc.poll() is None, "k8py down stopped a containerd it did not start"
+            assert "sleeper" not in sandboxes(ctrd), "k8py down left its pod in the containerd"
+            assert not os.path.isdir(f"/sys/fs/cgroup/memory{layout.cgroup_parent}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

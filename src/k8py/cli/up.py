@@ -278,6 +278,8 @@ def run_up(args: argparse.Namespace) -> int:
                     os.waitpid(zygote, 0)
     if spec.runs_containerd:
         _cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
+    elif spec.container_runtime_endpoint and os.geteuid() == 0:
+        _remove_pods_from_runtime(spec.data_dir, spec.container_runtime_endpoint, spec.node_names())
     return code
 
 
@@ -324,6 +326,8 @@ def run_down(args: argparse.Namespace) -> int:
     _delete_proxy_tables(data_dir, cleaned)
     from k8py.cluster import dns_address
 
+    if (state or {}).get("containerRuntimeEndpoint") and os.geteuid() == 0:
+        _remove_pods_from_runtime(data_dir, state["containerRuntimeEndpoint"], list(state.get("nodes") or []))
     if os.geteuid() == 0:
         dns_address.remove(data_dir)  # the cluster DNS address of pods in their own namespaces
     containerd_nodes = _cleanup_containerd(data_dir)  # shims, containers, bridges, cgroups of each node's containerd
@@ -332,6 +336,36 @@ def run_down(args: argparse.Namespace) -> int:
     print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else "")
           + (f"; removed the host state of {', '.join(cleaned)}" if cleaned else ""))
     return 0
+
+
+def _remove_pods_from_runtime(data_dir: str, endpoint: str, nodes: list[str]) -> int:
+    """With a containerd k8py did not start: stop and remove the sandboxes of this cluster's pods (the
+    pods with a cgroup below its nodes' cgroup parents), then those parents. Returns how many went."""
+    from k8py.cluster.containerd import ContainerdLayout, pod_uids, remove_cgroups
+
+    layouts = [ContainerdLayout.for_node(data_dir, node) for node in nodes]
+    uids = set().union(*(pod_uids(layout) for layout in layouts)) if layouts else set()
+    removed = 0
+    if uids:
+        from k8py.kubelet.runtime.cri.client import CRIClient
+
+        async def remove() -> int:
+            count = 0
+            async with CRIClient(endpoint, timeout=60) as cri:
+                for sandbox in await cri.list_pod_sandbox():
+                    if sandbox.metadata.uid in uids:
+                        await cri.stop_pod_sandbox(sandbox.id)
+                        await cri.remove_pod_sandbox(sandbox.id)
+                        count += 1
+            return count
+
+        try:
+            removed = asyncio.run(remove())
+        except Exception as err:  # the runtime is gone or refuses: say so, leave it
+            print(f"k8py down: could not remove this cluster's pods from {endpoint}: {err}", file=sys.stderr)
+    for layout in layouts:
+        remove_cgroups(layout)
+    return removed
 
 
 def _cleanup_containerd(data_dir: str) -> list[str]:

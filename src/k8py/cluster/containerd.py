@@ -57,7 +57,7 @@ from typing import Callable, Sequence
 from k8py.cluster.local_images import PAUSE_IMAGE, build_archive, import_images
 
 __all__ = ["ContainerdLayout", "containerd_missing", "render_config", "render_cni", "prepare", "prepare_network",
-           "cleanup", "wait_for_socket", "restrict_oom_score_adj", "CNI_BIN_DIR", "CGROUP_V1_CONTROLLERS"]
+           "cleanup", "pod_uids", "remove_cgroups", "wait_for_socket", "restrict_oom_score_adj", "CNI_BIN_DIR", "CGROUP_V1_CONTROLLERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -358,6 +358,25 @@ def _rm_stale_shim_sockets(since: float) -> None:
             continue
 
 
+def pod_uids(layout: ContainerdLayout) -> set[str]:
+    """The pods with a cgroup below this node's cgroup parent (``…/pod<uid>``): the ones its kubelet ran."""
+    uids: set[str] = set()
+    for root in _cgroup_roots(layout):
+        for _, dirs, _ in os.walk(root):
+            uids.update(d[3:] for d in dirs if d.startswith("pod") and len(d) > 3)
+    return uids
+
+
+def remove_cgroups(layout: ContainerdLayout) -> bool:
+    """Remove the node's (empty) cgroup parent in every hierarchy; True if any went."""
+    gone = False
+    for root in _cgroup_roots(layout):
+        if os.path.isdir(root):
+            _rm_cgroup_tree(root)
+            gone |= not os.path.isdir(root)
+    return gone
+
+
 def cleanup(layout: ContainerdLayout, *, timeout: float = 30.0) -> list[str]:
     """Remove everything this containerd made on the host (see the module docstring); returns what went.
     containerd itself must be stopped first (its pids are killed here if not)."""
@@ -384,13 +403,8 @@ def cleanup(layout: ContainerdLayout, *, timeout: float = 30.0) -> list[str]:
     if _ip("link", "show", "dev", layout.bridge).returncode == 0:
         _ip("link", "delete", "dev", layout.bridge)
         removed.append(f"bridge {layout.bridge}")
-    gone = 0
-    for root in roots:
-        if os.path.isdir(root):
-            _rm_cgroup_tree(root)
-            gone += not os.path.isdir(root)
-    if gone:
-        removed.append(f"cgroup {layout.cgroup_parent} ({gone} hierarchies)")
+    if remove_cgroups(layout):
+        removed.append(f"cgroup {layout.cgroup_parent}")
     try:
         with open(os.path.join(layout.state, "started")) as f:
             since = float(f.read().strip() or 0)

@@ -137,6 +137,8 @@ class Supervisor:
             "pid": os.getpid(), "api": self.api_url, "kubeconfig": self.spec.kubeconfig, "dataDir": self.spec.data_dir,
             "ports": self.ports, "clusterCIDR": self.cluster_cidr, "serviceCIDR": self.service_cidr, "ready": self.ready.is_set(), "stopped": stopped, "timings": self.timings,
             "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
+            # a containerd k8py did not start: k8py down removes this cluster's pods from it
+            "containerRuntimeEndpoint": self.spec.container_runtime_endpoint, "nodes": self.spec.node_names(),
             "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
                                          "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
                            for r in self._all()},

@@ -10,7 +10,10 @@ a container's binds), or it is a component the zygote forked (named
 container's pod directory), or it holds a file under it open (a container's
 log fifos and bwrap status file: a container without volumes is named
 nowhere else), and every descendant of such a process. A
-``tail -f DATA_DIR/logs/…`` in another terminal is left alone. The caller and its ancestors are never touched.
+``tail -f DATA_DIR/logs/…`` in another terminal is left alone, and so is a
+shell whose only link is ``KUBECONFIG``, and containerd and its shims unless
+they descend from a component (containerd writes the pods' log files; one
+that ``k8py up`` only uses is not its to stop). The caller and its ancestors are never touched.
 """
 
 from __future__ import annotations
@@ -100,6 +103,14 @@ def _environ_names(pid: int, root: bytes) -> bool:
     return any(root in entry for entry in _read(f"/proc/{pid}/environ").split(b"\0") if not entry.startswith(_USER_VARIABLES))
 
 
+def _runtime_daemon(cmdline: bytes) -> bool:
+    """containerd or one of its shims: a CRI runtime's, which ``k8py up`` may only be using
+    (``--container-runtime-endpoint``); its own are stopped by their component and
+    :func:`k8py.cluster.containerd.cleanup`."""
+    exe = os.path.basename(cmdline.split(b"\0", 1)[0])
+    return exe == b"containerd" or exe.startswith(b"containerd-shim")
+
+
 def processes_of(data_dir: str) -> list[int]:
     """Pids (of this uid) that belong to ``data_dir``, descendants included."""
     root = os.path.realpath(data_dir).encode()
@@ -121,6 +132,8 @@ def processes_of(data_dir: str) -> list[int]:
             cwd = b""
         cmdline = _read(f"/proc/{pid}/cmdline")
         ours = _is_component(cmdline) or os.path.basename(cmdline.split(b"\0", 1)[0]) == b"bwrap"
+        if _runtime_daemon(cmdline):
+            continue  # containerd holds the pods' log files open; ours goes with its k8py containerd (a descendant)
         if ((ours and root in cmdline) or _forked_component(pid, root) or cwd == root or cwd.startswith(root + b"/")
                 or _environ_names(pid, root) or _has_open_file_under(pid, root)):
             matched.add(pid)
