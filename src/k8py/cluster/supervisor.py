@@ -13,9 +13,11 @@ Invariants:
   terminal reaches the supervisor only, which stops the children in order),
   logging stdout and stderr to its file under ``DATA_DIR/logs``; with
   ``spec.zygote`` (the default) it is forked by ``k8py zygote``, started
-  first and supervised like a component (:mod:`.zygote_client`), so that
-  k8py is imported once rather than once per component; a component the
-  zygote cannot fork is started as its own interpreter instead;
+  first (or adopted: ``k8py up`` forks it out of itself before it imports
+  this module) and supervised like a component (:mod:`.zygote_client`), so
+  that k8py is imported once rather than once per component, and the
+  certificates are made while the zygote imports; a component the zygote
+  cannot fork is started as its own interpreter instead;
 - a component that exits while the cluster is not stopping is started again
   after a backoff (``backoff_initial`` doubling to ``backoff_max``; reset once
   it has run ``backoff_reset`` seconds), and ``restarts`` counts it;
