@@ -21,10 +21,12 @@ rule as written.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
 
+import orjson
 from cel_expr_python import cel as engine
 
 from k8py.apiserver.cel import CompileError
@@ -82,7 +84,21 @@ class NodeTypes:
 
 
 def node_types(schema: Schema, *, root: bool) -> NodeTypes | None:
-    """The types of a node with rules (None: its rules are checked untyped)."""
+    """The types of a node with rules (None: its rules are checked untyped); kept per schema
+    text, since a CRD is validated again on each of its updates (building them costs ~10 ms)."""
+    try:
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return _node_types(schema, root)
+    return _cached_node_types(key, root)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_node_types(key: bytes, root: bool) -> NodeTypes | None:
+    return _node_types(orjson.loads(key), root)
+
+
+def _node_types(schema: Schema, root: bool) -> NodeTypes | None:
     try:
         declared = schema_types.declare(schema, root=root or bool(schema.get("x-kubernetes-embedded-resource")))
     except (TypeError, ValueError) as exc:
