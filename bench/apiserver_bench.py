@@ -43,7 +43,7 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from http_load import HttpConnection, WatchReader, pod_body  # noqa: E402
+from http_load import HttpConnection, WatchReader, create_rate, pod_body  # noqa: E402
 from watch_floor import run_floor  # noqa: E402
 from store_put import measure_put_throughput  # noqa: E402
 from rbac_decision import measure_rbac_decision  # noqa: E402
@@ -128,7 +128,7 @@ async def creates_and_latency(addr: str, n: int, prefix: str) -> tuple[float, li
         status, _ = await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
         assert status == 201, status
     c.close()
-    creates = await create_throughput(addr, n, 16, f"{prefix}bench")
+    creates = await create_rate(addr, n, f"{prefix}bench")
     lat = await create_latency_at_rate(addr, 100, 10, f"{prefix}lat")
     return creates, lat
 
@@ -176,23 +176,6 @@ def rss_bytes(pid: int) -> int:
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * p))]
-
-
-async def create_throughput(addr: str, n: int, concurrency: int, namespace: str) -> float:
-    conns = [await HttpConnection.open(addr) for _ in range(concurrency)]
-    path = f"/api/v1/namespaces/{namespace}/pods"
-
-    async def worker(c: HttpConnection, idx: range) -> None:
-        for i in idx:
-            status, _ = await c.request("POST", path, pod_body(f"tp-{i}", namespace))
-            assert status == 201, status
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker(c, range(w, n, concurrency)) for w, c in enumerate(conns)))
-    elapsed = time.perf_counter() - start
-    for c in conns:
-        c.close()
-    return n / elapsed
 
 
 async def create_latency_at_rate(addr: str, rate: float, seconds: float, namespace: str) -> list[float]:
@@ -334,7 +317,7 @@ async def main() -> None:
         c.close()
         print(f"start-up (command to ready):            {ready:.2f} s   (target < 1 s)")
 
-        creates = await create_throughput(addr, args.creates, 16, "bench")
+        creates = await create_rate(addr, args.creates, "bench")
         print(f"creates/s, 16 concurrent clients:        {creates:,.0f}   (target >= 1,500)")
         print(f"raw store puts/s, 16 concurrent writers: {raw:,.0f}   API/raw = {creates / raw:.2f}")
 
@@ -368,7 +351,7 @@ async def main() -> None:
         for ns in ("bench", "lat"):
             await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
         c.close()
-        secured = await create_throughput(addr, args.creates, 16, "bench")
+        secured = await create_rate(addr, args.creates, "bench")
         lat_on = await create_latency_at_rate(addr, 100, 10, "lat")
         print(f"creates/s with Node,RBAC:                {secured:,.0f}   ({(1 - secured / creates) * 100:+.0f}% cost; target <= 20%)")
         print(f"create p50 at 100/s with Node,RBAC:      {pct(lat_on, .5) * 1e3:.1f} ms ({(pct(lat_on, .5) - pct(lat, .5)) * 1e3:+.2f} ms; target <= +1 ms)")

@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import kubelet_bench  # noqa: E402
-from kubelet_bench import _launch, _pct, _start  # noqa: E402
+from kubelet_bench import _launch, _pct, _start, _stop  # noqa: E402
 
 from k8py.client.kubeconfig import load_kubeconfig  # noqa: E402
 from k8py.client.resources import NAMESPACES  # noqa: E402
@@ -135,12 +135,7 @@ def main() -> int:
         print(f"p50 ratio kubelet/floor: {ratio:.2f}x (target <= 1.5x); load average {os.getloadavg()[0]:.1f} at the end", flush=True)
         return 0
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         ctrd.stop()  # shims, containers, bridge, cgroups
         shutil.rmtree(tmp, ignore_errors=True)
 

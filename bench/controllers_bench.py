@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from http_load import HttpConnection, pod_body  # noqa: E402
+from http_load import create_rate, pod_body  # noqa: E402
 
 from k8py.cli.kubeconfig import write_kubeconfig  # noqa: E402
 from k8py.client.config import ClientConfig  # noqa: E402
@@ -62,23 +62,6 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def raw_create_rate(addr: str, n: int, namespace: str, concurrency: int = 16) -> float:
-    conns = [await HttpConnection.open(addr) for _ in range(concurrency)]
-    path = f"/api/v1/namespaces/{namespace}/pods"
-
-    async def worker(c: HttpConnection, idx: range) -> None:
-        for i in idx:
-            status, _ = await c.request("POST", path, pod_body(f"raw-{i}", namespace))
-            assert status == 201, status
-
-    began = time.perf_counter()
-    await asyncio.gather(*(worker(c, range(k, n, concurrency)) for k, c in enumerate(conns)))
-    elapsed = time.perf_counter() - began
-    for c in conns:
-        c.close()
-    return n / elapsed
 
 
 def template() -> dict:
@@ -180,7 +163,7 @@ async def main() -> None:
         try:
             async with RestClient(ClientConfig(server=f"http://{addr}"), retry=RetryPolicy(initial=0.05, cap=1.0)) as client:
                 await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raw"}})
-                raw = await raw_create_rate(addr, args.pods, "raw")
+                raw = await create_rate(addr, args.pods, "raw", name_prefix="raw")
                 print(f"raw pod creates (16 connections):          {raw:8.0f} pods/s", flush=True)
                 seconds, cpu = await replicaset_scale_up(client, manager.pid, args.pods)
                 rate = args.pods / seconds

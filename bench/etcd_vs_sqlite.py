@@ -36,9 +36,9 @@ import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from apiserver_bench import create_latency_at_rate, create_throughput, fill, list_latency, pct, start_server, watch_fanout  # noqa: E402
+from apiserver_bench import create_latency_at_rate, fill, list_latency, pct, start_server, watch_fanout  # noqa: E402
 from etcd_put import etcdctl_write_throughput, measure_etcd_put_throughput  # noqa: E402
-from http_load import HttpConnection, pod_body  # noqa: E402
+from http_load import HttpConnection, create_rate, pod_body  # noqa: E402
 from store_put import measure_put_throughput  # noqa: E402
 
 from k8py.cli.etcd import start_etcd_cluster  # noqa: E402
@@ -95,8 +95,8 @@ async def api_figures(figures: Figures, server_args: list[str], data_dir: str, a
         for ns in ("bench", "lat", "big", "watch"):
             await c.request("POST", "/api/v1/namespaces", orjson.dumps({"metadata": {"name": ns}}))
         c.close()
-        await create_throughput(addr, 300, CONCURRENCY, "bench")  # warm-up (names tp-0..299)
-        figures.creates = await create_throughput(addr, args.creates, CONCURRENCY, "lat")
+        await create_rate(addr, 300, "bench", concurrency=CONCURRENCY)  # warm-up (names tp-0..299)
+        figures.creates = await create_rate(addr, args.creates, "lat", concurrency=CONCURRENCY)
         print(f"  {figures.backend}: creates/s {figures.creates:,.0f}", flush=True)
         latencies = await create_latency_at_rate(addr, 100, args.latency_seconds, "bench")
         figures.p50_ms, figures.p99_ms = pct(latencies, 0.5) * 1e3, pct(latencies, 0.99) * 1e3

@@ -104,6 +104,24 @@ class HttpConnection:
         self.writer.close()
 
 
+
+async def create_rate(addr: str, n: int, namespace: str, *, concurrency: int = 16, name_prefix: str = "tp") -> float:
+    """Pods created per second: ``n`` POSTs of :func:`pod_body` spread over ``concurrency`` keep-alive connections."""
+    conns = [await HttpConnection.open(addr) for _ in range(concurrency)]
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def worker(c: HttpConnection, idx: range) -> None:
+        for i in idx:
+            status, _ = await c.request("POST", path, pod_body(f"{name_prefix}-{i}", namespace))
+            assert status == 201, status
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(c, range(w, n, concurrency)) for w, c in enumerate(conns)))
+    elapsed = time.perf_counter() - start
+    for c in conns:
+        c.close()
+    return n / elapsed
+
 class WatchReader:
     """Counts events on one watch stream; optionally samples latency."""
 

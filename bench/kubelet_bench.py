@@ -58,6 +58,16 @@ def _start(args: list[str], pattern: str, timeout: float = 120) -> tuple[subproc
     raise RuntimeError("".join(seen))
 
 
+def _stop(procs: list[subprocess.Popen[str]], timeout: float = 30) -> None:
+    """SIGTERM each component, newest first (the kubelet before its API server); SIGKILL any that outlives ``timeout``."""
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -197,12 +207,7 @@ def main() -> int:
         asyncio.run(cleanup("idle"))
         return 0
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         # containers of the process runtime keep running after a kubelet stops: stop ours
         _kill_recorded(f"{tmp}/kubelet")
         from k8py.kubelet.cgroups.tree import CgroupTree

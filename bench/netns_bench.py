@@ -24,7 +24,6 @@ import asyncio
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kubelet_bench import _kill_recorded, _pct, _scenario, _start  # noqa: E402
+from kubelet_bench import _kill_recorded, _pct, _scenario, _start, _stop  # noqa: E402
 
 from k8py.kubelet.cgroups.tree import CgroupTree  # noqa: E402
 from k8py.kubelet.network.names import NetworkNames  # noqa: E402
@@ -99,12 +98,7 @@ def main() -> int:
                               "bench-netns", args.rate))
         return 0
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         for root, node in ((f"{tmp}/k1", "bench-loopback"), (f"{tmp}/k2", "bench-netns")):
             _kill_recorded(root)
             CgroupTree(node).cleanup()

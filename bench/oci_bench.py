@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from kubelet_bench import _kill_recorded, _launch, _pct, _start  # noqa: E402
+from kubelet_bench import _kill_recorded, _launch, _pct, _start, _stop  # noqa: E402
 
 from k8py.client.kubeconfig import load_kubeconfig  # noqa: E402
 from k8py.client.resources import NAMESPACES  # noqa: E402
@@ -164,12 +164,7 @@ def main() -> int:
               f"warm p50 {_pct(warm, 50):.1f} ms; raw blob transfer {_raw_transfer(reg, 'bench/big', big):.0f} ms")
         return 0
     finally:
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
         _kill_recorded(f"{tmp}/kubelet")
         reg.stop()
         shutil.rmtree(tmp, ignore_errors=True)

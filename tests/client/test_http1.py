@@ -147,3 +147,38 @@ async def test_streamed_requests_go_to_the_wrapped_transport(server):
         assert type(resp).__name__ == "_AiohttpResponse"
     finally:
         await t.close()
+
+
+def test_a_transport_carried_over_to_a_new_loop_opens_fresh_connections(server_url_thread):
+    t = Http1Transport(ClientConfig(server=server_url_thread))
+    for _ in range(2):  # each asyncio.run is a new loop; the pooled connection of the first is not reused
+        assert asyncio.run(t.send(HTTPRequest("GET", "/"))).status == 200
+    asyncio.run(t.close())
+
+
+@pytest.fixture
+def server_url_thread():
+    """A plain HTTP server on its own thread and loop (outlives the test's loops)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, name="http1-test-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

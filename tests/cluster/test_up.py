@@ -14,6 +14,7 @@ import signal
 
 import pytest
 
+from k8py.cluster.spec import dns_ip
 from k8py.cluster.state import pid_alive, read_state
 from k8py.cluster.sweep import processes_of
 from tests.cluster.up_helpers import k8py, wait_for
@@ -57,6 +58,10 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
                 assert int(f.read().rsplit(")", 1)[1].split()[1]) == zygote, name
 
         kubectl = kubectl_for(data, str(tmp_path / "home"))
+        # k8py dns advertises itself, under its own RBAC identity, as a DNS add-on's Service would
+        dns = wait_for(lambda: (r := kubectl.run("get", "service", "kube-dns", "-n", "kube-system", "-o", "json",
+                                                 check=False)).returncode == 0 and r, "kube-system/kube-dns")
+        assert json.loads(dns.stdout)["spec"]["clusterIP"] == dns_ip(read_state(data)["serviceCIDR"])
         kubectl.run("create", "deployment", "web", "--image=nginx", "--replicas=2")
         wait_for(lambda: len(running_pods(kubectl, "app=web")) == 2, "2 Running pods")
 

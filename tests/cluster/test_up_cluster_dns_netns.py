@@ -5,8 +5,6 @@ dns answers with the loopback pod network; with cni the server answers on
 the kube-dns Service's cluster IP, made local to the host on the cluster's
 own link (k8py.cluster.dns_address). A pod resolves a Service by name
 through its resolv.conf and reaches it; ``k8py down`` removes the link.
-(The kube-system/kube-dns Service is not checked: k8py dns's identity may
-not create it under RBAC, as CoreDNS's may not upstream.)
 (The containerd runtime's e2e, test_up_containerd.py, checks the same from a
 containerd pod.)
 """

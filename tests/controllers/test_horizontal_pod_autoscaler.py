@@ -29,10 +29,12 @@ class TableMetrics:
     """Every pod uses ``per_pod`` cores."""
 
     def __init__(self) -> None:
-        self.per_pod = Fraction(0)
+        self.per_pod: Fraction | None = Fraction(0)
         self.client: Any = None
 
     async def pod_usage(self, namespace: str, selector: str, resource: str) -> dict[str, Fraction]:
+        if self.per_pod is None:  # the metrics API has nothing for these pods (yet)
+            return {}
         pods = (await self.client.list(PODS, namespace, label_selector=selector))["items"]
         return {p["metadata"]["name"]: self.per_pod for p in pods if not p["metadata"].get("deletionTimestamp")}
 
@@ -81,6 +83,17 @@ async def test_hpa_scales_up_on_cpu_and_back_down_after_stabilization(client, st
             status = obj.get("status") or {}
             return obj if all(status.get(k) == v for k, v in want.items()) else None
 
+        metrics.per_pod = None  # nothing measured yet: a condition and an Event, no scaling
+        obj = await eventually(lambda: hpa(currentReplicas=1, desiredReplicas=1))
+
+        async def no_metrics() -> Any:
+            status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")).get("status") or {}
+            return {c["type"]: c for c in status.get("conditions") or ()}.get("ScalingActive")
+
+        active = await eventually(no_metrics)
+        assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
+        assert active["message"] == ("the HPA was unable to compute the replica count: failed to get cpu utilization: "
+                                     "unable to get metrics for resource cpu: no metrics returned from resource metrics API")
         metrics.per_pod = Fraction(1, 20)  # 50m of 100m: at target
         obj = await eventually(lambda: hpa(currentReplicas=1, desiredReplicas=1))
         metrics.per_pod = Fraction(15, 100)  # 150%: three times the target -> 3 replicas

@@ -54,6 +54,18 @@ async def test_concurrent_writes_share_transactions(db_path: str) -> None:
         await store.close()
 
 
+async def test_writes_submitted_in_one_pass_of_the_loop_commit_together_within_max_batch(db_path: str) -> None:
+    store = await open_store(db_path, max_batch=64)
+    try:
+        before = store.transaction_count
+        results = await asyncio.gather(*(store.create(f"{PODS}{i}", b"v") for i in range(200)))
+        # all 200 were submitted before the loop's next pass: one hand-off, cut at max_batch
+        assert store.transaction_count - before == 4
+        assert sorted(kv.mod_revision for kv in results) == list(range(results[0].mod_revision, results[0].mod_revision + 200))
+    finally:
+        await store.close()
+
+
 async def test_writes_in_one_batch_are_still_checked_one_by_one(db_path: str) -> None:
     store = await open_store(db_path)
     try:

@@ -32,7 +32,7 @@ from k8py.api.errors import NotFound, StatusError
 from k8py.client.clock import Clock, RealClock
 from k8py.client.event_correlator import event_name
 from k8py.client.event_recorder import MAX_QUEUED_EVENTS, NORMAL, WARNING, object_reference
-from k8py.client.leader_election import micro_time, parse_micro_time
+from k8py.client.lease_lock import micro_time, parse_micro_time
 from k8py.client.resource import Resource
 from k8py.client.resources import EVENTS
 from k8py.client.rest import PatchType, RestClient

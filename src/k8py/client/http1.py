@@ -93,7 +93,10 @@ class _Connection:
         return not self.writer.transport.is_closing() and not self.reader.at_eof()
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        except RuntimeError:  # its loop is closed already: the socket went with it
+            pass
 
 
 class _Broken(Exception):
@@ -126,6 +129,7 @@ class Http1Transport:
             config, pool_size=pool_size, connect_timeout=connect_timeout)
         self._idle: list[_Connection] = []
         self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
 
@@ -134,8 +138,14 @@ class Http1Transport:
     async def send(self, request: HTTPRequest, *, stream: bool = False) -> HTTPResponse:
         if stream:
             return await self._streams.send(request, stream=True)
-        if self._slots is None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # first use, or a client carried over to a new loop
+            for conn in self._idle:
+                conn.close()
+            self._idle = []
             self._slots = asyncio.Semaphore(self._pool_size)
+            self._loop = loop
+        assert self._slots is not None
         head = self._head(request)
         async with self._slots:
             conn = await self._checkout()
@@ -199,6 +209,8 @@ class Http1Transport:
                  f"User-Agent: {self._config.user_agent}"]
         headers = {**self._config.auth_headers(), **request.headers}
         for name, value in headers.items():
+            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+                raise ValueError(f"header {name!r} contains a line break")
             lines.append(f"{name}: {value}")
         body = request.body
         if body is not None or request.method in ("POST", "PUT", "PATCH"):

@@ -51,6 +51,9 @@ ends (unlike client-go, not when ``run`` ends without ever leading).
 If an :class:`~k8py.client.event_recorder.EventRecorder` is passed, the
 elector records ``Normal LeaderElection "<identity> became leader"`` /
 ``"... stopped leading"`` on the Lease, as client-go's resource locks do.
+
+The lock and its record (:class:`LeaseLock`, :class:`LeaderElectionRecord`,
+MicroTime helpers) live in :mod:`k8py.client.lease_lock` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -59,13 +62,12 @@ import asyncio
 import inspect
 import logging
 import random
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 from k8py.api.errors import Conflict, NotFound
 from k8py.client.clock import Clock, RealClock
-from k8py.client.resources import LEASES
+from k8py.client.lease_lock import LeaderElectionRecord, LeaseLock, micro_time, parse_micro_time
 from k8py.client.rest import RestClient
 
 __all__ = ["LeaderElector", "LeaseLock", "LeaderElectionRecord", "JITTER_FACTOR", "micro_time", "parse_micro_time"]
@@ -77,96 +79,6 @@ JITTER_FACTOR = 1.2
 
 _R = TypeVar("_R")
 Callback = Callable[..., Any]
-
-
-def micro_time(when: datetime) -> str:
-    """A MicroTime string: ``2026-11-30T08:00:00.000000Z``."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_micro_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderElectionRecord:
-    """The election state a Lease's spec carries (client-go ``LeaderElectionRecord``)."""
-
-    holder_identity: str = ""
-    lease_duration_seconds: int = 0
-    acquire_time: str | None = None
-    renew_time: str | None = None
-    leader_transitions: int = 0
-
-    @classmethod
-    def from_spec(cls, spec: dict[str, Any] | None) -> LeaderElectionRecord:
-        spec = spec or {}
-        return cls(
-            holder_identity=spec.get("holderIdentity") or "",
-            lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-            acquire_time=spec.get("acquireTime"),
-            renew_time=spec.get("renewTime"),
-            leader_transitions=int(spec.get("leaseTransitions") or 0),
-        )
-
-    def to_spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "holderIdentity": self.holder_identity,
-            "leaseDurationSeconds": self.lease_duration_seconds,
-            "leaseTransitions": self.leader_transitions,
-        }
-        if self.acquire_time:
-            spec["acquireTime"] = self.acquire_time
-        if self.renew_time:
-            spec["renewTime"] = self.renew_time
-        return spec
-
-
-class LeaseLock:
-    """The Lease a set of candidates compete for (client-go ``resourcelock.LeaseLock``).
-
-    Keeps the Lease last read or written, whose ``resourceVersion`` guards the
-    next :meth:`update`. ``update`` before ``get``/``create`` is an error.
-    """
-
-    def __init__(self, client: RestClient, namespace: str, name: str, *, identity: str, event_recorder: Any = None) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.event_recorder = event_recorder
-        self.lease: dict[str, Any] | None = None
-
-    def describe(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    async def get(self) -> LeaderElectionRecord:
-        """Read the Lease; raises :class:`~k8py.api.errors.NotFound` if it does not exist."""
-        self.lease = await self.client.get(LEASES, self.namespace, self.name)
-        return LeaderElectionRecord.from_spec(self.lease.get("spec"))
-
-    async def create(self, record: LeaderElectionRecord) -> None:
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": record.to_spec(),
-        }
-        self.lease = await self.client.create(LEASES, body, namespace=self.namespace)
-
-    async def update(self, record: LeaderElectionRecord) -> None:
-        """PUT the record with the last seen resourceVersion (409 if someone wrote since)."""
-        if self.lease is None:
-            raise RuntimeError("lease not initialized, call get or create first")
-        self.lease = await self.client.update(LEASES, {**self.lease, "spec": record.to_spec()})
-
-    def record_event(self, message: str) -> None:
-        if self.event_recorder is None or self.lease is None:
-            return
-        subject = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": self.lease.get("metadata") or {}}
-        self.event_recorder.eventf(subject, "Normal", "LeaderElection", "%s %s", self.identity, message)
 
 
 async def _call(callback: Callback | None, *args: Any) -> None:

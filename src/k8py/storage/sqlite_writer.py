@@ -4,9 +4,12 @@ Why a thread: ``sqlite3`` blocks, and SQLite admits one writer at a time
 anyway. Every mutation of the database goes through :class:`Writer`, so
 revisions are assigned in one place without locks or retries.
 
-Group commit: the thread takes the first queued operation, then everything
-else already queued (up to ``max_batch``), and applies them all in one
-``BEGIN IMMEDIATE`` … ``COMMIT`` — one fsync for the batch. While that fsync
+Group commit: the writes submitted during one pass of the event loop are
+handed to the thread together (one queue hand-off, one wake-up of the
+thread, however many requests submitted); the thread takes the first queued
+hand-off, then everything else already queued (up to ``max_batch``), and
+applies them all in one ``BEGIN IMMEDIATE`` … ``COMMIT`` — one fsync for the
+batch. While that fsync
 runs, new operations queue up and form the next batch, so the number of
 transactions per write falls as concurrency rises. Each operation is still
 checked on its own (create-if-absent, expected revision) against the state
@@ -100,6 +103,8 @@ class Writer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
         self._stopping = False
+        #: writes submitted in this pass of the loop, handed over by ``_hand_over``
+        self._outbox: list[_WriteOp] = []
         self.revision = 0  # owned by the writer thread once started
         self.compacted = 0  # persisted compaction floor, owned by the writer thread
         self.transactions = 0
@@ -125,6 +130,7 @@ class Writer:
         if self._thread is None or self._stopping:
             return
         self._stopping = True
+        self._hand_over()
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join)
 
@@ -134,8 +140,19 @@ class Writer:
         if self._stopping or self._thread is None:
             future.set_exception(StorageUnavailableError("the store is closed"))
         else:
-            self._queue.put(_WriteOp(kind, key, value, expected, future))
+            if not self._outbox:
+                self._loop.call_soon(self._hand_over)
+            self._outbox.append(_WriteOp(kind, key, value, expected, future))
         return future
+
+    def _hand_over(self) -> None:
+        """Queue this loop pass's writes for the thread as one item."""
+        if self._outbox:
+            ops, self._outbox = self._outbox, []
+            if self._thread is None or not self._thread.is_alive():  # it died: nobody would take them
+                self._deliver([(op.future, StorageUnavailableError("the store is closed")) for op in ops], (), None)
+                return
+            self._queue.put(ops)
 
     def compact_step(self, upto: int) -> asyncio.Future[None]:
         """Compact from the persisted floor up to ``upto`` (one transaction)."""
@@ -144,6 +161,7 @@ class Writer:
         if self._stopping or self._thread is None:
             future.set_exception(StorageUnavailableError("the store is closed"))
         else:
+            self._hand_over()  # writes submitted before it go first
             self._queue.put(_CompactOp(upto, future))
         return future
 
@@ -169,18 +187,19 @@ class Writer:
                 if isinstance(item, _CompactOp):
                     self._compact(item)
                     continue
-                assert isinstance(item, _WriteOp)
-                batch = [item]
+                assert isinstance(item, list)
+                batch: list[_WriteOp] = item
                 while len(batch) < self._max_batch:
                     try:
                         nxt = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                    if not isinstance(nxt, _WriteOp):
+                    if not isinstance(nxt, list):
                         carry = nxt
                         break
-                    batch.append(nxt)
-                self._commit(batch)
+                    batch.extend(nxt)
+                for start in range(0, len(batch), self._max_batch):
+                    self._commit(batch[start:start + self._max_batch])
         finally:
             self._stopping = True  # also when the thread dies of a bug: fail fast, never hang
             self._fail_queued()
@@ -192,7 +211,9 @@ class Writer:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, (_WriteOp, _CompactOp)):
+            if isinstance(item, list):
+                self._resolve([(op.future, StorageUnavailableError("the store is closed")) for op in item])
+            elif isinstance(item, _CompactOp):
                 self._resolve([(item.future, StorageUnavailableError("the store is closed"))])
 
     def _commit(self, batch: list[_WriteOp]) -> None:

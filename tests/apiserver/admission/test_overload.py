@@ -189,3 +189,19 @@ def test_kubectl_get_prints_upstreams_columns(server, tmp_path):
     rows = {line.split()[0]: line.split()[1:4] for line in schemas[1:]}
     assert rows["exempt"] == ["exempt", "1", "*"]
     assert rows["kube-scheduler"] == ["workload-high", "800", "ByNamespace"]
+
+
+def test_over_tls_system_masters_is_exempt_and_others_are_classified_by_their_identity(tmp_path):
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('admin-token,admin,1,"system:masters"\nbob-token,bob,2,"dev"\n')
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), secure_port=0, insecure_port=None, token_auth_file=str(tokens),
+                      max_requests_inflight=3, max_mutating_requests_inflight=2) as server:
+        with httpx.Client(base_url=server.url, verify=False, timeout=30) as http:
+            admin = {"Authorization": "Bearer admin-token"}
+            uid = {fs["metadata"]["name"]: fs["metadata"]["uid"] for fs in http.get(f"{FC}/flowschemas", headers=admin).json()["items"]}
+            r = http.get("/api/v1/namespaces", headers=admin)
+            assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["exempt"]
+            r = http.get("/api/v1/namespaces", headers={"Authorization": "Bearer bob-token"})
+            assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["global-default"]
+            r = http.get("/healthz")  # anonymous probes are exempt too
+            assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == uid["probes"]

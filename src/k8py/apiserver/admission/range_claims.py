@@ -145,8 +145,3 @@ class RangeClaims:
             return True
         except (KeyNotFoundError, RevisionConflictError):
             return False
-
-    async def held(self) -> dict[str, str]:
-        """item -> owner uid, as stored now."""
-        result = await self.storage.list(self.prefix)
-        return {kv.key[len(self.prefix):]: orjson.loads(kv.value).get("uid", "") for kv in result.kvs}

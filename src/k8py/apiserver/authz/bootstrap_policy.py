@@ -10,7 +10,8 @@ the namespaced leader-locking and bootstrap-signer roles, and their bindings.
 
 k8py additions, each saying why: ``system:coredns`` (what kubeadm's CoreDNS
 add-on creates) bound to ``system:k8py-dns``, the identity ``k8py dns`` runs
-as; ``system:aggregated-metrics-reader`` (what metrics-server installs; k8py
+as, and ``kube-system``'s ``system:k8py-dns-advertiser`` letting it create the
+``kube-dns`` Service and Endpoints that a DNS add-on's manifest would; ``system:aggregated-metrics-reader`` (what metrics-server installs; k8py
 serves ``metrics.k8s.io`` itself) aggregated into view, edit and admin; and ``system:kubelet-api-admin`` bound to ``kube-apiserver-kubelet-client``,
 the API server's client identity towards kubelets (k3s binds it the same way).
 
@@ -310,6 +311,10 @@ def namespace_roles() -> list[Object]:
                                                                       resources=["configmaps"])]),
         role("kube-system", "system:controller:token-cleaner", [rule("delete", "get", "list", "watch", groups=[LEGACY],
                                                                      resources=["secrets"]), events_rule()]),
+        # k8py: k8py dns advertises itself as kube-system/kube-dns (the Service and its Endpoints), as a
+        # cluster's DNS add-on manifest would create them; create cannot be limited to one name
+        role("kube-system", "system:k8py-dns-advertiser", [
+            rule("create", groups=[LEGACY], resources=["services", "endpoints"])]),
         role("kube-public", "system:controller:bootstrap-signer", [
             rule(*READ, groups=[LEGACY], resources=["configmaps"]),
             rule("update", groups=[LEGACY], resources=["configmaps"], names=["cluster-info"]), events_rule()]),
@@ -335,4 +340,5 @@ def namespace_role_bindings() -> list[Object]:
            _sa("kube-system", "token-cleaner")),
         rb("kube-public", "system:controller:bootstrap-signer", "system:controller:bootstrap-signer",
            _sa("kube-public", "bootstrap-signer")),
+        rb("kube-system", "system:k8py-dns-advertiser", "system:k8py-dns-advertiser", _users("system:k8py-dns")),
     ]

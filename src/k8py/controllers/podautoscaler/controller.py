@@ -174,6 +174,8 @@ class HorizontalController(KeyedController):
             name, target = res.get("name") or "", res.get("target") or {}
             try:
                 usage = await self.metrics.pod_usage(namespace, selector, name)
+                if not usage:
+                    raise MetricError(f"unable to get metrics for resource {name}: no metrics returned from resource metrics API")
                 if target.get("type") == "Utilization":
                     p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance,
                                              readiness=readiness)
