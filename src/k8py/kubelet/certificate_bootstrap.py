@@ -41,7 +41,7 @@ from k8py.client.kubeconfig import load_kubeconfig
 from k8py.client.resources import CERTIFICATE_SIGNING_REQUESTS
 from k8py.client.rest import RestClient
 
-__all__ = ["bootstrap_client_certificate", "request_node_certificate", "BootstrapError", "CURRENT_PEM"]
+__all__ = ["bootstrap_client_certificate", "request_node_certificate", "client_certificate", "BootstrapError", "CURRENT_PEM"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,25 +56,30 @@ class BootstrapError(RuntimeError):
     """The node could not get its certificate: says why and what to do."""
 
 
-def _valid_kubeconfig(path: str, now: dt.datetime) -> bool:
-    try:
-        config = load_kubeconfig(path)
-    except (OSError, ValueError):
-        return False
+def client_certificate(config: ClientConfig) -> x509.Certificate | None:
+    """The client certificate ``config`` presents (inline data, else its file); None if it has none or it cannot be read."""
     pem = config.cert_data
     if pem is None and config.cert_file:
         try:
             with open(config.cert_file, "rb") as f:
                 pem = f.read()
         except OSError:
-            return False
+            return None
     if not pem:
-        return False
+        return None
     try:
-        cert = x509.load_pem_x509_certificate(pem)
+        return x509.load_pem_x509_certificate(pem)
     except ValueError:
+        return None
+
+
+def _valid_kubeconfig(path: str, now: dt.datetime) -> bool:
+    try:
+        config = load_kubeconfig(path)
+    except (OSError, ValueError):
         return False
-    return cert.not_valid_after_utc - RENEW_BEFORE > now
+    cert = client_certificate(config)
+    return cert is not None and cert.not_valid_after_utc - RENEW_BEFORE > now
 
 
 def _pending_key(cert_dir: str) -> certs.PrivateKey:

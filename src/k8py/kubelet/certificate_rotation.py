@@ -39,7 +39,7 @@ from cryptography import x509
 from k8py.api.errors import StatusError
 from k8py.client import certs
 from k8py.client.rest import RestClient
-from k8py.kubelet.certificate_bootstrap import CURRENT_PEM, BootstrapError, request_node_certificate
+from k8py.kubelet.certificate_bootstrap import CURRENT_PEM, BootstrapError, client_certificate, request_node_certificate
 
 __all__ = ["ClientCertificateRotation", "rotation_deadline"]
 
@@ -70,20 +70,7 @@ class ClientCertificateRotation:
 
     def certificate(self) -> x509.Certificate | None:
         """The client certificate the node uses now (from its client's configuration)."""
-        c = self.client.config
-        pem = c.cert_data
-        if pem is None and c.cert_file:
-            try:
-                with open(c.cert_file, "rb") as f:
-                    pem = f.read()
-            except OSError:
-                return None
-        if not pem:
-            return None
-        try:
-            return x509.load_pem_x509_certificate(pem)
-        except ValueError:
-            return None
+        return client_certificate(self.client.config)
 
     def deadline(self) -> dt.datetime | None:
         """The current certificate's rotation deadline (its jitter drawn once per certificate)."""
