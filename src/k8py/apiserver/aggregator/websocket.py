@@ -23,7 +23,9 @@ import logging
 from typing import Awaitable, Callable
 
 import aiohttp
-from aiohttp import WSMsgType, web
+from aiohttp import web
+
+from k8py.apiserver.streaming.websocket_relay import copy_messages
 
 __all__ = ["is_websocket", "relay_websocket"]
 
@@ -32,7 +34,6 @@ log = logging.getLogger(__name__)
 #: set by aiohttp's WebSocket client itself
 _HANDSHAKE = frozenset(("sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",
                         "sec-websocket-extensions"))
-_RESERVED_CLOSE = frozenset((1005, 1006, 1015))
 
 
 def is_websocket(request: web.Request) -> bool:
@@ -58,8 +59,8 @@ async def relay_websocket(request: web.Request, session: aiohttp.ClientSession, 
                                    autoping=True)
     try:
         await client.prepare(request)
-        to_backend = asyncio.create_task(_copy(client, upstream), name=f"aggregator-ws-to-{name}")
-        to_client = asyncio.create_task(_copy(upstream, client), name=f"aggregator-ws-from-{name}")
+        to_backend = asyncio.create_task(copy_messages(client, upstream), name=f"aggregator-ws-to-{name}")
+        to_client = asyncio.create_task(copy_messages(upstream, client), name=f"aggregator-ws-from-{name}")
         try:
             done, _ = await asyncio.wait((to_backend, to_client), return_when=asyncio.FIRST_COMPLETED)
             first = done.pop()
@@ -79,22 +80,3 @@ async def relay_websocket(request: web.Request, session: aiohttp.ClientSession, 
         if not client.closed:
             await client.close()
     return client
-
-
-async def _copy(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> int:
-    """Copy messages until ``source`` closes; the close code to pass on."""
-    while True:
-        msg = await source.receive()
-        if msg.type == WSMsgType.BINARY:
-            await sink.send_bytes(msg.data)
-        elif msg.type == WSMsgType.TEXT:
-            await sink.send_str(msg.data)
-        elif msg.type == WSMsgType.CLOSE:
-            return _sendable(msg.data)
-        elif msg.type in (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-            return _sendable(source.close_code)
-
-
-def _sendable(code: object) -> int:
-    return code if isinstance(code, int) and code not in _RESERVED_CLOSE and 1000 <= code < 5000 else 1000

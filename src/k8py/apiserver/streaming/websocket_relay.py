@@ -30,7 +30,7 @@ from k8py.api.errors import BadRequest, ServiceUnavailable
 from k8py.api.stream_channels import negotiate
 from k8py.apiserver.streaming.kubelet_client import KubeletClient, status_error_from_response
 
-__all__ = ["relay_websocket", "offered_protocols"]
+__all__ = ["relay_websocket", "offered_protocols", "copy_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ async def relay_websocket(
     try:
         await client.prepare(request)
         async with asyncio.TaskGroup() as tg:
-            to_kubelet = tg.create_task(_copy(client, upstream), name=f"relay-{what}-to-kubelet")
-            to_client = tg.create_task(_copy(upstream, client), name=f"relay-{what}-to-client")
+            to_kubelet = tg.create_task(copy_messages(client, upstream), name=f"relay-{what}-to-kubelet")
+            to_client = tg.create_task(copy_messages(upstream, client), name=f"relay-{what}-to-client")
             done, _ = await asyncio.wait((to_kubelet, to_client), return_when=asyncio.FIRST_COMPLETED)
             # one side closed: close the other with its code, which ends the other copy
             first = done.pop()
@@ -119,7 +119,7 @@ async def _kubelet_refusal(kubelets: KubeletClient, url: str, params: list[tuple
         raise ServiceUnavailable(f"cannot reach the kubelet at {url} ({err}): is it running?") from None
 
 
-async def _copy(
+async def copy_messages(
     source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
     sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
 ) -> int:
