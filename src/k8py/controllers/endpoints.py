@@ -35,7 +35,7 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
 from k8py.controllers.service_pods import (
-    ServicePodIndex, endpoint_hostname, find_port, is_headless, is_pod_ready, pod_target_ref,
+    ServicePodIndex, find_port, is_headless, is_pod_ready, pod_endpoint_fields,
     service_selector, should_pod_be_in_endpoints, sorted_pods,
 )
 
@@ -49,15 +49,7 @@ TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
 def _address(pod: Mapping[str, Any], service_name: str) -> dict[str, Any]:
-    address: dict[str, Any] = {"ip": pod["status"]["podIP"]}
-    hostname = endpoint_hostname(pod, service_name)
-    if hostname:
-        address["hostname"] = hostname
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node:
-        address["nodeName"] = node
-    address["targetRef"] = pod_target_ref(pod)
-    return address
+    return {"ip": pod["status"]["podIP"], **pod_endpoint_fields(pod, service_name)}
 
 
 def build_subsets(service: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> list[dict[str, Any]]:

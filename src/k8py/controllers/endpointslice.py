@@ -36,7 +36,7 @@ from k8py.controllers.endpointslice_tracker import SliceTracker
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import new_controller_ref
 from k8py.controllers.service_pods import (
-    ServicePodIndex, endpoint_hostname, find_port, is_headless, is_pod_ready, pod_target_ref,
+    ServicePodIndex, find_port, is_headless, is_pod_ready, pod_endpoint_fields,
     service_selector, should_pod_be_in_endpoints, sorted_pods,
 )
 
@@ -57,13 +57,7 @@ def _endpoint(pod: Mapping[str, Any], service: Mapping[str, Any]) -> dict[str, A
         "addresses": [pod["status"]["podIP"]],
         "conditions": {"ready": ready, "serving": serving, "terminating": terminating},
     }
-    hostname = endpoint_hostname(pod, (service.get("metadata") or {}).get("name", ""))
-    if hostname:
-        endpoint["hostname"] = hostname
-    node = (pod.get("spec") or {}).get("nodeName")
-    if node:
-        endpoint["nodeName"] = node
-    endpoint["targetRef"] = pod_target_ref(pod)
+    endpoint.update(pod_endpoint_fields(pod, (service.get("metadata") or {}).get("name", "")))
     return endpoint
 
 

@@ -10,6 +10,8 @@ and EndpointSlice controllers share (upstream ``endpointutil`` and
   that name and protocol (a pod without it has no endpoint for that port);
 - :func:`endpoint_hostname`: a pod's DNS hostname within the Service (its
   ``spec.hostname`` when its ``spec.subdomain`` is the Service's name);
+  :func:`pod_endpoint_fields` adds it, the node and the ``targetRef`` to an
+  endpoint (the same in Endpoints and EndpointSlices);
 - :class:`ServicePodIndex`: which Services select a pod, from the Services
   informer (so a pod change queues exactly the Services it affects;
   :meth:`ServicePodIndex.enqueue_on_pod_events` wires that to a queue).
@@ -29,6 +31,7 @@ __all__ = [
     "endpoint_hostname",
     "find_port",
     "is_headless",
+    "pod_endpoint_fields",
     "pod_target_ref",
     "service_selector",
     "should_pod_be_in_endpoints",
@@ -74,6 +77,19 @@ def endpoint_hostname(pod: Mapping[str, Any], service_name: str) -> str:
 def pod_target_ref(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     return {"kind": "Pod", "namespace": meta.get("namespace"), "name": meta.get("name"), "uid": meta.get("uid")}
+
+
+def pod_endpoint_fields(pod: Mapping[str, Any], service_name: str) -> dict[str, Any]:
+    """What an endpoint says of its pod, in both APIs: ``hostname`` (if any), ``nodeName`` (if scheduled), ``targetRef``."""
+    fields: dict[str, Any] = {}
+    hostname = endpoint_hostname(pod, service_name)
+    if hostname:
+        fields["hostname"] = hostname
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        fields["nodeName"] = node
+    fields["targetRef"] = pod_target_ref(pod)
+    return fields
 
 
 def is_headless(service: Mapping[str, Any]) -> bool:
