@@ -11,7 +11,7 @@ from __future__ import annotations
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import (
     admissionregistration, apiregistration, apps, authentication, authorization, autoscaling, batch, certificates, core, flowcontrol,
-    metrics, misc, policy, quota, rbac, scheduling,
+    metrics, misc, policy, quota, rbac, scheduling, storage,
 )
 
 __all__ = ["builtin_definitions", "register_builtins"]
@@ -21,7 +21,8 @@ def builtin_definitions() -> list[ResourceDefinition]:
     return [*core.DEFINITIONS, *apps.DEFINITIONS, *batch.DEFINITIONS, *misc.DEFINITIONS, *scheduling.DEFINITIONS, *metrics.DEFINITIONS,
             *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS,
             *rbac.DEFINITIONS, *admissionregistration.DEFINITIONS, *apiregistration.DEFINITIONS,
-            *authentication.DEFINITIONS, *authorization.DEFINITIONS, *certificates.DEFINITIONS, *flowcontrol.DEFINITIONS]
+            *authentication.DEFINITIONS, *authorization.DEFINITIONS, *certificates.DEFINITIONS, *flowcontrol.DEFINITIONS,
+            *storage.DEFINITIONS]
 
 
 def register_builtins(registry: Registry) -> None:

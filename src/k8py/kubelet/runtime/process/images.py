@@ -10,7 +10,9 @@ tag stripped (``docker.io/library/busybox:1.36`` → ``busybox``,
   no ``command`` are the argv, as an empty ENTRYPOINT makes them);
 - ``pause`` sleeps forever;
 - ``nginx`` runs the built-in web server (:mod:`.nginx`) on the pod's IP,
-  serving a welcome page and ``/usr/share/nginx/html``;
+  serving ``/usr/share/nginx/html``: the image ships that directory (its
+  ``image_dirs``) with nginx's index.html and 50x.html, a writable copy per
+  container as an image layer is, unless a volume is mounted there;
 - a YAML file (``--image-catalog``) maps more names:
   ``{name: {entrypoint: [...], cmd: [...], env: {K: V}, workingDir: /x}}``.
 
@@ -33,6 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from k8py.kubelet.runtime.process import nginx
 from k8py.kubelet.runtime.protocols import Image, RuntimeErrorStatus
 
 __all__ = ["ImageRecipe", "ImageCatalog", "repository_name", "validate_reference"]
@@ -57,6 +60,9 @@ class ImageRecipe:
     cmd: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     working_dir: str = ""
+    #: directories the image ships, {container path: {file name: content}}: each container gets
+    #: its own writable copy there (its layer), hidden by a volume mounted at the same path
+    image_dirs: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
 
     def argv(self, command: Sequence[str], args: Sequence[str]) -> list[str]:
         if command:
@@ -97,6 +103,7 @@ class ImageCatalog:
         self._recipes["pause"] = ImageRecipe("pause", entrypoint=["sleep", "infinity"])
         self._recipes["nginx"] = ImageRecipe(
             "nginx", entrypoint=[sys.executable, "-m", "k8py.kubelet.runtime.process.nginx"],
+            image_dirs={nginx.DOCROOT: {"index.html": nginx.WELCOME, "50x.html": nginx.ERROR_PAGE}},
         )
         for name, spec in (extra or {}).items():
             spec = spec or {}

@@ -2,8 +2,8 @@
 
 A small static web server on the pod's IP (``NGINX_LISTEN_ADDRESS``, set by
 the runtime) and port 80 (``NGINX_PORT``), serving ``/usr/share/nginx/html``
-when that exists in the container's view (a volume mounted there) and
-nginx's welcome page otherwise, with nginx's ``Server`` header. Standard
+(the image's copy with index.html, or a volume mounted there) and nginx's
+welcome page when the container has no such directory (no bwrap), with nginx's ``Server`` header. Standard
 library only, so it starts in a few tens of milliseconds. It exits 0 on
 SIGTERM, as nginx does on a fast shutdown.
 """
@@ -25,6 +25,19 @@ WELCOME = b"""<!DOCTYPE html>
 <p>If you see this page, the nginx web server is successfully installed and
 working. Further configuration is required.</p>
 <p><em>Thank you for using nginx.</em></p>
+</body>
+</html>
+"""
+
+ERROR_PAGE = b"""<!DOCTYPE html>
+<html>
+<head>
+<title>Error</title>
+</head>
+<body>
+<h1>An error occurred.</h1>
+<p>Sorry, the page you are looking for is currently unavailable.<br/>
+Please try again later.</p>
 </body>
 </html>
 """

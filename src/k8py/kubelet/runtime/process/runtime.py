@@ -18,7 +18,7 @@ import secrets
 import shutil
 import signal
 import time
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
@@ -225,11 +225,27 @@ class ProcessRuntime:
             self._rec(config.target_container_id)  # NotFound for a target that is gone
         cid = rec["id"]
         os.makedirs(self._cdir(cid), exist_ok=True)
+        if "rootfs" not in rec and self.bwrap:
+            self._add_image_dirs(rec, self.catalog.resolve(config.image).image_dirs)
         self._containers[cid] = rec
         self._exited[cid] = asyncio.Event()
         self._save(rec)
         self._emit(ContainerEventType.CREATED, rec)
         return cid
+
+    def _add_image_dirs(self, rec: dict[str, Any], image_dirs: Mapping[str, Mapping[str, bytes]]) -> None:
+        """The directories a catalog image ships (nginx's docroot), each a writable copy in the
+        container's own directory (its layer: removed with it), unless a volume is mounted there."""
+        mounted = {m[0] for m in rec["mounts"]}
+        for path, files in image_dirs.items():
+            if path in mounted:
+                continue
+            host = os.path.join(self._cdir(rec["id"]), "layer", path.lstrip("/"))
+            os.makedirs(host, exist_ok=True)
+            for name, content in files.items():
+                with open(os.path.join(host, name), "wb") as f:
+                    f.write(content)
+            rec["mounts"].append([path, host, False])
 
     def _rec(self, cid: str) -> dict[str, Any]:
         try:

@@ -1,0 +1,36 @@
+"""e2e: the process runtime's nginx image ships /usr/share/nginx/html as the real image does —
+index.html is there, a container may write into it (its own layer) and nginx serves what it wrote;
+a second pod's docroot is its own."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from tests.kubelet.conftest import Node, pod_manifest, ready
+
+
+def _nginx(node: Node, ns: str, name: str) -> str:
+    node.kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod_manifest(name, [{
+        "name": "nginx", "image": "nginx:latest", "ports": [{"containerPort": 80}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 80}, "periodSeconds": 1},
+    }])))
+    return node.wait_pod(ns, name, ready, what="Ready")["status"]["podIP"]
+
+
+def test_the_nginx_docroot_is_the_images_and_writable_per_container(node: Node, ns: str) -> None:
+    ip, other = _nginx(node, ns, "web"), _nginx(node, ns, "web2")
+    listing = node.kubectl.run("exec", "-n", ns, "web", "--", "ls", "/usr/share/nginx/html").stdout.split()
+    assert listing == ["50x.html", "index.html"]
+    node.kubectl.run("exec", "-n", ns, "web", "--", "sh", "-c", "echo hello-from-exec > /usr/share/nginx/html/foo.txt")
+    with urllib.request.urlopen(f"http://{ip}/foo.txt", timeout=10) as r:
+        assert r.read() == b"hello-from-exec\n"
+    with urllib.request.urlopen(f"http://{ip}/", timeout=10) as r:
+        assert b"Welcome to nginx!" in r.read()
+    missing = node.kubectl.run("exec", "-n", ns, "web2", "--", "ls", "/usr/share/nginx/html/foo.txt", check=False)
+    assert missing.returncode != 0, "the second pod saw the first one's file"
+    try:
+        urllib.request.urlopen(f"http://{other}/foo.txt", timeout=10)
+        raise AssertionError("the second pod served the first one's file")
+    except urllib.error.HTTPError as err:
+        assert err.code == 404
