@@ -180,7 +180,6 @@ class JobController(KeyedController):
         now = self.clock.now()
         now_s = format_time(now)
         indexed = spec.get("completionMode") == "Indexed"
-        completions = spec.get("completions")
         record = self.backoffs.setdefault(key, BackoffRecord())
 
         # 1. count finished pods exactly once
