@@ -19,7 +19,6 @@ from typing import Any
 
 from k8py.api.errors import NotFound
 from k8py.api.selectors import label_selector_from_dict
-from k8py.client.keys import DeletedFinalStateUnknown
 from k8py.client.resources import Resource
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController

@@ -27,6 +27,7 @@ from k8py.api.errors import NotFound, StatusError
 from k8py.api.selectors import LabelSelector
 from k8py.client.resource import Resource
 from k8py.client.rest import PatchType, RestClient
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
 
 __all__ = ["ControllerRefManager", "recheck_owner"]
@@ -34,10 +35,6 @@ __all__ = ["ControllerRefManager", "recheck_owner"]
 logger = logging.getLogger(__name__)
 
 CanAdopt = Callable[[], Awaitable[None]]
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 def recheck_owner(client: RestClient, resource: Resource, owner: Mapping[str, Any]) -> CanAdopt:

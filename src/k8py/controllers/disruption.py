@@ -29,11 +29,10 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from k8py.api.errors import NotFound, StatusError
+from k8py.api.errors import NotFound
 from k8py.api.selectors import label_selector_from_dict
 from k8py.client.keys import split_key
 from k8py.client.resources import DEPLOYMENTS, POD_DISRUPTION_BUDGETS, PODS, REPLICASETS, REPLICATION_CONTROLLERS, STATEFULSETS
-from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref

@@ -24,13 +24,14 @@ content in it; this controller does the rest. One ``sync(name)``:
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any
 
 from k8py.api.errors import Conflict, NotFound, StatusError
 from k8py.client.resource import Resource
 from k8py.client.resources import NAMESPACES
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.pod_status import format_time
 
 __all__ = ["NamespaceController", "new_controller", "REMAINING_RECHECK"]
@@ -50,10 +51,6 @@ _CLEARED = {
     "NamespaceContentRemaining": ("ContentRemoved", "All content successfully removed"),
     "NamespaceFinalizersRemaining": ("ContentHasNoFinalizers", "All content-preserving finalizers finished"),
 }
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class NamespaceController(KeyedController):

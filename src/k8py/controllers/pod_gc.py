@@ -24,15 +24,12 @@ from k8py.api.errors import NotFound, StatusError
 from k8py.client.resources import NODES, PODS
 from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.pod_status import format_time, is_pod_terminated
 
 __all__ = ["PodGC", "new_controller"]
 
 logger = logging.getLogger(__name__)
-
-
-def _meta(obj: Any) -> dict[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class PodGC:

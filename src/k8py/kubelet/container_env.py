@@ -129,12 +129,10 @@ async def build_env(pod: Mapping[str, Any], container: Mapping[str, Any], *, get
             ref = src.get(key)
             if not ref:
                 continue
-            obj = await get(kind, ns, ref.get("name", ""))
-            if obj is None:
-                if ref.get("optional"):
-                    continue
-                raise ConfigError(f'{kind} "{ref.get("name", "")}" not found')
-            for k, v in _data(kind, obj).items():
+            source = await _source_data(get, kind, ns, ref)
+            if source is None:
+                continue
+            for k, v in source.items():
                 env[prefix + k] = v
     for item in container.get("env") or []:
         name = item["name"]
@@ -155,18 +153,25 @@ async def build_env(pod: Mapping[str, Any], container: Mapping[str, Any], *, get
                 ref = vf.get(key)
                 if not ref:
                     continue
-                obj = await get(kind, ns, ref.get("name", ""))
-                if obj is None:
-                    if ref.get("optional"):
-                        break
-                    raise ConfigError(f'{kind} "{ref.get("name", "")}" not found')
-                data = _data(kind, obj)
+                data = await _source_data(get, kind, ns, ref)
+                if data is None:
+                    break
                 if ref["key"] not in data:
                     if ref.get("optional"):
                         break
                     raise ConfigError(f'couldn\'t find key {ref["key"]} in {"ConfigMap" if kind == "configmap" else "Secret"} {ns}/{ref.get("name")}')
                 env[name] = data[ref["key"]]
     return env
+
+
+async def _source_data(get: Getter, kind: str, ns: str, ref: Mapping[str, Any]) -> dict[str, str] | None:
+    """The decoded data of the ConfigMap or Secret ``ref`` names; None if it is missing and ``optional``."""
+    obj = await get(kind, ns, ref.get("name", ""))
+    if obj is None:
+        if ref.get("optional"):
+            return None
+        raise ConfigError(f'{kind} "{ref.get("name", "")}" not found')
+    return _data(kind, obj)
 
 
 def _data(kind: str, obj: Mapping[str, Any]) -> dict[str, str]:

@@ -47,15 +47,12 @@ from k8py.controllers.deployment.scaling import (
     proportional_plan,
 )
 from k8py.controllers.keyed_controller import KeyedController
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 
 __all__ = ["DeploymentController"]
 
 logger = logging.getLogger(__name__)
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):

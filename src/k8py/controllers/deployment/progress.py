@@ -18,13 +18,10 @@ from typing import Any, Mapping
 from k8py.api.errors import Conflict
 from k8py.client.resources import DEPLOYMENTS
 from k8py.controllers.deployment import conditions as cond
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.pod_status import parse_time
 
 __all__ = ["ProgressMixin"]
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class ProgressMixin:

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import orjson
 
 from k8py.client.indexer import deep_copy
+from k8py.controllers.object_meta import meta as _meta
 
 __all__ = [
     "POD_TEMPLATE_HASH_LABEL", "REVISION_ANNOTATION", "REVISION_HISTORY_ANNOTATION", "DESIRED_REPLICAS_ANNOTATION",
@@ -47,10 +48,6 @@ _SKIP_COPY = {"kubectl.kubernetes.io/last-applied-configuration", REVISION_ANNOT
 _SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 Obj = Mapping[str, Any]
-
-
-def _meta(obj: Obj) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 def _spec(obj: Obj) -> Mapping[str, Any]:

@@ -24,13 +24,10 @@ from k8py.client.resources import REPLICASETS
 from k8py.controllers.deployment import conditions as cond
 from k8py.controllers.deployment import replica_sets as rsutil
 from k8py.controllers.deployment.scaling import new_rs_new_replicas, old_rs_cleanup_plan, old_rs_scale_down_plan
+from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref
 
 __all__ = ["RolloutMixin"]
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class RolloutMixin:

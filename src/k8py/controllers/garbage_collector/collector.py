@@ -40,16 +40,13 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.garbage_collector.graph import FOREGROUND, ORPHAN, Graph, Node
 from k8py.controllers.garbage_collector.monitors import Monitors
 from k8py.controllers.keyed_controller import KeyedController
+from k8py.controllers.object_meta import meta as _meta
 
 __all__ = ["GarbageCollector"]
 
 logger = logging.getLogger(__name__)
 
 SOLID, DANGLING, WAITING = "solid", "dangling", "waiting"
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class UnknownOwnerKind(Exception):

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from k8py.controllers.object_meta import meta as _meta
+
 __all__ = ["Node", "Graph", "FOREGROUND", "ORPHAN"]
 
 FOREGROUND = "foregroundDeletion"
@@ -44,10 +46,6 @@ class Node:
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.kind} {where}{self.name} ({self.uid})"
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
 
 
 class Graph:

@@ -46,7 +46,7 @@ from k8py.controllers.job.conditions import find_condition, is_finished, set_con
 from k8py.controllers.job.verdicts import failure_verdict, pending_verdict, success_verdict
 from k8py.controllers.job.tracking import (
     TRACKING_FINALIZER, deleting as _deleting, has_finalizer as _has_finalizer, is_failed as _is_failed,
-    tally_finished_pods, terminal as _terminal,
+    set_uncounted, tally_finished_pods, terminal as _terminal,
 )
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
@@ -180,7 +180,6 @@ class JobController(KeyedController):
         now = self.clock.now()
         now_s = format_time(now)
         indexed = spec.get("completionMode") == "Indexed"
-        completions = spec.get("completions")
         record = self.backoffs.setdefault(key, BackoffRecord())
 
         # 1. count finished pods exactly once
@@ -190,7 +189,7 @@ class JobController(KeyedController):
         fail_job, new_failures, new_successes = tally.fail_job, tally.new_failures, tally.new_successes
         uncounted = status.setdefault("uncountedTerminatedPods", {})
         record.record(new_failures=new_failures, new_successes=new_successes, now=self.clock.monotonic())
-        _set_uncounted(uncounted, unc_succeeded, unc_failed)
+        set_uncounted(uncounted, unc_succeeded, unc_failed)
         if indexed:
             status["completedIndexes"] = ix.format_intervals(completed)
             if spec.get("backoffLimitPerIndex") is not None:
@@ -204,7 +203,7 @@ class JobController(KeyedController):
         moved_s = [u for u in unc_succeeded if u not in live]
         moved_f = [u for u in unc_failed if u not in live]
         uncounted = status.setdefault("uncountedTerminatedPods", {})
-        _set_uncounted(uncounted, [u for u in unc_succeeded if u in live], [u for u in unc_failed if u in live])
+        set_uncounted(uncounted, [u for u in unc_succeeded if u in live], [u for u in unc_failed if u in live])
         status["succeeded"] = int(status.get("succeeded") or 0) + len(moved_s)
         if indexed:
             status["succeeded"] = len(completed)
@@ -385,15 +384,6 @@ class JobController(KeyedController):
     async def _write_status(self, job: dict[str, Any]) -> dict[str, Any]:
         updated = await self.client.update_status(JOBS, job)
         return copy.deepcopy(updated)
-
-
-def _set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
-    """Empty lists are omitted, as Go's ``omitempty`` writes ``uncountedTerminatedPods: {}``."""
-    for key, uids in (("succeeded", succeeded), ("failed", failed)):
-        if uids:
-            uncounted[key] = uids
-        else:
-            uncounted.pop(key, None)
 
 
 def _least_valuable_first(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:

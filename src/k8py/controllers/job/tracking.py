@@ -30,7 +30,7 @@ from k8py.controllers.job import indexes as ix
 from k8py.controllers.job.conditions import Verdict, find_condition
 from k8py.controllers.job.pod_failure_policy import match_pod_failure_policy
 
-__all__ = ["TRACKING_FINALIZER", "Tally", "tally_finished_pods", "is_failed", "terminal", "deleting",
+__all__ = ["TRACKING_FINALIZER", "Tally", "tally_finished_pods", "set_uncounted", "is_failed", "terminal", "deleting",
            "has_finalizer"]
 
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
@@ -122,3 +122,15 @@ def tally_finished_pods(spec: Mapping[str, Any], status: Mapping[str, Any], pods
         elif deleting(pod) and finishing_failure:
             tally.to_release.append(pod)  # a failing Job lets go of the pods it deleted
     return tally
+
+
+def set_uncounted(uncounted: dict[str, Any], succeeded: list[str], failed: list[str]) -> None:
+    """Write the uncounted uids into ``status.uncountedTerminatedPods``.
+
+    Empty lists are omitted, as Go's ``omitempty`` writes ``uncountedTerminatedPods: {}``.
+    """
+    for key, uids in (("succeeded", succeeded), ("failed", failed)):
+        if uids:
+            uncounted[key] = uids
+        else:
+            uncounted.pop(key, None)
