@@ -225,3 +225,25 @@ def test_kubectl_forwards_two_ports_at_once_and_parallel_connections(cluster, po
     finally:
         second.shutdown()
         second.server_close()
+
+
+def test_a_client_offering_no_subprotocol_port_forwards_over_the_unnamed_channel_protocol(cluster, pod_port):
+    # kr8s opens the port-forward WebSocket without Sec-WebSocket-Protocol; upstream serves it
+    # the unnamed (base binary channel) protocol, with the port prefix on each channel
+    import asyncio
+
+    import httpx
+    import kr8s.asyncio
+    from kr8s.asyncio.objects import Pod
+
+    cluster.pod("web")
+    cluster.runtime.add("default", "web", "main")
+
+    async def fetch() -> bytes:
+        api = await kr8s.asyncio.api(url=cluster.apiserver.url)
+        pod = await Pod.get("web", namespace="default", api=api)
+        async with pod.portforward(pod_port, local_port=None) as port:
+            async with httpx.AsyncClient(timeout=30) as session:
+                return (await session.get(f"http://127.0.0.1:{port}/")).content
+
+    assert asyncio.run(fetch()) == _Welcome.body

@@ -74,5 +74,6 @@ async def serve_portforward(request: web.Request, kubelets: KubeletClient, names
     url = f"{where.base_url}/portForward/{quote(namespace)}/{quote(name)}"
     params = [("port", str(p)) for p in ports]
     return await relay_websocket(
-        request, kubelets, url, params, (TUNNEL_PORTFORWARD, *PORTFORWARD_PROTOCOLS), what="port-forward"
+        request, kubelets, url, params, (TUNNEL_PORTFORWARD, *PORTFORWARD_PROTOCOLS), what="port-forward",
+        unnamed=True,
     )

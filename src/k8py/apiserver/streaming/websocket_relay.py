@@ -51,7 +51,10 @@ async def relay_websocket(
     supported: Iterable[str],
     *,
     what: str,
+    unnamed: bool = False,
 ) -> web.StreamResponse:
+    """``unnamed``: a client that offers no subprotocol at all gets the unnamed one (the base
+    binary channel protocol), as upstream's port-forward serves it (kr8s offers none)."""
     supported = tuple(supported)
     if not _is_websocket(request):
         # kubectl retries a failed WebSocket upgrade as SPDY: give it the
@@ -65,14 +68,15 @@ async def relay_websocket(
             "use kubectl 1.30 or newer, or a client that speaks these"
         )
     offered = offered_protocols(request)
-    protocol = negotiate(offered, supported)
+    protocol = "" if unnamed and not offered else negotiate(offered, supported)
     if protocol is None:
         raise BadRequest(
             f"none of the WebSocket subprotocols offered ({', '.join(offered) or 'none'}) is served for {what}; "
             f"k8py serves {', '.join(supported)}"
         )
     try:
-        upstream = await kubelets.session.ws_connect(url, params=params, protocols=(protocol,), max_msg_size=0, autoping=True)
+        upstream = await kubelets.session.ws_connect(url, params=params, protocols=(protocol,) if protocol else (),
+                                                     max_msg_size=0, autoping=True)
     except aiohttp.WSServerHandshakeError as err:
         # the handshake's body is gone: ask again without upgrading, and the
         # kubelet's checks answer with the Status they refused with
@@ -81,7 +85,8 @@ async def relay_websocket(
     except (aiohttp.ClientError, OSError) as err:
         raise ServiceUnavailable(f"cannot reach the kubelet at {url} ({err}): is it running?") from None
 
-    client = web.WebSocketResponse(protocols=(upstream.protocol or protocol,), max_msg_size=0, autoping=True)
+    chosen = upstream.protocol or protocol
+    client = web.WebSocketResponse(protocols=(chosen,) if chosen else (), max_msg_size=0, autoping=True)
     try:
         await client.prepare(request)
         async with asyncio.TaskGroup() as tg:
