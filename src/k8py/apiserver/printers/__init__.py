@@ -39,7 +39,7 @@ from k8py.api.errors import BadRequest
 
 from . import (
     admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery, flowcontrol, policy, quota,
-    rbac, scheduling,
+    networking, rbac, scheduling,
 )
 from .accept import table_version
 from .cells import dig
@@ -71,6 +71,7 @@ PRINTERS: dict[tuple[str, str], Printer] = {
     **{("coordination.k8s.io", kind): p for kind, p in coordination.PRINTERS.items()},
     **{("discovery.k8s.io", kind): p for kind, p in discovery.PRINTERS.items()},
     **{("scheduling.k8s.io", kind): p for kind, p in scheduling.PRINTERS.items()},
+    **{("networking.k8s.io", kind): p for kind, p in networking.PRINTERS.items()},
     **{("flowcontrol.apiserver.k8s.io", kind): p for kind, p in flowcontrol.PRINTERS.items()},
     **{("policy", kind): p for kind, p in policy.PRINTERS.items()},
     **{("autoscaling", kind): p for kind, p in autoscaling.PRINTERS.items()},

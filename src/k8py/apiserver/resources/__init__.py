@@ -11,7 +11,7 @@ from __future__ import annotations
 from k8py.apiserver.registry import Registry, ResourceDefinition
 from k8py.apiserver.resources import (
     admissionregistration, apiregistration, apps, authentication, authorization, autoscaling, batch, certificates, core, flowcontrol,
-    metrics, misc, policy, quota, rbac, scheduling, storage,
+    metrics, misc, networking, policy, quota, rbac, scheduling, storage,
 )
 
 __all__ = ["builtin_definitions", "register_builtins"]
@@ -22,7 +22,7 @@ def builtin_definitions() -> list[ResourceDefinition]:
             *policy.DEFINITIONS, *quota.DEFINITIONS, *autoscaling.DEFINITIONS,
             *rbac.DEFINITIONS, *admissionregistration.DEFINITIONS, *apiregistration.DEFINITIONS,
             *authentication.DEFINITIONS, *authorization.DEFINITIONS, *certificates.DEFINITIONS, *flowcontrol.DEFINITIONS,
-            *storage.DEFINITIONS]
+            *storage.DEFINITIONS, *networking.DEFINITIONS]
 
 
 def register_builtins(registry: Registry) -> None:

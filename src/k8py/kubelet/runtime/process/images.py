@@ -8,6 +8,8 @@ tag stripped (``docker.io/library/busybox:1.36`` → ``busybox``,
 - base images (busybox, alpine, debian, ubuntu, python, …) have no
   entrypoint: the container's command/args run on the host (``args`` with
   no ``command`` are the argv, as an empty ENTRYPOINT makes them);
+- ``python`` has ``python`` and ``python3``: k8py's own interpreter when its
+  directory holds a ``python`` (see ``_python_env``);
 - ``pause`` sleeps forever;
 - ``nginx`` runs the built-in web server (:mod:`.nginx`) on the pod's IP,
   serving ``/usr/share/nginx/html``: the image ships that directory (its
@@ -28,6 +30,7 @@ no command was given, else args).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from k8py.kubelet.runtime.process import nginx
+from k8py.kubelet.runtime.process import launcher, nginx
 from k8py.kubelet.runtime.protocols import Image, RuntimeErrorStatus
 
 __all__ = ["ImageRecipe", "ImageCatalog", "repository_name", "validate_reference"]
@@ -51,6 +54,16 @@ _BASE_IMAGES = {
     "fedora": ["bash"], "centos": ["bash"], "bash": ["bash"], "python": ["python3"],
     "agnhost": ["sh"], "distroless": ["sh"], "curl": ["sh"], "perl": ["perl"],
 }
+
+
+def _python_env() -> dict[str, str]:
+    """The python image has ``python`` as well as ``python3`` on its PATH; a host often has only
+    ``python3``. The interpreter running k8py is the image's python: its directory comes first on
+    the PATH when it holds a ``python`` (a venv's or pyenv's bin), so both names are that one."""
+    bindir = os.path.dirname(sys.executable)
+    if not os.access(os.path.join(bindir, "python"), os.X_OK):
+        return {}
+    return {"PATH": f"{bindir}:{launcher.DEFAULT_PATH}"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,7 @@ class ImageCatalog:
         self._recipes: dict[str, ImageRecipe] = {}
         for name, cmd in _BASE_IMAGES.items():
             self._recipes[name] = ImageRecipe(name, cmd=cmd)
+        self._recipes["python"] = ImageRecipe("python", cmd=["python3"], env=_python_env())
         self._recipes["pause"] = ImageRecipe("pause", entrypoint=["sleep", "infinity"])
         self._recipes["nginx"] = ImageRecipe(
             "nginx", entrypoint=[sys.executable, "-m", "k8py.kubelet.runtime.process.nginx"],

@@ -1,13 +1,14 @@
-"""e2e: the process runtime's nginx image ships /usr/share/nginx/html as the real image does —
-index.html is there, a container may write into it (its own layer) and nginx serves what it wrote;
-a second pod's docroot is its own."""
+"""e2e: the process runtime's catalog images look like the real ones from inside. nginx ships
+/usr/share/nginx/html — index.html is there, a container may write into it (its own layer) and
+nginx serves what it wrote; a second pod's docroot is its own. The python image runs ``python``
+(not only ``python3``), in the container and in an exec."""
 
 from __future__ import annotations
 
 import json
 import urllib.request
 
-from tests.kubelet.conftest import Node, pod_manifest, ready
+from tests.kubelet.conftest import Node, phase, pod_manifest, ready
 
 
 def _nginx(node: Node, ns: str, name: str) -> str:
@@ -34,3 +35,12 @@ def test_the_nginx_docroot_is_the_images_and_writable_per_container(node: Node, 
         raise AssertionError("the second pod served the first one's file")
     except urllib.error.HTTPError as err:
         assert err.code == 404
+
+
+def test_the_python_image_has_python_on_its_path(node: Node, ns: str) -> None:
+    node.kubectl.run("apply", "-n", ns, "-f", "-", input=json.dumps(pod_manifest("py", [{
+        "name": "py", "image": "python", "command": ["python", "-c", "import sys, time; print(sys.version_info[0]); time.sleep(600)"],
+    }])))
+    node.wait_pod(ns, "py", phase("Running"), what="Running")
+    out = node.kubectl.run("exec", "-n", ns, "py", "--", "python", "-c", "print('from-exec')").stdout
+    assert out == "from-exec\n"
