@@ -278,12 +278,20 @@ API_RESOURCE_ROWS = [
     ('prioritylevelconfigurations', '', 'flowcontrol.apiserver.k8s.io/v1', 'false', 'PriorityLevelConfiguration'),
     ('nodes', '', 'metrics.k8s.io/v1beta1', 'false', 'NodeMetrics'),
     ('pods', '', 'metrics.k8s.io/v1beta1', 'true', 'PodMetrics'),
+    ('ingressclasses', '', 'networking.k8s.io/v1', 'false', 'IngressClass'),
+    ('ingresses', 'ing', 'networking.k8s.io/v1', 'true', 'Ingress'),
+    ('networkpolicies', 'netpol', 'networking.k8s.io/v1', 'true', 'NetworkPolicy'),
     ('poddisruptionbudgets', 'pdb', 'policy/v1', 'true', 'PodDisruptionBudget'),
     ('clusterrolebindings', '', 'rbac.authorization.k8s.io/v1', 'false', 'ClusterRoleBinding'),
     ('clusterroles', '', 'rbac.authorization.k8s.io/v1', 'false', 'ClusterRole'),
     ('rolebindings', '', 'rbac.authorization.k8s.io/v1', 'true', 'RoleBinding'),
     ('roles', '', 'rbac.authorization.k8s.io/v1', 'true', 'Role'),
     ('priorityclasses', 'pc', 'scheduling.k8s.io/v1', 'false', 'PriorityClass'),
+    ('csidrivers', '', 'storage.k8s.io/v1', 'false', 'CSIDriver'),
+    ('csinodes', '', 'storage.k8s.io/v1', 'false', 'CSINode'),
+    ('csistoragecapacities', '', 'storage.k8s.io/v1', 'true', 'CSIStorageCapacity'),
+    ('storageclasses', 'sc', 'storage.k8s.io/v1', 'false', 'StorageClass'),
+    ('volumeattachments', '', 'storage.k8s.io/v1', 'false', 'VolumeAttachment'),
 ]
 
 
@@ -309,7 +317,7 @@ def test_api_resources_and_api_versions_are_the_exact_lists(kubectl):
     only_apps = kubectl.run("api-resources", "--api-group=apps", "-o", "name").stdout
     assert only_apps == "controllerrevisions.apps\ndaemonsets.apps\ndeployments.apps\nreplicasets.apps\nstatefulsets.apps\n"
     assert kubectl.run("api-versions").stdout == (
-        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nflowcontrol.apiserver.k8s.io/v1\nmetrics.k8s.io/v1beta1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nv1\n"
+        "admissionregistration.k8s.io/v1\napiextensions.k8s.io/v1\napiregistration.k8s.io/v1\napps/v1\nauthentication.k8s.io/v1\nauthorization.k8s.io/v1\nautoscaling/v1\nautoscaling/v2\nbatch/v1\ncertificates.k8s.io/v1\ncoordination.k8s.io/v1\ndiscovery.k8s.io/v1\nevents.k8s.io/v1\nflowcontrol.apiserver.k8s.io/v1\nmetrics.k8s.io/v1beta1\nnetworking.k8s.io/v1\npolicy/v1\nrbac.authorization.k8s.io/v1\nscheduling.k8s.io/v1\nstorage.k8s.io/v1\nv1\n"
     )
 
 

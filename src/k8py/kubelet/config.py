@@ -140,27 +140,6 @@ class KubeletConfig:
         return os.path.join(self.root_dir, "runtime")
 
 
-_FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
-    "maxPods": ("max_pods", int),
-    "podPidsLimit": ("pod_pids_limit", int),
-    "podCIDR": ("pod_cidr", str),
-    "address": ("address", str),
-    "port": ("port", int),
-    "staticPodPath": ("static_pod_path", str),
-    "containerLogMaxSize": ("container_log_max_size", parse_quantity_bytes),
-    "containerLogMaxFiles": ("container_log_max_files", int),
-    "nodeLeaseDurationSeconds": ("node_lease_duration_seconds", int),
-    "registerWithTaints": ("register_with_taints", list),
-    "systemReserved": ("system_reserved", dict),
-    "clusterDNS": ("cluster_dns", list),
-    "clusterDomain": ("cluster_domain", str),
-    "resolvConf": ("resolv_conf", str),
-    "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
-    "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
-    "rotateCertificates": ("rotate_certificates", bool),
-}
-
-
 def _duration(value: Any) -> float:
     """Go durations as KubeletConfiguration writes them: ``10s``, ``1m0s``, ``500ms``."""
     if isinstance(value, (int, float)):
@@ -181,6 +160,31 @@ def _duration(value: Any) -> float:
     return total + (float(num) if num else 0.0)
 
 
+_FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
+    "maxPods": ("max_pods", int),
+    "podPidsLimit": ("pod_pids_limit", int),
+    "podCIDR": ("pod_cidr", str),
+    "address": ("address", str),
+    "port": ("port", int),
+    "staticPodPath": ("static_pod_path", str),
+    "containerLogMaxSize": ("container_log_max_size", parse_quantity_bytes),
+    "containerLogMaxFiles": ("container_log_max_files", int),
+    "nodeLeaseDurationSeconds": ("node_lease_duration_seconds", int),
+    "registerWithTaints": ("register_with_taints", list),
+    "systemReserved": ("system_reserved", dict),
+    "clusterDNS": ("cluster_dns", list),
+    "clusterDomain": ("cluster_domain", str),
+    "resolvConf": ("resolv_conf", str),
+    "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
+    "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
+    "rotateCertificates": ("rotate_certificates", bool),
+    "nodeStatusUpdateFrequency": ("node_status_update_frequency", _duration),
+    "nodeStatusReportFrequency": ("node_status_report_frequency", _duration),
+    "imageMinimumGCAge": ("image_minimum_gc_age", _duration),
+    "syncFrequency": ("sync_frequency", _duration),
+}
+
+
 def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfig:
     with open(path, encoding="utf-8") as f:
         doc = yaml.safe_load(f) or {}
@@ -189,14 +193,6 @@ def load_kubelet_configuration(path: str, config: KubeletConfig) -> KubeletConfi
     for key, (attr, conv) in _FILE_FIELDS.items():
         if key in doc:
             setattr(config, attr, conv(doc[key]))
-    if "nodeStatusUpdateFrequency" in doc:
-        config.node_status_update_frequency = _duration(doc["nodeStatusUpdateFrequency"])
-    if "nodeStatusReportFrequency" in doc:
-        config.node_status_report_frequency = _duration(doc["nodeStatusReportFrequency"])
-    if "imageMinimumGCAge" in doc:
-        config.image_minimum_gc_age = _duration(doc["imageMinimumGCAge"])
-    if "syncFrequency" in doc:
-        config.sync_frequency = _duration(doc["syncFrequency"])
     _load_eviction(doc, config)
     _load_auth(doc, config)
     return config

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from k8py.api.volume_sources import VOLUME_SOURCES
+
 __all__ = [
     "child_object",
     "set_absent",
@@ -101,17 +103,8 @@ def default_container(container: Object, *, host_network: bool = False) -> None:
         _default_field_ref(env.get("valueFrom"))
 
 
-_VOLUME_SOURCES = (
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret",
-    "nfs", "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder",
-    "cephfs", "flocker", "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume",
-    "quobyte", "azureDisk", "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
-    "storageos", "csi", "ephemeral", "image",
-)
-
-
 def _default_volume(volume: Object) -> None:
-    if not any(volume.get(k) is not None for k in _VOLUME_SOURCES):
+    if not any(volume.get(k) is not None for k in VOLUME_SOURCES):
         volume["emptyDir"] = {}
     for key in ("secret", "configMap", "downwardAPI"):
         source = volume.get(key)

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from k8py.api.errors import ServiceUnavailable
 
-__all__ = ["relay", "HOP_BY_HOP"]
+__all__ = ["relay", "copy_body", "HOP_BY_HOP"]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,22 @@ async def relay(request: web.Request, session: aiohttp.ClientSession, url: str, 
             if key.lower() not in HOP_BY_HOP:
                 response.headers.add(key, value)
         await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionError):
-            log.debug("proxied stream ended early", extra={"url": url})
+        await copy_body(upstream, response, logger=log, ended_early="proxied stream ended early", extra={"url": url})
         return response
     finally:
         upstream.release()
+
+
+async def copy_body(upstream: aiohttp.ClientResponse, response: web.StreamResponse, *, logger: logging.Logger,
+                    ended_early: str, extra: dict[str, str]) -> None:
+    """Write ``upstream``'s body to the prepared ``response`` as it arrives, then end it.
+
+    A client or upstream that goes away mid-stream just ends the response: logged at debug as
+    ``ended_early`` on the caller's ``logger``, never raised (the status line has been sent already).
+    """
+    try:
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+    except (ConnectionError, aiohttp.ClientConnectionError):
+        logger.debug(ended_early, extra=extra)

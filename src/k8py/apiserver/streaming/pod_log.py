@@ -21,6 +21,7 @@ from aiohttp import web
 
 from k8py.api.errors import Cause, Invalid, ServiceUnavailable
 from k8py.api.stream_channels import query_flag
+from k8py.apiserver.streaming.http_relay import copy_body
 from k8py.apiserver.streaming.kubelet_client import KubeletClient, pod_container, status_error_from_response
 
 __all__ = ["serve_pod_log", "log_options"]
@@ -87,13 +88,9 @@ async def serve_pod_log(
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionError):
-            # the client went away, or the kubelet did: the response just ends
-            log.debug("log stream ended early", extra={"pod": f"{namespace}/{name}"})
+        # the client going away, or the kubelet, just ends the response
+        await copy_body(upstream, response, logger=log, ended_early="log stream ended early",
+                        extra={"pod": f"{namespace}/{name}"})
         return response
     finally:
         upstream.release()

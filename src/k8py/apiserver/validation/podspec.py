@@ -17,6 +17,7 @@ from typing import Any
 
 from k8py.api.errors import Cause
 from k8py.api.names import is_dns1123_label, is_dns1123_subdomain, validate_annotations, validate_labels
+from k8py.api.volume_sources import VOLUME_SOURCES
 
 from k8py.apiserver.validation.field import (
     duplicate, forbidden, invalid, is_int, not_found, not_supported, port_name, port_number, required,
@@ -36,13 +37,6 @@ _VOLUME_REQUIRED_NAME = {
     "configMap": "name", "secret": "secretName", "hostPath": "path",
     "persistentVolumeClaim": "claimName", "nfs": "server",
 }
-_VOLUME_SOURCES = (
-    "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret",
-    "nfs", "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder",
-    "cephfs", "flocker", "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume",
-    "quobyte", "azureDisk", "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
-    "storageos", "csi", "ephemeral", "image",
-)
 
 
 def _dicts(value: Any) -> list[Object]:
@@ -62,7 +56,7 @@ def _volumes(spec: Object, path: str) -> tuple[list[Cause], set[str]]:
             if name in names:
                 causes.append(duplicate(f"{p}.name", name))
             names.add(name)
-        sources = [k for k in _VOLUME_SOURCES if vol.get(k) is not None]
+        sources = [k for k in VOLUME_SOURCES if vol.get(k) is not None]
         if not sources:
             causes.append(required(p, "must specify a volume type"))
         for extra in sources[1:]:

@@ -105,6 +105,14 @@ class GarbageCollector(KeyedController):
         except NotFound:
             return None
 
+    async def _live(self, node: Node) -> dict[str, Any] | None:
+        """The node's object as the API server has it now; None if it is gone or another object
+        (another uid) now has its name."""
+        found = await self._get(node.api_version, node.kind, node.namespace, node.name)
+        if found is None or _meta(found).get("uid") != node.uid:
+            return None
+        return found
+
     async def _owner_state(self, ref: Mapping[str, Any], dependent: Mapping[str, Any]) -> str:
         uid = ref.get("uid") or ""
         resource = self.monitors.lookup(ref.get("apiVersion") or "", ref.get("kind") or "")
@@ -141,8 +149,8 @@ class GarbageCollector(KeyedController):
         if node.virtual:
             await self._verify_virtual(node)
             return
-        latest = await self._get(node.api_version, node.kind, node.namespace, node.name)
-        if latest is None or _meta(latest).get("uid") != uid:
+        latest = await self._live(node)
+        if latest is None:
             return  # gone: its DELETED event updates the graph
         meta = _meta(latest)
         if meta.get("deletionTimestamp") and FOREGROUND in (meta.get("finalizers") or ()):
@@ -178,10 +186,10 @@ class GarbageCollector(KeyedController):
 
     async def _verify_virtual(self, node: Node) -> None:
         try:
-            found = await self._get(node.api_version, node.kind, node.namespace, node.name)
+            found = await self._live(node)
         except UnknownOwnerKind:
             found = None
-        if found is not None and _meta(found).get("uid") == node.uid:
+        if found is not None:
             return  # it exists: its informer will bring it
         self._absent.add((node.uid, node.namespace))
         self.graph.remove(node)  # its dependents are looked at again
@@ -208,8 +216,8 @@ class GarbageCollector(KeyedController):
         node = self.graph.get(uid)
         if node is None or node.virtual:
             return
-        latest = await self._get(node.api_version, node.kind, node.namespace, node.name)
-        if latest is None or _meta(latest).get("uid") != uid:
+        latest = await self._live(node)
+        if latest is None:
             return
         meta = _meta(latest)
         if not meta.get("deletionTimestamp") or ORPHAN not in (meta.get("finalizers") or ()):
@@ -218,8 +226,8 @@ class GarbageCollector(KeyedController):
             dep = self.graph.get(dep_uid)
             if dep is None or dep.virtual:
                 continue
-            dep_latest = await self._get(dep.api_version, dep.kind, dep.namespace, dep.name)
-            if dep_latest is None or _meta(dep_latest).get("uid") != dep_uid:
+            dep_latest = await self._live(dep)
+            if dep_latest is None:
                 continue
             await self._remove_owner_refs(dep, dep_latest, {uid})
         await self._remove_finalizer(node, latest, ORPHAN)
