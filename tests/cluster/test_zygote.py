@@ -95,6 +95,7 @@ async def test_a_zygote_started_before_the_event_loop_is_adopted_and_followed(tm
     script = ("import os, sys, time; from k8py.cli.zygote import fork_serve; "
               f"pid = fork_serve({sock!r}, {log!r}); print(pid, flush=True); os.waitpid(pid, 0)")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid = 0
     try:
         pid = int(parent.stdout.readline())
         client = ZygoteClient(sock)
@@ -109,6 +110,8 @@ async def test_a_zygote_started_before_the_event_loop_is_adopted_and_followed(tm
     finally:
         parent.kill()
         parent.wait()
+        if pid and _alive(pid):  # a failed check must not leave the forked zygote behind (it outlives its parent)
+            os.killpg(pid, signal.SIGKILL)
     assert open(log).read().startswith("--- k8py up: starting zygote (forked from k8py up")
 
 
