@@ -83,6 +83,23 @@ def _default_rules(rules: Any) -> None:
             rule["scope"] = "*"
 
 
+def default_binding_spec(obj: Object, rule_lists: tuple[str, ...] = ("resourceRules", "excludeResourceRules")) -> None:
+    """A policy binding's defaults (ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicyBinding):
+    matchPolicy Equivalent, empty selectors, rule scope ``*``, paramRef's parameterNotFoundAction Deny."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    resources = spec.get("matchResources")
+    if isinstance(resources, dict):
+        resources.setdefault("matchPolicy", "Equivalent")
+        _default_selectors(resources)
+        for key in rule_lists:
+            _default_rules(resources.get(key))
+    ref = spec.get("paramRef")
+    if isinstance(ref, dict):
+        ref.setdefault("parameterNotFoundAction", "Deny")
+
+
 def _validate_rules(rules: Any, field: str, *, allow_connect: bool = True) -> list[Cause]:
     causes: list[Cause] = []
     for i, rule in enumerate(rules if isinstance(rules, list) else []):
@@ -291,18 +308,7 @@ class PolicyBindingStrategy(StandardStrategy):
         super().__init__(GROUP, "v1", "ValidatingAdmissionPolicyBinding", tracks_generation=True)
 
     def default(self, obj: Object) -> None:
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            return
-        resources = spec.get("matchResources")
-        if isinstance(resources, dict):
-            resources.setdefault("matchPolicy", "Equivalent")
-            _default_selectors(resources)
-            _default_rules(resources.get("resourceRules"))
-            _default_rules(resources.get("excludeResourceRules"))
-        ref = spec.get("paramRef")
-        if isinstance(ref, dict):
-            ref.setdefault("parameterNotFoundAction", "Deny")
+        default_binding_spec(obj)
 
     def validate(self, obj: Object) -> list[Cause]:
         return self._validate(obj)

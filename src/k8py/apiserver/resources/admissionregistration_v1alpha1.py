@@ -22,6 +22,7 @@ from k8py.apiserver.cel.mutation import restore_positions, rewrite
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.resources.admissionregistration import (
     _POLICY_VARIABLES, _TYPED, GROUP, _cel_causes, _default_rules, _default_selectors, _quote, _unsupported,
+    default_binding_spec,
 )
 from k8py.apiserver.resources.strategies import StandardStrategy
 
@@ -105,17 +106,7 @@ class MutatingPolicyBindingStrategy(StandardStrategy):
         super().__init__(GROUP, VERSION, "MutatingAdmissionPolicyBinding", tracks_generation=True)
 
     def default(self, obj: Object) -> None:
-        spec = obj.get("spec")
-        if not isinstance(spec, dict):
-            return
-        resources = spec.get("matchResources")
-        if isinstance(resources, dict):
-            resources.setdefault("matchPolicy", "Equivalent")
-            _default_selectors(resources)
-            _default_rules(resources.get("resourceRules"))
-        ref = spec.get("paramRef")
-        if isinstance(ref, dict):
-            ref.setdefault("parameterNotFoundAction", "Deny")
+        default_binding_spec(obj, ("resourceRules",))
 
     def validate(self, obj: Object) -> list[Cause]:
         return self._validate(obj)
