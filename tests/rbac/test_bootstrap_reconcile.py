@@ -12,7 +12,7 @@ RBAC = "rbac.authorization.k8s.io"
 
 
 def _start(data: str) -> APIServer:
-    return APIServer(SqliteStorage(os.path.join(data, "db")), APIServerConfig(endpoint_reconciler_interval=0.0))
+    return APIServer(SqliteStorage(os.path.join(data, "db")), APIServerConfig(endpoint_reconciler_interval=0.0, secure_port=None, insecure_port=0))
 
 
 async def test_reconciliation_creates_repairs_and_respects_autoupdate_false(tmp_path) -> None:

@@ -53,7 +53,7 @@ def configmap_create(name: str = "cm", namespace: str = "default", labels: dict[
 @pytest.fixture
 async def server(tmp_path) -> AsyncIterator[APIServer]:
     os.makedirs(tmp_path / "data", exist_ok=True)
-    api = APIServer(SqliteStorage(str(tmp_path / "data" / "k8py.db")), APIServerConfig(endpoint_reconciler_interval=0.0))
+    api = APIServer(SqliteStorage(str(tmp_path / "data" / "k8py.db")), APIServerConfig(endpoint_reconciler_interval=0.0, secure_port=None, insecure_port=0))
     await api.start()
     try:
         yield api

@@ -25,7 +25,7 @@ RBAC = "rbac.authorization.k8s.io"
 async def rbac_server(tmp_path) -> AsyncIterator[APIServer]:
     os.makedirs(tmp_path / "data", exist_ok=True)
     api = APIServer(SqliteStorage(str(tmp_path / "data" / "k8py.db")),
-                    APIServerConfig(endpoint_reconciler_interval=0.0, authorization_modes=("RBAC",)))
+                    APIServerConfig(endpoint_reconciler_interval=0.0, authorization_modes=("RBAC",), secure_port=None, insecure_port=0))
     await api.start()
     try:
         yield api
