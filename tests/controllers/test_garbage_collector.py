@@ -126,3 +126,26 @@ async def test_a_cluster_scoped_object_owned_by_a_namespaced_one_is_refused(clie
 
     events = await eventually(warned, timeout=30)
     assert events[0]["involvedObject"]["name"] == "owned" and events[0]["type"] == "Warning"
+
+
+async def test_collector_shares_the_pod_and_replicaset_watches_other_controllers_keep(client, start_manager, driver):
+    manager = await start_manager("deployment", "replicaset", "garbagecollector")
+    gc = manager.controllers["garbagecollector"]
+    await eventually(lambda: _ready(gc))
+    shared = manager.context.informers
+    assert gc.monitors.informers[("", "pods")] is shared.existing("", "pods")
+    assert gc.monitors.informers[("apps", "replicasets")] is shared.existing("apps", "replicasets")
+    assert ("", "configmaps") in gc.monitors.informers and shared.existing("", "configmaps") is None  # its own, metadata only
+    # and cascading still works through the shared ones
+    await client.create(DEPLOYMENTS, deployment("shared", 2))
+    await eventually(lambda: complete(client, "shared", 2), timeout=60)
+    await client.delete(DEPLOYMENTS, "default", "shared", propagation_policy="Background")
+
+    async def tree_gone():
+        return await count(client, REPLICASETS, "app=shared") == 0 and await count(client, PODS, "app=shared") == 0
+
+    await eventually(tree_gone, timeout=60)
+
+
+async def _ready(gc) -> bool:
+    return bool(gc.monitors.informers) and gc.monitors.has_synced()

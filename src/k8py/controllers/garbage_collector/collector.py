@@ -57,7 +57,8 @@ class GarbageCollector(KeyedController):
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx, name="garbagecollector", queue_name="garbage_collector_attempt_to_delete")
         self.recorder = ctx.recorder("garbage-collector-controller")
-        self.monitors = Monitors(ctx.client, on_change=self._observe, on_delete=self._forget, clock=ctx.clock)
+        self.monitors = Monitors(ctx.client, on_change=self._observe, on_delete=self._forget, clock=ctx.clock,
+                                shared=ctx.informers)
         self.orphan_queue = ctx.new_queue("garbage_collector_attempt_to_orphan")
         self.orphan_loop: ControllerLoop[str] = ControllerLoop(
             name="garbagecollector-orphan", queue=self.orphan_queue, sync=self.attempt_to_orphan,
