@@ -29,6 +29,7 @@ from k8py import __version__
 from k8py.cli import apiserver as apiserver_command
 from k8py.cli import containerd as containerd_command
 from k8py.cli import controller_manager as controller_manager_command
+from k8py.cli import down as down_command
 from k8py.cli import etcd as etcd_command
 from k8py.cli import flow as flow_command
 from k8py.cli import kubelet as kubelet_command
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         return up_command.run_up(args)
     if args.command == "down":
-        return up_command.run_down(args)
+        return down_command.run_down(args)
     if args.command == "status":
         return up_command.run_status(args)
     if args.command == "flow":
