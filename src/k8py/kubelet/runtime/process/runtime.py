@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Mapping, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process import console_holder, container_exec, launcher, oci_container, spawn
 from k8py.kubelet.runtime.process.container_record import new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
@@ -109,11 +109,14 @@ class ProcessRuntime:
             self._mark_exited(rec, *self._exit_from_status(rec, default=(137, "ContainerStatusUnknown")))
             return
         log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
-        for stream in ("stdout", "stderr"):
-            try:
-                log.follow(stream, os.path.join(self._cdir(rec["id"]), f"{stream}.fifo"))
-            except OSError:
-                pass
+        if rec.get("tty"):
+            self._adopt_terminal(rec, log)
+        else:
+            for stream in ("stdout", "stderr"):
+                try:
+                    log.follow(stream, os.path.join(self._cdir(rec["id"]), f"{stream}.fifo"))
+                except OSError:
+                    pass
         self._logs[rec["id"]] = log
         fd = os.pidfd_open(rec["pid"])
         loop = asyncio.get_running_loop()
@@ -126,6 +129,18 @@ class ProcessRuntime:
 
         loop.add_reader(fd, gone)
         logger.info("adopted running container", extra={"container": rec["id"], "pid": rec["pid"]})
+
+    def _adopt_terminal(self, rec: dict[str, Any], log: ContainerLog) -> None:
+        """Take the pty master back from the container's console holder: its log and attach go on."""
+        try:
+            master = console_holder.fetch_master(self._cdir(rec["id"]))
+        except OSError as err:
+            logger.warning("the terminal of an adopted container is out of reach: attach streams its log only",
+                           extra={"container": rec["id"], "error": str(err)})
+            return
+        terminal = Terminal(master)
+        log.follow_fd("stdout", os.dup(master), terminal.tap)
+        self._terminals[rec["id"]] = terminal
 
     def _exit_from_status(self, rec: dict[str, Any], *, default: tuple[int, str]) -> tuple[int, str]:
         if rec.get("bwrap"):
@@ -351,6 +366,9 @@ class ProcessRuntime:
         if rec is None:
             return
         await self.stop_container(container_id, 0)
+        holder = rec.get("console") or [0, 0]
+        if is_same_process(holder[0], holder[1]):  # it ends with the container; one that lingers goes now
+            os.kill(holder[0], signal.SIGKILL)
         self._containers.pop(container_id, None)
         self._exited.pop(container_id, None)
         CgroupManager.remove(rec.get("cgroups") or [])
@@ -389,8 +407,27 @@ class ProcessRuntime:
         return self.sandboxes.get(sandbox_id)["ip"] or self.node_ip, port
 
     def attach_fifo(self, container_id: str) -> str | None:
+        """None too once a ``stdinOnce`` container's stdin was closed: later attaches get no stdin."""
         rec = self._rec(container_id)
-        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] and not rec.get("tty") else None
+        if not rec["stdin"] or rec.get("tty") or rec.get("stdin_closed"):
+            return None
+        return os.path.join(self._cdir(container_id), "stdin.fifo")
+
+    async def close_stdin(self, container_id: str) -> None:
+        """An attach's stdin ended. For a ``stdinOnce`` container that closes the container's stdin
+        for good (it reads EOF once the attach has closed its own writer), as containerd does; for
+        others nothing happens. A ``tty`` container keeps its terminal (containerd's choice too)."""
+        rec = self._rec(container_id)
+        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty") or rec.get("stdin_closed"):
+            return
+        rec["stdin_closed"] = True
+        self._save(rec)
+        if rec["state"] != ContainerState.RUNNING.value:
+            return
+        try:
+            await asyncio.to_thread(console_holder.close_stdin, self._cdir(container_id))
+        except OSError as err:
+            logger.warning("stdin of a stdinOnce container not closed", extra={"container": container_id, "error": str(err)})
 
     def attach_terminal(self, container_id: str) -> Terminal | None:
         """The running ``tty: true`` container's terminal (None without one, or once adopted)."""
