@@ -21,7 +21,7 @@ from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, ContainerStatus, PodSandboxConfig, RuntimeErrorStatus
 
-__all__ = ["new_record", "status_of"]
+__all__ = ["new_record", "status_of", "add_image_dirs"]
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
@@ -75,3 +75,19 @@ def status_of(rec: Mapping[str, Any]) -> ContainerStatus:
         image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
         finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
         labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])
+
+
+def add_image_dirs(rec: dict[str, Any], layer: str, image_dirs: Mapping[str, Mapping[str, bytes]]) -> None:
+    """The directories a catalog image ships (nginx's docroot), each a writable copy under
+    ``layer``, the container's own directory (removed with it), mounted at its path in the
+    record unless a volume is mounted there."""
+    mounted = {m[0] for m in rec["mounts"]}
+    for path, files in image_dirs.items():
+        if path in mounted:
+            continue
+        host = os.path.join(layer, path.lstrip("/"))
+        os.makedirs(host, exist_ok=True)
+        for name, content in files.items():
+            with open(os.path.join(host, name), "wb") as f:
+                f.write(content)
+        rec["mounts"].append([path, host, False])

@@ -18,12 +18,12 @@ import secrets
 import shutil
 import signal
 import time
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import console_holder, container_exec, launcher, oci_container, spawn
-from k8py.kubelet.runtime.process.container_record import new_record, status_of
+from k8py.kubelet.runtime.process import adoption, console_holder, container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process.container_record import add_image_dirs, new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
 from k8py.kubelet.runtime.process.image_service import ProcessImages
@@ -31,7 +31,7 @@ from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.terminal import Terminal
-from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
+from k8py.kubelet.runtime.process.records import process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
     ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
@@ -104,50 +104,13 @@ class ProcessRuntime:
         self.images.start_gc(lambda: {c["image_id"] for c in self._containers.values() if c.get("image_id")})
 
     def _adopt(self, rec: dict[str, Any]) -> None:
-        if not is_same_process(rec["pid"], rec["start_ticks"]):
-            logger.info("container vanished while the kubelet was away", extra={"container": rec["id"]})
-            self._mark_exited(rec, *self._exit_from_status(rec, default=(137, "ContainerStatusUnknown")))
-            return
-        log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
-        if rec.get("tty"):
-            self._adopt_terminal(rec, log)
-        else:
-            for stream in ("stdout", "stderr"):
-                try:
-                    log.follow(stream, os.path.join(self._cdir(rec["id"]), f"{stream}.fifo"))
-                except OSError:
-                    pass
-        self._logs[rec["id"]] = log
-        fd = os.pidfd_open(rec["pid"])
-        loop = asyncio.get_running_loop()
-
-        def gone() -> None:
-            loop.remove_reader(fd)
-            os.close(fd)
-            code, reason = self._exit_from_status(rec, default=(137, "ContainerStatusUnknown"))
-            self._mark_exited(rec, code, reason)
-
-        loop.add_reader(fd, gone)
-        logger.info("adopted running container", extra={"container": rec["id"], "pid": rec["pid"]})
-
-    def _adopt_terminal(self, rec: dict[str, Any], log: ContainerLog) -> None:
-        """Take the pty master back from the container's console holder: its log and attach go on."""
-        try:
-            master = console_holder.fetch_master(self._cdir(rec["id"]))
-        except OSError as err:
-            logger.warning("the terminal of an adopted container is out of reach: attach streams its log only",
-                           extra={"container": rec["id"], "error": str(err)})
-            return
-        terminal = Terminal(master)
-        log.follow_fd("stdout", os.dup(master), terminal.tap)
-        self._terminals[rec["id"]] = terminal
-
-    def _exit_from_status(self, rec: dict[str, Any], *, default: tuple[int, str]) -> tuple[int, str]:
-        if rec.get("bwrap"):
-            _, code = launcher.read_status_file(os.path.join(self._cdir(rec["id"]), "bwrap-status.json"))
-            if code is not None:
-                return code, ""
-        return default
+        cdir = self._cdir(rec["id"])
+        adopted = adoption.adopt(rec, cdir, log_max_size=self.log_max_size, log_max_files=self.log_max_files,
+                                 on_exit=lambda code, reason: self._mark_exited(rec, code, reason))
+        if adopted is not None:
+            self._logs[rec["id"]] = adopted.log
+            if adopted.terminal is not None:
+                self._terminals[rec["id"]] = adopted.terminal
 
     async def close(self) -> None:
         for task in list(self._waiters.values()):
@@ -241,26 +204,12 @@ class ProcessRuntime:
         cid = rec["id"]
         os.makedirs(self._cdir(cid), exist_ok=True)
         if "rootfs" not in rec and self.bwrap:
-            self._add_image_dirs(rec, self.catalog.resolve(config.image).image_dirs)
+            add_image_dirs(rec, os.path.join(self._cdir(cid), "layer"), self.catalog.resolve(config.image).image_dirs)
         self._containers[cid] = rec
         self._exited[cid] = asyncio.Event()
         self._save(rec)
         self._emit(ContainerEventType.CREATED, rec)
         return cid
-
-    def _add_image_dirs(self, rec: dict[str, Any], image_dirs: Mapping[str, Mapping[str, bytes]]) -> None:
-        """The directories a catalog image ships (nginx's docroot), each a writable copy in the
-        container's own directory (its layer: removed with it), unless a volume is mounted there."""
-        mounted = {m[0] for m in rec["mounts"]}
-        for path, files in image_dirs.items():
-            if path in mounted:
-                continue
-            host = os.path.join(self._cdir(rec["id"]), "layer", path.lstrip("/"))
-            os.makedirs(host, exist_ok=True)
-            for name, content in files.items():
-                with open(os.path.join(host, name), "wb") as f:
-                    f.write(content)
-            rec["mounts"].append([path, host, False])
 
     def _rec(self, cid: str) -> dict[str, Any]:
         try:
