@@ -31,7 +31,7 @@ from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.terminal import Terminal
-from k8py.kubelet.runtime.process.records import process_start_ticks, read_records, write_record
+from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
     ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
