@@ -60,7 +60,8 @@ def new_record(images: ProcessImages, catalog: ImageCatalog, config: ContainerCo
         "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
         # a container joining its target's pid namespace is signalled as a process group (see launcher.build_launch)
         "bwrap": bwrap and not (config.target_container_id and oci is None), "argv": argv, "env": env, "cwd": cwd,
-        "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin, "tty": config.tty,
+        "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
+        "stdin_once": config.stdin_once, "tty": config.tty,
         "hostname": hostname, "cgroups": [],
         "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit, config.resources.cpu_shares],
         "security": sec.to_record(), "setpriv": setpriv, "target": config.target_container_id,

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import adoption, container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process import adoption, console_holder, container_exec, launcher, oci_container, spawn
 from k8py.kubelet.runtime.process.container_record import add_image_dirs, new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
@@ -31,7 +31,7 @@ from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.terminal import Terminal
-from k8py.kubelet.runtime.process.records import process_start_ticks, read_records, write_record
+from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
     ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
@@ -105,10 +105,12 @@ class ProcessRuntime:
 
     def _adopt(self, rec: dict[str, Any]) -> None:
         cdir = self._cdir(rec["id"])
-        log = adoption.adopt(rec, cdir, log_max_size=self.log_max_size, log_max_files=self.log_max_files,
-                             on_exit=lambda code, reason: self._mark_exited(rec, code, reason))
-        if log is not None:
-            self._logs[rec["id"]] = log
+        adopted = adoption.adopt(rec, cdir, log_max_size=self.log_max_size, log_max_files=self.log_max_files,
+                                 on_exit=lambda code, reason: self._mark_exited(rec, code, reason))
+        if adopted is not None:
+            self._logs[rec["id"]] = adopted.log
+            if adopted.terminal is not None:
+                self._terminals[rec["id"]] = adopted.terminal
 
     async def close(self) -> None:
         for task in list(self._waiters.values()):
@@ -313,6 +315,9 @@ class ProcessRuntime:
         if rec is None:
             return
         await self.stop_container(container_id, 0)
+        holder = rec.get("console") or [0, 0]
+        if is_same_process(holder[0], holder[1]):  # it ends with the container; one that lingers goes now
+            os.kill(holder[0], signal.SIGKILL)
         self._containers.pop(container_id, None)
         self._exited.pop(container_id, None)
         CgroupManager.remove(rec.get("cgroups") or [])
@@ -351,8 +356,27 @@ class ProcessRuntime:
         return self.sandboxes.get(sandbox_id)["ip"] or self.node_ip, port
 
     def attach_fifo(self, container_id: str) -> str | None:
+        """None too once a ``stdinOnce`` container's stdin was closed: later attaches get no stdin."""
         rec = self._rec(container_id)
-        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] and not rec.get("tty") else None
+        if not rec["stdin"] or rec.get("tty") or rec.get("stdin_closed"):
+            return None
+        return os.path.join(self._cdir(container_id), "stdin.fifo")
+
+    async def close_stdin(self, container_id: str) -> None:
+        """An attach's stdin ended. For a ``stdinOnce`` container that closes the container's stdin
+        for good (it reads EOF once the attach has closed its own writer), as containerd does; for
+        others nothing happens. A ``tty`` container keeps its terminal (containerd's choice too)."""
+        rec = self._rec(container_id)
+        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty") or rec.get("stdin_closed"):
+            return
+        rec["stdin_closed"] = True
+        self._save(rec)
+        if rec["state"] != ContainerState.RUNNING.value:
+            return
+        try:
+            await asyncio.to_thread(console_holder.close_stdin, self._cdir(container_id))
+        except OSError as err:
+            logger.warning("stdin of a stdinOnce container not closed", extra={"container": container_id, "error": str(err)})
 
     def attach_terminal(self, container_id: str) -> Terminal | None:
         """The running ``tty: true`` container's terminal (None without one, or once adopted)."""
