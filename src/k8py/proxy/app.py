@@ -38,6 +38,7 @@ from k8py.proxy.dns_zone import Zone, build_zone
 from k8py.proxy.backend import ProxyBackend
 from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.proxy.proxier import SERVICE_PROXY_NAME, Proxier, ProxyMetrics
+from k8py.proxy.service_health import ServiceHealthServer
 from k8py.proxy.userspace import UserspaceBackend
 
 __all__ = ["ProxyOptions", "DNSOptions", "run_proxy", "run_dns", "DEFAULT_DNS_IP"]
@@ -118,8 +119,9 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
             backend = UserspaceBackend(on_connection=metrics.connections.inc)
         options.mode = mode
         logger.info("proxy backend chosen", extra={"mode": mode, "node": options.node_name})
+        health_checks = ServiceHealthServer(healthy=lambda: proxier.synced.is_set())
         proxier = Proxier(informers, backend, node_name=options.node_name,
-                          node_addresses=options.node_addresses, metrics=metrics)
+                          node_addresses=options.node_addresses, metrics=metrics, health_checks=health_checks)
         if on_proxier is not None:
             on_proxier(proxier)
         health = HealthServer(metrics=prometheus_text(metrics.registry), bind=options.bind, port=options.port,

@@ -10,6 +10,10 @@ arrive during a sync are folded into the next one, so a burst costs one or
 two syncs, and nothing waits on a timer: the removal of an endpoint reaches
 the backend as soon as its slice update arrives.
 
+After each sync the per-Service health checks (:mod:`.service_health`) are
+brought in line: a listener on each ``healthCheckNodePort`` answering with
+this node's count of ready local endpoints.
+
 Services labelled ``service.kubernetes.io/service-proxy-name`` belong to
 another proxy and are skipped (upstream), which is how the cluster DNS
 Service, answered in place by ``k8py dns``, stays out of the table.
@@ -27,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import ENDPOINT_SLICES, NODES, SERVICES
 from k8py.proxy.backend import ProxyBackend
+from k8py.proxy.service_health import ServiceHealthServer, health_check_ports, local_ready_endpoints
 from k8py.proxy.service_table import ServicePort, ServicePortKey, build_table
 
 __all__ = ["Proxier", "SERVICE_PROXY_NAME"]
@@ -49,8 +54,10 @@ class ProxyMetrics:
 
 class Proxier:
     def __init__(self, informers: InformerFactory, backend: ProxyBackend, *, node_name: str,
-                 node_addresses: Sequence[str] = (), metrics: ProxyMetrics | None = None) -> None:
+                 node_addresses: Sequence[str] = (), metrics: ProxyMetrics | None = None,
+                 health_checks: ServiceHealthServer | None = None) -> None:
         self.backend = backend
+        self.health_checks = health_checks
         self.node_name = node_name
         self.extra_addresses = tuple(node_addresses)
         self.metrics = metrics or ProxyMetrics()
@@ -76,19 +83,24 @@ class Proxier:
                 found.append(addr["address"])
         return tuple(found or ("127.0.0.1",))
 
+    def _our_services(self) -> list[Any]:
+        return [s for s in self.services.lister.list() if SERVICE_PROXY_NAME not in ((s.get("metadata") or {}).get("labels") or {})]
+
     def build(self) -> dict[ServicePortKey, ServicePort]:
-        services = [s for s in self.services.lister.list()
-                    if SERVICE_PROXY_NAME not in ((s.get("metadata") or {}).get("labels") or {})]
-        return build_table(services, self.slices.lister.list(), self.node_name)
+        return build_table(self._our_services(), self.slices.lister.list(), self.node_name)
 
     async def sync_once(self) -> None:
         started = time.perf_counter()
-        table, addresses = self.build(), self.node_addresses()
+        services = self._our_services()
+        table = build_table(services, self.slices.lister.list(), self.node_name)
+        addresses = self.node_addresses()
         if table != self.table or addresses != self.addresses:
             await self.backend.sync(table, addresses)
             self.table, self.addresses = table, addresses
             self.generation += 1
             self.metrics.service_ports.set(len(table))
+        if self.health_checks is not None:
+            await self.health_checks.sync(health_check_ports(services), local_ready_endpoints(table, self.node_name), addresses)
         self.metrics.sync_duration.observe(time.perf_counter() - started)
         self.metrics.last_sync.set(time.time())
 
@@ -103,4 +115,6 @@ class Proxier:
                 self.synced.set()
                 await self._dirty.wait()
         finally:
+            if self.health_checks is not None:
+                await self.health_checks.close()
             await self.backend.close()
