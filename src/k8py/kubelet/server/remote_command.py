@@ -21,7 +21,10 @@ Order of a session, as upstream:
 
 Attach has no command: output is the container's log from now on (records
 sorted onto stdout/stderr), stdin goes to the runtime's stdin FIFO when the
-container has one; the session ends when the container exits. A ``tty: true``
+container has one; the session ends when the container exits. When the attach's stdin ends
+(v5's close of stdin, or the client going away) the runtime is told (:class:`~k8py.kubelet.
+runtime.protocols.StdinOnceRuntime`): a ``stdinOnce`` container then reads EOF, and later
+attaches get no stdin, as upstream (``kubectl run -i``). A ``tty: true``
 container attached with ``tty`` uses its own terminal instead (the runtime's
 :class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
 typed input and resizes into its pty.
@@ -37,7 +40,9 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from k8py.api import stream_channels as ch
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerTerminal, NotFoundError, RuntimeErrorStatus, TerminalRuntime
+from k8py.kubelet.runtime.protocols import (
+    ContainerState, ContainerTerminal, NotFoundError, RuntimeErrorStatus, StdinOnceRuntime, TerminalRuntime,
+)
 from k8py.kubelet.server.containers import KubeletError, running_attempt
 from k8py.kubelet.server.cri_logs import parse_record
 from k8py.kubelet.server.exec_process import ExecProcess
@@ -193,6 +198,19 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             await _attach_terminal(ws, terminal, stdin=stdin, stdout=stdout, protocol=protocol, where=f"{ns}/{pod}/{container}")
             return ws
         fd = -1
+        ended: list[asyncio.Task[None]] = []
+
+        def end_stdin() -> None:
+            """This attach's stdin ended (v5's close, or the client left): a ``stdinOnce``
+            container's stdin closes now, while its output still streams to this client."""
+            nonlocal fd
+            if fd < 0:
+                return
+            os.close(fd)
+            fd = -1
+            if isinstance(ctx.runtime, StdinOnceRuntime):
+                ended.append(asyncio.create_task(ctx.runtime.close_stdin(attempt.id), name=f"attach-close-stdin-{attempt.id[:12]}"))
+
         try:
             if fifo is not None:
                 try:
@@ -214,7 +232,7 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             async with asyncio.TaskGroup() as tg:
                 out = tg.create_task(follow(), name="attach-output")
                 reader = tg.create_task(
-                    _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=lambda: None, on_resize=lambda w, h: None),
+                    _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=end_stdin, on_resize=lambda w, h: None),
                     name="attach-client",
                 )
                 done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
@@ -225,8 +243,8 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
         except* ConnectionError:
             log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
-            if fd >= 0:
-                os.close(fd)
+            end_stdin()
+            await asyncio.gather(*ended)
             if not ws.closed:
                 await ws.close()
         return ws
