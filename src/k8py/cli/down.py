@@ -69,7 +69,8 @@ def run_down(args: argparse.Namespace) -> int:
 def remove_pods_from_runtime(data_dir: str, endpoint: str, nodes: list[str]) -> int:
     """With a containerd k8py did not start: stop and remove the sandboxes of this cluster's pods (the
     pods with a cgroup below its nodes' cgroup parents), then those parents. Returns how many went."""
-    from k8py.cluster.containerd import ContainerdLayout, pod_uids, remove_cgroups
+    from k8py.cluster.containerd import ContainerdLayout
+    from k8py.cluster.containerd_cleanup import pod_uids, remove_cgroups
 
     layouts = [ContainerdLayout.for_node(data_dir, node) for node in nodes]
     uids = set().union(*(pod_uids(layout) for layout in layouts)) if layouts else set()
@@ -99,7 +100,8 @@ def remove_pods_from_runtime(data_dir: str, endpoint: str, nodes: list[str]) -> 
 def cleanup_containerd(data_dir: str) -> list[str]:
     """Each node's containerd leftovers (a supervisor killed before it could remove them), then the machine's
     ip_forward once no k8py bridge is left. Returns the nodes that had some."""
-    from k8py.cluster.containerd import ContainerdLayout, cleanup
+    from k8py.cluster.containerd import ContainerdLayout
+    from k8py.cluster.containerd_cleanup import cleanup
 
     base = os.path.join(data_dir, "containerd")
     nodes = sorted(os.listdir(base)) if os.path.isdir(base) and os.geteuid() == 0 else []

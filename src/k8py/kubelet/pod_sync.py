@@ -175,11 +175,6 @@ class PodSyncer:
             if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
-                evict = self.volumes.over_size_limit(pod)
-                if evict:
-                    w.terminal_phase, w.reason, w.message = "Failed", "Evicted", evict
-                    self.event(pod, "Warning", "Evicted", evict)
-                    return None
         except MountError as err:
             self.event(pod, "Warning", "FailedMount", str(err))
             if actions.create_sandbox:

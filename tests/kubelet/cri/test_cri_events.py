@@ -1,9 +1,10 @@
 """CRIRuntime.container_events: the runtime's GetContainerEvents stream, and relisting when there is none or it breaks.
 
 Debian's containerd (1.6) has no GetContainerEvents (it answers UNIMPLEMENTED: the relisting path, which
-test_cri_runtime covers on the real containerd). The evented path is driven here by a small CRI server
-in the test (a real gRPC server on a unix socket, speaking k8py's CRI stubs) because no runtime on these
-machines implements the stream; it serves only the calls container_events makes. Needs no root.
+test_cri_runtime covers on the real containerd); containerd 1.7 has it (test_evented_pleg runs on Debian's
+next release's). Here a small CRI server in the test (a real gRPC server on a unix socket, speaking k8py's
+CRI stubs) drives what a real runtime will not do on demand: a stream that breaks, then comes back. It
+serves only the calls container_events makes. Needs no root.
 """
 
 from __future__ import annotations

@@ -186,18 +186,24 @@ class CRIClient:
         req = pb.ListPodSandboxStatsRequest()
         return list((await self._call(self._runtime, "ListPodSandboxStats", req, timeout)).stats)
 
-    async def container_events(self, *, on_open: Callable[[], None] | None = None) -> AsyncIterator[pb.ContainerEventResponse]:
+    async def container_events(self, *, on_open: Callable[[], None] | None = None,
+                               open_grace: float = 1.0) -> AsyncIterator[pb.ContainerEventResponse]:
         """The runtime's container event stream (CRI ``GetContainerEvents``), without a deadline;
-        ``on_open`` is called once the runtime has accepted the call (its response headers came).
+        ``on_open`` is called once the runtime has accepted the call: its response headers came, or the call is
+        still open after ``open_grace`` seconds (containerd 1.7, a grpc-go server, sends its headers with the
+        first event, which may be long in coming; a runtime without the stream refuses at once).
 
         Raises CRIError with ``UNIMPLEMENTED`` when the runtime has none (containerd before 1.7)."""
         call = self._runtime.GetContainerEvents(pb.GetEventsRequest())
 
         async def opened() -> None:
+            headers = asyncio.ensure_future(call.initial_metadata())
             try:
-                await call.initial_metadata()
-            except aio.AioRpcError:
-                return
+                await asyncio.wait([headers], timeout=open_grace)
+            finally:
+                if headers.done() and not headers.cancelled():
+                    headers.exception()  # a refusal is the stream's to raise; retrieved here so it is not logged
+                headers.cancel()
             if on_open is not None and not call.done():
                 on_open()
 

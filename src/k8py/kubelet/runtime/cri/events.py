@@ -5,7 +5,9 @@ yields a :class:`~k8py.kubelet.runtime.protocols.ContainerEvent` for every
 container that was created, started, stopped or deleted, from two sources:
 
 - the runtime's event stream (CRI ``GetContainerEvents``; containerd 1.7+):
-  an exit reaches the PLEG the moment the runtime sees it;
+  an exit reaches the PLEG the moment the runtime sees it (the stream counts
+  as open once the runtime has not refused it for a second: containerd sends
+  its response headers only with the first event);
 - relisting (upstream's *generic* PLEG): ``ListPodSandbox`` + ``ListContainers``
   and a diff against the states seen last (a sandbox counts as a container of
   its pod: ready is running, not ready exited, as upstream's relist has it;

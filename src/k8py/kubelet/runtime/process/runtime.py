@@ -339,6 +339,17 @@ class ProcessRuntime:
                 return hpath + path[len(base):]
         return path
 
+    def writable_layer_bytes(self, container_id: str) -> int:
+        """Disk the container's own layer holds (its directory: image-dir copies, an overlay's upper layer)."""
+        size = 0
+        for root, _, files in os.walk(self._cdir(container_id)):
+            for f in files:
+                try:
+                    size += os.lstat(os.path.join(root, f)).st_blocks * 512
+                except OSError:  # written or removed as we walk
+                    continue
+        return size
+
     # -- streaming ------------------------------------------------------------------------
 
     async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
