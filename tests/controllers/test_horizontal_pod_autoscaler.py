@@ -238,3 +238,18 @@ async def test_any_target_with_a_scale_subresource_is_scaled_and_an_unknown_kind
         assert (cond["status"], cond["reason"]) == ("False", "FailedGetScale")
         assert cond["message"] == ("the HPA controller was unable to get the target's current scale: "
                                    'no matches for kind "Nope" in group "example.com"')
+
+
+async def test_a_given_behavior_is_defaulted_as_upstream_and_an_absent_one_stays_absent(client):
+    def hpa(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x"}, "maxReplicas": 3, **spec}}
+
+    plain = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("plain"))
+    assert "behavior" not in plain["spec"]
+    given = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("given", behavior={"scaleDown": {"stabilizationWindowSeconds": 60}}))
+    assert given["spec"]["behavior"] == {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        "scaleDown": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
+                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}

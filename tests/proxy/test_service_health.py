@@ -98,3 +98,43 @@ async def test_a_requested_health_check_node_port_is_honoured_and_a_taken_one_re
     for port in (first["spec"]["healthCheckNodePort"], wanted):
         status, _, text = await eventually(lambda p=port: _health(cluster.node_address, p), timeout=30)
         assert status == 503 and json.loads(text)["localEndpoints"] == 0
+
+
+async def test_the_proxiers_own_healthz_and_livez_on_the_healthz_bind_address(server, client):
+    from k8py.client.config import ClientConfig
+    from k8py.client.resources import NODES
+    from k8py.proxy.app import ProxyOptions, run_proxy
+
+    options = ProxyOptions(node_name="node-h", node_addresses=("127.0.0.1",), mode="userspace", healthz_bind="127.0.0.1:0")
+    proxiers: list[Any] = []
+    task = asyncio.create_task(run_proxy(ClientConfig(server=server.url), options, on_proxier=proxiers.append), name="proxy")
+    try:
+        await eventually(lambda: proxiers and options.healthz_port and proxiers[0].synced.is_set(), timeout=30)
+
+        async def get(path: str) -> tuple[int, dict[str, Any]]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", options.healthz_port)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            raw = await reader.read()
+            writer.close()
+            head, _, text = raw.partition(b"\r\n\r\n")
+            return int(head.split()[1]), json.loads(text)
+
+        status, healthz = await get("/healthz")
+        assert status == 200 and healthz["nodeEligible"] is True and set(healthz) == {"lastUpdated", "currentTime", "nodeEligible"}
+        assert healthz["currentTime"].endswith(" +0000 UTC")
+        status, livez = await get("/livez")
+        assert status == 200 and set(livez) == {"lastUpdated", "currentTime"}
+        # the cluster autoscaler marks the node for deletion: not eligible (healthz 503), still live
+        await client.create(NODES, {"metadata": {"name": "node-h"}, "spec": {
+            "taints": [{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}]}})
+
+        async def ineligible() -> Any:
+            got = await get("/healthz")
+            return got if got[0] == 503 else None
+
+        status, healthz = await eventually(ineligible, timeout=30)
+        assert healthz["nodeEligible"] is False
+        assert (await get("/livez"))[0] == 200
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

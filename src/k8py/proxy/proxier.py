@@ -66,6 +66,8 @@ class Proxier:
         self.nodes = informers.informer(NODES, field_selector=f"metadata.name={node_name}")
         self._dirty = asyncio.Event()
         self.synced = asyncio.Event()
+        self._pending_since: float | None = None  # the oldest change not yet taken by a sync
+        self._syncing_since: float | None = None  # ... and that of the changes the running sync took
         self.table: dict[ServicePortKey, ServicePort] = {}
         self.addresses: tuple[str, ...] = ()
         self.generation = 0
@@ -73,7 +75,17 @@ class Proxier:
             informer.add_event_handler(on_add=self._mark, on_update=lambda o, n: self._mark(n), on_delete=self._mark)
 
     def _mark(self, _obj: Any) -> None:
+        if self._pending_since is None:
+            self._pending_since = time.time()
         self._dirty.set()
+
+    def waiting_since(self) -> float | None:
+        """When the oldest change still waiting for a finished sync arrived (for ``/healthz``)."""
+        times = [t for t in (self._syncing_since, self._pending_since) if t is not None]
+        return min(times) if times else None
+
+    def node(self) -> dict[str, Any] | None:
+        return self.nodes.lister.try_get(None, self.node_name)
 
     def node_addresses(self) -> tuple[str, ...]:
         node = self.nodes.lister.try_get(None, self.node_name)
@@ -111,7 +123,9 @@ class Proxier:
         try:
             while True:
                 self._dirty.clear()
+                self._syncing_since, self._pending_since = self._pending_since, None
                 await self.sync_once()
+                self._syncing_since = None
                 self.synced.set()
                 await self._dirty.wait()
         finally:

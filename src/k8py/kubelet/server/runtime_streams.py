@@ -36,7 +36,7 @@ from aiohttp import WSMsgType, web
 from k8py.api import stream_channels as ch
 from k8py.kubelet.runtime.protocols import NotFoundError, RemoteStream, RuntimeErrorStatus
 from k8py.kubelet.server.containers import KubeletError, running_attempt
-from k8py.kubelet.server.remote_command import _error, _flags, _open, _protocol
+from k8py.kubelet.server.remote_command import _error, _flags, _open, _protocol, send_status
 from k8py.kubelet.server_context import ServerContext
 
 __all__ = ["remote_exec_handler", "remote_attach_handler"]
@@ -123,5 +123,5 @@ async def _relay(ws: web.WebSocketResponse, remote: RemoteStream, protocol: str)
             return
         status = await remote.status()
         client.cancel()
-    await ws.send_bytes(ch.frame(ch.ERROR, status))
+    await send_status(ws, protocol, status)
     await ws.close()
