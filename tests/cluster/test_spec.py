@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from k8py.cluster.kubeconfig import merge_into_user_kubeconfig, write_kubeconfig
-from k8py.cluster.spec import (
-    ClusterSpec, SpecError, all_ports, component_specs, load_config_file, pick_cluster_cidr, pick_service_cidr,
-)
+from k8py.cluster.addresses import all_ports, pick_cluster_cidr, pick_service_cidr
+from k8py.cluster.commands import component_specs
+from k8py.cluster.spec import ClusterSpec, SpecError, load_config_file
 
 
 def test_a_config_file_with_an_unknown_field_is_refused_with_the_known_ones(tmp_path):

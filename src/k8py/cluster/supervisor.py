@@ -28,7 +28,7 @@ Invariants:
 - on stop: SIGTERM to the node and controller processes, then the API server,
   SIGKILL after ``stop_grace`` seconds, then :func:`~k8py.cluster.sweep.sweep`
   for the containers the kubelets started, and each node's containerd leftovers
-  (:func:`~k8py.cluster.containerd.cleanup`); the state then says ``stopped``.
+  (:func:`~k8py.cluster.containerd_cleanup.cleanup`); the state then says ``stopped``.
 """
 
 from __future__ import annotations
@@ -46,12 +46,14 @@ from typing import Any, Callable
 import aiohttp
 
 from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import (
-    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, dns_ip, pick_cluster_cidr,
-    kubernetes_service_ip, pick_service_cidr, service_cidr_for, zygote_spec,
+from k8py.cluster.addresses import (
+    DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
+from k8py.cluster.commands import component_specs, zygote_spec
+from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec
 from k8py.cluster import dns_address
-from k8py.cluster.containerd import ContainerdLayout, cleanup as containerd_cleanup
+from k8py.cluster.containerd import ContainerdLayout
+from k8py.cluster.containerd_cleanup import cleanup as containerd_cleanup
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI

@@ -89,6 +89,7 @@ __all__ = [
     "ImageRuntime",
     "Runtime",
     "ContainerTerminal",
+    "StdinOnceRuntime",
     "TerminalRuntime",
     "RemoteStream",
     "RemoteStreamingRuntime",
@@ -161,6 +162,15 @@ class StreamingRuntime(Protocol):
         """Path of the FIFO that feeds the container's stdin when the container
         was created with ``stdin=True``; None otherwise. Output to attach is
         the log file (follow it)."""
+
+
+@runtime_checkable
+class StdinOnceRuntime(Protocol):
+    """A runtime that closes a ``stdinOnce`` container's stdin when the attach feeding it ends."""
+
+    async def close_stdin(self, container_id: str) -> None:
+        """The attach's stdin ended (its client closed it, or went away); the runtime decides
+        what that means for the container (``stdinOnce``: EOF, and no stdin for later attaches)."""
 
 
 class ContainerTerminal(Protocol):
