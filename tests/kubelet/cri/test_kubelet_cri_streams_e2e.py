@@ -239,3 +239,41 @@ def test_a_host_network_pod_shares_the_nodes_network(cri_node: Node, ref: str) -
             time.sleep(0.3)
     cri_node.core.delete_namespaced_pod("hostnet", NS, grace_period_seconds=0)
     cri_node.wait_gone(NS, "hostnet", timeout=120)
+
+
+def test_a_client_that_hangs_up_ends_stdin_but_leaves_the_command_running_as_upstream(cri_node: Node, ref: str) -> None:
+    # upstream's kubelet on containerd does the same (kubernetes/kubernetes#89031, containerd/cri#1256): the
+    # session's end closes the command's stdin and nothing more; a command that does not read it runs on
+    cri_node.wait_pod(NS, "shell", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    scripts = {"reader": "echo $$ > /tmp/hangup-reader; exec cat", "sleeper": "echo $$ > /tmp/hangup-sleeper; exec sleep 300"}
+    clients = {name: subprocess.Popen([KUBECTL, "exec", "-i", "-n", NS, "shell", "--", "/bin/sh", "-c", script],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(cri_node))
+               for name, script in scripts.items()}
+    try:
+        pids = {}
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            for name in scripts:
+                r = cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "cat", f"/tmp/hangup-{name}", check=False)
+                if r.returncode == 0 and r.stdout.strip():
+                    pids[name] = r.stdout.strip()
+            time.sleep(0.2)
+        assert len(pids) == 2, pids
+        for proc in clients.values():
+            proc.kill()  # the client hangs up without closing stdin
+            proc.wait()
+
+        def alive(pid: str) -> bool:
+            return cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "test", "-d", f"/proc/{pid}", check=False).returncode == 0
+
+        deadline = time.monotonic() + 60
+        while alive(pids["reader"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pids["reader"]), "the reader's stdin was not closed when its client went away"
+        assert alive(pids["sleeper"]), "the command that does not read stdin should run on, as upstream's does"
+    finally:
+        for proc in clients.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "/bin/sh", "-c", "pkill -f 'sleep 300'; true", check=False)

@@ -24,6 +24,10 @@ that want a plain address. Resource usage is the runtime's
 ``hostNetwork`` pods: the sandbox and its containers in the node's network
 namespace (``NamespaceMode.NODE``), the node's IP (``node_ip``) as pod IP.
 
+Images: pulls through the runtime (``PullImage`` with each credential in
+turn), and with ``image_gc`` the runtime's images collected by disk
+thresholds as upstream's kubelet collects them (:mod:`.image_gc`).
+
 Invariants: every CRI failure reaches the kubelet as NotFoundError or
 RuntimeErrorStatus with containerd's message; pulls try each credential in
 order and report the last failure as ``ErrImagePull``.
@@ -39,8 +43,10 @@ from typing import AsyncIterator, Sequence
 
 import grpc
 
+from k8py.kubelet.images.gc import GCPolicy
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
 from k8py.kubelet.runtime.cri.events import ContainerEvents
+from k8py.kubelet.runtime.cri.image_gc import CRIImageGC
 from k8py.kubelet.runtime.cri.streams import RemoteCommand, port_forward_connection
 from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerState, ContainerUsage,
                                             ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, InterfaceUsage, NotFoundError,
@@ -72,8 +78,12 @@ def _resources(r: Resources) -> pb.LinuxContainerResources:
 
 class CRIRuntime:
     def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
-                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", clock=time.time) -> None:
+                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", image_gc: GCPolicy | None = None,
+                 clock=time.time) -> None:
         self.client = client
+        #: the runtime's images, collected by disk thresholds once connected (None: never)
+        self.image_gc = CRIImageGC(client, image_gc, clock=clock) if image_gc is not None else None
+        self._gc_task: asyncio.Task[None] | None = None
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
         #: the IP host-network pods report
@@ -90,6 +100,8 @@ class CRIRuntime:
         except CRIError as e:
             raise RuntimeErrorStatus("RuntimeUnavailable", f"no CRI runtime at {self.client.endpoint}: {e.details}; "
                                      "is containerd running with its CRI plugin?") from e
+        if self.image_gc is not None and self._gc_task is None:
+            self._gc_task = asyncio.create_task(self.image_gc.run(), name="cri-image-gc")
         return self
 
     def info(self) -> RuntimeInfo:
@@ -99,6 +111,10 @@ class CRIRuntime:
                            isolation=f"{name} {version} over CRI v1 at {self.client.endpoint} (cgroups below {self.cgroup_root})")
 
     async def close(self) -> None:
+        if self._gc_task is not None:
+            self._gc_task.cancel()
+            await asyncio.gather(self._gc_task, return_exceptions=True)
+            self._gc_task = None
         await self.client.close()
 
     # --- sandboxes ----------------------------------------------------------------------
