@@ -21,6 +21,8 @@ working stream.
 ``port_forward_address`` (the pod IP over the CNI bridge) is kept for callers
 that want a plain address. Resource usage is the runtime's
 (``ListContainerStats``: containerd reads the containers' cgroups).
+Health (:meth:`CRIRuntime.health_errors`): the runtime's RuntimeReady and
+NetworkReady conditions, which the node's Ready condition follows.
 ``hostNetwork`` pods: the sandbox and its containers in the node's network
 namespace (``NamespaceMode.NODE``), the node's IP (``node_ip``) as pod IP.
 
@@ -65,6 +67,8 @@ IMAGE_ANNOTATION = "k8py.io/image"
 #: on sandboxes in the node's network namespace (the runtime reports no IP for them)
 HOST_NETWORK_ANNOTATION = "k8py.io/host-network"
 _PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
+#: seconds without an answer to ``Status`` after which the runtime is down (upstream's baseRuntimeSyncThreshold)
+RUNTIME_DOWN_AFTER = 30.0
 
 
 def _seconds(ns: int) -> float:
@@ -92,6 +96,7 @@ class CRIRuntime:
                                        clock=clock)
         self._clock = clock
         self._version: pb.VersionResponse | None = None
+        self._last_status_ok = clock()
 
     async def connect(self) -> "CRIRuntime":
         """Ask the runtime for its version (fails fast with a clear message when the socket is wrong)."""
@@ -134,6 +139,28 @@ class CRIRuntime:
             cfg.linux.security_context.namespace_options.network = pb.NODE
             cfg.annotations[HOST_NETWORK_ANNOTATION] = "true"
         return cfg
+
+    async def health_errors(self) -> list[str]:
+        """Upstream's ``updateRuntimeUp`` checks: CRI ``Status``'s RuntimeReady and NetworkReady, in its words
+        (``container runtime network not ready: NetworkReady=false reason:… message:…``); a runtime that has not
+        answered for ``RUNTIME_DOWN_AFTER`` seconds is down."""
+        try:
+            status = await self.client.status(timeout=10)
+        except (CRIError, NotFoundError) as e:
+            log.warning("container runtime status check failed: %s", e)
+            if self._clock() - self._last_status_ok >= RUNTIME_DOWN_AFTER:
+                return ["container runtime is down"]
+            return []
+        self._last_status_ok = self._clock()
+        conditions = {c.type: c for c in status.status.conditions}
+        errors = []
+        for kind, what in (("RuntimeReady", "container runtime not ready"), ("NetworkReady", "container runtime network not ready")):
+            c = conditions.get(kind)
+            if c is None:
+                errors.append(f"{what}: {kind} not reported")
+            elif not c.status:
+                errors.append(f"{what}: {kind}=false reason:{c.reason} message:{c.message}")
+        return errors
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
         """Pass the node's pod CIDR on, as upstream's kubelet does: containerd writes its CNI config from its
