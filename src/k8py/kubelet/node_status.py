@@ -212,10 +212,16 @@ class NodeStatusReporter:
         self.registered = asyncio.Event()
 
     async def register(self) -> dict[str, Any]:
-        node = build_node(self.config, self._host(), runtime_version=self.runtime_version, port=self.port, images=await self._images())
+        """Create the Node with its status and conditions in one request, as
+        upstream's ``initialNode`` (so it is Ready from its first revision: no
+        ``not-ready`` taint put on and taken off by the node lifecycle
+        controller, no status patch right after); a Node that exists gets our
+        labels and a full status update."""
+        host = self._host()
+        node = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=await self._images())
+        conditions = node_conditions(host, self._pressure() if self._pressure is not None else None)
         now = rfc3339()
-        for c in node["status"]["conditions"] if "conditions" in node["status"] else []:
-            c["lastHeartbeatTime"] = c["lastTransitionTime"] = now
+        node["status"]["conditions"] = [{**c, "lastHeartbeatTime": now, "lastTransitionTime": now} for c in conditions]
         try:
             created = await self.client.create(NODES, node)
             logger.info("node registered", extra={"node": self.config.node_name})
@@ -224,8 +230,13 @@ class NodeStatusReporter:
             created = await self.client.patch(NODES, None, self.config.node_name, {"metadata": {"labels": node["metadata"]["labels"]}},
                                               patch_type=PatchType.MERGE)
             logger.info("node already registered", extra={"node": self.config.node_name, "uid": current["metadata"].get("uid")})
+            self.registered.set()
+            await self.update(force=True, node=created)
+            return created
+        self._last_sent = (conditions, node["status"]["capacity"], node["status"]["allocatable"], node["status"]["images"])
+        self._last_report = time.monotonic()
         self.registered.set()
-        await self.update(force=True, node=created)
+        await self.update(node=created)  # the pod range, if the Node was created with one
         return created
 
     async def update(self, *, force: bool = False, node: dict[str, Any] | None = None) -> None:
