@@ -247,7 +247,7 @@ def test_a_client_that_hangs_up_ends_stdin_but_leaves_the_command_running_as_ups
     cri_node.wait_pod(NS, "shell", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
     scripts = {"reader": "echo $$ > /tmp/hangup-reader; exec cat", "sleeper": "echo $$ > /tmp/hangup-sleeper; exec sleep 300"}
     clients = {name: subprocess.Popen([KUBECTL, "exec", "-i", "-n", NS, "shell", "--", "/bin/sh", "-c", script],
-                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(cri_node))
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cri_node.kubectl.env)
                for name, script in scripts.items()}
     try:
         pids = {}
