@@ -34,13 +34,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kubelet_bench import _kill_recorded, _pct, _scenario, _start, _stop  # noqa: E402
 
-from k8py.kubelet.cgroups.tree import CgroupTree  # noqa: E402
+from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name  # noqa: E402
 from k8py.kubelet.network.names import NetworkNames  # noqa: E402
 from k8py.kubelet.network.pod_network import CNIPodNetwork  # noqa: E402
 from k8py.kubelet.runtime.protocols import PodSandboxConfig  # noqa: E402
 
 
-async def cni_floor(tmp: str, pod_cidr: str, n: int) -> None:
+async def cni_floor(tmp: str, pod_cidr: str, n: int) -> tuple[list[float], list[float]]:
+    """Prints and returns the milliseconds of each setup (netns + ADD) and each teardown (DEL + netns delete)."""
     net = CNIPodNetwork(NetworkNames("floor", f"{tmp}/floor"), f"{tmp}/floor")
     await net.set_cidr(pod_cidr)
     ups, downs = [], []
@@ -59,6 +60,7 @@ async def cni_floor(tmp: str, pod_cidr: str, n: int) -> None:
     print(f"{'CNI floor: netns add + ADD (loopback, bridge)':<52} n={n:4d}  p50 {statistics.median(ups):7.1f} ms  "
           f"p99 {_pct(ups, 99):7.1f} ms")
     print(f"{'CNI floor: DEL + netns delete':<52} n={n:4d}  p50 {statistics.median(downs):7.1f} ms  p99 {_pct(downs, 99):7.1f} ms")
+    return ups, downs
 
 
 def main() -> int:
@@ -101,7 +103,7 @@ def main() -> int:
         _stop(procs)
         for root, node in ((f"{tmp}/k1", "bench-loopback"), (f"{tmp}/k2", "bench-netns")):
             _kill_recorded(root)
-            CgroupTree(node).cleanup()
+            CgroupTree(node_cgroup_name(node, root)).cleanup()
         asyncio.run(CNIPodNetwork(NetworkNames("bench-netns", os.path.abspath(f"{tmp}/k2")), f"{tmp}/k2/runtime").cleanup())
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -332,3 +332,15 @@ async def test_events_v1_repeats_become_a_series_written_at_first_repeat_then_on
         assert final["metadata"]["name"] == first["metadata"]["name"]
     finally:
         await stop(task)
+
+
+async def test_a_full_series_queue_drops_events_with_one_warning_per_thousand(caplog):
+    from k8py.client.event_series import SeriesEventBroadcaster
+
+    broadcaster = SeriesEventBroadcaster(None, queue_size=1)  # type: ignore[arg-type] - never runs: nothing is written
+    recorder = broadcaster.new_recorder("c", reporting_instance="c-1")
+    with caplog.at_level(logging.WARNING, logger="k8py.client.event_series"):
+        for i in range(2002):
+            recorder.eventf(ref_obj(f"x{i}"), None, "Normal", "Scheduled", "Binding", "m")
+    assert broadcaster.dropped == 2001
+    assert caplog.text.count("dropping event: too many queued events") == 3  # drops 1, 1001 and 2001

@@ -5,7 +5,9 @@ which cuts its connections at random and now and then refuses connections
 long enough for the server's small watch history (``watch_cache_capacity``)
 to roll past the informer's resourceVersion, forcing 410 Expired and
 relists. Meanwhile writers create, update and delete 1,000 ConfigMaps
-directly (the whole workload, however long a loaded machine takes). At the end:
+directly (the whole workload, however long a loaded machine takes), then
+keep patching the survivors until the informer has been cut ten times
+(however quickly a fast machine got through the workload). At the end:
 
 - the informer's cache equals the server's state exactly (names, resource
   versions and data);
@@ -91,6 +93,20 @@ async def _writer(client: RestClient, index: int, rng: random.Random) -> int:
     return writes
 
 
+async def _keep_writing_until_cut(client: RestClient, proxy: FaultProxy, cuts: int) -> int:
+    """Patch the surviving objects until the proxy has cut ``cuts`` informer connections.
+
+    On a fast machine the fixed workload can finish before the chaos has cut
+    the informer often; this keeps the informer under writes and cuts until it
+    has been, so every run tests the same amount of chaos."""
+    names = [o["metadata"]["name"] for o in (await client.list(CONFIGMAPS, NAMESPACE))["items"]]
+    writes = 0
+    while proxy.cuts < cuts and names:
+        await client.patch(CONFIGMAPS, NAMESPACE, names[writes % len(names)], {"data": {"tail": str(writes)}})
+        writes += 1
+    return writes
+
+
 async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
     """Every so often refuse connections long enough for the history to roll over."""
     while True:
@@ -119,6 +135,7 @@ async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp
                 tasks.append(asyncio.create_task(proxy.chaos(mean_interval=0.25), name="chaos-cuts"))
                 tasks.append(asyncio.create_task(_partitions(proxy, rng), name="chaos-partitions"))
                 writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w)) for w in range(WRITERS))))
+                writes += await _keep_writing_until_cut(writer_client, proxy, cuts=10)
                 for task in tasks[1:]:
                     task.cancel()
                 proxy.unblock()

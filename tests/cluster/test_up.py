@@ -14,7 +14,7 @@ import signal
 
 import pytest
 
-from k8py.cluster.spec import dns_ip
+from k8py.cluster.addresses import dns_ip
 from k8py.cluster.state import pid_alive, read_state
 from k8py.cluster.sweep import processes_of
 from tests.cluster.up_helpers import k8py, wait_for

@@ -44,9 +44,16 @@ def test_pods_in_their_own_namespaces_resolve_services_through_cluster_dns(tmp_p
         assert dns_ip.startswith("10.") and dns_ip.endswith(".10"), held
         kc("create", "deployment", "web", "--image=nginx")
         kc("expose", "deployment", "web", "--port", "80")
+        kc("rollout", "status", "deployment/web", "--timeout=50s")
+        wait_for(lambda: "true" in kc("get", "endpointslices", "-l", "kubernetes.io/service-name=web",
+                                      "-o", "jsonpath={.items[*].endpoints[*].conditions.ready}"),
+                 "web's endpoint to be ready", timeout=60, logs=logs)
+        # the proxy programs the Service a moment after its slice says ready, as kube-proxy does:
+        # the client tries a few times, as any client of a just-created Service has to
         kc("run", "client", "--image=busybox", "--restart=Never", "--",
            "sh", "-c", "cat /etc/resolv.conf; ip -o -4 addr show eth0; busybox nslookup web.default.svc.cluster.local "
-                       "&& busybox wget -qO- http://web.default.svc.cluster.local/ | head -c 200")
+                       "&& for i in 1 2 3 4 5 6 7 8 9 10; do page=$(busybox wget -qO- http://web.default.svc.cluster.local/) "
+                       "&& break; sleep 0.5; done; echo \"$page\" | head -c 200")
         wait_for(lambda: kc("get", "pod", "client", "-o", "jsonpath={.status.phase}") in ("Succeeded", "Failed"),
                  "the client pod to finish", timeout=180, logs=logs)
         out = kc("logs", "client")

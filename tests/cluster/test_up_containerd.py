@@ -24,7 +24,8 @@ import urllib.request
 
 import pytest
 
-from k8py.cluster.containerd import ContainerdLayout, containerd_pids, shim_pids
+from k8py.cluster.containerd import ContainerdLayout
+from k8py.cluster.containerd_cleanup import containerd_pids, shim_pids
 from k8py.cluster.spec import proxy_nftables_table
 from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.containerd import containerd_missing

@@ -81,6 +81,23 @@ SHIM = textwrap.dedent('''\
         os.environ["KUBECONFIG"] = kubeconfig
         yield K8pyCluster(kubeconfig)
 
+    # kr8s picks a "free" local port at random in 10000-60000 and binds it later; the top of that
+    # range is the kernel's ephemeral range, where this machine's other tests (run in parallel)
+    # take source ports for their connections, so the bind can fail with EADDRINUSE. Pick below
+    # the ephemeral range, as kr8s would on a machine running nothing else.
+    import random
+    from kr8s._portforward import PortForward
+
+    def _find_port_below_ephemeral_range(self):
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first_ephemeral = int(f.read().split()[0])
+        while True:
+            port = random.randint(10000, first_ephemeral - 1)
+            if not any(self._is_port_in_use(port, address) for address in self.address):
+                return port
+
+    PortForward._find_available_port = _find_port_below_ephemeral_range
+
     @pytest.fixture
     def ensure_gc():
         # kr8s's tests name this fixture but its wheel does not ship it: collect after the test

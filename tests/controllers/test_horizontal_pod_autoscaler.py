@@ -11,6 +11,7 @@ served as ``metrics.k8s.io``) is test_hpa_real_metrics_e2e.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +19,7 @@ from k8py.client.resource import Resource
 from k8py.client.rest import PatchType
 from k8py.client.resources import CORE_EVENTS, HORIZONTAL_POD_AUTOSCALERS, NODES, PODS, REPLICASETS
 from k8py.controllers.context import ControllerOptions
+from k8py.controllers.podautoscaler.replicas import MetricError, PodMetric
 from tests.controllers.conftest import eventually, running
 from tests.support.kube import Kubectl
 from tests.support.pod_driver import PodDriver
@@ -26,17 +28,19 @@ HPA_V1 = Resource("autoscaling", "v1", "horizontalpodautoscalers", True, "Horizo
 
 
 class TableMetrics:
-    """Every pod uses ``per_pod`` cores."""
+    """Every pod uses ``per_pod`` cores, sampled now (a window of 0 s, so never
+    before a pod's readiness change)."""
 
     def __init__(self) -> None:
         self.per_pod: Fraction | None = Fraction(0)
         self.client: Any = None
 
-    async def pod_usage(self, namespace: str, selector: str, resource: str) -> dict[str, Fraction]:
+    async def resource_metric(self, namespace: str, selector: str, resource: str, container: str = "") -> dict[str, PodMetric]:
         if self.per_pod is None:  # the metrics API has nothing for these pods (yet)
-            return {}
+            raise MetricError("no metrics returned from resource metrics API")
         pods = (await self.client.list(PODS, namespace, label_selector=selector))["items"]
-        return {p["metadata"]["name"]: self.per_pod for p in pods if not p["metadata"].get("deletionTimestamp")}
+        return {p["metadata"]["name"]: PodMetric(int(self.per_pod * 1000), time.time(), 0.0)
+                for p in pods if not p["metadata"].get("deletionTimestamp")}
 
 
 def _rs(replicas: int) -> dict[str, Any]:
@@ -84,7 +88,7 @@ async def test_hpa_scales_up_on_cpu_and_back_down_after_stabilization(client, st
             return obj if all(status.get(k) == v for k, v in want.items()) else None
 
         metrics.per_pod = None  # nothing measured yet: a condition and an Event, no scaling
-        obj = await eventually(lambda: hpa(currentReplicas=1, desiredReplicas=1))
+        obj = await eventually(lambda: hpa(currentReplicas=1))
 
         async def no_metrics() -> Any:
             status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")).get("status") or {}
@@ -112,6 +116,56 @@ async def test_hpa_scales_up_on_cpu_and_back_down_after_stabilization(client, st
         assert conds["AbleToScale"]["message"].endswith("to update the target scale to 1") or conds["AbleToScale"]["reason"] == "ReadyForNewScale"
         v1 = await client.get(HPA_V1, "default", "burn")
         assert v1["status"]["currentCPUUtilizationPercentage"] == 10
+
+
+async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, start_manager):
+    """autoscaling/v1 (no behavior): each scale-up at most max(2 x current, 4), then
+    maxReplicas; scale-down held for --horizontal-pod-autoscaler-downscale-stabilization."""
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    metrics.per_pod = Fraction(1, 2)  # 500% of 100m: ten times the 50% target
+    options = ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2, "hpa_downscale_stabilization": 3.0})
+    await start_manager("replicaset", "horizontalpodautoscaling", options=options)
+    async with running(PodDriver(client, node_name="n1").run(), "driver"):
+        await client.create(REPLICASETS, _rs(1))
+        await client.create(HPA_V1, {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                                     "metadata": {"name": "burn", "namespace": "default"},
+                                     "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "burn"},
+                                              "minReplicas": 1, "maxReplicas": 10, "targetCPUUtilizationPercentage": 50}})
+        assert "behavior" not in (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn"))["spec"]
+
+        async def sizes() -> list[str]:
+            events = (await client.list(CORE_EVENTS, "default"))["items"]
+            return sorted(e["message"] for e in events if e["reason"] == "SuccessfulRescale")
+
+        reason = "cpu resource utilization (percentage of request) above target"
+
+        async def grown() -> Any:
+            got = await sizes()
+            return got if f"New size: 10; reason: {reason}" in got else None
+
+        got = await eventually(grown, timeout=90)
+        assert got == sorted(f"New size: {n}; reason: {reason}" for n in (4, 8, 10))  # 1 -> 4 -> 8 -> 10, never straight to 10
+        v2 = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
+        conds = {c["type"]: c for c in v2["status"]["conditions"]}
+        assert (conds["ScalingLimited"]["status"], conds["ScalingLimited"]["reason"]) == ("True", "TooManyReplicas")
+
+        metrics.per_pod = Fraction(1, 100)  # 10%: recommended 2, held at 10 for the window, then written
+
+        async def held() -> Any:
+            obj = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
+            conds = {c["type"]: c for c in obj["status"]["conditions"]}
+            return conds["AbleToScale"] if conds["AbleToScale"]["reason"] == "ScaleDownStabilized" else None
+
+        able = await eventually(held, timeout=30)
+        assert able["message"] == "recent recommendations were higher than current one, applying the highest recent recommendation"
+
+        async def shrunk() -> bool:
+            return (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 2
+
+        await eventually(shrunk, timeout=60)
+        assert "New size: 2; reason: All metrics below target" in await sizes()
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
@@ -184,3 +238,77 @@ async def test_any_target_with_a_scale_subresource_is_scaled_and_an_unknown_kind
         assert (cond["status"], cond["reason"]) == ("False", "FailedGetScale")
         assert cond["message"] == ("the HPA controller was unable to get the target's current scale: "
                                    'no matches for kind "Nope" in group "example.com"')
+
+
+async def test_a_given_behavior_is_defaulted_as_upstream_and_an_absent_one_stays_absent(client):
+    def hpa(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x"}, "maxReplicas": 3, **spec}}
+
+    plain = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("plain"))
+    assert "behavior" not in plain["spec"]
+    given = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("given", behavior={"scaleDown": {"stabilizationWindowSeconds": 60}}))
+    assert given["spec"]["behavior"] == {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        "scaleDown": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
+                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
+
+
+CAPPEDS = Resource("example.com", "v1", "cappeds", True, "Capped")
+
+
+async def test_a_refused_scale_update_is_a_failed_rescale_event_and_condition(client, start_manager):
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"replicas": {"type": "integer", "maximum": 2}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    await client.create(CRDS, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "cappeds.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "cappeds", "kind": "Capped"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                        "statusReplicasPath": ".status.replicas",
+                                                                        "labelSelectorPath": ".status.selector"}}}]}})
+
+    async def served() -> bool:
+        try:
+            await client.list(CAPPEDS, "default")
+            return True
+        except Exception:
+            return False
+
+    await eventually(served, timeout=30)
+    capped = await client.create(CAPPEDS, {"apiVersion": "example.com/v1", "kind": "Capped", "metadata": {"name": "c"},
+                                           "spec": {"replicas": 1}}, namespace="default")
+    capped["status"] = {"replicas": 1, "selector": "app=capped"}
+    await client.update_status(CAPPEDS, capped)
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    metrics.per_pod = Fraction(15, 100)  # 150% of a 50% target: 3 replicas, which the schema refuses
+    await start_manager("horizontalpodautoscaling", options=ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2}))
+    async with running(PodDriver(client, node_name="n1").run(), "driver"):
+        await client.create(PODS, {"metadata": {"name": "capped-0", "labels": {"app": "capped"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}, namespace="default")
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "example.com/v1", "kind": "Capped", "name": "c"}, "minReplicas": 1, "maxReplicas": 4,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}})
+
+        async def failed() -> Any:
+            events = (await client.list(CORE_EVENTS, "default"))["items"]
+            return next((e for e in events if e["reason"] == "FailedRescale"), None)
+
+        event = await eventually(failed, timeout=60)
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("New size: 3; reason: cpu resource utilization (percentage of request) above target; error: ")
+        assert "spec.replicas" in event["message"]
+
+        async def condition() -> Any:
+            status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "c")).get("status") or {}
+            able = {c["type"]: c for c in status.get("conditions") or ()}.get("AbleToScale")
+            return able if able and able["reason"] == "FailedUpdateScale" else None
+
+        able = await eventually(condition, timeout=30)
+        assert able["status"] == "False" and able["message"].startswith("the HPA controller was unable to update the target scale: ")
+        assert (await client.get(CAPPEDS, "default", "c"))["spec"]["replicas"] == 1

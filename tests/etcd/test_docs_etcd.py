@@ -15,15 +15,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.doc_steps import Background, missing_lines, verification_steps
 from tests.support.etcd import etcd_installed
 from tests.support.kube import KUBECTL
 
@@ -39,68 +37,10 @@ pytestmark = [
 DOC = Path(__file__).resolve().parents[2] / "docs" / "02-etcd.md"
 
 
-def verification_steps(text: str) -> list[tuple[str, list[str]]]:
-    section = text.split("## Verification", 1)[1]
-    steps: list[tuple[str, list[str]]] = []
-    for block in re.findall(r"```console\n(.*?)```", section, re.S):
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                steps.append((line[2:], []))
-            elif line.strip():
-                steps[-1][1].append(line)
-    return steps
-
-
-def pattern(expected: str) -> re.Pattern[str]:
-    return re.compile("^" + ".*?".join(re.escape(part) for part in expected.split("…")) + "$")
-
-
-def missing_lines(expected: list[str], output: list[str]) -> list[str]:
-    """Expected lines not found, in order, among the output lines."""
-    todo = list(expected)
-    for line in output:
-        if todo and pattern(todo[0]).match(line.strip("\r").rstrip()):
-            todo.pop(0)
-    return todo
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class Background:
-    """A ``&`` command: output collected by a thread."""
-
-    def __init__(self, command: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            ["bash", "-c", f"exec {command}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=env, start_new_session=True,
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_for(self, expected: list[str], timeout: float = 30.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while missing_lines(expected, self.lines) and time.monotonic() < deadline and self.proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.05)
-        return missing_lines(expected, list(self.lines))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
 
 
 def test_the_docs_parse_into_verification_steps():

@@ -109,3 +109,26 @@ def test_run_as_non_root_without_a_user_is_refused_as_upstream(node: Node, ns: s
     pod = node.wait_pod(ns, "nr", config_error, what="CreateContainerConfigError")
     msg = pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
     assert msg.startswith("container has runAsNonRoot and image will run as root (pod: \"nr_"), msg
+
+
+def test_setuid_binaries_do_not_raise_privileges_under_bubblewrap_whatever_allow_privilege_escalation_says(
+        node: Node, ns: str, tmp_path) -> None:
+    # the documented limit (docs/05-kubelet.md, "What the process runtime cannot give"): bwrap sets
+    # no_new_privs for every container (and binds every mount nosuid), so a setuid-root binary runs
+    # with its caller's uid. Upstream (runc, allowPrivilegeEscalation true by default) it runs as euid 0.
+    bindir = tmp_path / "suid"
+    bindir.mkdir()
+    shutil.copy("/usr/bin/id", bindir / "id")
+    os.chmod(bindir / "id", 0o4755)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(bindir, 0o755)
+    script = "echo euid=$(/suid/id -u); grep NoNewPrivs /proc/self/status"
+    containers = [{"name": name, "image": "busybox", "command": ["sh", "-c", script], "volumeMounts": [{"name": "suid", "mountPath": "/suid"}],
+                   "securityContext": {"runAsUser": 1000, "runAsGroup": 1000, **sc}}
+                  for name, sc in (("default", {}), ("allowed", {"allowPrivilegeEscalation": True}))]
+    node.core.create_namespaced_pod(ns, pod_manifest("suid", containers, restartPolicy="Never",
+                                                     volumes=[{"name": "suid", "hostPath": {"path": str(bindir)}}]))
+    node.wait_pod(ns, "suid", phase("Succeeded"), what="Succeeded")
+    for name in ("default", "allowed"):
+        out = node.kubectl.run("logs", "suid", "-n", ns, "-c", name).stdout
+        assert "euid=1000" in out and _status(out)["NoNewPrivs"] == "1", (name, out)

@@ -29,6 +29,8 @@ __all__ = ["ETCD_MISSING", "KUBECTL_MISSING", "etcd_binary", "etcd_installed", "
 ETCD_MISSING = "etcd not installed"
 KUBECTL_MISSING = "kubectl not installed"
 POD_NETWORK_MISSING = "pod networks need root, the CNI plugins (/usr/lib/cni) and nft"
+#: no containerd with CRI GetContainerEvents (the evented-PLEG tests; tests/support/containerd.py looks)
+CONTAINERD_NEXT_MISSING = "no containerd 1.7 or later (scripts/containerd-next unpacks Debian's next release's)"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 _CI_VARIABLES = (

@@ -17,7 +17,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["parse_quantity", "quantity_value", "quantity_milli_value"]
+__all__ = ["parse_quantity", "quantity_value", "quantity_milli_value", "format_milli_quantity"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
@@ -74,3 +74,19 @@ def _value_of_text(text: str) -> int:
 @functools.lru_cache(maxsize=4096)
 def _milli_of_text(text: str) -> int:
     return math.ceil(_parse_text(text) * 1000)
+
+
+_DECIMAL_SUFFIX = {-3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def format_milli_quantity(milli: int) -> str:
+    """A count of thousandths in canonical DecimalSI form, as
+    ``resource.NewMilliQuantity(v, DecimalSI).String()``: 1500 -> ``1500m``,
+    2000 -> ``2``, 3_000_000 -> ``3k``, 0 -> ``0``."""
+    if milli == 0:
+        return "0"
+    sign, n, exponent = ("-" if milli < 0 else ""), abs(milli), -3
+    while n % 1000 == 0 and exponent < 18:
+        n //= 1000
+        exponent += 3
+    return f"{sign}{n}{_DECIMAL_SUFFIX[exponent]}"

@@ -27,6 +27,9 @@ def add_parsers(sub: Any) -> None:
                    help="address of /healthz and /metrics (default: %(default)s)")
     p.add_argument("--port", "--healthz-port", dest="port", type=int, default=0,
                    help="port of /healthz and /metrics; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--healthz-bind-address", dest="healthz_bind", default="",
+                   help="HOST:PORT of kube-proxy's own /healthz and /livez (JSON, 503 when syncs fall behind or the node "
+                        "is going away; port 0 picks one); off by default (default: %(default)r)")
     p.add_argument("--proxy-mode", choices=("auto", "userspace", "nftables"), default="auto",
                    help="auto: nftables when the node's pods have their own network namespaces (kubelet --pod-network=cni), "
                         "else userspace (default: %(default)s)")
@@ -90,10 +93,13 @@ def run_proxy(args: argparse.Namespace) -> int:
         return 1
     addresses = tuple(a.strip() for a in args.nodeport_addresses.split(",") if a.strip())
     options = ProxyOptions(node_name=args.node_name, node_addresses=addresses, bind=args.bind, port=args.port, mode=args.proxy_mode,
-                           nftables_table=args.nftables_table)
+                           nftables_table=args.nftables_table, healthz_bind=args.healthz_bind)
 
     def serving(url: str) -> None:
         print(f"k8py proxy: node {args.node_name} ({options.mode} mode); serving /healthz, /readyz and /metrics on {url}", flush=True)
+        if options.healthz_bind:
+            host = options.healthz_bind.rpartition(":")[0] or "0.0.0.0"
+            print(f"k8py proxy: proxier health (/healthz, /livez) on http://{host}:{options.healthz_port}", flush=True)
 
     return _serve("proxy", lambda: run(config, options, on_serving=serving))
 

@@ -1,12 +1,11 @@
-"""``k8py up``, ``k8py down`` and ``k8py status``: parse flags, wire the supervisor.
+"""``k8py up`` and ``k8py status``: parse flags, wire the supervisor.
 
 ``k8py up`` runs the supervisor (:mod:`k8py.cluster.supervisor`) in this
 process, prints progress, then how to use the cluster, and stops it on
 Ctrl-C/SIGTERM. With ``--detach`` it starts the same command in the
 background (its output in ``DATA_DIR/logs/supervisor.log``), follows its
 progress through ``DATA_DIR/cluster.json`` and returns once the cluster is
-ready. ``k8py down`` stops the supervisor of a data directory (or, when it
-was killed, its components) and leaves no process behind.
+ready. ``k8py down`` is :mod:`k8py.cli.down`.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["add_parsers", "run_up", "run_down", "run_status", "DEFAULT_DATA_DIR"]
+__all__ = ["add_parsers", "run_up", "run_status", "DEFAULT_DATA_DIR"]
 
 DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".k8py")
 
@@ -251,6 +250,7 @@ def _detach(args: argparse.Namespace, spec: Any) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    from k8py.cli.down import cleanup_containerd, remove_pods_from_runtime
     from k8py.cluster.spec import SpecError
     from k8py.cluster.state import running_state
 
@@ -277,9 +277,9 @@ def run_up(args: argparse.Namespace) -> int:
                     os.kill(zygote, signal.SIGTERM)
                     os.waitpid(zygote, 0)
     if spec.runs_containerd:
-        _cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
+        cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
     elif spec.container_runtime_endpoint and os.geteuid() == 0:
-        _remove_pods_from_runtime(spec.data_dir, spec.container_runtime_endpoint, spec.node_names())
+        remove_pods_from_runtime(spec.data_dir, spec.container_runtime_endpoint, spec.node_names())
     return code
 
 
@@ -291,110 +291,10 @@ def _fork_zygote(spec: Any) -> int | None:
     if not spec.zygote:
         return None
     from k8py.cli.zygote import fork_serve
-    from k8py.cluster.spec import zygote_spec
+    from k8py.cluster.commands import zygote_spec
 
     zygote = zygote_spec(spec)
     return fork_serve(zygote.argv[-1], zygote.log)
-
-
-def run_down(args: argparse.Namespace) -> int:
-    from k8py.cluster.state import pid_alive, read_state
-    from k8py.cluster.sweep import processes_of, sweep
-
-    data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
-    state = read_state(data_dir)
-    if state and pid_alive(state.get("pid")):
-        os.kill(state["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + args.timeout
-        while pid_alive(state["pid"]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if pid_alive(state["pid"]):
-            os.kill(state["pid"], signal.SIGKILL)
-    elif not processes_of(data_dir):
-        print(f"k8py down: no cluster is running in {data_dir}")
-        return 0
-    for name, comp in ((state or {}).get("components") or {}).items():
-        if pid_alive(comp.get("pid")):
-            try:
-                os.killpg(comp["pid"], signal.SIGTERM)
-            except OSError:
-                pass
-    swept = sweep(data_dir)
-    from k8py.kubelet.node_cleanup import cleanup_under
-
-    cleaned = cleanup_under(os.path.join(data_dir, "kubelet"))  # the nodes' pod namespaces, bridges and cgroups
-    _delete_proxy_tables(data_dir, cleaned)
-    from k8py.cluster import dns_address
-
-    if (state or {}).get("containerRuntimeEndpoint") and os.geteuid() == 0:
-        _remove_pods_from_runtime(data_dir, state["containerRuntimeEndpoint"], list(state.get("nodes") or []))
-    if os.geteuid() == 0:
-        dns_address.remove(data_dir)  # the cluster DNS address of pods in their own namespaces
-    containerd_nodes = _cleanup_containerd(data_dir)  # shims, containers, bridges, cgroups of each node's containerd
-    _delete_proxy_tables(data_dir, containerd_nodes)
-    cleaned += [n for n in containerd_nodes if n not in cleaned]
-    print(f"k8py down: stopped the cluster in {data_dir}" + (f" ({len(swept)} leftover processes ended)" if swept else "")
-          + (f"; removed the host state of {', '.join(cleaned)}" if cleaned else ""))
-    return 0
-
-
-def _remove_pods_from_runtime(data_dir: str, endpoint: str, nodes: list[str]) -> int:
-    """With a containerd k8py did not start: stop and remove the sandboxes of this cluster's pods (the
-    pods with a cgroup below its nodes' cgroup parents), then those parents. Returns how many went."""
-    from k8py.cluster.containerd import ContainerdLayout, pod_uids, remove_cgroups
-
-    layouts = [ContainerdLayout.for_node(data_dir, node) for node in nodes]
-    uids = set().union(*(pod_uids(layout) for layout in layouts)) if layouts else set()
-    removed = 0
-    if uids:
-        from k8py.kubelet.runtime.cri.client import CRIClient
-
-        async def remove() -> int:
-            count = 0
-            async with CRIClient(endpoint, timeout=60) as cri:
-                for sandbox in await cri.list_pod_sandbox():
-                    if sandbox.metadata.uid in uids:
-                        await cri.stop_pod_sandbox(sandbox.id)
-                        await cri.remove_pod_sandbox(sandbox.id)
-                        count += 1
-            return count
-
-        try:
-            removed = asyncio.run(remove())
-        except Exception as err:  # the runtime is gone or refuses: say so, leave it
-            print(f"k8py down: could not remove this cluster's pods from {endpoint}: {err}", file=sys.stderr)
-    for layout in layouts:
-        remove_cgroups(layout)
-    return removed
-
-
-def _cleanup_containerd(data_dir: str) -> list[str]:
-    """Each node's containerd leftovers (a supervisor killed before it could remove them), then the machine's
-    ip_forward once no k8py bridge is left. Returns the nodes that had some."""
-    from k8py.cluster.containerd import ContainerdLayout, cleanup
-
-    base = os.path.join(data_dir, "containerd")
-    nodes = sorted(os.listdir(base)) if os.path.isdir(base) and os.geteuid() == 0 else []
-    found = [node for node in nodes if cleanup(ContainerdLayout.for_node(data_dir, node))]
-    if nodes:
-        from k8py.kubelet.network import host
-
-        asyncio.run(host.restore_machine_settings())
-    return found
-
-
-def _delete_proxy_tables(data_dir: str, nodes: list[str]) -> None:
-    """The nftables proxy deletes its table when it stops; one killed before that leaves it: remove it."""
-    import shutil
-    import subprocess
-
-    from k8py.cluster.spec import proxy_nftables_table
-    from k8py.proxy.nftables.ruleset import delete
-
-    if not nodes or not shutil.which("nft") or os.geteuid() != 0:
-        return
-    for node in nodes:
-        subprocess.run(["nft", "-f", "-"], input=delete(proxy_nftables_table(data_dir, node)), text=True, capture_output=True)
 
 
 def run_status(args: argparse.Namespace) -> int:

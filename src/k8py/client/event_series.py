@@ -18,7 +18,7 @@ and the server sees it at most this often:
 So a hot loop emitting the same event costs two writes and then one per 30
 minutes, instead of one per event (or per token of the spam filter).
 Queueing is as :class:`~k8py.client.event_recorder.EventBroadcaster`: bounded,
-non-blocking, dropped with a warning when full; ``run`` is the only writer.
+non-blocking, dropped when full (a warning per 1,000 drops); ``run`` is the only writer.
 """
 
 from __future__ import annotations
@@ -120,7 +120,11 @@ class SeriesEventBroadcaster:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
-            logger.warning("dropping event: too many queued events", extra={"reason": event.get("reason")})
+            # one warning per 1000 drops: a flood of drops must not become a flood of logs
+            # (formatting a warning per event cost the scheduler more than scoring the pod)
+            if self.dropped % 1000 == 1:
+                logger.warning("dropping event: too many queued events",
+                               extra={"reason": event.get("reason"), "dropped": self.dropped})
             return False
         return True
 

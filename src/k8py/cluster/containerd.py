@@ -30,13 +30,9 @@ bridge plugin adopts it) and routes the Service range onto it, so a packet
 for a Service IP without a rule dies on the bridge instead of leaving the
 machine.
 
-:func:`cleanup` undoes a node's containerd: it kills the shims that served
-its socket (shims outlive containerd by design) and every process left in
-its pods' cgroups, unmounts what is mounted below its directories, deletes
-its bridge (routes go with it) and cgroups, the host-local leases, the shim
-sockets its shims left in ``/run/containerd/s`` (containerd 1.6 puts them
-there whatever the config says) and its state directory. It touches only
-names derived from the :class:`ContainerdLayout`.
+:mod:`.containerd_cleanup` undoes it all (``k8py down``, the tests). Every
+host name used (bridge, cgroup parent, state directory) derives from the
+:class:`ContainerdLayout`'s tag.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket as socketlib
 import subprocess
 import time
@@ -57,7 +52,7 @@ from typing import Callable, Sequence
 from k8py.cluster.local_images import PAUSE_IMAGE, build_archive, import_images
 
 __all__ = ["ContainerdLayout", "containerd_missing", "render_config", "render_cni", "prepare", "prepare_network",
-           "cleanup", "pod_uids", "remove_cgroups", "wait_for_socket", "restrict_oom_score_adj", "CNI_BIN_DIR", "CGROUP_V1_CONTROLLERS"]
+           "wait_for_socket", "load_images", "restrict_oom_score_adj", "CNI_BIN_DIR", "CGROUP_V1_CONTROLLERS", "SHIM_SOCKETS", "ip"]
 
 logger = logging.getLogger(__name__)
 
@@ -223,25 +218,26 @@ def prepare(layout: ContainerdLayout, *, subnet: str = "", sandbox_image: str = 
             f.write(render_cni(layout))
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+def ip(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ip ARGS``, its output captured (the caller reads the return code)."""
     return subprocess.run(["ip", *args], capture_output=True, text=True)
 
 
 def prepare_network(layout: ContainerdLayout, *, service_cidr: str = "", node: str = "") -> None:
     """The node's bridge (up, ``route_localnet`` on it only) and the Service range routed onto it."""
-    if _ip("link", "show", "dev", layout.bridge).returncode != 0:
-        made = _ip("link", "add", "name", layout.bridge, "type", "bridge")
-        if made.returncode != 0 and _ip("link", "show", "dev", layout.bridge).returncode != 0:
+    if ip("link", "show", "dev", layout.bridge).returncode != 0:
+        made = ip("link", "add", "name", layout.bridge, "type", "bridge")
+        if made.returncode != 0 and ip("link", "show", "dev", layout.bridge).returncode != 0:
             raise RuntimeError(f"cannot create the pod bridge {layout.bridge}: {made.stderr.strip()}")
-    _ip("link", "set", "dev", layout.bridge, "alias", f"k8py containerd pod network of node {node} ({layout.home})"[:120])
-    _ip("link", "set", "dev", layout.bridge, "up")
+    ip("link", "set", "dev", layout.bridge, "alias", f"k8py containerd pod network of node {node} ({layout.home})"[:120])
+    ip("link", "set", "dev", layout.bridge, "up")
     try:
         with open(f"/proc/sys/net/ipv4/conf/{layout.bridge}/route_localnet", "w") as f:
             f.write("1")
     except OSError:
         pass
     if service_cidr:
-        routed = _ip("route", "replace", service_cidr, "dev", layout.bridge, "proto", "static")
+        routed = ip("route", "replace", service_cidr, "dev", layout.bridge, "proto", "static")
         if routed.returncode != 0:
             raise RuntimeError(f"cannot route the Service range {service_cidr} onto {layout.bridge}: {routed.stderr.strip()}")
 
@@ -273,146 +269,3 @@ async def load_images(layout: ContainerdLayout) -> list[str]:
     names = await asyncio.to_thread(build_archive, archive)
     await asyncio.to_thread(import_images, layout.socket, archive)
     return names
-
-
-# -- cleanup ------------------------------------------------------------------------------------
-
-
-def _cmdline(pid: str) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def shim_pids(layout: ContainerdLayout) -> list[int]:
-    """The shims serving this containerd (their command line names its socket)."""
-    sock = layout.socket.encode()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()
-            and (cmd := _cmdline(p)) and cmd[0].endswith(b"containerd-shim-runc-v2") and sock in cmd]
-
-
-def containerd_pids(layout: ContainerdLayout) -> list[int]:
-    config = layout.config_file.encode()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()
-            and (cmd := _cmdline(p)) and os.path.basename(cmd[0]) == b"containerd" and config in cmd]
-
-
-def _cgroup_roots(layout: ContainerdLayout) -> list[str]:
-    rel = layout.cgroup_parent.lstrip("/")
-    return [os.path.join("/sys/fs/cgroup", c, rel) for c in CGROUP_V1_CONTROLLERS] + [os.path.join("/sys/fs/cgroup", rel)]
-
-
-def _cgroup_pids(roots: list[str]) -> set[int]:
-    pids: set[int] = set()
-    for root in roots:
-        for d, _, files in os.walk(root):
-            if "cgroup.procs" in files:
-                try:
-                    with open(os.path.join(d, "cgroup.procs")) as f:
-                        pids.update(int(p) for p in f.read().split())
-                except OSError:
-                    pass
-    return pids
-
-
-def _kill(pids: Sequence[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _rm_cgroup_tree(path: str) -> None:
-    if not os.path.isdir(path):
-        return
-    for root, dirs, _ in os.walk(path, topdown=False):
-        for d in dirs:
-            try:
-                os.rmdir(os.path.join(root, d))
-            except OSError:
-                pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
-
-
-def _rm_stale_shim_sockets(since: float) -> None:
-    try:
-        names = os.listdir(SHIM_SOCKETS)
-    except OSError:
-        return
-    for name in names:
-        path = os.path.join(SHIM_SOCKETS, name)
-        try:
-            if os.stat(path).st_mtime < since - 1:
-                continue  # older than this containerd: not ours
-            with socketlib.socket(socketlib.AF_UNIX) as sock:
-                sock.connect(path)
-        except ConnectionRefusedError:
-            os.unlink(path)  # made by one of our shims, which is gone
-        except OSError:
-            continue
-
-
-def pod_uids(layout: ContainerdLayout) -> set[str]:
-    """The pods with a cgroup below this node's cgroup parent (``…/pod<uid>``): the ones its kubelet ran."""
-    uids: set[str] = set()
-    for root in _cgroup_roots(layout):
-        for _, dirs, _ in os.walk(root):
-            uids.update(d[3:] for d in dirs if d.startswith("pod") and len(d) > 3)
-    return uids
-
-
-def remove_cgroups(layout: ContainerdLayout) -> bool:
-    """Remove the node's (empty) cgroup parent in every hierarchy; True if any went."""
-    gone = False
-    for root in _cgroup_roots(layout):
-        if os.path.isdir(root):
-            _rm_cgroup_tree(root)
-            gone |= not os.path.isdir(root)
-    return gone
-
-
-def cleanup(layout: ContainerdLayout, *, timeout: float = 30.0) -> list[str]:
-    """Remove everything this containerd made on the host (see the module docstring); returns what went.
-    containerd itself must be stopped first (its pids are killed here if not)."""
-    removed: list[str] = []
-    _kill(containerd_pids(layout))
-    shims = shim_pids(layout)
-    _kill(shims)
-    if shims:
-        removed.append(f"{len(shims)} shims")
-    roots = _cgroup_roots(layout)
-    deadline = time.monotonic() + timeout
-    killed: set[int] = set()
-    while (left := _cgroup_pids(roots)) and time.monotonic() < deadline:
-        _kill(sorted(left))  # containers outlive their killed shims
-        killed |= left
-        time.sleep(0.05)
-    if killed:
-        removed.append(f"{len(killed)} container processes")
-    with open("/proc/self/mountinfo") as f:
-        mounts = [line.split()[4] for line in f]
-    for point in reversed(mounts):
-        if point.startswith((layout.home + "/", layout.state + "/")):
-            subprocess.run(["umount", "-l", point], capture_output=True)
-    if _ip("link", "show", "dev", layout.bridge).returncode == 0:
-        _ip("link", "delete", "dev", layout.bridge)
-        removed.append(f"bridge {layout.bridge}")
-    if remove_cgroups(layout):
-        removed.append(f"cgroup {layout.cgroup_parent}")
-    try:
-        with open(os.path.join(layout.state, "started")) as f:
-            since = float(f.read().strip() or 0)
-    except (OSError, ValueError):
-        since = time.time() + 10  # unknown: remove none
-    _rm_stale_shim_sockets(since)
-    shutil.rmtree(layout.ipam_dir, ignore_errors=True)  # the leases of pods that no longer exist
-    if os.path.isdir(layout.state):
-        shutil.rmtree(layout.state, ignore_errors=True)
-        removed.append(f"state {layout.state}")
-    return removed

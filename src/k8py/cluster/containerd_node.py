@@ -13,7 +13,7 @@ Lifecycle: containerd exiting ends :func:`run` with :class:`ContainerdExited`
 from ``k8py down``) stops containerd with SIGTERM, SIGKILL after
 ``stop_grace`` seconds. The shims and the containers they run outlive
 containerd by design — a restarted containerd finds them again, as upstream
-— and ``k8py down`` removes them (:func:`~.containerd.cleanup`).
+— and ``k8py down`` removes them (:func:`~.containerd_cleanup.cleanup`).
 """
 
 from __future__ import annotations

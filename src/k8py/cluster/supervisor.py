@@ -28,7 +28,7 @@ Invariants:
 - on stop: SIGTERM to the node and controller processes, then the API server,
   SIGKILL after ``stop_grace`` seconds, then :func:`~k8py.cluster.sweep.sweep`
   for the containers the kubelets started, and each node's containerd leftovers
-  (:func:`~k8py.cluster.containerd.cleanup`); the state then says ``stopped``.
+  (:func:`~k8py.cluster.containerd_cleanup.cleanup`); the state then says ``stopped``.
 """
 
 from __future__ import annotations
@@ -38,20 +38,21 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import aiohttp
-
-from k8py.cluster.readiness import http_ok, ready_nodes
-from k8py.cluster.spec import (
-    DEFAULT_SERVICE_CIDR, SIMULATED_NODE, ClusterSpec, ComponentSpec, all_ports, component_specs, dns_ip, pick_cluster_cidr,
-    kubernetes_service_ip, pick_service_cidr, service_cidr_for, zygote_spec,
+from k8py.cluster.readiness import Prober, ready_nodes
+from k8py.cluster.addresses import (
+    DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
+from k8py.cluster.commands import component_specs, zygote_spec
+from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec
 from k8py.cluster import dns_address
-from k8py.cluster.containerd import ContainerdLayout, cleanup as containerd_cleanup
+from k8py.cluster.containerd import ContainerdLayout
+from k8py.cluster.containerd_cleanup import cleanup as containerd_cleanup
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
 from k8py.cluster.pki import ClusterPKI
@@ -122,6 +123,7 @@ class Supervisor:
         host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
         self.api_url = f"https://{host}:{self.ports['apiserver']}"
         self.pki = ClusterPKI(spec.data_dir)
+        self._admin_tls: ssl.SSLContext | None = None
 
     # -- state and progress -------------------------------------------------------
 
@@ -205,23 +207,28 @@ class Supervisor:
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
         delay = 0.02
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while r.proc is not None and r.proc.returncode is None and not self._stopping:
-                if await http_ok(session, r.spec.health):
+                if await prober.ok(r.spec.health):
                     r.healthy, r.state = True, "running"
                     self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
                     self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.1)
+        finally:
+            prober.close()
 
     def _start(self, r: _Running) -> None:
         r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
-    def _session(self) -> aiohttp.ClientSession:
+    def _prober(self) -> Prober:
         """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
-        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.pki.client_ssl_context()))
+        if self._admin_tls is None:
+            self._admin_tls = self.pki.client_ssl_context()
+        return Prober(self._admin_tls)
 
     # -- the cluster --------------------------------------------------------------
 
@@ -298,9 +305,10 @@ class Supervisor:
     async def _wait_nodes(self, deadline: float) -> None:
         expected = self.spec.expected_nodes
         seen: set[str] = set()
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while len(seen) < expected:
-                names = await ready_nodes(session, self.api_url) or []
+                names = await ready_nodes(prober, self.api_url) or []
                 fresh = [n for n in names if n not in seen]
                 seen.update(names)
                 if fresh and expected <= 5:
@@ -314,6 +322,8 @@ class Supervisor:
                 self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
                 # each poll lists every Node: at kwok's 5,000 (some 20 MB) once a second, not 20 times
                 await asyncio.sleep(min(max(0.05, expected / 5000), 2.0))
+        finally:
+            prober.close()
         self.timings["nodesReady"] = round(self.elapsed(), 3)
 
     async def wait_stopped_components(self) -> None:

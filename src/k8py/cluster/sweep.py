@@ -106,7 +106,7 @@ def _environ_names(pid: int, root: bytes) -> bool:
 def _runtime_daemon(cmdline: bytes) -> bool:
     """containerd or one of its shims: a CRI runtime's, which ``k8py up`` may only be using
     (``--container-runtime-endpoint``); its own are stopped by their component and
-    :func:`k8py.cluster.containerd.cleanup`."""
+    :func:`k8py.cluster.containerd_cleanup.cleanup`."""
     exe = os.path.basename(cmdline.split(b"\0", 1)[0])
     return exe == b"containerd" or exe.startswith(b"containerd-shim")
 

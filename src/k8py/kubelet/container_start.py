@@ -21,6 +21,7 @@ which the worker should try again.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -35,7 +36,12 @@ if TYPE_CHECKING:
     from k8py.kubelet.pod_sync import PodSyncer
     from k8py.kubelet.pod_workers import PodWorker
 
-__all__ = ["start_container", "pull_policy", "format_duration"]
+__all__ = ["start_container", "next_attempt", "pull_policy", "format_duration", "RESTART_COUNT_ANNOTATION"]
+
+#: upstream's annotation on every container it creates: the run's restart count (what crictl shows)
+RESTART_COUNT_ANNOTATION = "io.kubernetes.container.restartCount"
+#: a container's log files, ``<restart count>.log`` and its rotations (``.<YYYYMMDD-HHMMSS>``, upstream's ``.gz``)
+_LOG_NAME = re.compile(r"^(\d+)\.log(\.\d{8}-\d{6}|\.\d+\.gz)?$")
 
 
 def pull_policy(container: Mapping[str, Any]) -> str:
@@ -188,6 +194,23 @@ def _dns_mounts(s: PodSyncer, w: PodWorker) -> list[Mount]:
     return [resolv_conf_mount(write_resolv_conf(s.volumes.pod_dir(w.uid), text))]
 
 
+def next_attempt(previous: ContainerStatus | None, log_directory: str, name: str) -> int:
+    """The restart count of a container's next run, as upstream's ``startContainer`` counts it.
+
+    One more than the previous run's (in this sandbox, or the last one in the pod's dead sandboxes that
+    the worker kept); with none known (a new kubelet finding the pod's sandbox gone), one more than the
+    highest ``<n>.log`` (or rotated ``<n>.log.<stamp>``) in the container's log directory, which outlives
+    sandboxes (upstream's ``calcRestartCountByLogDir``); 0 for a first run."""
+    if previous is not None:
+        return previous.attempt + 1
+    try:
+        names = os.listdir(os.path.join(log_directory, name))
+    except OSError:
+        return 0
+    counts = [int(m.group(1)) for m in (_LOG_NAME.match(n) for n in names) if m]
+    return max(counts) + 1 if counts else 0
+
+
 async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], latest: ContainerStatus | None,
                           volume_paths: Mapping[str, str], pod_ip: str) -> float | None:
     pod, name = w.pod, c["name"]
@@ -213,12 +236,13 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
             mounts = []
         else:
             env, mounts = await _env_and_mounts(s, w, c, volume_paths, pod_ip)
-            mounts.append(_termination_log(s, w, c, latest.attempt + 1 if latest is not None else 0))
     except (ConfigError, MountError) as err:
         w.waiting[name] = ("CreateContainerConfigError", str(err))
         s.event(pod, "Warning", "Failed", f"Error: {err}")
         return 2.0
-    attempt = latest.attempt + 1 if latest is not None else 0
+    attempt = next_attempt(latest or (w.memo.get("carried") or {}).get(name), s.sandbox_config(w).log_directory, name)
+    if not s.config.simulated:
+        mounts.append(_termination_log(s, w, c, attempt))
     meta = pod["metadata"]
     target_id = ""
     if c.get("targetContainerName"):  # an ephemeral container joining another's process namespace (kubectl debug --target)
@@ -234,6 +258,7 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         working_dir=c.get("workingDir") or "", env=list(env.items()), mounts=mounts,
         labels={"io.kubernetes.container.name": name, "io.kubernetes.pod.name": meta["name"],
                 "io.kubernetes.pod.namespace": meta.get("namespace", "default"), "io.kubernetes.pod.uid": w.uid},
+        annotations={RESTART_COUNT_ANNOTATION: str(attempt)},
         log_path=f"{name}/{attempt}.log", stdin=bool(c.get("stdin")), stdin_once=bool(c.get("stdinOnce")), tty=bool(c.get("tty")),
         resources=_resources(c), target_container_id=target_id, **_security(pod, c),
     )

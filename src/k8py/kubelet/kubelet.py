@@ -38,13 +38,14 @@ from k8py.kubelet.node_status import NodeStatusReporter, read_host
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.eviction.manager import EvictionManager
-from k8py.kubelet.eviction.node_reclaim import delete_unused_images
+from k8py.kubelet.eviction import local_storage
+from k8py.kubelet.eviction.node_reclaim import reclaim_disk
 from k8py.kubelet.eviction.pod_usage import measure
 from k8py.kubelet.eviction.ranking import PodUsage
 from k8py.kubelet.eviction.signals import observe
 from k8py.kubelet.eviction.thresholds import configured_thresholds
 from k8py.kubelet.pod_workers import PodWorkers, WorkState
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image, Runtime
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, HealthRuntime, Image, Runtime
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
 from k8py.kubelet.status_manager import StatusManager
@@ -132,7 +133,25 @@ class Kubelet:
             observe=lambda: observe(cfg.root_dir, cfg.images_dir), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
             node_event=lambda kind, reason, msg: self.recorder.event(node_ref, kind, reason, msg, resource=NODES),
             interval=cfg.housekeeping_interval, pressure_transition_period=cfg.eviction_pressure_transition_period,
-            max_pod_grace_period=cfg.eviction_max_pod_grace_period, reclaim_disk=lambda: delete_unused_images(self.runtime))
+            max_pod_grace_period=cfg.eviction_max_pod_grace_period, local_storage=self._over_local_storage,
+            reclaim_disk=lambda: reclaim_disk(self.runtime, active=self._running_uids))
+
+    def _running_uids(self) -> set[str]:
+        """The pods whose containers the kubelet still needs (the rest are dead weight to node reclaim)."""
+        return {uid for uid, w in self.workers.workers.items() if w.state is not WorkState.TERMINATED}
+
+    async def _over_local_storage(self) -> list[tuple[Mapping[str, Any], str]]:
+        out = []
+        for pod in self._evictable():
+            uid = pod["metadata"]["uid"]
+            w = self.workers.workers.get(uid)
+            if w is None:
+                continue
+            message = local_storage.violation(pod, await local_storage.measure(self.runtime, pod, w.sandbox_id,
+                                                                               pod_dir=self.volumes.pod_dir(uid)))
+            if message:
+                out.append((pod, message))
+        return out
 
     async def _run_eviction(self, manager: EvictionManager, first_sync_limit: float = 30.0) -> None:
         """Start evicting once the pods found at start-up have synced once (or ``first_sync_limit``
@@ -222,7 +241,8 @@ class Kubelet:
             self.node_status = NodeStatusReporter(
                 self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
                 host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr,
-                pressure=self.eviction.conditions if self.eviction is not None else None)
+                pressure=self.eviction.conditions if self.eviction is not None else None,
+                runtime_errors=self.runtime.health_errors if isinstance(self.runtime, HealthRuntime) else None)
             self._node = await self.node_status.register()
             node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
             self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)

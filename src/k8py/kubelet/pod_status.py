@@ -90,6 +90,8 @@ def container_statuses(views: Sequence[ContainerView], runtime: str, *, default_
             st["restartCount"] = latest.attempt
             st["imageID"] = latest.image_ref
             st["containerID"] = f"{runtime}://{latest.id}"
+        elif v.previous is not None:  # a new sandbox, its container not made yet: the count goes on
+            st["restartCount"] = v.previous.attempt
         if v.previous is not None and v.previous.state is ContainerState.EXITED:
             st["lastState"] = _state(v.previous, runtime)
         if v.waiting_reason and not (latest is not None and latest.state is ContainerState.RUNNING):

@@ -34,7 +34,8 @@ from k8py.kubelet.pod_status import ContainerView, PodView, build_pod_status, qo
 from k8py.kubelet.pod_workers import PodWorker
 from k8py.kubelet.prober.manager import ProbeManager
 from k8py.kubelet.runtime.protocols import (
-    ContainerState, ContainerStatus, NotFoundError, PodSandboxConfig, Runtime, RuntimeErrorStatus, SandboxState, pod_log_directory,
+    ContainerState, ContainerStatus, NotFoundError, PodSandboxConfig, PodSandboxStatus, Runtime, RuntimeErrorStatus, SandboxState,
+    pod_log_directory,
 )
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import MountError, VolumeManager
@@ -174,11 +175,6 @@ class PodSyncer:
             if refresh and not self.config.simulated:  # simulated pods have no files to lay out
                 w.memo["volume-paths"] = await self.volumes.setup(pod, pod_ip=pod_ip, host_ip=self.config.address)
                 w.memo["volumes-at"] = now
-                evict = self.volumes.over_size_limit(pod)
-                if evict:
-                    w.terminal_phase, w.reason, w.message = "Failed", "Evicted", evict
-                    self.event(pod, "Warning", "Evicted", evict)
-                    return None
         except MountError as err:
             self.event(pod, "Warning", "FailedMount", str(err))
             if actions.create_sandbox:
@@ -192,6 +188,8 @@ class PodSyncer:
                 attempts = [sb.attempt for sb in previous]
                 for sb in previous:  # dead ones (none is ready, or there were no sandbox to create): their containers'
                     await self.runtime.stop_pod_sandbox(sb.id)  # names are reserved too, until they are removed
+                await self._carry_containers(w, previous)  # stopped: their last runs are over
+                for sb in previous:
                     await self.runtime.remove_pod_sandbox(sb.id)
                 config = self.sandbox_config(w)
                 if attempts:
@@ -235,6 +233,22 @@ class PodSyncer:
         if st.get("phase") in ("Succeeded", "Failed"):
             w.terminal_phase = st["phase"]
         return min(wakes) if wakes else None
+
+    async def _carry_containers(self, w: PodWorker, sandboxes: Sequence[PodSandboxStatus]) -> None:
+        """Keep the newest container of each name from the pod's dead sandboxes before they are removed.
+
+        Upstream's kubelet finds them in the pod's status (every sandbox of the pod, until container GC) and
+        counts on from their restartCount; here the dead sandboxes go before the new one is made (the runtime
+        reserved their names), so what the next attempt and ``lastState`` need is kept in the worker's memo."""
+        carried: dict[str, ContainerStatus] = w.memo.setdefault("carried", {})
+        for sb in sandboxes:
+            try:
+                containers = await self.runtime.list_containers(sb.id)
+            except NotFoundError:
+                continue
+            for cs in containers:
+                if cs.name not in carried or cs.attempt >= carried[cs.name].attempt:
+                    carried[cs.name] = cs
 
     async def after_start(self, w: PodWorker, c: Mapping[str, Any], cid: str, pod_ip: str) -> None:
         post = ((c.get("lifecycle") or {}).get("postStart"))
@@ -302,9 +316,12 @@ class PodSyncer:
         latest, previous = _by_name(containers)
         spec = w.pod.get("spec") or {}
 
+        carried: Mapping[str, ContainerStatus] = w.memo.get("carried") or {}
+
         def view(c: Mapping[str, Any]) -> ContainerView:
             cs = self._with_message(w, c, latest.get(c["name"]))
-            prev = self._with_message(w, c, previous.get(c["name"]))
+            # the last one in a dead sandbox stands for the previous attempt until this sandbox has one
+            prev = self._with_message(w, c, previous.get(c["name"]) or carried.get(c["name"]))
             reason, message = w.waiting.get(c["name"], ("", ""))
             running = cs is not None and cs.state is ContainerState.RUNNING
             return ContainerView(c["name"], c.get("image", ""), cs, prev, reason, message,

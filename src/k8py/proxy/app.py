@@ -4,7 +4,9 @@ running until cancelled.
 ``run_proxy`` (``k8py proxy``): shared informers, a :class:`Proxier` over the
 chosen backend (userspace, or nftables on nodes whose pods have their own
 network namespaces: :func:`choose_mode`), and ``/healthz``, ``/readyz`` (ready after the
-first sync) and ``/metrics``.
+first sync) and ``/metrics``; with ``healthz_bind`` also kube-proxy's own
+``/healthz`` and ``/livez`` (:mod:`.proxier_health`); per-Service health checks
+on ``healthCheckNodePort`` (:mod:`.service_health`).
 
 ``run_dns`` (``k8py dns``): the zone is rebuilt by one task
 (``dns-zone``) whenever a Service, EndpointSlice or Namespace changes, and
@@ -38,6 +40,8 @@ from k8py.proxy.dns_zone import Zone, build_zone
 from k8py.proxy.backend import ProxyBackend
 from k8py.client.health_server import HealthServer, prometheus_text
 from k8py.proxy.proxier import SERVICE_PROXY_NAME, Proxier, ProxyMetrics
+from k8py.proxy.proxier_health import ProxierHealthServer
+from k8py.proxy.service_health import ServiceHealthServer
 from k8py.proxy.userspace import UserspaceBackend
 
 __all__ = ["ProxyOptions", "DNSOptions", "run_proxy", "run_dns", "DEFAULT_DNS_IP"]
@@ -60,6 +64,9 @@ class ProxyOptions:
     auto_wait: float = 10.0
     #: the nftables backend's table ("": ``k8py-<node>``)
     nftables_table: str = ""
+    #: ``HOST:PORT`` of kube-proxy's own /healthz and /livez (:mod:`.proxier_health`); "" for none
+    healthz_bind: str = ""
+    healthz_port: int = 0  # where that server listens, once started
 
 
 POD_NETWORK_LABEL = "k8py.io/pod-network"
@@ -118,13 +125,23 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
             backend = UserspaceBackend(on_connection=metrics.connections.inc)
         options.mode = mode
         logger.info("proxy backend chosen", extra={"mode": mode, "node": options.node_name})
+        health_checks = ServiceHealthServer(healthy=lambda: proxier.synced.is_set())
         proxier = Proxier(informers, backend, node_name=options.node_name,
-                          node_addresses=options.node_addresses, metrics=metrics)
+                          node_addresses=options.node_addresses, metrics=metrics, health_checks=health_checks)
         if on_proxier is not None:
             on_proxier(proxier)
         health = HealthServer(metrics=prometheus_text(metrics.registry), bind=options.bind, port=options.port,
                               ready=lambda: None if proxier.synced.is_set() else "the first sync has not happened yet")
         await health.start()
+        proxier_health = None
+        if options.healthz_bind:
+            proxier_health = ProxierHealthServer(synced=proxier.synced.is_set, waiting_since=proxier.waiting_since, node=proxier.node)
+            try:
+                await proxier_health.start(options.healthz_bind)
+            except BaseException:
+                await health.stop()
+                raise
+            options.healthz_port = proxier_health.port
         if on_serving is not None:
             on_serving(health.url)
         try:
@@ -132,6 +149,8 @@ async def run_proxy(config: ClientConfig, options: ProxyOptions, *, on_serving: 
                 group.create_task(informers.run(), name="proxy-informers")
                 group.create_task(proxier.run(), name="proxy-sync")
         finally:
+            if proxier_health is not None:
+                await proxier_health.stop()
             await health.stop()
 
 

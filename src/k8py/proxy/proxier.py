@@ -10,6 +10,10 @@ arrive during a sync are folded into the next one, so a burst costs one or
 two syncs, and nothing waits on a timer: the removal of an endpoint reaches
 the backend as soon as its slice update arrives.
 
+After each sync the per-Service health checks (:mod:`.service_health`) are
+brought in line: a listener on each ``healthCheckNodePort`` answering with
+this node's count of ready local endpoints.
+
 Services labelled ``service.kubernetes.io/service-proxy-name`` belong to
 another proxy and are skipped (upstream), which is how the cluster DNS
 Service, answered in place by ``k8py dns``, stays out of the table.
@@ -27,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import ENDPOINT_SLICES, NODES, SERVICES
 from k8py.proxy.backend import ProxyBackend
+from k8py.proxy.service_health import ServiceHealthServer, health_check_ports, local_ready_endpoints
 from k8py.proxy.service_table import ServicePort, ServicePortKey, build_table
 
 __all__ = ["Proxier", "SERVICE_PROXY_NAME"]
@@ -49,8 +54,10 @@ class ProxyMetrics:
 
 class Proxier:
     def __init__(self, informers: InformerFactory, backend: ProxyBackend, *, node_name: str,
-                 node_addresses: Sequence[str] = (), metrics: ProxyMetrics | None = None) -> None:
+                 node_addresses: Sequence[str] = (), metrics: ProxyMetrics | None = None,
+                 health_checks: ServiceHealthServer | None = None) -> None:
         self.backend = backend
+        self.health_checks = health_checks
         self.node_name = node_name
         self.extra_addresses = tuple(node_addresses)
         self.metrics = metrics or ProxyMetrics()
@@ -59,6 +66,8 @@ class Proxier:
         self.nodes = informers.informer(NODES, field_selector=f"metadata.name={node_name}")
         self._dirty = asyncio.Event()
         self.synced = asyncio.Event()
+        self._pending_since: float | None = None  # the oldest change not yet taken by a sync
+        self._syncing_since: float | None = None  # ... and that of the changes the running sync took
         self.table: dict[ServicePortKey, ServicePort] = {}
         self.addresses: tuple[str, ...] = ()
         self.generation = 0
@@ -66,7 +75,17 @@ class Proxier:
             informer.add_event_handler(on_add=self._mark, on_update=lambda o, n: self._mark(n), on_delete=self._mark)
 
     def _mark(self, _obj: Any) -> None:
+        if self._pending_since is None:
+            self._pending_since = time.time()
         self._dirty.set()
+
+    def waiting_since(self) -> float | None:
+        """When the oldest change still waiting for a finished sync arrived (for ``/healthz``)."""
+        times = [t for t in (self._syncing_since, self._pending_since) if t is not None]
+        return min(times) if times else None
+
+    def node(self) -> dict[str, Any] | None:
+        return self.nodes.lister.try_get(None, self.node_name)
 
     def node_addresses(self) -> tuple[str, ...]:
         node = self.nodes.lister.try_get(None, self.node_name)
@@ -76,19 +95,24 @@ class Proxier:
                 found.append(addr["address"])
         return tuple(found or ("127.0.0.1",))
 
+    def _our_services(self) -> list[Any]:
+        return [s for s in self.services.lister.list() if SERVICE_PROXY_NAME not in ((s.get("metadata") or {}).get("labels") or {})]
+
     def build(self) -> dict[ServicePortKey, ServicePort]:
-        services = [s for s in self.services.lister.list()
-                    if SERVICE_PROXY_NAME not in ((s.get("metadata") or {}).get("labels") or {})]
-        return build_table(services, self.slices.lister.list(), self.node_name)
+        return build_table(self._our_services(), self.slices.lister.list(), self.node_name)
 
     async def sync_once(self) -> None:
         started = time.perf_counter()
-        table, addresses = self.build(), self.node_addresses()
+        services = self._our_services()
+        table = build_table(services, self.slices.lister.list(), self.node_name)
+        addresses = self.node_addresses()
         if table != self.table or addresses != self.addresses:
             await self.backend.sync(table, addresses)
             self.table, self.addresses = table, addresses
             self.generation += 1
             self.metrics.service_ports.set(len(table))
+        if self.health_checks is not None:
+            await self.health_checks.sync(health_check_ports(services), local_ready_endpoints(table, self.node_name), addresses)
         self.metrics.sync_duration.observe(time.perf_counter() - started)
         self.metrics.last_sync.set(time.time())
 
@@ -99,8 +123,12 @@ class Proxier:
         try:
             while True:
                 self._dirty.clear()
+                self._syncing_since, self._pending_since = self._pending_since, None
                 await self.sync_once()
+                self._syncing_since = None
                 self.synced.set()
                 await self._dirty.wait()
         finally:
+            if self.health_checks is not None:
+                await self.health_checks.close()
             await self.backend.close()

@@ -1,16 +1,19 @@
-"""``k8py kubelet --container-runtime-endpoint`` on a real containerd: a pod runs, succeeds, its logs read with kubectl."""
+"""``k8py kubelet --container-runtime-endpoint`` on a real containerd: a pod runs, succeeds, its logs read with kubectl;
+a pod whose sandbox dies gets a new one and its restartCount goes on."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
-from k8py.kubelet.runtime.cri.client import CRIClient
+from k8py.kubelet.runtime.cri.client import CRIClient, pb
 from tests.kubelet.conftest import Node, start_node
 from tests.support.containerd import Containerd
 from tests.support.kube import official_client
@@ -104,3 +107,47 @@ def test_exec_readiness_probe_runs_in_the_container(cri_node: Node, registry: Re
     assert cs["ready"] is True and cs["restartCount"] == 0 and cs["image"] == ref, cs
     cri_node.core.delete_namespaced_pod("probed", "cri-probe", grace_period_seconds=1)
     cri_node.wait_gone("cri-probe", "probed", timeout=120)
+
+
+def pause_pid(ctrd: Containerd, pod_name: str) -> int:
+    """The pid of the pause process of the pod's ready sandbox (containerd's task of the sandbox's ID)."""
+    async def sandbox_id() -> str:
+        async with CRIClient(ctrd.endpoint) as cri:
+            return next(s.id for s in await cri.list_pod_sandbox() if s.metadata.name == pod_name and s.state == pb.SANDBOX_READY)
+    sid = asyncio.run(sandbox_id())
+    tasks = subprocess.run(["ctr", "--address", ctrd.socket, "--namespace", "k8s.io", "tasks", "ls"], capture_output=True,
+                           text=True, check=True, timeout=60).stdout.splitlines()
+    return next(int(line.split()[1]) for line in tasks if line.startswith(sid))
+
+
+def test_restart_count_goes_on_when_the_pod_gets_a_new_sandbox(cri_node: Node, containerd: Containerd, registry: Registry) -> None:
+    ref = registry.push("k8py/sandbox", "1", image([busybox_layer()]))
+    cri_node.core.create_namespace({"metadata": {"name": "cri-sandbox"}})
+    cri_node.core.create_namespaced_pod("cri-sandbox", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "phoenix"},
+        "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "main", "image": ref, "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"]}]}})
+
+    def running(restarts: int) -> Callable[[dict], bool]:
+        def check(p: dict) -> bool:
+            cs = (p["status"].get("containerStatuses") or [{}])[0]
+            return "running" in (cs.get("state") or {}) and cs.get("restartCount") == restarts
+        return check
+
+    cri_node.wait_pod("cri-sandbox", "phoenix", running(0), timeout=120, what="running, never restarted")
+    for restarts in (1, 2):
+        os.kill(pause_pid(containerd, "phoenix"), signal.SIGKILL)  # the sandbox dies: the kubelet must make a new one
+        pod = cri_node.wait_pod("cri-sandbox", "phoenix", running(restarts), timeout=120, what=f"running with {restarts} restarts")
+        cs = pod["status"]["containerStatuses"][0]
+        # the previous run (in the dead sandbox) is the last state; the count went on across sandboxes
+        assert "terminated" in cs["lastState"], cs
+        assert cs["lastState"]["terminated"]["containerID"] != cs["containerID"], cs
+    attempts = asyncio.run(_sandbox_attempts(containerd, "phoenix"))
+    assert attempts == [2], f"the dead sandboxes were not removed, or the new one is not the next attempt: {attempts}"
+    cri_node.core.delete_namespaced_pod("phoenix", "cri-sandbox", grace_period_seconds=0)
+    cri_node.wait_gone("cri-sandbox", "phoenix", timeout=120)
+
+
+async def _sandbox_attempts(ctrd: Containerd, pod_name: str) -> list[int]:
+    async with CRIClient(ctrd.endpoint) as cri:
+        return [s.metadata.attempt for s in await cri.list_pod_sandbox() if s.metadata.name == pod_name]

@@ -1,8 +1,10 @@
 """Printer for HorizontalPodAutoscalers:
 ``NAME  REFERENCE  TARGETS  MINPODS  MAXPODS  REPLICAS  AGE`` (upstream's
 printHorizontalPodAutoscaler; TARGETS as ``formatHPAMetrics``:
-``cpu: 30%/50%``, ``<unknown>`` before the controller has measured, at most
-two metrics then ``+ N more...``). Works on the v2 form and the v1 view."""
+``cpu: 30%/50%``, ``memory: 1Gi/2Gi``, Pods ``150m/100m``, Object and
+External ``5/10`` or ``2500m/1 (avg)``; ``<unknown>`` before the controller has
+measured (a current metric is paired with its spec by position, as upstream);
+at most two metrics then ``+ N more...``). Works on the v2 form and the v1 view."""
 
 from __future__ import annotations
 
@@ -29,23 +31,35 @@ def _targets(obj: dict[str, Any]) -> str:
     metrics = spec.get("metrics") or []
     if not metrics:
         return "<none>"
-    current = {(m.get("type"), (m.get(_field(m)) or {}).get("name")): m for m in status.get("currentMetrics") or ()}
-    parts = []
-    for m in metrics:
-        kind = m.get("type")
-        body = m.get(_field(m)) or {}
-        name = body.get("name") or ((body.get("metric") or {}).get("name")) or ""
-        target = body.get("target") or {}
-        now = ((current.get((kind, body.get("name"))) or {}).get(_field(m)) or {}).get("current") or {}
-        if target.get("type") == "Utilization":
-            parts.append(f"{name}: {_quantity_or_unknown(now.get('averageUtilization'), '%')}/{target.get('averageUtilization')}%")
-        elif target.get("type") == "AverageValue":
-            parts.append(f"{name}: {_quantity_or_unknown(now.get('averageValue'))}/{target.get('averageValue')}")
-        else:
-            parts.append(f"{name}: {_quantity_or_unknown(now.get('value'))}/{target.get('value')}")
+    statuses = status.get("currentMetrics") or []
+    parts = [_target(m, statuses[i] if i < len(statuses) else {}) for i, m in enumerate(metrics)]
     if len(parts) > 2:
         return ", ".join(parts[:2]) + f" + {len(parts) - 2} more..."
     return ", ".join(parts)
+
+
+def _target(metric: dict[str, Any], status: dict[str, Any]) -> str:
+    """One metric as ``formatHPAMetrics`` prints it; ``status`` is ``currentMetrics``
+    at the same index (upstream pairs them by position)."""
+    kind = metric.get("type")
+    key = _field(metric)
+    body = metric.get(key) or {}
+    target = body.get("target") or {}
+    current = (status.get(key) or {}).get("current") if status.get(key) else None
+    if kind in ("External", "Object"):
+        if target.get("averageValue") is not None:
+            return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{target['averageValue']} (avg)"
+        return f"{_quantity_or_unknown((current or {}).get('value'))}/{target.get('value')}"
+    if kind == "Pods":
+        return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{target.get('averageValue')}"
+    if kind in ("Resource", "ContainerResource"):
+        name = body.get("name") or ""
+        if target.get("averageValue") is not None:
+            return f"{name}: {_quantity_or_unknown((current or {}).get('averageValue'))}/{target['averageValue']}"
+        now = (current or {}).get("averageUtilization")
+        goal = target.get("averageUtilization")
+        return f"{name}: {_quantity_or_unknown(now, '%')}/{'<auto>' if goal is None else f'{goal}%'}"
+    return "<unknown type>"
 
 
 def _field(metric: dict[str, Any]) -> str:

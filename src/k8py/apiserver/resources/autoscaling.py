@@ -2,8 +2,10 @@
 stored object (the v2 form), two API versions, converted as upstream does.
 
 - v2 is stored and preferred; defaults as upstream: ``minReplicas: 1`` and,
-  with no metrics, CPU at 80% average utilization; ``behavior`` policies are
-  left to the controller's defaults when absent.
+  with no metrics, CPU at 80% average utilization; a given ``behavior`` has
+  its unset rules filled in (up: 0 s window, 4 pods or 100% per 15 s; down:
+  100% per 15 s, no window so the controller's flag applies), an absent one
+  stays absent (the controller then uses upstream's older rules).
 - v1 is a view (``converter``): ``targetCPUUtilizationPercentage`` is the v2
   CPU Utilization metric, ``status.currentCPUUtilizationPercentage`` the
   current one; what v1 cannot say (other metrics, behavior, conditions,
@@ -34,6 +36,23 @@ def _is_cpu_utilization(metric: Object) -> bool:
     return metric.get("type") == "Resource" and res.get("name") == "cpu" and (res.get("target") or {}).get("type") == "Utilization"
 
 
+_SCALE_UP = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+             "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]}
+# no scale-down window: the controller's --horizontal-pod-autoscaler-downscale-stabilization applies
+_SCALE_DOWN = {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
+
+
+def _rules(given: Any, default: Object) -> Object:
+    """``GenerateHPAScale{Up,Down}Rules``: the default rules, or the given ones with their unset fields filled in."""
+    if not isinstance(given, dict):
+        return copy.deepcopy(default)
+    out = dict(given)
+    for key, value in default.items():
+        if out.get(key) is None:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 class HPAStrategy(StandardStrategy):
     def default(self, obj: Object) -> None:
         super().default(obj)
@@ -41,6 +60,10 @@ class HPAStrategy(StandardStrategy):
         spec.setdefault("minReplicas", 1)
         if not spec.get("metrics"):
             spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+        behavior = spec.get("behavior")
+        if isinstance(behavior, dict):  # upstream SetDefaults_HorizontalPodAutoscalerBehavior: only when given
+            behavior["scaleUp"] = _rules(behavior.get("scaleUp"), _SCALE_UP)
+            behavior["scaleDown"] = _rules(behavior.get("scaleDown"), _SCALE_DOWN)
 
     def validate(self, obj: Object) -> list[Cause]:
         return super().validate(obj) + self._spec(obj)

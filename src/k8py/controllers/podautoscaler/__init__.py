@@ -1,9 +1,10 @@
 """The horizontal pod autoscaler controller (``horizontalpodautoscaling``).
 
 ``controller``  the sync: scale subresource, metrics, status, events
+``proposals``   one replica proposal per metric (Resource, Pods, Object, External)
 ``replicas``    upstream's replica calculation (tolerance, missing/unready pods)
-``behavior``    stabilization windows and scaling policies
-``metrics``     the seam to ``metrics.k8s.io``
+``behavior``    stabilization windows and scaling policies, or the older rules
+``metrics``     the seam to the metrics APIs (resource, custom, external)
 """
 
 from __future__ import annotations

@@ -9,36 +9,35 @@ Every ``hpa_sync_period`` seconds (``options.extra``, upstream's
    (a custom resource with a scale subresource) found by discovery from the
    reference's ``apiVersion`` and ``kind``, as upstream's scale client does;
 2. a target at 0 replicas is left alone (``ScalingActive=False``,
-   ``ScalingDisabled``); otherwise each Resource metric (cpu, memory;
-   ``Utilization`` or ``AverageValue``) proposes a count (``replicas``), and
-   the largest wins; a metric that cannot be computed sets
-   ``ScalingActive=False`` (``FailedGetResourceMetric``) and, if none could,
-   nothing is scaled;
-3. the proposal is stabilized (``AbleToScale`` ``ScaleUpStabilized`` /
-   ``ScaleDownStabilized`` when that changed it) and rate-limited within
-   ``[minReplicas, maxReplicas]`` (``ScalingLimited`` True with
-   ``ScaleUpLimit``, ``ScaleDownLimit``, ``TooManyReplicas`` or
-   ``TooFewReplicas`` when a bound cut it), upstream's
-   ``normalizeDesiredReplicasWithBehaviors``; a target already outside the
-   bounds goes straight to the nearest one;
+   ``ScalingDisabled``); one outside ``[minReplicas, maxReplicas]`` goes
+   straight to the nearest bound; otherwise every metric proposes a count
+   (:mod:`.proposals`: Resource, ContainerResource, Pods, Object, External)
+   and the largest wins; if none could be computed nothing is scaled
+   (``ScalingActive=False`` with the first failure's reason, and a
+   ``FailedComputeMetricsReplicas`` Event);
+3. the proposal is normalized (:mod:`.behavior`): with ``spec.behavior`` by
+   its stabilization windows and policies, without one by upstream's older
+   rules (scale-down stabilization over
+   ``--horizontal-pod-autoscaler-downscale-stabilization``, scale-up at most
+   ``max(2 × current, 4)``), and bounded by min/max; ``AbleToScale`` and
+   ``ScalingLimited`` say what changed it;
 4. a new count is written to the scale subresource with a
-   ``SuccessfulRescale`` Event ("New size: N; reason: …"), and the status
+   ``SuccessfulRescale`` Event ("New size: N; reason: …"; if the write is
+   refused, ``FailedRescale`` and ``AbleToScale=False`` ``FailedUpdateScale``
+   instead, retried at the next sync), and the status
    (current/desired replicas, currentMetrics, lastScaleTime, conditions) is
    written.
 
-Metrics come from a :class:`~.metrics.MetricsSource` (``metrics.k8s.io`` by
+Metrics come from a :class:`~.metrics.MetricsSource` (the three metrics APIs by
 default; tests may inject another).
 """
 
 from __future__ import annotations
 
 import logging
-from fractions import Fraction
 from typing import Any
 
 from k8py.api.errors import NotFound, StatusError
-from k8py.api.quantity import parse_quantity
-from k8py.api.quota import format_amount
 from k8py.api.selectors import parse_label_selector
 from k8py.client.keys import split_key
 from k8py.client.resource import Resource
@@ -48,9 +47,10 @@ from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
-from k8py.controllers.podautoscaler.behavior import Behavior, History
-from k8py.controllers.podautoscaler.metrics import MetricsSource, ResourceMetricsClient
-from k8py.controllers.podautoscaler.replicas import MetricError, Readiness, average_value_replicas, utilization_replicas
+from k8py.controllers.podautoscaler.behavior import Behavior, History, normalize
+from k8py.controllers.podautoscaler.metrics import MetricsSource, RestMetricsClient
+from k8py.controllers.podautoscaler.proposals import Proposal, propose
+from k8py.controllers.podautoscaler.replicas import Calculator
 
 __all__ = ["HorizontalController"]
 
@@ -67,7 +67,7 @@ class HorizontalController(KeyedController):
         self.hpas = ctx.informers.informer(HORIZONTAL_POD_AUTOSCALERS)
         self.pods = ctx.informers.informer(PODS)
         self.wait_for(self.hpas, self.pods)
-        self.metrics: MetricsSource = metrics or ctx.options.extra.get("hpa_metrics") or ResourceMetricsClient(ctx.client)
+        self.metrics: MetricsSource = metrics or ctx.options.extra.get("hpa_metrics") or RestMetricsClient(ctx.client)
         self.sync_period = float(ctx.options.extra.get("hpa_sync_period", 15.0))
         self.tolerance = float(ctx.options.extra.get("hpa_tolerance", 0.1))
         self.downscale_window = float(ctx.options.extra.get("hpa_downscale_stabilization", 300.0))
@@ -111,37 +111,56 @@ class HorizontalController(KeyedController):
             return self.sync_period
         now = self.clock.monotonic()
         history = self.history.setdefault(key, History())
-        behavior = Behavior(spec.get("behavior"), downscale_window=self.downscale_window)
+        desired: int
+        why = ""
         if current > high:  # upstream: straight to the bounds, metrics or not
             desired, why = high, "Current number of replicas above Spec.MaxReplicas"
         elif current < low:
             desired, why = low, "Current number of replicas below Spec.MinReplicas"
         else:
-            proposal, reason = await self._propose(hpa, namespace, selector, current, metrics_status, conditions)
-            if proposal is None:
-                await self._write_status(hpa, current, current, metrics_status, conditions, scaled=False)
+            if not selector:
+                self._warn(hpa, "SelectorRequired", "selector is required")
+                conditions["ScalingActive"] = ("False", "InvalidSelector", "the HPA target's scale is missing a selector")
+                await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
                 return self.sync_period
-            stabilized = behavior.stabilize(history, now, current, proposal)
-            if stabilized != proposal:
-                conditions["AbleToScale"] = (("True", "ScaleUpStabilized", "recent recommendations were lower than current one, "
-                                              "applying the lowest recent recommendation") if proposal >= current else
-                                             ("True", "ScaleDownStabilized", "recent recommendations were higher than current one, "
-                                              "applying the highest recent recommendation"))
-            else:
-                conditions["AbleToScale"] = ("True", "ReadyForNewScale", "recommended size matches current size")
-            desired, limit_reason, limit_message = behavior.bounded(history, now, current, stabilized, low, high)
-            conditions["ScalingLimited"] = ("False" if desired == stabilized else "True", limit_reason, limit_message)
-            why = reason if desired > current else "All metrics below target"
+            proposal = await self._propose(hpa, namespace, selector, scale, current)
+            metrics_status = proposal.statuses
+            conditions["ScalingActive"] = proposal.condition
+            if proposal.replicas is None:
+                await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
+                self._warn(hpa, "FailedComputeMetricsReplicas", proposal.error)
+                return self.sync_period
+            recommended = proposal.replicas
+            if recommended > current:
+                why = f"{proposal.metric} above target"
+            elif recommended < current:
+                why = "All metrics below target"
+            result = normalize(spec, history, now, current, recommended, downscale_window=self.downscale_window)
+            conditions["AbleToScale"] = ("True", *result.able_to_scale)
+            conditions["ScalingLimited"] = ("True" if result.limited else "False", *result.limit)
+            desired = result.replicas
         scaled = desired != current
         if scaled:
-            await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
-                                    patch_type=PatchType.MERGE, subresource="scale")
-            behavior.record(history, now, current, desired)
+            try:
+                await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
+                                        patch_type=PatchType.MERGE, subresource="scale")
+            except StatusError as err:  # upstream: an Event, AbleToScale=False, and a retry at the next sync
+                self.recorder.eventf(hpa, "Warning", "FailedRescale", "New size: %d; reason: %s; error: %s", desired, why,
+                                     err.message, resource=HORIZONTAL_POD_AUTOSCALERS)
+                conditions["AbleToScale"] = ("False", "FailedUpdateScale",
+                                             f"the HPA controller was unable to update the target scale: {err.message}")
+                await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
+                return self.sync_period
+            if spec.get("behavior") is not None:
+                Behavior.record(history, now, current, desired)
             self.recorder.eventf(hpa, "Normal", "SuccessfulRescale", "New size: %d; reason: %s", desired, why,
                                  resource=HORIZONTAL_POD_AUTOSCALERS)
             conditions["AbleToScale"] = ("True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}")
         await self._write_status(hpa, current, desired, metrics_status, conditions, scaled=scaled)
         return self.sync_period
+
+    def _warn(self, hpa: Any, reason: str, message: str) -> None:
+        self.recorder.event(hpa, "Warning", reason, message, resource=HORIZONTAL_POD_AUTOSCALERS)
 
     async def _target(self, ref: dict[str, Any]) -> Resource:
         """The resource ``scaleTargetRef`` names (raises NotFound as upstream's RESTMapper)."""
@@ -158,50 +177,14 @@ class HorizontalController(KeyedController):
             raise NotFound(f'no matches for kind "{kind}" in group "{group}"')
         return Resource(found.group, version or found.version, found.plural, found.namespaced, found.kind)
 
-    async def _propose(self, hpa: Any, namespace: str, selector: str, current: int, metrics_status: list[dict[str, Any]],
-                       conditions: dict[str, tuple[str, str, str]]) -> tuple[int | None, str]:
+    async def _propose(self, hpa: Any, namespace: str, selector: str, scale: Any, current: int) -> Proposal:
         match = parse_label_selector(selector)
         pods = [p for p in self.pods.lister.list(namespace=namespace) if match.matches((p.get("metadata") or {}).get("labels") or {})]
-        best: int | None = None
-        best_reason = ""
-        errors = []
-        readiness = Readiness(self.clock.now().timestamp(), self.cpu_initialization_period, self.initial_readiness_delay)
-        for metric in (hpa.get("spec") or {}).get("metrics") or ():
-            if metric.get("type") != "Resource":
-                errors.append(f"metric type {metric.get('type')} is not supported")
-                continue
-            res = metric.get("resource") or {}
-            name, target = res.get("name") or "", res.get("target") or {}
-            try:
-                usage = await self.metrics.pod_usage(namespace, selector, name)
-                if not usage:
-                    raise MetricError(f"unable to get metrics for resource {name}: no metrics returned from resource metrics API")
-                if target.get("type") == "Utilization":
-                    p = utilization_replicas(current, int(target.get("averageUtilization") or 0), name, pods, usage, tolerance=self.tolerance,
-                                             readiness=readiness)
-                    metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {
-                        "averageUtilization": p.utilization, "averageValue": format_amount(name, p.average)}}})
-                    why = f"{name} resource utilization (percentage of request) above target"
-                else:
-                    p = average_value_replicas(current, parse_quantity(target.get("averageValue") or "0"), pods, usage, tolerance=self.tolerance,
-                                               resource=name, readiness=readiness)
-                    metrics_status.append({"type": "Resource", "resource": {"name": name, "current": {"averageValue": format_amount(name, p.average)}}})
-                    why = f"{name} resource above target"
-            except MetricError as err:
-                errors.append(f"failed to get {name} utilization: {err}")
-                continue
-            except Exception as err:  # the metrics API may be down: a condition, not a crash loop
-                errors.append(f"failed to get {name} utilization: unable to get metrics for resource {name}: {err}")
-                continue
-            if best is None or p.replicas > best:
-                best, best_reason = p.replicas, why
-        if errors and best is None:
-            conditions["ScalingActive"] = ("False", "FailedGetResourceMetric", "the HPA was unable to compute the replica count: " + "; ".join(errors))
-            self.recorder.event(hpa, "Warning", "FailedGetResourceMetric", "; ".join(errors), resource=HORIZONTAL_POD_AUTOSCALERS)
-        elif best is not None:
-            conditions["ScalingActive"] = ("True", "ValidMetricFound",
-                                           "the HPA was able to successfully calculate a replica count from " + best_reason.replace(" above target", ""))
-        return best, best_reason
+        calc = Calculator(self.clock.now().timestamp(), self.tolerance, self.cpu_initialization_period, self.initial_readiness_delay)
+        status_replicas = int((scale.get("status") or {}).get("replicas") or 0)
+        return await propose((hpa.get("spec") or {}).get("metrics") or [], namespace=namespace, selector=selector, pods=pods,
+                             spec_replicas=current, status_replicas=status_replicas, source=self.metrics, calc=calc,
+                             warn=lambda reason, message: self._warn(hpa, reason, message))
 
     async def _write_status(self, hpa: Any, current: int | None, desired: int | None, metrics: list[dict[str, Any]],
                             conditions: dict[str, tuple[str, str, str]], *, scaled: bool) -> None:

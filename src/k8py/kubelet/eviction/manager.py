@@ -2,14 +2,18 @@
 
 Every ``interval`` (upstream's housekeeping, 10 s) :meth:`EvictionManager.synchronize`:
 
+0. evicts at once (grace 0) every pod over its own local-storage limits (``local_storage``:
+   :mod:`.local_storage`, emptyDir ``sizeLimit`` and ``limits.ephemeral-storage``), and ends
+   the pass if there was one, as upstream's ``localStorageEviction``;
 1. observes the signals (:mod:`.signals`) and finds the thresholds met (available < amount);
 2. remembers when each was first met; a soft one counts only once it has held for its grace
    period, a hard one at once;
 3. derives the node conditions (``MemoryPressure``, ``DiskPressure``, ``PIDPressure``) from
    every threshold met — grace or not — and keeps each for ``pressure_transition_period``
    after it was last seen (upstream's default 5 m, so the condition does not flap);
-4. when a threshold has passed its grace period — and, for disk, deleting unused images
-   (``reclaim_disk``) did not relieve it — ranks the active pods for its resource
+4. when a threshold has passed its grace period — and, for disk, the node-level reclaim
+   (``reclaim_disk``: dead containers, then unused images, :mod:`.node_reclaim`) did not
+   relieve it — ranks the active pods for its resource
    (:mod:`.ranking`, memory first when several are met, as upstream) and evicts **one**: its
    containers are killed (a hard threshold: grace 0; a soft one:
    ``min(terminationGracePeriodSeconds, eviction_max_pod_grace_period)``), the pod becomes
@@ -35,7 +39,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from k8py.kubelet.eviction.ranking import PodUsage, eviction_message, rank
+from k8py.kubelet.eviction.ranking import PodUsage, eviction_message, is_critical, rank
 from k8py.kubelet.eviction.signals import Observation
 from k8py.kubelet.eviction.thresholds import Threshold
 from k8py.kubelet.pod_status import qos_class
@@ -59,8 +63,11 @@ class EvictionManager:
                  node_event: Callable[[str, str, str], None] = lambda kind, reason, message: None,
                  interval: float = 10.0, pressure_transition_period: float = 300.0, max_pod_grace_period: float = 0.0,
                  cleanup_timeout: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 reclaim_disk: Callable[[], Awaitable[int]] | None = None) -> None:
+                 reclaim_disk: Callable[[], Awaitable[int]] | None = None,
+                 local_storage: Callable[[], Awaitable[Sequence[tuple[Mapping[str, Any], str]]]] | None = None) -> None:
         self.thresholds = list(thresholds)
+        #: the pods over their own local-storage limits, each with its message (:mod:`.local_storage`)
+        self._local_storage = local_storage
         #: node-level reclaim tried before a pod is evicted for disk (:mod:`.node_reclaim`)
         self._reclaim_disk = reclaim_disk
         self._observe = observe
@@ -122,6 +129,17 @@ class EvictionManager:
             if t.condition not in self.conditions():
                 self._node_event("Warning", "EvictionThresholdMet", f"Attempting to reclaim {t.resource}")
             self._condition_seen[t.condition] = now
+        if self._local_storage is not None:
+            over = [(pod, message) for pod, message in await self._local_storage() if not is_critical(pod)]
+            for pod, message in over:
+                logger.info("evicting pod over its local storage limit", extra={"pod": f"{pod['metadata'].get('namespace')}/"
+                                                                                       f"{pod['metadata']['name']}"})
+                try:
+                    await asyncio.wait_for(self._evict(pod, message, 0.0), self.cleanup_timeout)
+                except asyncio.TimeoutError:
+                    logger.warning("evicted pod not cleaned up in time", extra={"pod": pod["metadata"]["name"]})
+            if over:
+                return over[0][0]
         due = [(t, amount, avail) for t, amount, avail in met if now - self._first_met[t] >= t.grace_period]
         if not due:
             return None

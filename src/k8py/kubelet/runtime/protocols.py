@@ -67,6 +67,7 @@ from .messages import (
 )
 
 __all__ = [
+    "HealthRuntime",
     "ContainerState",
     "SandboxState",
     "Mount",
@@ -89,6 +90,7 @@ __all__ = [
     "ImageRuntime",
     "Runtime",
     "ContainerTerminal",
+    "StdinOnceRuntime",
     "TerminalRuntime",
     "RemoteStream",
     "RemoteStreamingRuntime",
@@ -163,6 +165,15 @@ class StreamingRuntime(Protocol):
         the log file (follow it)."""
 
 
+@runtime_checkable
+class StdinOnceRuntime(Protocol):
+    """A runtime that closes a ``stdinOnce`` container's stdin when the attach feeding it ends."""
+
+    async def close_stdin(self, container_id: str) -> None:
+        """The attach's stdin ended (its client closed it, or went away); the runtime decides
+        what that means for the container (``stdinOnce``: EOF, and no stdin for later attaches)."""
+
+
 class ContainerTerminal(Protocol):
     """The terminal of a running ``tty: true`` container (its pty's master side, kept by the runtime)."""
 
@@ -223,6 +234,15 @@ class StatsRuntime(Protocol):
     async def list_container_stats(self) -> Sequence[ContainerUsage]: ...
 
     async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]: ...
+
+
+@runtime_checkable
+class HealthRuntime(Protocol):
+    """A runtime that reports its own health (CRI ``Status``: RuntimeReady, NetworkReady), which the node's Ready
+    condition follows as upstream's does; a runtime without it is healthy while the kubelet runs."""
+
+    async def health_errors(self) -> list[str]:
+        """Why the runtime is not ready (upstream's messages), or nothing."""
 
 
 @runtime_checkable

@@ -1,8 +1,10 @@
 """``/exec/NS/POD/CONTAINER`` and ``/attach/NS/POD/CONTAINER`` over WebSocket.
 
 The kubelet's half of ``kubectl exec`` / ``attach`` (upstream
-``cri/streaming/remotecommand``), speaking ``v5.channel.k8s.io`` or
-``v4.channel.k8s.io`` (:mod:`k8py.api.stream_channels`). Query options as the
+``cri/streaming/remotecommand``), speaking ``v5.channel.k8s.io``,
+``v4.channel.k8s.io`` or the legacy ``channel.k8s.io`` — also what a client
+that offers no subprotocol gets, as upstream (:mod:`k8py.api.stream_channels`;
+its error channel then carries only a failure's message). Query options as the
 API server maps them: ``input``, ``output``, ``error``, ``tty``, ``command``
 (repeated, exec only).
 
@@ -21,7 +23,10 @@ Order of a session, as upstream:
 
 Attach has no command: output is the container's log from now on (records
 sorted onto stdout/stderr), stdin goes to the runtime's stdin FIFO when the
-container has one; the session ends when the container exits. A ``tty: true``
+container has one; the session ends when the container exits. When the attach's stdin ends
+(v5's close of stdin, or the client going away) the runtime is told (:class:`~k8py.kubelet.
+runtime.protocols.StdinOnceRuntime`): a ``stdinOnce`` container then reads EOF, and later
+attaches get no stdin, as upstream (``kubectl run -i``). A ``tty: true``
 container attached with ``tty`` uses its own terminal instead (the runtime's
 :class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
 typed input and resizes into its pty.
@@ -37,13 +42,15 @@ from typing import Awaitable, Callable
 from aiohttp import WSMsgType, web
 
 from k8py.api import stream_channels as ch
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerTerminal, NotFoundError, RuntimeErrorStatus, TerminalRuntime
+from k8py.kubelet.runtime.protocols import (
+    ContainerState, ContainerTerminal, NotFoundError, RuntimeErrorStatus, StdinOnceRuntime, TerminalRuntime,
+)
 from k8py.kubelet.server.containers import KubeletError, running_attempt
 from k8py.kubelet.server.cri_logs import parse_record
 from k8py.kubelet.server.exec_process import ExecProcess
 from k8py.kubelet.server_context import ServerContext
 
-__all__ = ["exec_handler", "attach_handler"]
+__all__ = ["exec_handler", "attach_handler", "send_status"]
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +72,30 @@ def _flags(request: web.Request) -> tuple[bool, bool, bool, bool]:
 
 
 def _protocol(request: web.Request) -> str:
+    """The subprotocol to answer with: "" (the legacy base protocol) for a client offering none."""
     if request.headers.get("Upgrade", "").lower() != "websocket":
         raise KubeletError(400, f"exec and attach are served over WebSocket ({', '.join(ch.REMOTECOMMAND_PROTOCOLS)})")
-    protocol = ch.negotiate(request.headers.getall("Sec-WebSocket-Protocol", []), ch.REMOTECOMMAND_PROTOCOLS)
+    offered = request.headers.getall("Sec-WebSocket-Protocol", [])
+    if not any(p.strip() for value in offered for p in value.split(",")):
+        return ""
+    protocol = ch.negotiate(offered, ch.REMOTECOMMAND_PROTOCOLS)
     if protocol is None:
         raise KubeletError(400, f"no supported WebSocket subprotocol offered; the kubelet serves {', '.join(ch.REMOTECOMMAND_PROTOCOLS)}")
     return protocol
 
 
 async def _open(request: web.Request, protocol: str, first_channel: int) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
+    ws = web.WebSocketResponse(protocols=(protocol,) if protocol else (), max_msg_size=0)
     await ws.prepare(request)
     await ws.send_bytes(ch.frame(first_channel, b""))
     return ws
+
+
+async def send_status(ws: web.WebSocketResponse, protocol: str, status: bytes) -> None:
+    """The command's end on the error channel, as ``protocol`` carries it (none for a legacy success)."""
+    message = ch.error_channel_message(protocol, status)
+    if message is not None:
+        await ws.send_bytes(ch.frame(ch.ERROR, message))
 
 
 async def _read_client(
@@ -129,7 +147,7 @@ def exec_handler(ctx: ServerContext) -> Handler:
         except OSError as err:
             # as runc and a shell report it: the reason on stderr, 127 (not found) or 126 (not executable)
             await ws.send_bytes(ch.frame(ch.STDOUT if tty else ch.STDERR, f'exec: "{command[0]}": {err.strerror}\n'.encode()))
-            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command)))
+            await send_status(ws, protocol, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command))
             await ws.close()
             return ws
         try:
@@ -168,7 +186,7 @@ async def _run_exec(ws: web.WebSocketResponse, proc: ExecProcess, *, protocol: s
             return
         code = await exited
         reader.cancel()
-    await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(code, command)))
+    await send_status(ws, protocol, ch.exit_status(code, command))
     await ws.close()
 
 
@@ -193,6 +211,19 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             await _attach_terminal(ws, terminal, stdin=stdin, stdout=stdout, protocol=protocol, where=f"{ns}/{pod}/{container}")
             return ws
         fd = -1
+        ended: list[asyncio.Task[None]] = []
+
+        def end_stdin() -> None:
+            """This attach's stdin ended (v5's close, or the client left): a ``stdinOnce``
+            container's stdin closes now, while its output still streams to this client."""
+            nonlocal fd
+            if fd < 0:
+                return
+            os.close(fd)
+            fd = -1
+            if isinstance(ctx.runtime, StdinOnceRuntime):
+                ended.append(asyncio.create_task(ctx.runtime.close_stdin(attempt.id), name=f"attach-close-stdin-{attempt.id[:12]}"))
+
         try:
             if fifo is not None:
                 try:
@@ -214,19 +245,19 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             async with asyncio.TaskGroup() as tg:
                 out = tg.create_task(follow(), name="attach-output")
                 reader = tg.create_task(
-                    _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=lambda: None, on_resize=lambda w, h: None),
+                    _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=end_stdin, on_resize=lambda w, h: None),
                     name="attach-client",
                 )
                 done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
                 out.cancel()
                 reader.cancel()
             if out in done and not ws.closed:
-                await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+                await send_status(ws, protocol, ch.exit_status(0))
         except* ConnectionError:
             log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
-            if fd >= 0:
-                os.close(fd)
+            end_stdin()
+            await asyncio.gather(*ended)
             if not ws.closed:
                 await ws.close()
         return ws
@@ -256,7 +287,7 @@ async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTermina
             out.cancel()
             reader.cancel()
         if out in done and not ws.closed:
-            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+            await send_status(ws, protocol, ch.exit_status(0))
     except* ConnectionError:
         log.debug("attach client went away", extra={"container": where})
     finally:

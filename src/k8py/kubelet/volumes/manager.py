@@ -1,7 +1,7 @@
 """Lay out a pod's volumes and turn volumeMounts into runtime mounts.
 
 Kinds: emptyDir (a directory; past its ``sizeLimit`` the pod is evicted, as
-upstream's eviction manager does, checked at each volume refresh),
+upstream's eviction manager does: :mod:`k8py.kubelet.eviction.local_storage`),
 configMap and secret (keys, or ``items`` with ``path``/``mode``,
 ``defaultMode``; ``optional``), downwardAPI (``fieldRef`` and
 ``resourceFieldRef`` items), projected (any of those sources plus
@@ -179,26 +179,6 @@ class VolumeManager:
             return (await self.tokens.token(TokenSource.of(pod, source))).encode()
         except (StatusError, OSError) as err:
             raise ConfigError(f"failed to fetch token: {getattr(err, 'message', None) or err}") from err
-
-    def over_size_limit(self, pod: Mapping[str, Any]) -> str:
-        """The eviction message when an emptyDir holds more than its ``sizeLimit`` ("" otherwise)."""
-        from k8py.kubelet.config import parse_quantity_bytes
-
-        for vol in (pod.get("spec") or {}).get("volumes") or []:
-            limit = (vol.get("emptyDir") or {}).get("sizeLimit")
-            if not limit:
-                continue
-            path = os.path.join(self.pod_dir(pod["metadata"]["uid"]), "volumes", "kubernetes.io~emptydir", vol["name"])
-            used = 0
-            for root, _, files in os.walk(path):
-                for f in files:
-                    try:
-                        used += os.lstat(os.path.join(root, f)).st_size
-                    except OSError:
-                        continue
-            if used > parse_quantity_bytes(str(limit)):
-                return f'Usage of EmptyDir volume "{vol["name"]}" exceeds the limit "{limit}". '
-        return ""
 
     @staticmethod
     def mounts(container: Mapping[str, Any], paths: Mapping[str, str]) -> list[Mount]:

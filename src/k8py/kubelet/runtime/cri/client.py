@@ -101,8 +101,9 @@ class CRIClient:
     async def version(self, *, timeout: float | None = None) -> pb.VersionResponse:
         return await self._call(self._runtime, "Version", pb.VersionRequest(version=API_VERSION), timeout)
 
-    async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
-        return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
+    async def status(self, *, verbose: bool = False, timeout: float | None = None) -> pb.StatusResponse:
+        """The runtime's conditions (RuntimeReady, NetworkReady); ``verbose``: its ``info`` too (containerd: its config)."""
+        return await self._call(self._runtime, "Status", pb.StatusRequest(verbose=verbose), timeout)
 
     async def update_runtime_config(self, pod_cidr: str, *, timeout: float | None = None) -> None:
         req = pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr=pod_cidr)))
@@ -149,6 +150,11 @@ class CRIClient:
         req = pb.ContainerStatusRequest(container_id=container_id)
         return (await self._call(self._runtime, "ContainerStatus", req, timeout)).status
 
+    async def reopen_container_log(self, container_id: str, *, timeout: float | None = None) -> None:
+        """Make the runtime open the container's log path anew (after the kubelet renamed the file away)."""
+        req = pb.ReopenContainerLogRequest(container_id=container_id)
+        await self._call(self._runtime, "ReopenContainerLog", req, timeout)
+
     async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int, *,
                         timeout: float | None = None) -> pb.ExecSyncResponse:
         """Run ``cmd`` in the container; the runtime ends it after ``timeout_seconds`` (0: no limit)."""
@@ -186,18 +192,24 @@ class CRIClient:
         req = pb.ListPodSandboxStatsRequest()
         return list((await self._call(self._runtime, "ListPodSandboxStats", req, timeout)).stats)
 
-    async def container_events(self, *, on_open: Callable[[], None] | None = None) -> AsyncIterator[pb.ContainerEventResponse]:
+    async def container_events(self, *, on_open: Callable[[], None] | None = None,
+                               open_grace: float = 1.0) -> AsyncIterator[pb.ContainerEventResponse]:
         """The runtime's container event stream (CRI ``GetContainerEvents``), without a deadline;
-        ``on_open`` is called once the runtime has accepted the call (its response headers came).
+        ``on_open`` is called once the runtime has accepted the call: its response headers came, or the call is
+        still open after ``open_grace`` seconds (containerd 1.7, a grpc-go server, sends its headers with the
+        first event, which may be long in coming; a runtime without the stream refuses at once).
 
         Raises CRIError with ``UNIMPLEMENTED`` when the runtime has none (containerd before 1.7)."""
         call = self._runtime.GetContainerEvents(pb.GetEventsRequest())
 
         async def opened() -> None:
+            headers = asyncio.ensure_future(call.initial_metadata())
             try:
-                await call.initial_metadata()
-            except aio.AioRpcError:
-                return
+                await asyncio.wait([headers], timeout=open_grace)
+            finally:
+                if headers.done() and not headers.cancelled():
+                    headers.exception()  # a refusal is the stream's to raise; retrieved here so it is not logged
+                headers.cancel()
             if on_open is not None and not call.done():
                 on_open()
 
@@ -247,3 +259,7 @@ class CRIClient:
 
     async def remove_image(self, image: str, *, timeout: float | None = None) -> None:
         await self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image)), timeout)
+
+    async def image_fs_info(self, *, timeout: float | None = None) -> list[pb.FilesystemUsage]:
+        """The filesystems holding the runtime's images (mountpoint, bytes and inodes the images use)."""
+        return list((await self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest(), timeout)).image_filesystems)

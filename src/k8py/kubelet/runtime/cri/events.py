@@ -5,9 +5,13 @@ yields a :class:`~k8py.kubelet.runtime.protocols.ContainerEvent` for every
 container that was created, started, stopped or deleted, from two sources:
 
 - the runtime's event stream (CRI ``GetContainerEvents``; containerd 1.7+):
-  an exit reaches the PLEG the moment the runtime sees it;
+  an exit reaches the PLEG the moment the runtime sees it (the stream counts
+  as open once the runtime has not refused it for a second: containerd sends
+  its response headers only with the first event);
 - relisting (upstream's *generic* PLEG): ``ListPodSandbox`` + ``ListContainers``
-  and a diff against the states seen last. It runs every ``poll_interval``
+  and a diff against the states seen last (a sandbox counts as a container of
+  its pod: ready is running, not ready exited, as upstream's relist has it;
+  containerd 1.7's stream reports a sandbox's exit with the sandbox's ID too). It runs every ``poll_interval``
   seconds while there is no stream (the runtime answers ``UNIMPLEMENTED``, as
   Debian's containerd 1.6 does, or the stream is broken), and every
   ``evented_relist_period`` seconds beside a working stream, as a safety net
@@ -46,6 +50,8 @@ _FROM_STATE = {pb.CONTAINER_CREATED: ContainerEventType.CREATED, pb.CONTAINER_RU
                pb.CONTAINER_EXITED: ContainerEventType.STOPPED}
 _FROM_EVENT = {pb.CONTAINER_CREATED_EVENT: ContainerEventType.CREATED, pb.CONTAINER_STARTED_EVENT: ContainerEventType.STARTED,
                pb.CONTAINER_STOPPED_EVENT: ContainerEventType.STOPPED, pb.CONTAINER_DELETED_EVENT: ContainerEventType.DELETED}
+#: a sandbox's state as the container state it is relisted as
+_SANDBOX_STATE = {pb.SANDBOX_READY: pb.CONTAINER_RUNNING, pb.SANDBOX_NOTREADY: pb.CONTAINER_EXITED}
 #: the container state an event leaves behind (None: the container is gone)
 _STATE_AFTER = {ContainerEventType.CREATED: pb.CONTAINER_CREATED, ContainerEventType.STARTED: pb.CONTAINER_RUNNING,
                 ContainerEventType.STOPPED: pb.CONTAINER_EXITED, ContainerEventType.DELETED: None}
@@ -176,8 +182,12 @@ class ContainerEvents:
 
     async def _relist(self, queue: asyncio.Queue[ContainerEvent]) -> None:
         try:
-            uids = {s.id: s.metadata.uid for s in await self.client.list_pod_sandbox()}
+            sandboxes = await self.client.list_pod_sandbox()
+            uids = {s.id: s.metadata.uid for s in sandboxes}
             now = {c.id: (c.state, c.pod_sandbox_id, uids.get(c.pod_sandbox_id, "")) for c in await self.client.list_containers()}
+            # as upstream's generic PLEG, a sandbox counts as one of its pod's containers: a pause that dies
+            # wakes the pod's worker (which makes a new sandbox), though no container changed
+            now.update({s.id: (_SANDBOX_STATE[s.state], s.id, s.metadata.uid) for s in sandboxes if s.state in _SANDBOX_STATE})
         except CRIError as e:
             log.warning("relisting containers failed: %s", e)
             return

@@ -12,7 +12,7 @@
 - :mod:`.log_pump` — container stdout/stderr (FIFOs) into CRI-format log
   files with rotation;
 - :mod:`.records` — the on-disk state that lets a restarted kubelet adopt
-  the containers it started (and never touch others);
+  the containers it started (and never touch others); :mod:`.adoption` — adopting them;
 - :mod:`.runtime` — :class:`~.runtime.ProcessRuntime`, the protocols' implementation;
 - :mod:`.nginx` — the small built-in web server the ``nginx`` image runs.
 """

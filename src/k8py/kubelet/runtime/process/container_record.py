@@ -21,7 +21,7 @@ from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.protocols import ContainerConfig, ContainerState, ContainerStatus, PodSandboxConfig, RuntimeErrorStatus
 
-__all__ = ["new_record", "status_of"]
+__all__ = ["new_record", "status_of", "add_image_dirs"]
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(k8py.__file__)))
 
@@ -60,7 +60,8 @@ def new_record(images: ProcessImages, catalog: ImageCatalog, config: ContainerCo
         "log_path": os.path.join(sandbox.log_directory, config.log_path), "pid": 0, "ns_init": 0, "start_ticks": 0,
         # a container joining its target's pid namespace is signalled as a process group (see launcher.build_launch)
         "bwrap": bwrap and not (config.target_container_id and oci is None), "argv": argv, "env": env, "cwd": cwd,
-        "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin, "tty": config.tty,
+        "mounts": [[m.container_path, m.host_path, m.readonly] for m in config.mounts], "stdin": config.stdin,
+        "stdin_once": config.stdin_once, "tty": config.tty,
         "hostname": hostname, "cgroups": [],
         "resources": [config.resources.cpu_quota, config.resources.cpu_period, config.resources.memory_limit, config.resources.cpu_shares],
         "security": sec.to_record(), "setpriv": setpriv, "target": config.target_container_id,
@@ -74,3 +75,19 @@ def status_of(rec: Mapping[str, Any]) -> ContainerStatus:
         image=rec["image"], image_ref=rec["image_ref"], created_at=rec["created_at"], started_at=rec["started_at"],
         finished_at=rec["finished_at"], exit_code=rec["exit_code"], reason=rec["reason"], message=rec["message"],
         labels=rec["labels"], annotations=rec["annotations"], log_path=rec["log_path"], pid=rec["pid"])
+
+
+def add_image_dirs(rec: dict[str, Any], layer: str, image_dirs: Mapping[str, Mapping[str, bytes]]) -> None:
+    """The directories a catalog image ships (nginx's docroot), each a writable copy under
+    ``layer``, the container's own directory (removed with it), mounted at its path in the
+    record unless a volume is mounted there."""
+    mounted = {m[0] for m in rec["mounts"]}
+    for path, files in image_dirs.items():
+        if path in mounted:
+            continue
+        host = os.path.join(layer, path.lstrip("/"))
+        os.makedirs(host, exist_ok=True)
+        for name, content in files.items():
+            with open(os.path.join(host, name), "wb") as f:
+                f.write(content)
+        rec["mounts"].append([path, host, False])

@@ -18,12 +18,12 @@ import secrets
 import shutil
 import signal
 import time
-from typing import Any, AsyncIterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import container_exec, launcher, oci_container, spawn
-from k8py.kubelet.runtime.process.container_record import new_record, status_of
+from k8py.kubelet.runtime.process import adoption, console_holder, container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process.container_record import add_image_dirs, new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
 from k8py.kubelet.runtime.process.image_service import ProcessImages
@@ -104,35 +104,13 @@ class ProcessRuntime:
         self.images.start_gc(lambda: {c["image_id"] for c in self._containers.values() if c.get("image_id")})
 
     def _adopt(self, rec: dict[str, Any]) -> None:
-        if not is_same_process(rec["pid"], rec["start_ticks"]):
-            logger.info("container vanished while the kubelet was away", extra={"container": rec["id"]})
-            self._mark_exited(rec, *self._exit_from_status(rec, default=(137, "ContainerStatusUnknown")))
-            return
-        log = ContainerLog(rec["log_path"], max_size=self.log_max_size, max_files=self.log_max_files)
-        for stream in ("stdout", "stderr"):
-            try:
-                log.follow(stream, os.path.join(self._cdir(rec["id"]), f"{stream}.fifo"))
-            except OSError:
-                pass
-        self._logs[rec["id"]] = log
-        fd = os.pidfd_open(rec["pid"])
-        loop = asyncio.get_running_loop()
-
-        def gone() -> None:
-            loop.remove_reader(fd)
-            os.close(fd)
-            code, reason = self._exit_from_status(rec, default=(137, "ContainerStatusUnknown"))
-            self._mark_exited(rec, code, reason)
-
-        loop.add_reader(fd, gone)
-        logger.info("adopted running container", extra={"container": rec["id"], "pid": rec["pid"]})
-
-    def _exit_from_status(self, rec: dict[str, Any], *, default: tuple[int, str]) -> tuple[int, str]:
-        if rec.get("bwrap"):
-            _, code = launcher.read_status_file(os.path.join(self._cdir(rec["id"]), "bwrap-status.json"))
-            if code is not None:
-                return code, ""
-        return default
+        cdir = self._cdir(rec["id"])
+        adopted = adoption.adopt(rec, cdir, log_max_size=self.log_max_size, log_max_files=self.log_max_files,
+                                 on_exit=lambda code, reason: self._mark_exited(rec, code, reason))
+        if adopted is not None:
+            self._logs[rec["id"]] = adopted.log
+            if adopted.terminal is not None:
+                self._terminals[rec["id"]] = adopted.terminal
 
     async def close(self) -> None:
         for task in list(self._waiters.values()):
@@ -226,26 +204,12 @@ class ProcessRuntime:
         cid = rec["id"]
         os.makedirs(self._cdir(cid), exist_ok=True)
         if "rootfs" not in rec and self.bwrap:
-            self._add_image_dirs(rec, self.catalog.resolve(config.image).image_dirs)
+            add_image_dirs(rec, os.path.join(self._cdir(cid), "layer"), self.catalog.resolve(config.image).image_dirs)
         self._containers[cid] = rec
         self._exited[cid] = asyncio.Event()
         self._save(rec)
         self._emit(ContainerEventType.CREATED, rec)
         return cid
-
-    def _add_image_dirs(self, rec: dict[str, Any], image_dirs: Mapping[str, Mapping[str, bytes]]) -> None:
-        """The directories a catalog image ships (nginx's docroot), each a writable copy in the
-        container's own directory (its layer: removed with it), unless a volume is mounted there."""
-        mounted = {m[0] for m in rec["mounts"]}
-        for path, files in image_dirs.items():
-            if path in mounted:
-                continue
-            host = os.path.join(self._cdir(rec["id"]), "layer", path.lstrip("/"))
-            os.makedirs(host, exist_ok=True)
-            for name, content in files.items():
-                with open(os.path.join(host, name), "wb") as f:
-                    f.write(content)
-            rec["mounts"].append([path, host, False])
 
     def _rec(self, cid: str) -> dict[str, Any]:
         try:
@@ -351,6 +315,9 @@ class ProcessRuntime:
         if rec is None:
             return
         await self.stop_container(container_id, 0)
+        holder = rec.get("console") or [0, 0]
+        if is_same_process(holder[0], holder[1]):  # it ends with the container; one that lingers goes now
+            os.kill(holder[0], signal.SIGKILL)
         self._containers.pop(container_id, None)
         self._exited.pop(container_id, None)
         CgroupManager.remove(rec.get("cgroups") or [])
@@ -372,6 +339,17 @@ class ProcessRuntime:
                 return hpath + path[len(base):]
         return path
 
+    def writable_layer_bytes(self, container_id: str) -> int:
+        """Disk the container's own layer holds (its directory: image-dir copies, an overlay's upper layer)."""
+        size = 0
+        for root, _, files in os.walk(self._cdir(container_id)):
+            for f in files:
+                try:
+                    size += os.lstat(os.path.join(root, f)).st_blocks * 512
+                except OSError:  # written or removed as we walk
+                    continue
+        return size
+
     # -- streaming ------------------------------------------------------------------------
 
     async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
@@ -389,8 +367,27 @@ class ProcessRuntime:
         return self.sandboxes.get(sandbox_id)["ip"] or self.node_ip, port
 
     def attach_fifo(self, container_id: str) -> str | None:
+        """None too once a ``stdinOnce`` container's stdin was closed: later attaches get no stdin."""
         rec = self._rec(container_id)
-        return os.path.join(self._cdir(container_id), "stdin.fifo") if rec["stdin"] and not rec.get("tty") else None
+        if not rec["stdin"] or rec.get("tty") or rec.get("stdin_closed"):
+            return None
+        return os.path.join(self._cdir(container_id), "stdin.fifo")
+
+    async def close_stdin(self, container_id: str) -> None:
+        """An attach's stdin ended. For a ``stdinOnce`` container that closes the container's stdin
+        for good (it reads EOF once the attach has closed its own writer), as containerd does; for
+        others nothing happens. A ``tty`` container keeps its terminal (containerd's choice too)."""
+        rec = self._rec(container_id)
+        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty") or rec.get("stdin_closed"):
+            return
+        rec["stdin_closed"] = True
+        self._save(rec)
+        if rec["state"] != ContainerState.RUNNING.value:
+            return
+        try:
+            await asyncio.to_thread(console_holder.close_stdin, self._cdir(container_id))
+        except OSError as err:
+            logger.warning("stdin of a stdinOnce container not closed", extra={"container": container_id, "error": str(err)})
 
     def attach_terminal(self, container_id: str) -> Terminal | None:
         """The running ``tty: true`` container's terminal (None without one, or once adopted)."""

@@ -20,9 +20,10 @@ adoption are unchanged). Exec'd commands go through the same ``setpriv``.
 
 What cannot be honoured, said here and in :meth:`ProcessRuntime.info`:
 
-- bubblewrap always sets no_new_privs, so under it ``allowPrivilegeEscalation: true`` (the
-  default) is not granted: setuid binaries do not raise privileges. Without bwrap the flag
-  is applied as asked.
+- bubblewrap always sets no_new_privs (and binds every mount nosuid), so under it
+  ``allowPrivilegeEscalation: true`` (the default) is not granted: setuid binaries and file
+  capabilities do not raise privileges (docs/05-kubelet.md). Without bwrap the flag is
+  applied as asked.
 - The host view is always read-only (``readOnlyRootFilesystem`` changes nothing there); a
   pulled image gets a read-only root instead of its overlay.
 - A pulled image has no ``setpriv`` of its own: there bwrap's ``--cap-drop ALL --cap-add``

@@ -6,16 +6,19 @@ FIFOs the log pump follows, a stdin FIFO (``stdin: true``) or, for ``tty: true``
 master the runtime keeps for attach — builds the launch (bwrap over the host view or a pulled
 image's root, the securityContext's ``setpriv`` or bwrap capability flags, the cgroups, the
 pod's network namespace) and starts it in its own session (the pty, if any, its controlling
-terminal). :func:`await_command` returns once
+terminal). A ``tty`` or ``stdinOnce`` container gets a console holder (:mod:`.console_holder`)
+that keeps the pty master or the stdin writer across kubelet restarts. :func:`await_command` returns once
 bwrap has started the command, so hooks and exec can enter it.
 
 Invariant: every descriptor the kubelet opened for the child is closed here, whatever
-happens; only the pty master (``tty``) outlives the call, owned by the caller.
+happens; only the pty master (``tty``) outlives the call, owned by the caller (and a copy by
+the holder, a process of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pty
 import shutil
@@ -24,13 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import launcher, oci_container, security
+from k8py.kubelet.runtime.process import console_holder, launcher, oci_container, security
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
+from k8py.kubelet.runtime.process.records import process_start_ticks
 from k8py.kubelet.runtime.process.terminal import Terminal
 from k8py.kubelet.runtime.protocols import ContainerState, Mount, Resources, RuntimeErrorStatus
 
 __all__ = ["check_command", "spawn", "await_command", "Spawned"]
+
+logger = logging.getLogger(__name__)
 
 
 def check_command(rec: dict[str, Any]) -> None:
@@ -95,12 +101,15 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
     terminal: Terminal | None = None
     log = ContainerLog(rec["log_path"], max_size=log_max_size, max_files=log_max_files)
     try:
+        held = {"master": -1, "stdin": -1}  # what the console holder keeps (see console_holder)
         if rec.get("tty"):
             # a terminal: stdout and stderr are one stream, read from the master into the log as stdout
             master, slave = pty.openpty()
             fds.append(slave)
             terminal = Terminal(master)
             log.follow_fd("stdout", os.dup(master), terminal.tap)
+            held["master"] = os.dup(master)
+            fds.append(held["master"])
             stdin: int = slave
             stdout = stderr = slave
         else:
@@ -110,7 +119,16 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
                 log.follow(stream, fifo)
             stdout, stderr = fds[0], fds[1]
             stdin = asyncio.subprocess.DEVNULL
-            if rec["stdin"]:
+            if rec["stdin"] and rec.get("stdin_once"):
+                # read-only for the container: it reads EOF once every writer is gone (the holder's
+                # copy, closed when the first attach ends; the attach's own). Opening it for reading
+                # does not block: the holder's read-write copy already counts as a writer.
+                path = os.path.join(cdir, "stdin.fifo")
+                held["stdin"] = _fifo(path)
+                fds.append(held["stdin"])
+                stdin = os.open(path, os.O_RDONLY)
+                fds.append(stdin)
+            elif rec["stdin"]:
                 stdin = _fifo(os.path.join(cdir, "stdin.fifo"))
                 fds.append(stdin)
         status_fd = os.open(os.path.join(cdir, "bwrap-status.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -123,6 +141,11 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
         proc = await asyncio.create_subprocess_exec(*argv, stdin=stdin, stdout=stdout, stderr=stderr, cwd=launch.cwd, env=rec["env"],
                                                     start_new_session=True, pass_fds=(status_fd,),
                                                     preexec_fn=_controlling_tty if rec.get("tty") and (not launch.bwrap or join_pid) else None)
+        if held["master"] >= 0 or held["stdin"] >= 0:
+            try:
+                rec["console"] = await _start_holder(cdir, proc.pid, **held)
+            except OSError as err:  # the container runs on; only a kubelet restart would cost it its console
+                logger.warning("no console holder for the container", extra={"container": rec["id"], "error": str(err)})
     except BaseException:
         log.close()
         if terminal is not None:
@@ -132,6 +155,22 @@ async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: C
         for fd in fds:
             os.close(fd)
     return Spawned(proc, log, terminal)
+
+
+async def _start_holder(cdir: str, pid: int, *, master: int, stdin: int) -> list[int]:
+    """Start the container's console holder; returns its [pid, start ticks] for the record."""
+    listener = console_holder.listening_socket(cdir)
+    pidfd = os.pidfd_open(pid)
+    try:
+        passed = [fd for fd in (listener.fileno(), pidfd, master, stdin) if fd >= 0]
+        holder = await asyncio.create_subprocess_exec(
+            *console_holder.holder_argv(listen_fd=listener.fileno(), pidfd=pidfd, master=master, stdin=stdin),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            pass_fds=passed, start_new_session=True, cwd="/")
+    finally:
+        listener.close()
+        os.close(pidfd)
+    return [holder.pid, process_start_ticks(holder.pid)]
 
 
 def _controlling_tty() -> None:  # in the child, after setsid: its stdin (the pty) becomes its terminal

@@ -9,8 +9,9 @@ process group (``SIGWINCH``).
 
 Buffers: each subscriber has a bounded queue (:data:`QUEUE_CHUNKS`); a client that falls that
 far behind loses its oldest chunks rather than stalling the container or the other clients
-(the log keeps everything). Limitation, said in the runtime's docs: the master lives in the
-kubelet, so a tty container adopted after a kubelet restart runs on but cannot be attached.
+(the log keeps everything). The master outlives a kubelet restart in the container's console
+holder (:mod:`.console_holder`): a restarted kubelet takes it back from there, so an adopted
+container's log and ``kubectl attach -it`` go on.
 """
 
 from __future__ import annotations

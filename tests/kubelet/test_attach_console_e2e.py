@@ -1,0 +1,138 @@
+"""e2e: attach's stdin and terminal as upstream — ``stdinOnce``, and a terminal that outlives a kubelet restart.
+
+A real API server and ``k8py kubelet`` (the process runtime), driven by the real kubectl:
+
+- ``kubectl run -i`` makes a ``stdin: true, stdinOnce: true`` pod and attaches; when that
+  attach's stdin ends the container reads EOF, and a later attach gets no stdin;
+- a ``tty: true`` container keeps its terminal when the kubelet restarts and adopts it
+  (the runtime's console holder keeps the pty master): ``kubectl attach -it`` still works
+  and the session still reaches the container's log.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import struct
+import subprocess
+import termios
+import time
+from typing import Callable
+
+from tests.kubelet.conftest import Node, phase, pod_manifest, ready, start_node
+from tests.support.kube import KUBECTL, official_client
+from tests.support.kubelet import KubeletProcess
+
+
+def _env(node: Node) -> dict[str, str]:
+    return {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
+
+
+def _read_until(fd: int, proc: subprocess.Popen[bytes], seen: bytes, done: Callable[[bytes], bool], timeout: float = 60) -> bytes:
+    deadline = time.monotonic() + timeout
+    while not done(seen) and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    return seen
+
+
+def test_kubectl_run_i_feeds_stdin_once_and_the_container_reads_eof(node: Node, ns: str) -> None:
+    overrides = json.dumps({"spec": {"nodeName": node.kubelet.node_name}})
+    out = node.kubectl.run("run", "-i", "--restart=Never", "--image=busybox", "-n", ns, "once", "--overrides", overrides,
+                           "--", "sh", "-c", "read a; echo got $a; read b || echo eof-after-$a", input="hi\n", timeout=120)
+    assert "got hi" in out.stdout and "eof-after-hi" in out.stdout, (out.stdout, out.stderr)
+    spec = node.pod(ns, "once")["spec"]["containers"][0]
+    assert spec["stdin"] is True and spec["stdinOnce"] is True
+    node.wait_pod(ns, "once", phase("Succeeded"), what="Succeeded")
+
+
+def test_a_later_attach_to_a_stdin_once_container_gets_no_stdin(node: Node, ns: str) -> None:
+    script = "read a; echo got $a; read b || echo eof; while sleep 0.3; do read c && echo late $c; echo tick; done"
+    node.core.create_namespaced_pod(ns, pod_manifest("keeper", [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
+                                                                  "stdin": True, "stdinOnce": True}]))
+    node.wait_pod(ns, "keeper", ready, what="Ready")
+    first = subprocess.Popen([KUBECTL, "attach", "-i", "keeper", "-n", ns], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=_env(node))
+    try:
+        assert first.stdin is not None and first.stdout is not None
+        first.stdin.write(b"one\n")
+        first.stdin.close()  # the first attach's stdin ends: the container reads EOF next
+        seen = _read_until(first.stdout.fileno(), first, b"", lambda s: b"eof" in s)
+        assert b"got one" in seen and b"eof" in seen, seen
+    finally:
+        first.kill()
+        first.wait()
+    second = subprocess.Popen([KUBECTL, "attach", "-i", "keeper", "-n", ns], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=_env(node))
+    try:
+        assert second.stdin is not None and second.stdout is not None
+        seen = _read_until(second.stdout.fileno(), second, b"", lambda s: b"tick" in s)
+        assert b"tick" in seen, seen  # the second attach is live: it streams the container's output
+        second.stdin.write(b"two\n")
+        second.stdin.flush()
+        seen = _read_until(second.stdout.fileno(), second, seen, lambda s: s.count(b"tick") >= 8 or b"late" in s)
+        assert seen.count(b"tick") >= 8 and b"late" not in seen, seen
+    finally:
+        second.kill()
+        second.wait()
+    assert "late" not in node.kubectl.run("logs", "keeper", "-n", ns).stdout
+
+
+def test_attach_it_reaches_a_terminal_the_restarted_kubelet_adopted(tmp_path) -> None:
+    server, kubelet, kubectl = start_node(str(tmp_path))
+    api = official_client(server.url)
+    node = Node(server, kubelet, kubectl, api)
+    second: KubeletProcess | None = None
+    try:
+        node.core.create_namespaced_pod("default", pod_manifest("term", [{"name": "main", "image": "busybox", "command": ["sh"],
+                                                                          "stdin": True, "tty": True}]))
+        before = node.wait_pod("default", "term", ready, what="Ready")["status"]["containerStatuses"][0]
+        kubelet.stop()  # SIGTERM: the kubelet goes, the container and its console holder stay
+        second = KubeletProcess(kubelet.kubeconfig, kubelet.root_dir, node_name="node-1").start()
+        node.kubelet = second
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))
+        proc = subprocess.Popen([KUBECTL, "attach", "-it", "term", "-n", "default"], stdin=slave, stdout=slave, stderr=slave,
+                                env=_env(node), start_new_session=True)
+        os.close(slave)
+        try:
+            seen = _read_until(master, proc, b"", lambda s: b"If you don't see a command prompt" in s)
+            deadline = time.monotonic() + 60
+            while b"ADOPTED-42" not in seen and time.monotonic() < deadline:
+                os.write(master, b"test -t 0 && echo ADOPTED-$((6*7)); stty size\n")
+                seen = _read_until(master, proc, seen, lambda s: b"ADOPTED-42" in s, timeout=3)
+            assert b"ADOPTED-42" in seen, seen
+            seen = _read_until(master, proc, seen, lambda s: b"30 90" in s, timeout=30)
+            assert b"30 90" in seen, seen  # the client's size reached the adopted terminal
+            os.write(master, b"exit 4\n")
+            assert proc.wait(timeout=60) == 0
+        finally:
+            proc.kill()
+            proc.wait()
+            os.close(master)
+        # the session went into the container's log through the adopted terminal too
+        assert "ADOPTED-42" in kubectl.run("logs", "term", "-n", "default", "-c", "main", "--previous", check=False).stdout + \
+            kubectl.run("logs", "term", "-n", "default", "-c", "main", check=False).stdout
+        pod = node.wait_pod("default", "term", lambda p: (p["status"]["containerStatuses"][0].get("lastState") or {}).get("terminated"))
+        status = pod["status"]["containerStatuses"][0]
+        assert status["lastState"]["terminated"]["exitCode"] == 4, status
+        assert status["lastState"]["terminated"]["containerID"] == before["containerID"], (before, status)
+    finally:
+        for k in (second, kubelet):
+            if k is not None:
+                k.stop()
+                k.kill_containers()
+        api.close()
+        server.stop()
