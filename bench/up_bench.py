@@ -193,9 +193,17 @@ def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
     return out
 
 
-def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
+def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None) -> None:
+    """CPU seconds each component used in a phase; with ``per`` = (count, unit) also
+    milliseconds of CPU per unit (the figure that does not depend on how loaded
+    the machine was)."""
     used = {k: after[k] - before.get(k, 0.0) for k in after}
-    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(used.items(), key=lambda kv: -kv[1])))
+    ranked = sorted(used.items(), key=lambda kv: -kv[1])
+    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in ranked))
+    if per and per[0]:
+        count, unit = per
+        print(f"  CPU per {unit} during {label}: {sum(used.values()) / count * 1000:.1f} ms — "
+              + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in ranked if v / count >= 0.00005))
 
 
 def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
@@ -229,7 +237,7 @@ def simulated(nodes: int, pods: int) -> None:
         print(f"  {nodes} simulated nodes Ready: {t_nodes:.1f} s from the command (kwok budget for 5,000: < 60 s; "
               f"supervisor saw them at {state.get('timings', {}).get('nodesReady', 0):.1f} s)")
         print("  PSS with the nodes: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_nodes.items()))
-        print(f"  CPU until then: " + ", ".join(f"{k} {v:.0f} s" for k, v in _cpu_seconds(data, proc.pid).items()))
+        _phase("the start", {}, _cpu_seconds(data, proc.pid), t_nodes, (nodes, "node"))
         req0, cpu0, t_idle = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
         time.sleep(30)
         idle = time.perf_counter() - t_idle
@@ -237,7 +245,7 @@ def simulated(nodes: int, pods: int) -> None:
 
         renewals = nodes / lease_renew_interval(10.0, 40, nodes)
         _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
-        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle)
+        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
             req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
@@ -253,7 +261,7 @@ def simulated(nodes: int, pods: int) -> None:
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
             _rates("the pods' start", req1, _requests(api, ctx), t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run)
+            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"))
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
             req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
@@ -261,7 +269,7 @@ def simulated(nodes: int, pods: int) -> None:
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
             _rates("the deletion", req2, _requests(api, ctx), t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del)
+            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"))
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")

@@ -253,3 +253,62 @@ async def test_a_given_behavior_is_defaulted_as_upstream_and_an_absent_one_stays
                     "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]},
         "scaleDown": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
                       "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
+
+
+CAPPEDS = Resource("example.com", "v1", "cappeds", True, "Capped")
+
+
+async def test_a_refused_scale_update_is_a_failed_rescale_event_and_condition(client, start_manager):
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"replicas": {"type": "integer", "maximum": 2}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    await client.create(CRDS, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "cappeds.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "cappeds", "kind": "Capped"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                        "statusReplicasPath": ".status.replicas",
+                                                                        "labelSelectorPath": ".status.selector"}}}]}})
+
+    async def served() -> bool:
+        try:
+            await client.list(CAPPEDS, "default")
+            return True
+        except Exception:
+            return False
+
+    await eventually(served, timeout=30)
+    capped = await client.create(CAPPEDS, {"apiVersion": "example.com/v1", "kind": "Capped", "metadata": {"name": "c"},
+                                           "spec": {"replicas": 1}}, namespace="default")
+    capped["status"] = {"replicas": 1, "selector": "app=capped"}
+    await client.update_status(CAPPEDS, capped)
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    metrics.per_pod = Fraction(15, 100)  # 150% of a 50% target: 3 replicas, which the schema refuses
+    await start_manager("horizontalpodautoscaling", options=ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2}))
+    async with running(PodDriver(client, node_name="n1").run(), "driver"):
+        await client.create(PODS, {"metadata": {"name": "capped-0", "labels": {"app": "capped"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}, namespace="default")
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "example.com/v1", "kind": "Capped", "name": "c"}, "minReplicas": 1, "maxReplicas": 4,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}})
+
+        async def failed() -> Any:
+            events = (await client.list(CORE_EVENTS, "default"))["items"]
+            return next((e for e in events if e["reason"] == "FailedRescale"), None)
+
+        event = await eventually(failed, timeout=60)
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("New size: 3; reason: cpu resource utilization (percentage of request) above target; error: ")
+        assert "spec.replicas" in event["message"]
+
+        async def condition() -> Any:
+            status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "c")).get("status") or {}
+            able = {c["type"]: c for c in status.get("conditions") or ()}.get("AbleToScale")
+            return able if able and able["reason"] == "FailedUpdateScale" else None
+
+        able = await eventually(condition, timeout=30)
+        assert able["status"] == "False" and able["message"].startswith("the HPA controller was unable to update the target scale: ")
+        assert (await client.get(CAPPEDS, "default", "c"))["spec"]["replicas"] == 1

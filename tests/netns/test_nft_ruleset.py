@@ -28,3 +28,16 @@ def test_the_nftables_ruleset_is_one_transaction_with_numgen_and_affinity_sets()
         for target in re.findall(r"goto ([\w-]+)", line):
             if "elements" not in line:
                 assert target in declared, (target, line)
+
+
+def test_external_and_load_balancer_ips_go_through_the_external_chain_or_are_rejected() -> None:
+    from k8py.proxy.nftables import ruleset
+    from k8py.proxy.service_table import Endpoint, ServicePort
+
+    eps = (Endpoint("10.1.1.2", 8080),)
+    table = {("d", "lb", ""): ServicePort("d", "lb", "", "TCP", 80, ("10.2.0.10",), external_ips=("192.0.2.7",),
+                                          cluster_endpoints=eps, external_endpoints=eps, all_endpoints=eps),
+             ("d", "gone", ""): ServicePort("d", "gone", "", "UDP", 53, ("10.2.0.11",), external_ips=("192.0.2.8",))}
+    text = ruleset.render("k8py-n", table, ["127.0.0.1"])
+    assert "192.0.2.7 . tcp . 80 : goto external-" in text  # no node port needed
+    assert "192.0.2.8 . udp . 53 : goto reject-chain" in text

@@ -197,3 +197,28 @@ async def test_the_api_server_proxies_to_pods_and_services(server, cluster):
             assert r.status == 200 and await r.text() == "px-1"
         async with http.get(f"{base}/services/px/proxy/") as r:
             assert r.status == 200 and await r.text() == "px-1"
+
+
+async def test_external_ips_and_load_balancer_ingress_ips_carry_traffic_at_the_service_port(cluster):
+    import random
+
+    external = f"127.129.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    balanced = f"127.130.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    await cluster.start_pod("ext-1", {"app": "ext"})
+    await _service(cluster.client, "ext", externalIPs=[external])
+    assert await eventually(lambda: http_get(external, 80)) == "ext-1"
+    lb = await _service(cluster.client, "ext-lb", type="LoadBalancer", selector={"app": "ext"})
+    lb["status"] = {"loadBalancer": {"ingress": [{"ip": balanced}]}}  # what a cloud controller writes
+    await cluster.client.update_status(SERVICES, lb)
+    assert await eventually(lambda: http_get(balanced, 80)) == "ext-1"
+    # the last endpoint gone: refused at once on the external IP as on the cluster IP
+    await cluster.client.delete(PODS, NS, "ext-1", grace_period_seconds=0)
+
+    async def refused() -> bool:
+        try:
+            await http_get(external, 80)
+        except ConnectionRefusedError:
+            return True
+        return False
+
+    assert await eventually(refused)

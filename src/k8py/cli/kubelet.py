@@ -285,7 +285,7 @@ async def _main(args: argparse.Namespace) -> int:
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
             if args.container_runtime_endpoint:
-                runtime = await _cri_runtime(args, node_ip=config.address)
+                runtime = await _cri_runtime(args, config, node_ip=config.address)
                 if runtime is None:
                     return 2
             else:
@@ -320,7 +320,7 @@ async def _main(args: argparse.Namespace) -> int:
         await client.close()
 
 
-async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
+async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -> Any:
     """The CRI runtime at --container-runtime-endpoint, connected; None (after saying why) when it cannot be."""
     try:
         from k8py.kubelet.runtime.cri.client import CRIClient
@@ -338,25 +338,32 @@ async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
         return None
     try:
         return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period,
-                                node_ip=node_ip).connect()
+                                node_ip=node_ip, image_gc=_gc_policy(config),
+                                log_rotation=(config.container_log_max_size, config.container_log_max_files)).connect()
     except RuntimeErrorStatus as e:
         await client.close()
         print(f"k8py kubelet: {e.message}", file=sys.stderr)
         return None
 
 
+def _gc_policy(config: Any) -> Any:
+    """The image GC thresholds (KubeletConfiguration's imageGC*), for either runtime."""
+    from k8py.kubelet.images.gc import GCPolicy
+
+    try:
+        return GCPolicy(config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
+                        config.image_minimum_gc_age, config.image_gc_period)
+    except ValueError as err:
+        raise SystemExit(f"k8py kubelet: {err}")
+
+
 def _images(config: Any, catalog: Any) -> Any:
     """The process runtime's image service: the node's puller and store beside the catalog."""
-    from k8py.kubelet.images.gc import GCPolicy
     from k8py.kubelet.images.puller import ImagePuller
     from k8py.kubelet.images.reference import DEFAULT_CATALOG_REGISTRIES
     from k8py.kubelet.runtime.process.image_service import ProcessImages
 
-    try:
-        policy = GCPolicy(config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
-                          config.image_minimum_gc_age, config.image_gc_period)
-    except ValueError as err:
-        raise SystemExit(f"k8py kubelet: {err}")
+    policy = _gc_policy(config)
     puller = None
     if config.image_pull:
         puller = ImagePuller(config.images_dir, catalog_registries=config.catalog_registries or DEFAULT_CATALOG_REGISTRIES)

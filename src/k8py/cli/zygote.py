@@ -51,19 +51,42 @@ import selectors
 import signal
 import socket
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
 
 #: what the API server needs, imported before the socket accepts anything
 PRELOAD_FIRST = ("k8py.cli.main", "k8py.apiserver.server", "k8py.storage.sqlite")
-#: the other components, imported while the API server starts
+#: the other components, imported while the API server starts: each package's
+#: entry module and the modules it imports only once it runs (the controllers
+#: the manager loads by name, the process runtime and image service a kubelet
+#: picks, the proxy's nftables probe, dnspython's asyncio backend); what a child
+#: imports itself is private to it, what the zygote imported is shared by all
 PRELOAD_REST = (
     "k8py.controllers.controller_manager",
     "k8py.scheduler.app",
     "k8py.kubelet.kubelet",
+    "k8py.kubelet.runtime.process.runtime",
+    "k8py.kubelet.runtime.process.images",
+    "k8py.kubelet.runtime.process.image_service",
+    "k8py.kubelet.images.puller",
+    "k8py.kubelet.images.gc",
+    "k8py.kubelet.node_cleanup",
+    "k8py.kubelet.cgroups.tree",
     "k8py.proxy.app",
+    "k8py.proxy.nftables.backend",
+    "dns.asyncbackend",
+    "dns._asyncio_backend",
 )
+
+
+def _preload_rest() -> Iterator[str]:
+    """The modules of :data:`PRELOAD_REST`, one at a time, each controller's module after the manager's."""
+    yield PRELOAD_REST[0]
+    from k8py.controllers.registry import CONTROLLER_MODULES  # imported by the manager just now
+
+    yield from dict.fromkeys(CONTROLLER_MODULES.values())
+    yield from PRELOAD_REST[1:]
 
 _PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
 
@@ -200,13 +223,18 @@ def serve(socket_path: str) -> int:
     selector.register(wakeup_r, selectors.EVENT_READ, "signal")
     children: dict[int, socket.socket] = {}
     pending: dict[socket.socket, bytes] = {}
-    rest = list(PRELOAD_REST)
+    rest = _preload_rest()
+    preloading = True
     try:
         while not stopping:
-            events = selector.select(timeout=0 if rest else None)
-            if not events and rest:
-                _preload((rest.pop(0),))
-                gc.freeze()
+            events = selector.select(timeout=0 if preloading else None)
+            if not events and preloading:
+                module = next(rest, None)
+                if module is None:
+                    preloading = False
+                else:
+                    _preload((module,))
+                    gc.freeze()
                 continue
             for key, _ in events:
                 if key.data == "accept":

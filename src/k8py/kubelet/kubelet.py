@@ -45,7 +45,7 @@ from k8py.kubelet.eviction.ranking import PodUsage
 from k8py.kubelet.eviction.signals import observe
 from k8py.kubelet.eviction.thresholds import configured_thresholds
 from k8py.kubelet.pod_workers import PodWorkers, WorkState
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image, Runtime
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, HealthRuntime, Image, Runtime
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
 from k8py.kubelet.status_manager import StatusManager
@@ -241,7 +241,8 @@ class Kubelet:
             self.node_status = NodeStatusReporter(
                 self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
                 host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr,
-                pressure=self.eviction.conditions if self.eviction is not None else None)
+                pressure=self.eviction.conditions if self.eviction is not None else None,
+                runtime_errors=self.runtime.health_errors if isinstance(self.runtime, HealthRuntime) else None)
             self._node = await self.node_status.register()
             node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
             self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)

@@ -9,8 +9,11 @@ carries traffic, each with the endpoints a new connection may use:
   ready, the **serving and terminating** ones (upstream's terminating
   fallback, so a rolling restart does not drop traffic); under
   ``internalTrafficPolicy: Local`` only those on this node;
-- node-port (external) traffic does the same, restricted to this node's
-  endpoints under ``externalTrafficPolicy: Local``;
+- external traffic — to a node port, to one of ``spec.externalIPs``, or to a
+  LoadBalancer's ``status.loadBalancer.ingress[].ip`` (unless its ``ipMode``
+  is ``Proxy``: the balancer then sends to node ports itself), all at the
+  Service's port but the node port — does the same, restricted to this
+  node's endpoints under ``externalTrafficPolicy: Local``;
 - the target port comes from the slice port with the Service port's name
   (slices already resolved named ``targetPort`` values per pod).
 
@@ -58,6 +61,8 @@ class ServicePort:
     port: int
     cluster_ips: tuple[str, ...]
     node_port: int = 0
+    external_ips: tuple[str, ...] = ()
+    """``spec.externalIPs`` and load-balancer ingress IPs (IPv4), reached at ``port``."""
     session_affinity: bool = False
     affinity_timeout: float = DEFAULT_AFFINITY_TIMEOUT
     cluster_endpoints: tuple[Endpoint, ...] = ()
@@ -107,6 +112,17 @@ def _slice_endpoints(slices: Iterable[Mapping[str, Any]], port_name: str, protoc
     return sorted(found.values())
 
 
+def _external_ips(svc: Mapping[str, Any]) -> tuple[str, ...]:
+    spec, status = svc.get("spec") or {}, svc.get("status") or {}
+    found = [ip for ip in spec.get("externalIPs") or () if isinstance(ip, str) and ip and ":" not in ip]
+    if spec.get("type") == "LoadBalancer":
+        for ingress in (status.get("loadBalancer") or {}).get("ingress") or ():
+            ip = ingress.get("ip")
+            if ip and ":" not in ip and ingress.get("ipMode") != "Proxy" and ip not in found:
+                found.append(ip)
+    return tuple(found)
+
+
 def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]],
                 node_name: str) -> dict[ServicePortKey, ServicePort]:
     by_service: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -126,6 +142,7 @@ def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         affinity = spec.get("sessionAffinity") == "ClientIP"
         timeout = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds") or DEFAULT_AFFINITY_TIMEOUT
+        external_ips = _external_ips(svc)
         internal_local = spec.get("internalTrafficPolicy") == "Local"
         external_local = spec.get("externalTrafficPolicy") == "Local"
         for port in spec.get("ports") or ():
@@ -134,7 +151,7 @@ def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[
             endpoints = _slice_endpoints(by_service.get((namespace, name), ()), port_name, protocol)
             entry = ServicePort(
                 namespace=namespace, name=name, port_name=port_name, protocol=protocol, port=int(port["port"]),
-                cluster_ips=ips, node_port=int(port.get("nodePort") or 0), session_affinity=affinity,
+                cluster_ips=ips, node_port=int(port.get("nodePort") or 0), external_ips=external_ips, session_affinity=affinity,
                 affinity_timeout=float(timeout),
                 cluster_endpoints=_usable(endpoints, local_only=internal_local, node_name=node_name),
                 external_endpoints=_usable(endpoints, local_only=external_local, node_name=node_name),

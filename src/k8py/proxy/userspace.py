@@ -2,8 +2,10 @@
 
 For every service port with usable endpoints the backend listens on each
 cluster IP at the Service's port, and — for NodePort and LoadBalancer
-Services — on each of the node's addresses at the node port (any address in
-127.0.0.0/8 can be bound without configuring it). A connection is relayed
+Services — on each of the node's addresses at the node port, and on each
+external IP (``spec.externalIPs``, load-balancer ingress IPs) at the
+Service's port (any address in 127.0.0.0/8 can be bound without configuring
+it; another address must be one of the host's). A connection is relayed
 to an endpoint that a :class:`~k8py.proxy.balancer.Balancer` picks
 (:mod:`.tcp_relay`, :mod:`.udp_relay`).
 
@@ -87,6 +89,9 @@ class UserspaceBackend:
                 if entry.node_port and entry.external_endpoints:
                     for address in node_addresses:
                         wanted.setdefault((address, entry.node_port, entry.protocol), (entry, True))
+                if entry.external_endpoints:
+                    for address in entry.external_ips:
+                        wanted.setdefault((address, entry.port, entry.protocol), (entry, True))
             for key in [k for k in self._listeners if k not in wanted or self._listeners[k].service != wanted[k][0].key]:
                 self._close(key)
             for key, (entry, external) in wanted.items():

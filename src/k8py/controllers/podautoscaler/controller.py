@@ -22,7 +22,9 @@ Every ``hpa_sync_period`` seconds (``options.extra``, upstream's
    ``max(2 × current, 4)``), and bounded by min/max; ``AbleToScale`` and
    ``ScalingLimited`` say what changed it;
 4. a new count is written to the scale subresource with a
-   ``SuccessfulRescale`` Event ("New size: N; reason: …"), and the status
+   ``SuccessfulRescale`` Event ("New size: N; reason: …"; if the write is
+   refused, ``FailedRescale`` and ``AbleToScale=False`` ``FailedUpdateScale``
+   instead, retried at the next sync), and the status
    (current/desired replicas, currentMetrics, lastScaleTime, conditions) is
    written.
 
@@ -139,8 +141,16 @@ class HorizontalController(KeyedController):
             desired = result.replicas
         scaled = desired != current
         if scaled:
-            await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
-                                    patch_type=PatchType.MERGE, subresource="scale")
+            try:
+                await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
+                                        patch_type=PatchType.MERGE, subresource="scale")
+            except StatusError as err:  # upstream: an Event, AbleToScale=False, and a retry at the next sync
+                self.recorder.eventf(hpa, "Warning", "FailedRescale", "New size: %d; reason: %s; error: %s", desired, why,
+                                     err.message, resource=HORIZONTAL_POD_AUTOSCALERS)
+                conditions["AbleToScale"] = ("False", "FailedUpdateScale",
+                                             f"the HPA controller was unable to update the target scale: {err.message}")
+                await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
+                return self.sync_period
             if spec.get("behavior") is not None:
                 Behavior.record(history, now, current, desired)
             self.recorder.eventf(hpa, "Normal", "SuccessfulRescale", "New size: %d; reason: %s", desired, why,

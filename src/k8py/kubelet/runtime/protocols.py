@@ -67,6 +67,7 @@ from .messages import (
 )
 
 __all__ = [
+    "HealthRuntime",
     "ContainerState",
     "SandboxState",
     "Mount",
@@ -233,6 +234,15 @@ class StatsRuntime(Protocol):
     async def list_container_stats(self) -> Sequence[ContainerUsage]: ...
 
     async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]: ...
+
+
+@runtime_checkable
+class HealthRuntime(Protocol):
+    """A runtime that reports its own health (CRI ``Status``: RuntimeReady, NetworkReady), which the node's Ready
+    condition follows as upstream's does; a runtime without it is healthy while the kubelet runs."""
+
+    async def health_errors(self) -> list[str]:
+        """Why the runtime is not ready (upstream's messages), or nothing."""
 
 
 @runtime_checkable

@@ -8,7 +8,8 @@ packet sees either the old rules or the new ones, never half.
 
 Layout (names as kube-proxy's where there is one)::
 
-    map service-ips        ip daddr . l4proto . dport : goto service-…    (cluster IPs)
+    map service-ips        ip daddr . l4proto . dport : goto service-…    (cluster IPs;
+                           external IPs and load-balancer IPs goto external-…)
     map service-nodeports  l4proto . dport : goto external-…              (node ports)
     set nodeport-ips       the node addresses node ports answer on
     map no-endpoint-services / no-endpoint-nodeports : goto reject-chain
@@ -110,16 +111,20 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         else:
             for ip in sp.cluster_ips:
                 no_ep.append(f"{ip} . {proto} . {sp.port} : goto reject-chain")
-        if sp.node_port:
+        if sp.node_port or sp.external_ips:
             if sp.external_endpoints:
                 ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
                 _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains, sp.session_affinity)
                 ext = _chain("external", sp.namespace, sp.name, sp.port_name, proto)
-                chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} node port {sp.node_port}"',
+                chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} external (node port {sp.node_port or "none"})"',
                            f"    meta mark set meta mark | {MASQUERADE_MARK:#x}", f"    goto {ext_lb}", "  }"]
-                nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
+                if sp.node_port:
+                    nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
+                service_ips += [f"{ip} . {proto} . {sp.port} : goto {ext}" for ip in sp.external_ips]
             else:
-                no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
+                if sp.node_port:
+                    no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
+                no_ep += [f"{ip} . {proto} . {sp.port} : goto reject-chain" for ip in sp.external_ips]
         referenced = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
         for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
             if name not in referenced or name in used:
