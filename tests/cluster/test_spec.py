@@ -150,3 +150,12 @@ def test_each_new_cluster_picks_its_own_service_range_with_room_and_a_given_one_
     assert pick_service_cidr(given) == "127.200.0.0/16"
     api = component_specs(given, all_ports(given), service_cidr="127.200.0.0/16")[0].argv
     assert api.count("--service-cluster-ip-range") == 1
+
+
+def test_the_api_server_gets_the_front_proxy_pair_unless_the_config_gives_one(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    api = component_specs(spec, all_ports(spec))[0].argv
+    assert api[api.index("--proxy-client-cert-file") + 1] == os.path.join(str(tmp_path), "pki", "front-proxy-client.crt")
+    assert api[api.index("--requestheader-client-ca-file") + 1] == os.path.join(str(tmp_path), "pki", "front-proxy-ca.crt")
+    own = ClusterSpec(data_dir=str(tmp_path), port=0, extra_args={"apiserver": ["--proxy-client-cert-file=/x.crt"]})
+    assert "--requestheader-client-ca-file" not in component_specs(own, all_ports(own))[0].argv

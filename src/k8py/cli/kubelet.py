@@ -338,7 +338,8 @@ async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -
         return None
     try:
         return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period,
-                                node_ip=node_ip, image_gc=_gc_policy(config)).connect()
+                                node_ip=node_ip, image_gc=_gc_policy(config),
+                                log_rotation=(config.container_log_max_size, config.container_log_max_files)).connect()
     except RuntimeErrorStatus as e:
         await client.close()
         print(f"k8py kubelet: {e.message}", file=sys.stderr)

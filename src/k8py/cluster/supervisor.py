@@ -38,14 +38,13 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import aiohttp
-
-from k8py.cluster.readiness import http_ok, ready_nodes
+from k8py.cluster.readiness import Prober, ready_nodes
 from k8py.cluster.addresses import (
     DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
@@ -124,6 +123,7 @@ class Supervisor:
         host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
         self.api_url = f"https://{host}:{self.ports['apiserver']}"
         self.pki = ClusterPKI(spec.data_dir)
+        self._admin_tls: ssl.SSLContext | None = None
 
     # -- state and progress -------------------------------------------------------
 
@@ -207,23 +207,28 @@ class Supervisor:
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
         delay = 0.02
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while r.proc is not None and r.proc.returncode is None and not self._stopping:
-                if await http_ok(session, r.spec.health):
+                if await prober.ok(r.spec.health):
                     r.healthy, r.state = True, "running"
                     self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
                     self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.1)
+        finally:
+            prober.close()
 
     def _start(self, r: _Running) -> None:
         r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
-    def _session(self) -> aiohttp.ClientSession:
+    def _prober(self) -> Prober:
         """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
-        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.pki.client_ssl_context()))
+        if self._admin_tls is None:
+            self._admin_tls = self.pki.client_ssl_context()
+        return Prober(self._admin_tls)
 
     # -- the cluster --------------------------------------------------------------
 
@@ -300,9 +305,10 @@ class Supervisor:
     async def _wait_nodes(self, deadline: float) -> None:
         expected = self.spec.expected_nodes
         seen: set[str] = set()
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while len(seen) < expected:
-                names = await ready_nodes(session, self.api_url) or []
+                names = await ready_nodes(prober, self.api_url) or []
                 fresh = [n for n in names if n not in seen]
                 seen.update(names)
                 if fresh and expected <= 5:
@@ -316,6 +322,8 @@ class Supervisor:
                 self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
                 # each poll lists every Node: at kwok's 5,000 (some 20 MB) once a second, not 20 times
                 await asyncio.sleep(min(max(0.05, expected / 5000), 2.0))
+        finally:
+            prober.close()
         self.timings["nodesReady"] = round(self.elapsed(), 3)
 
     async def wait_stopped_components(self) -> None:

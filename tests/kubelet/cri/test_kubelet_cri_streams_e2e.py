@@ -19,10 +19,11 @@ from typing import Iterator
 
 import pytest
 
-from tests.kubelet.conftest import Node, start_node
+from tests.kubelet.conftest import Node, node_session
 from tests.support.containerd import Containerd
-from tests.support.kube import KUBECTL, official_client
+from tests.support.kube import KUBECTL
 from tests.support.oci_registry import Registry, busybox_layer, image
+from tests.support.terminal import attach_until_echo, pty_session, read_until
 
 pytestmark = pytest.mark.timeout(300)
 NS = "cri-streams"
@@ -31,18 +32,12 @@ NS = "cri-streams"
 @pytest.fixture(scope="module")
 def cri_node(tmp_path_factory, containerd: Containerd) -> Iterator[Node]:
     tmp = str(tmp_path_factory.mktemp("cri-streams-node"))
-    server, kubelet, kubectl = start_node(tmp, extra=("--container-runtime-endpoint", containerd.endpoint,
-                                                      "--cgroup-root", containerd.cgroup_parent,
-                                                      "--runtime-relist-period", "0.3"))
-    api = official_client(server.url)
-    try:
-        node = Node(server, kubelet, kubectl, api)
+    extra = ("--container-runtime-endpoint", containerd.endpoint, "--cgroup-root", containerd.cgroup_parent,
+             "--runtime-relist-period", "0.3")
+    # the pods are containerd's: the containerd fixture removes them
+    with node_session(tmp, extra=extra, kill_containers=False) as node:
         node.core.create_namespace({"metadata": {"name": NS}})
         yield node
-    finally:
-        api.close()
-        kubelet.stop()
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +51,6 @@ def run_pod(node: Node, ref: str, name: str, script: str, *, stdin: bool = False
         "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0, "hostNetwork": host_network, "containers": [{
             "name": "main", "image": ref, "command": ["/bin/sh", "-c", script], "stdin": stdin}]}})
     return node.wait_pod(NS, name, lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
-
-
-def env(node: Node) -> dict[str, str]:
-    return {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
 
 
 def test_kubectl_exec_output_exit_code_and_stdin(cri_node: Node, ref: str) -> None:
@@ -93,23 +84,10 @@ def test_the_official_clients_exec_stream(cri_node: Node, ref: str) -> None:
 
 def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "tty", "exec sleep 3600")
-    master, slave = pty.openpty()
-    os.set_blocking(master, False)
-    import fcntl, struct, termios
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([KUBECTL, "exec", "-it", "-n", NS, "tty", "--", "/bin/sh"], stdin=slave, stdout=slave,
-                            stderr=slave, env=env(cri_node), close_fds=True)
-    os.close(slave)
-    seen = b""
+    proc, master = pty_session(["exec", "-it", "-n", NS, "tty", "--", "/bin/sh"], cri_node.kubectl.env)
     try:
-        deadline = time.monotonic() + 60
         os.write(master, b"test -t 1 && echo TTY-YES; busybox stty size; exit 9\n")
-        while proc.poll() is None and time.monotonic() < deadline:
-            if select.select([master], [], [], 0.5)[0]:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
+        seen = read_until(master, proc, b"", lambda s: False, timeout=60)  # until kubectl is done
         assert proc.wait(timeout=30) == 9, seen
         assert b"TTY-YES" in seen and b"40 120" in seen, seen
     finally:
@@ -120,28 +98,13 @@ def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
 
 def test_kubectl_attach_with_stdin(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "echoer", "while read line; do echo got: $line; done", stdin=True)
-    proc = subprocess.Popen([KUBECTL, "attach", "-i", "echoer", "-n", NS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(cri_node), text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + 60
-        line = ""
-        while "got: ping" not in line:
-            assert time.monotonic() < deadline, line
-            proc.stdin.write("ping\n")
-            proc.stdin.flush()
-            if select.select([proc.stdout], [], [], 1.0)[0]:
-                line = proc.stdout.readline()
-        assert line == "got: ping\n"
-    finally:
-        proc.kill()
-        proc.wait()
+    assert attach_until_echo(cri_node.kubectl, NS, "echoer", timeout=60) == "got: ping\n"
 
 
 def test_kubectl_attach_follows_the_output(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "ticker", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done")
     proc = subprocess.Popen([KUBECTL, "attach", "ticker", "-n", NS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(cri_node), text=True)
+                            stderr=subprocess.PIPE, env=cri_node.kubectl.env, text=True)
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]
@@ -160,7 +123,7 @@ def test_kubectl_attach_to_a_terminal_container(cri_node: Node, ref: str) -> Non
     cri_node.wait_pod(NS, "console", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
     master, slave = pty.openpty()
     proc = subprocess.Popen([KUBECTL, "attach", "-it", "-n", NS, "console"], stdin=slave, stdout=slave, stderr=slave,
-                            env=env(cri_node), close_fds=True)
+                            env=cri_node.kubectl.env, close_fds=True)
     os.close(slave)
     seen = b""
     try:
@@ -284,7 +247,7 @@ def test_a_client_that_hangs_up_ends_stdin_but_leaves_the_command_running_as_ups
     cri_node.wait_pod(NS, "shell", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
     scripts = {"reader": "echo $$ > /tmp/hangup-reader; exec cat", "sleeper": "echo $$ > /tmp/hangup-sleeper; exec sleep 300"}
     clients = {name: subprocess.Popen([KUBECTL, "exec", "-i", "-n", NS, "shell", "--", "/bin/sh", "-c", script],
-                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(cri_node))
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cri_node.kubectl.env)
                for name, script in scripts.items()}
     try:
         pids = {}

@@ -150,6 +150,11 @@ class CRIClient:
         req = pb.ContainerStatusRequest(container_id=container_id)
         return (await self._call(self._runtime, "ContainerStatus", req, timeout)).status
 
+    async def reopen_container_log(self, container_id: str, *, timeout: float | None = None) -> None:
+        """Make the runtime open the container's log path anew (after the kubelet renamed the file away)."""
+        req = pb.ReopenContainerLogRequest(container_id=container_id)
+        await self._call(self._runtime, "ReopenContainerLog", req, timeout)
+
     async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int, *,
                         timeout: float | None = None) -> pb.ExecSyncResponse:
         """Run ``cmd`` in the container; the runtime ends it after ``timeout_seconds`` (0: no limit)."""

@@ -1139,3 +1139,13 @@ class ImageFsInfoResponse(_message.Message):
     image_filesystems: _containers.RepeatedCompositeFieldContainer[FilesystemUsage]
     container_filesystems: _containers.RepeatedCompositeFieldContainer[FilesystemUsage]
     def __init__(self, image_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ..., container_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ...) -> None: ...
+
+class ReopenContainerLogRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class ReopenContainerLogResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -149,6 +149,11 @@ class RuntimeServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.FromString,
                 _registered_method=True)
+        self.ReopenContainerLog = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ReopenContainerLog',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -292,6 +297,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReopenContainerLog(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -409,6 +420,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.GetContainerEvents,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.SerializeToString,
+            ),
+            'ReopenContainerLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReopenContainerLog,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1032,6 +1048,33 @@ class RuntimeService:
             '/runtime.v1.RuntimeService/GetContainerEvents',
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.SerializeToString,
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReopenContainerLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ReopenContainerLog',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.FromString,
             options,
             channel_credentials,
             insecure,
