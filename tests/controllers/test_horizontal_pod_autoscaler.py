@@ -173,7 +173,11 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
             return (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 2
 
         await eventually(shrunk, timeout=60)
-        assert "New size: 2; reason: All metrics below target" in await sizes()
+
+        async def told() -> bool:  # Events are written after the scale, by the recorder's own task
+            return "New size: 2; reason: All metrics below target" in await sizes()
+
+        await eventually(told, timeout=30)
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
