@@ -1,4 +1,5 @@
-"""The runtime's health as the node's Ready condition sees it: containerd's NetworkReady before and after the pod CIDR.
+"""The runtime's health as the node's Ready condition sees it (containerd's NetworkReady before and after the pod
+CIDR), and where it keeps its images, as the eviction manager's imagefs signals read it.
 
 A containerd configured as ``k8py up`` configures it (a CNI ``conf_template``, no network until the
 kubelet passes the node's pod CIDR with ``UpdateRuntimeConfig``) reports NetworkReady false, in
@@ -8,6 +9,7 @@ upstream's words, until then; a runtime that stops answering is down. Needs root
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import tempfile
@@ -15,11 +17,12 @@ from typing import Iterator
 
 import pytest
 
+from k8py.kubelet.eviction.signals import observe
 from k8py.kubelet.node_status import HostReadings, node_conditions
 from k8py.kubelet.runtime.cri import runtime as cri_runtime
 from k8py.kubelet.runtime.cri.client import CRIClient
 from k8py.kubelet.runtime.cri.runtime import CRIRuntime
-from k8py.kubelet.runtime.protocols import HealthRuntime
+from k8py.kubelet.runtime.protocols import HealthRuntime, ImageFilesystemRuntime
 from tests.support.containerd import Containerd, containerd_missing
 
 pytestmark = pytest.mark.timeout(300)
@@ -75,3 +78,16 @@ def test_the_ready_condition_carries_the_runtimes_errors() -> None:
     assert (one["status"], one["reason"], one["message"]) == ("False", "KubeletNotReady", "container runtime is down")
     two = {c["type"]: c for c in node_conditions(host, set(), ["a", "b"])}["Ready"]
     assert two["message"] == "[a, b]"
+
+
+async def test_the_runtime_says_where_its_images_are_for_the_imagefs_signals(templated: Containerd, tmp_path) -> None:
+    runtime = await CRIRuntime(CRIClient(templated.endpoint), cgroup_root=templated.cgroup_parent).connect()
+    try:
+        assert isinstance(runtime, ImageFilesystemRuntime)
+        # containerd's snapshotter directory below its own root, not the kubelet's image store
+        assert runtime.image_fs_path.startswith(templated.layout.home + "/") and os.path.isdir(runtime.image_fs_path)
+        signals = observe(str(tmp_path), runtime.image_fs_path)
+        assert signals["imagefs.available"].capacity == os.statvfs(runtime.image_fs_path).f_blocks * os.statvfs(
+            runtime.image_fs_path).f_frsize
+    finally:
+        await runtime.close()

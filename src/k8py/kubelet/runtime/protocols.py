@@ -68,6 +68,7 @@ from .messages import (
 
 __all__ = [
     "HealthRuntime",
+    "ImageFilesystemRuntime",
     "ContainerState",
     "SandboxState",
     "Mount",
@@ -243,6 +244,15 @@ class HealthRuntime(Protocol):
 
     async def health_errors(self) -> list[str]:
         """Why the runtime is not ready (upstream's messages), or nothing."""
+
+
+@runtime_checkable
+class ImageFilesystemRuntime(Protocol):
+    """A runtime whose images live on a filesystem of its own choosing (CRI ``ImageFsInfo``): the eviction
+    manager's ``imagefs`` signals read that one instead of the kubelet's image store."""
+
+    #: a path on the image filesystem ("" until the runtime said)
+    image_fs_path: str
 
 
 @runtime_checkable

@@ -78,6 +78,8 @@ class CRIRuntime:
         self.log_rotation = (ContainerLogRotation(client, max_size=log_rotation[0], max_files=log_rotation[1], clock=clock)
                              if log_rotation is not None else None)
         self._tasks: list[asyncio.Task[None]] = []
+        #: where the runtime keeps its images (CRI ImageFsInfo), read on connect: the eviction manager's imagefs
+        self.image_fs_path = ""
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
         #: the IP host-network pods report
@@ -95,6 +97,11 @@ class CRIRuntime:
         except CRIError as e:
             raise RuntimeErrorStatus("RuntimeUnavailable", f"no CRI runtime at {self.client.endpoint}: {e.details}; "
                                      "is containerd running with its CRI plugin?") from e
+        try:
+            self.image_fs_path = next((f.fs_id.mountpoint for f in await self.client.image_fs_info(timeout=30)
+                                       if f.fs_id.mountpoint), "")
+        except (CRIError, NotFoundError) as e:
+            log.info("the runtime did not say where its images are (%s): imagefs is the kubelet's own", e)
         if not self._tasks:
             if self.image_gc is not None:
                 self._tasks.append(asyncio.create_task(self.image_gc.run(), name="cri-image-gc"))
