@@ -126,7 +126,7 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
     metrics.client = client
     metrics.per_pod = Fraction(1, 2)  # 500% of 100m: ten times the 50% target
     options = ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2, "hpa_downscale_stabilization": 3.0})
-    await start_manager("replicaset", "horizontalpodautoscaling", options=options)
+    manager = await start_manager("replicaset", "horizontalpodautoscaling", options=options)
     async with running(PodDriver(client, node_name="n1").run(), "driver"):
         await client.create(REPLICASETS, _rs(1))
         await client.create(HPA_V1, {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
@@ -150,6 +150,14 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
         v2 = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
         conds = {c["type"]: c for c in v2["status"]["conditions"]}
         assert (conds["ScalingLimited"]["status"], conds["ScalingLimited"]["reason"]) == ("True", "TooManyReplicas")
+        # the controller's own metrics, on the manager's /metrics (upstream's monitor)
+        from prometheus_client import generate_latest
+
+        exposed = generate_latest(manager.registry).decode()
+        assert 'horizontal_pod_autoscaler_controller_reconciliations_total{action="scale_up",error="none"}' in exposed
+        assert ('horizontal_pod_autoscaler_controller_metric_computation_total{action="scale_up",error="none",metric_type="Resource"}'
+                in exposed)
+        assert "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds_bucket" in exposed
 
         metrics.per_pod = Fraction(1, 100)  # 10%: recommended 2, held at 10 for the window, then written
 
@@ -165,7 +173,11 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
             return (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 2
 
         await eventually(shrunk, timeout=60)
-        assert "New size: 2; reason: All metrics below target" in await sizes()
+
+        async def told() -> bool:  # Events are written after the scale, by the recorder's own task
+            return "New size: 2; reason: All metrics below target" in await sizes()
+
+        await eventually(told, timeout=30)
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")

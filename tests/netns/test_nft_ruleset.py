@@ -41,3 +41,17 @@ def test_external_and_load_balancer_ips_go_through_the_external_chain_or_are_rej
     text = ruleset.render("k8py-n", table, ["127.0.0.1"])
     assert "192.0.2.7 . tcp . 80 : goto external-" in text  # no node port needed
     assert "192.0.2.8 . udp . 53 : goto reject-chain" in text
+
+
+def test_load_balancer_source_ranges_drop_other_clients_before_dnat() -> None:
+    from k8py.proxy.nftables import ruleset
+    from k8py.proxy.service_table import Endpoint, ServicePort
+
+    eps = (Endpoint("10.1.1.2", 8080),)
+    table = {("d", "lb", ""): ServicePort("d", "lb", "", "TCP", 80, ("10.2.0.10",), load_balancer_ips=("192.0.2.9",),
+                                          source_ranges=("198.51.100.0/24",), cluster_endpoints=eps, external_endpoints=eps,
+                                          all_endpoints=eps)}
+    text = ruleset.render("k8py-n", table, ["127.0.0.1"])
+    assert "192.0.2.9 . tcp . 80 : goto external-" in text and "192.0.2.9 . tcp . 80 : goto firewall-" in text
+    assert "ip saddr != { 198.51.100.0/24 } drop" in text
+    assert "type filter hook prerouting priority -110; policy accept;" in text

@@ -222,3 +222,36 @@ async def test_external_ips_and_load_balancer_ingress_ips_carry_traffic_at_the_s
         return False
 
     assert await eventually(refused)
+
+
+async def test_load_balancer_source_ranges_admit_only_their_clients(cluster):
+    import random
+
+    balanced = f"127.130.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    await cluster.start_pod("fw-1", {"app": "fw"})
+    lb = await _service(cluster.client, "fw", type="LoadBalancer", loadBalancerSourceRanges=["127.131.0.0/16"])
+    lb["status"] = {"loadBalancer": {"ingress": [{"ip": balanced}]}}
+    await cluster.client.update_status(SERVICES, lb)
+
+    async def get_from(source: str) -> str:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(balanced, 80, local_addr=(source, 0)), 5)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            raw = await asyncio.wait_for(reader.read(), 5)
+        finally:
+            writer.close()
+        if not raw:
+            raise ConnectionResetError("closed without an answer")
+        return raw.split(b"\r\n\r\n", 1)[1].decode()
+
+    inside = f"127.131.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    assert await eventually(lambda: get_from(inside)) == "fw-1"
+    try:
+        await get_from("127.0.0.1")
+    except (ConnectionResetError, ConnectionRefusedError):
+        pass
+    else:
+        raise AssertionError("a client outside loadBalancerSourceRanges was let in")
+    # the cluster IP is not filtered
+    assert await http_get(lb["spec"]["clusterIP"], 80) == "fw-1"

@@ -7,9 +7,12 @@ Lease renewed every 10 s, and its own pod workers, PLEG and
 through the same lifecycle code as on a real node. What is shared, to keep
 the API server's load at what N real kubelets would cause or less:
 
-- one pod informer over all pods (instead of N watches), dispatching each
-  pod to the worker set of its ``spec.nodeName`` (managed fields dropped:
-  no kubelet reads them, and at 10,000 pods they are tens of megabytes);
+- one pod informer over all *bound* pods (``spec.nodeName!=``, instead of N
+  watches of ``spec.nodeName=<node>``), dispatching each pod to the worker
+  set of its ``spec.nodeName`` (a pod still being scheduled is no kubelet's
+  business: the server sends it as ADDED once bound, which spares a third
+  of the pod events at a Deployment's start; managed fields dropped: no
+  kubelet reads them, and at 10,000 pods they are tens of megabytes);
 - one Node informer over all nodes, keeping of each Node only what the
   status reporter compares (its ``podCIDR`` and its conditions), which the
   reporters read instead of each GETting its Node at every update (at 5,000
@@ -166,7 +169,7 @@ class SimulatedNodes:
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
         self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))
         self.informers = InformerFactory(client, transform=drop_managed_fields)
-        self.pod_informer = self.informers.informer(PODS)
+        self.pod_informer = self.informers.informer(PODS, field_selector="spec.nodeName!=")
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)

@@ -13,6 +13,9 @@ Layout (names as kube-proxy's where there is one)::
     map service-nodeports  l4proto . dport : goto external-…              (node ports)
     set nodeport-ips       the node addresses node ports answer on
     map no-endpoint-services / no-endpoint-nodeports : goto reject-chain
+    map firewall-ips       load-balancer IP . l4proto . dport : goto firewall-…
+                           (``ip saddr != { loadBalancerSourceRanges } drop``),
+                           checked before DNAT (filter prerouting/output, -110)
 
     nat-prerouting  (nat, prerouting, dstnat)  jump services
     nat-output      (nat, output, -100)        jump services
@@ -89,6 +92,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
     nodeports: list[str] = []
     no_ep: list[str] = []
     no_ep_nodeports: list[str] = []
+    firewall_ips: list[str] = []
     endpoint_lines: list[str] = []
     affinity_sets: list[str] = []
     used: set[str] = set()
@@ -111,7 +115,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         else:
             for ip in sp.cluster_ips:
                 no_ep.append(f"{ip} . {proto} . {sp.port} : goto reject-chain")
-        if sp.node_port or sp.external_ips:
+        if sp.node_port or sp.external_ips or sp.load_balancer_ips:
             if sp.external_endpoints:
                 ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
                 _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains, sp.session_affinity)
@@ -120,11 +124,16 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
                            f"    meta mark set meta mark | {MASQUERADE_MARK:#x}", f"    goto {ext_lb}", "  }"]
                 if sp.node_port:
                     nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
-                service_ips += [f"{ip} . {proto} . {sp.port} : goto {ext}" for ip in sp.external_ips]
+                service_ips += [f"{ip} . {proto} . {sp.port} : goto {ext}" for ip in sp.external_ips + sp.load_balancer_ips]
             else:
                 if sp.node_port:
                     no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
-                no_ep += [f"{ip} . {proto} . {sp.port} : goto reject-chain" for ip in sp.external_ips]
+                no_ep += [f"{ip} . {proto} . {sp.port} : goto reject-chain" for ip in sp.external_ips + sp.load_balancer_ips]
+        if sp.load_balancer_ips and sp.source_ranges:
+            fw = _chain("firewall", sp.namespace, sp.name, sp.port_name, proto)
+            chains += [f"  chain {fw} {{", f'    comment "{sp}/{proto} loadBalancerSourceRanges"',
+                       f"    ip saddr != {{ {', '.join(sp.source_ranges)} }} drop", "  }"]
+            firewall_ips += [f"{ip} . {proto} . {sp.port} : goto {fw}" for ip in sp.load_balancer_ips]
         referenced = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
         for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
             if name not in referenced or name in used:
@@ -150,6 +159,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
     vmap("service-nodeports", "inet_proto . inet_service", nodeports)
     vmap("no-endpoint-services", "ipv4_addr . inet_proto . inet_service", no_ep)
     vmap("no-endpoint-nodeports", "inet_proto . inet_service", no_ep_nodeports)
+    vmap("firewall-ips", "ipv4_addr . inet_proto . inet_service", firewall_ips)
     addrs = sorted({a for a in node_addresses if a and ":" not in a})
     lines.append("  set nodeport-ips {")
     lines.append("    type ipv4_addr")
@@ -166,6 +176,9 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         "    ip daddr . meta l4proto . th dport vmap @no-endpoint-services",
         "    ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports",
         "  }",
+        "  chain firewall-check {",
+        "    ip daddr . meta l4proto . th dport vmap @firewall-ips",
+        "  }",
         "  chain masquerading {",
         f"    meta mark & {MASQUERADE_MARK:#x} == 0 return",
         f"    meta mark set meta mark ^ {MASQUERADE_MARK:#x}",
@@ -175,7 +188,9 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         "  chain nat-output {", "    type nat hook output priority -100; policy accept;", "    jump services", "  }",
         "  chain nat-postrouting {", "    type nat hook postrouting priority srcnat; policy accept;", "    jump masquerading", "  }",
         "  chain filter-forward {", "    type filter hook forward priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
-        "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
+        "  chain filter-prerouting {", "    type filter hook prerouting priority -110; policy accept;", "    jump firewall-check", "  }",
+        "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check",
+        "    jump firewall-check", "  }",
         "  chain filter-input {", "    type filter hook input priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
     ]
     lines += affinity_sets + endpoint_lines + chains  # a vmap may only name chains (and sets) already declared
