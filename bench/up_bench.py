@@ -19,6 +19,10 @@
     python bench/up_bench.py --runs 0 --simulated-nodes 5000 --pods 10000   # the scale run alone
 
 The machine's load is printed: on a shared machine the figures are upper bounds.
+Beside each cold-start figure is the CPU the cluster's processes had used by
+then (all of them, user and system): a figure the machine's load barely
+moves, against which a change can be judged when the wall clock cannot;
+the idle PSS is also printed by process.
 """
 
 from __future__ import annotations
@@ -114,22 +118,60 @@ def cold_start(extra: list[str]) -> dict[str, float]:
         api = until(lambda: (read_state(data) or {}).get("api"))
         ctx = until(lambda: admin_context(data))
         until(lambda: get(f"{api}/readyz", ctx) == "ok")
-        out["api"] = time.perf_counter() - t0
+        out["api"], out["api_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: ready_nodes(api, ctx) >= 1)
-        out["node"] = time.perf_counter() - t0
+        out["node"], out["node_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: _try_post(f"{api}/api/v1/namespaces/default/pods", POD, ctx))
         until(lambda: (get(f"{api}/api/v1/namespaces/default/pods/first", ctx) or {}).get("status", {}).get("phase") == "Running")
-        out["pod"] = time.perf_counter() - t0
+        out["pod"], out["pod_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: (read_state(data) or {}).get("ready"))
         time.sleep(10)
         pids = [proc.pid, *processes_of(data)]
         out["pss_mb"] = pss_mb(pids)
         out["processes"] = len(pids)
+        for pid in pids:  # by process name (k8py-apiserver, k8py-zygote, python for k8py up itself and nginx, ...)
+            name = f"pss:{_comm(pid)}"
+            out[name] = out.get(name, 0.0) + pss_mb([pid])
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         shutil.rmtree(data, ignore_errors=True)
     return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and every live process below it:
+    on a shared machine the wall-clock figures are upper bounds, these are what the cluster
+    itself spent (a process that already exited is not counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for pid, used in cpu.items():
+        seen, p = 0, pid
+        while p not in (0, 1, root) and seen < 64:
+            p, seen = parent.get(p, 0), seen + 1
+        if p == root:
+            total += used
+    return total
 
 
 def _try_post(url: str, body: Any, ctx: Any) -> bool:
@@ -295,13 +337,17 @@ def main() -> None:
 
 def start_up(n: int) -> None:
     runs = [cold_start([]) for _ in range(n)]
+    median = lambda key: sorted(r.get(key, 0.0) for r in runs)[len(runs) // 2]  # noqa: E731
     for key, label, target in (("api", "API ready", 1.0), ("node", "node Ready", 2.0), ("pod", "first pod Running", 2.5)):
         values = sorted(r[key] for r in runs)
         print(f"cold start -> {label}: median {values[len(values) // 2]:.2f} s (min {values[0]:.2f}, max {values[-1]:.2f}); "
-              f"target < {target} s; kind 12-17 s, kubeadm 24-28 s (published)")
+              f"target < {target} s; kind 12-17 s, kubeadm 24-28 s (published); "
+              f"CPU the cluster had used by then: median {median(key + '_cpu'):.2f} s")
     mem = sorted(r["pss_mb"] for r in runs)
     print(f"idle cluster PSS (one nginx pod, {runs[0]['processes']:.0f} processes): median {mem[len(mem) // 2]:.0f} MB; "
           f"target < 200 MB; k3s 512 MB-1.6 GB (published)")
+    names = sorted({k for r in runs for k in r if k.startswith("pss:")}, key=lambda k: -median(k))
+    print("  PSS by process (median, MB): " + ", ".join(f"{k[4:]} {median(k):.1f}" for k in names))
     setups = [fixture_setup() for _ in range(n)]
     starts = sorted(s for s, _ in setups)
     print(f"pytest fixture set-up (k8py.testing.Cluster().start()): median {starts[len(starts) // 2]:.2f} s; "

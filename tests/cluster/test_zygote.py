@@ -141,3 +141,4 @@ def test_the_zygote_preloads_every_module_its_children_import_later():
     assert set(CONTROLLER_MODULES.values()) <= set(rest)
     for name in (*PRELOAD_FIRST, *rest):
         importlib.import_module(name)
+

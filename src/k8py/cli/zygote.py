@@ -38,8 +38,10 @@ Invariants: the zygote never starts an event loop or a thread, so a fork
 copies no lock held by another thread and no running loop; modules are
 imported in two phases, the API server's first, so the first fork (the API
 server) is not held up by the rest, with the garbage collector off until
-both are done (every child turns it back on); the zygote exits when its
-parent does.
+both are done (every child turns it back on); only the API server (and a
+node's containerd) is forked before the second phase is done, every other
+request is answered once it is (:data:`FORK_WHILE_PRELOADING`); the zygote
+exits when its parent does.
 """
 
 from __future__ import annotations
@@ -80,6 +82,13 @@ PRELOAD_REST = (
     "dns.asyncbackend",
     "dns._asyncio_backend",
 )
+
+
+#: forked at once even while the rest preloads: what the others wait for (the API
+#: server; a node's containerd). Any other request waits until preloading is done:
+#: forked earlier, a child would import for itself what the zygote is importing for
+#: all — twice the CPU on a busy machine, and memory of its own instead of shared.
+FORK_WHILE_PRELOADING = frozenset({"apiserver", "containerd"})
 
 
 def _preload_rest() -> Iterator[str]:
@@ -233,6 +242,7 @@ def serve(socket_path: str) -> int:
     pending: dict[socket.socket, bytes] = {}
     rest = _preload_rest()
     preloading = True
+    deferred: list[tuple[socket.socket, dict[str, Any]]] = []
     try:
         while not stopping:
             events = selector.select(timeout=0 if preloading else None)
@@ -241,6 +251,9 @@ def serve(socket_path: str) -> int:
                 if module is None:
                     preloading = False
                     gc.enable()
+                    for conn, request in deferred:
+                        _fork(conn, request, children)
+                    deferred.clear()
                 else:
                     _preload((module,))
                     gc.freeze()
@@ -259,7 +272,13 @@ def serve(socket_path: str) -> int:
                     _reap(children)
                 else:
                     conn = key.fileobj  # type: ignore[assignment]
-                    _read_request(conn, pending, selector, children)
+                    request = _read_request(conn, pending, selector)
+                    if request is None:
+                        pass
+                    elif preloading and (request["argv"] or [""])[0] not in FORK_WHILE_PRELOADING:
+                        deferred.append((conn, request))
+                    else:
+                        _fork(conn, request, children)
             _reap(children)
     finally:
         selector.close()
@@ -273,8 +292,9 @@ def serve(socket_path: str) -> int:
     return 0
 
 
-def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], selector: selectors.BaseSelector,
-                  children: dict[int, socket.socket]) -> None:
+def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
+                  selector: selectors.BaseSelector) -> dict[str, Any] | None:
+    """The request on ``conn`` once it has all come (None until then, or when it was refused)."""
     try:
         chunk = conn.recv(65536)
     except OSError:
@@ -283,11 +303,11 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], sele
         selector.unregister(conn)
         pending.pop(conn, None)
         conn.close()
-        return
+        return None
     buffer = pending[conn] + chunk
     if b"\n" not in buffer:
         pending[conn] = buffer
-        return
+        return None
     selector.unregister(conn)
     del pending[conn]
     try:
@@ -297,7 +317,11 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], sele
     except ValueError as err:
         _send(conn, {"error": str(err)})
         conn.close()
-        return
+        return None
+    return request
+
+
+def _fork(conn: socket.socket, request: dict[str, Any], children: dict[int, socket.socket]) -> None:
     gc.freeze()
     started_r, started_w = os.pipe()
     pid = os.fork()

@@ -241,9 +241,7 @@ class Supervisor:
         # component ever reads an old one (a resumed cluster on a new port)
         # (made while the zygote imports: the API server waits for both)
         await self._launch_zygote()
-        await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
-                                service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
-                                simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
+        await self._make_pki()
         await self._await_zygote()
         api, *rest = self.components
         early = [r for r in rest if r.spec.early]  # the nodes' runtimes: they need no API server
@@ -276,6 +274,39 @@ class Supervisor:
         self.ready.set()
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
+
+    async def _make_pki(self) -> None:
+        """:meth:`ClusterPKI.ensure` in a child forked for it: making and checking
+        certificates imports cryptography, some 4 MB this long-lived process would
+        keep for nothing once they are made. (Forked before this process runs any
+        thread of its own; the child only makes files and exits.) The child's
+        error comes back as its message."""
+        kwargs = {"api_url": self.api_url, "bind": self.spec.bind, "service_ip": kubernetes_service_ip(self.service_cidr),
+                  "nodes": self.spec.certificate_nodes(), "simulated": SIMULATED_NODE if self.spec.simulated_nodes else ""}
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
+            code = 1
+            try:
+                os.close(read_fd)
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_DFL)
+                self.pki.ensure(**kwargs)
+                code = 0
+            except BaseException as err:  # noqa: BLE001 - handed to the parent
+                os.write(write_fd, f"{type(err).__name__}: {err}".encode(errors="replace")[:4000])
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        try:
+            code = await AdoptedChild(pid).wait()
+            message = os.read(read_fd, 4096).decode(errors="replace")
+        finally:
+            os.close(read_fd)
+        if code != 0:
+            raise StartError(f"could not make the cluster's certificates and kubeconfigs in {self.pki.dir}: "
+                             f"{message or f'the process making them exited with code {code}'}")
 
     async def _launch_zygote(self) -> None:
         zygote = self.zygote

@@ -210,6 +210,7 @@ class Kubelet:
 
     async def _serve(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
+                            filesystems=lambda: (self.config.root_dir, self._image_fs()),
                             healthy=lambda: self.ready.is_set())
         ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
         self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)

@@ -191,7 +191,7 @@ def test_kubectl_top_pod_reads_the_runtimes_stats(cri_node: Node, ref: str) -> N
     assert 'container_memory_working_set_bytes{container="main",namespace="cri-streams",pod="burner"}' in raw, raw
 
 
-def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref: str) -> None:
+def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref: str, containerd: Containerd) -> None:
     pod = run_pod(cri_node, ref, "talker", "exec httpd -f -p 8080 -h /www")
     deadline = time.monotonic() + 60
     while True:  # traffic on the pod's own interface: the node fetches from its pod IP over the bridge
@@ -213,6 +213,12 @@ def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref
     net = stats["network"]
     assert net["name"] == "eth0" and net["rxBytes"] > 0 and net["interfaces"][0]["name"] == "eth0", net
     assert stats["containers"][0]["name"] == "main" and stats["containers"][0]["memory"]["workingSetBytes"] > 0, stats
+    # the node's filesystem, and containerd's image filesystem (ImageFsInfo's, below its own root) as upstream's runtime.imageFs
+    node_fs, image_fs = summary["node"]["fs"], summary["node"]["runtime"]["imageFs"]
+    for fs in (node_fs, image_fs):
+        assert 0 < fs["availableBytes"] <= fs["capacityBytes"] and fs["inodes"] >= fs["inodesFree"] > 0, fs
+    root = os.statvfs(containerd.layout.home)
+    assert image_fs["capacityBytes"] == root.f_blocks * root.f_frsize, (image_fs, containerd.layout.home)
 
 
 def interfaces(proc_net_dev: str) -> set[str]:
