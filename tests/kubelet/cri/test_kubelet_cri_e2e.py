@@ -167,3 +167,22 @@ def test_a_container_over_its_memory_limit_is_oom_killed(cri_node: Node, registr
     assert (term["reason"], term["exitCode"]) == ("OOMKilled", 137), term
     cri_node.core.delete_namespaced_pod("hog", "cri-oom", grace_period_seconds=0)
     cri_node.wait_gone("cri-oom", "hog", timeout=120)
+
+
+def test_a_pod_that_must_not_restart_gets_no_new_sandbox_and_fails(cri_node: Node, containerd: Containerd,
+                                                                  registry: Registry) -> None:
+    ref = registry.push("k8py/never", "1", image([busybox_layer()]))
+    cri_node.core.create_namespace({"metadata": {"name": "cri-never"}})
+    cri_node.core.create_namespaced_pod("cri-never", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once"},
+        "spec": {"nodeName": "node-1", "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": ref, "command": ["sleep", "600"]}]}})
+    cri_node.wait_pod("cri-never", "once", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    os.kill(pause_pid(containerd, "once"), signal.SIGKILL)
+    # as upstream: the container still running in the dead sandbox is killed, nothing runs again
+    done = cri_node.wait_pod("cri-never", "once", lambda p: p["status"].get("phase") == "Failed", timeout=120, what="Failed")
+    cs = done["status"]["containerStatuses"][0]
+    assert cs["restartCount"] == 0 and cs["state"]["terminated"]["exitCode"] != 0, cs
+    assert asyncio.run(_sandbox_attempts(containerd, "once")) in ([0], []), "a new sandbox was made for a Never pod"
+    cri_node.core.delete_namespaced_pod("once", "cri-never", grace_period_seconds=0)
+    cri_node.wait_gone("cri-never", "once", timeout=120)
