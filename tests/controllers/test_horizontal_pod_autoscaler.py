@@ -324,3 +324,31 @@ async def test_a_refused_scale_update_is_a_failed_rescale_event_and_condition(cl
         able = await eventually(condition, timeout=30)
         assert able["status"] == "False" and able["message"].startswith("the HPA controller was unable to update the target scale: ")
         assert (await client.get(CAPPEDS, "default", "c"))["spec"]["replicas"] == 1
+
+
+async def test_behavior_rules_are_validated_as_upstream(client):
+    from k8py.api.errors import Invalid
+
+    body = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "bad", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x"}, "maxReplicas": 3, "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 4000, "selectPolicy": "Most"},
+                "scaleDown": {"policies": [{"type": "Pods", "value": 0, "periodSeconds": 2000}, {"type": "Nodes", "value": 1, "periodSeconds": 15}]}}}}
+    try:
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, body)
+    except Invalid as err:
+        message = err.message
+    else:
+        raise AssertionError("an invalid behavior was accepted")
+    for part in ("spec.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: 4000: must be less than or equal to 3600",
+                 'spec.behavior.scaleUp.selectPolicy: Unsupported value: "Most": supported values: "Disabled", "Max", "Min"',
+                 "spec.behavior.scaleDown.policies[0].value: Invalid value: 0: must be greater than zero",
+                 "spec.behavior.scaleDown.policies[0].periodSeconds: Invalid value: 2000: must be less than or equal to 1800",
+                 'spec.behavior.scaleDown.policies[1].type: Unsupported value: "Nodes": supported values: "Percent", "Pods"'):
+        assert part in message, (part, message)
+    body["spec"]["behavior"] = {"scaleDown": {"policies": []}}
+    try:
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, body)
+    except Invalid as err:
+        assert "spec.behavior.scaleDown.policies: Required value: must specify at least one Policy" in err.message
+    else:
+        raise AssertionError("a behavior without policies was accepted")

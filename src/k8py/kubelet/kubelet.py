@@ -212,7 +212,9 @@ class Kubelet:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
                             filesystems=lambda: (self.config.root_dir, self._image_fs()),
                             healthy=lambda: self.ready.is_set())
-        ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
+        #: the cluster-issued serving certificate (serverTLSBootstrap), renewed in run()
+        self.serving_certificate = server_tls.serving_certificate(self.config, self.client)
+        ssl_context, middlewares = server_tls.serving_options(self.config, self.client, serving=self.serving_certificate)
         self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
@@ -280,6 +282,8 @@ class Kubelet:
                         self.client, node_name=self.config.node_name,
                         cert_dir=self.config.cert_dir or os.path.join(self.config.root_dir, "pki")).run(),
                         name="client-certificate-rotation")
+                if self.serving_certificate is not None:
+                    tg.create_task(self.serving_certificate.run(), name="serving-certificate-rotation")
                 self.ready.set()
                 logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
         finally:

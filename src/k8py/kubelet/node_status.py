@@ -210,6 +210,8 @@ class NodeStatusReporter:
         self._transitions: dict[str, str] = {}
         self.pod_cidr = ""
         self.registered = asyncio.Event()
+        self._built_node: dict[str, Any] | None = None
+        self._built_key: Any = None
 
     async def register(self) -> dict[str, Any]:
         """Create the Node with its status and conditions in one request, as
@@ -219,7 +221,8 @@ class NodeStatusReporter:
         labels and a full status update."""
         host = self._host()
         node = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=await self._images())
-        conditions = node_conditions(host, self._pressure() if self._pressure is not None else None)
+        self.not_ready = await self._runtime_errors() if self._runtime_errors is not None else []
+        conditions = node_conditions(host, self._pressure() if self._pressure is not None else None, self.not_ready)
         now = rfc3339()
         node["status"]["conditions"] = [{**c, "lastHeartbeatTime": now, "lastTransitionTime": now} for c in conditions]
         try:
@@ -254,7 +257,7 @@ class NodeStatusReporter:
             self.pod_cidr = cidr
             await self._on_pod_cidr(cidr)
         host = self._host()
-        fresh = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=await self._images())
+        fresh = self._built(host, await self._images())
         self.not_ready = await self._runtime_errors() if self._runtime_errors is not None else []
         conditions = node_conditions(host, self._pressure() if self._pressure is not None else None, self.not_ready)
         comparable = (conditions, fresh["status"]["capacity"], fresh["status"]["allocatable"], fresh["status"]["images"])
@@ -277,6 +280,16 @@ class NodeStatusReporter:
         await self.client.patch(NODES, None, self.config.node_name, {"status": status}, patch_type=PatchType.MERGE, subresource="status")
         self._last_sent = comparable
         self._last_report = now_mono
+
+    def _built(self, host: HostReadings, images: list[Image]) -> dict[str, Any]:
+        """The Node as this kubelet would write it, built again only when its inputs changed
+        (a simulated node's never do: at 5,000 nodes, 170 Node dicts a second for nothing).
+        Never mutated: the caller copies what it sends."""
+        key = (id(self.config), host, self.port, tuple((img.id, tuple(img.repo_tags), tuple(img.repo_digests), img.size) for img in images))
+        if self._built_node is None or self._built_key != key:
+            self._built_node = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=images)
+            self._built_key = key
+        return self._built_node
 
     async def run(self) -> None:
         while True:

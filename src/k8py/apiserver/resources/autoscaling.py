@@ -87,7 +87,50 @@ class HPAStrategy(StandardStrategy):
             causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.kind"))
         if not ref.get("name"):
             causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.name"))
+        behavior = spec.get("behavior")
+        if isinstance(behavior, dict):
+            for direction in ("scaleUp", "scaleDown"):
+                if isinstance(behavior.get(direction), dict):
+                    causes += _scaling_rules(behavior[direction], f"spec.behavior.{direction}")
         return causes
+
+
+def _go(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def _scaling_rules(rules: Object, path: str) -> list[Cause]:
+    """Upstream ``validateScalingRules`` / ``validateScalingPolicy``."""
+    causes = []
+    window = rules.get("stabilizationWindowSeconds")
+    if isinstance(window, int) and window < 0:
+        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be greater than or equal to zero",
+                            f"{path}.stabilizationWindowSeconds"))
+    elif isinstance(window, int) and window > 3600:
+        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be less than or equal to 3600",
+                            f"{path}.stabilizationWindowSeconds"))
+    select = rules.get("selectPolicy")
+    if select is not None and select not in ("Disabled", "Max", "Min"):
+        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(select)}: supported values: "Disabled", "Max", "Min"',
+                            f"{path}.selectPolicy"))
+    policies = rules.get("policies")
+    if not policies:
+        causes.append(Cause("FieldValueRequired", "Required value: must specify at least one Policy", f"{path}.policies"))
+    for i, policy in enumerate(policies or ()):
+        at = f"{path}.policies[{i}]"
+        if not isinstance(policy, dict):
+            continue
+        kind, value, period = policy.get("type"), policy.get("value"), policy.get("periodSeconds")
+        if kind not in ("Pods", "Percent"):
+            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(kind or "")}: supported values: "Percent", "Pods"',
+                                f"{at}.type"))
+        if not isinstance(value, int) or value <= 0:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(value or 0)}: must be greater than zero", f"{at}.value"))
+        if not isinstance(period, int) or period <= 0:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(period or 0)}: must be greater than zero", f"{at}.periodSeconds"))
+        elif period > 1800:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {period}: must be less than or equal to 1800", f"{at}.periodSeconds"))
+    return causes
 
 
 class AutoscalingV1Converter:
