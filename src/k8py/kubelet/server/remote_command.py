@@ -25,8 +25,8 @@ container has one; the session ends when the container exits. When the attach's 
 (v5's close of stdin, or the client going away) the runtime is told (:class:`~k8py.kubelet.
 runtime.protocols.StdinOnceRuntime`): a ``stdinOnce`` container then reads EOF, and later
 attaches get no stdin, as upstream (``kubectl run -i``); the output streams on until the
-container exits. For any other container the session ends there, as containerd's attach
-does (``echo x | kubectl attach -i`` returns). A ``tty: true``
+container exits. For any other container without a terminal the session ends there, as
+containerd's attach does (``echo x | kubectl attach -i`` returns). A ``tty: true``
 container attached with ``tty`` uses its own terminal instead (the runtime's
 :class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
 typed input and resizes into its pty.
@@ -262,8 +262,7 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
 async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTerminal, *, stdin: bool, stdout: bool, protocol: str,
                            where: str) -> None:
     """Attach to a container's own terminal: its raw output as it comes, typed input and
-    resizes to the pty; ends when the container's terminal closes, the client leaves, or the
-    client's stdin ends (containerd's attach ends then too: the terminal itself stays open)."""
+    resizes to the pty; ends when the container's terminal closes or the client leaves."""
     async def send_output() -> None:
         async for data in terminal.subscribe():
             if stdout:
@@ -273,17 +272,15 @@ async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTermina
         if stdin:
             await terminal.write(data)
 
-    stdin_over = asyncio.Event()
     try:
         async with asyncio.TaskGroup() as tg:
             out = tg.create_task(send_output(), name="attach-tty-output")
-            reader = tg.create_task(_read_client(ws, protocol=protocol, on_stdin=typed, on_close_stdin=stdin_over.set if stdin else lambda: None,
+            reader = tg.create_task(_read_client(ws, protocol=protocol, on_stdin=typed, on_close_stdin=lambda: None,
                                                  on_resize=terminal.resize), name="attach-tty-client")
-            over = tg.create_task(stdin_over.wait(), name="attach-tty-stdin-over")
-            done, _ = await asyncio.wait((out, reader, over), return_when=asyncio.FIRST_COMPLETED)
-            for task in (out, reader, over):
-                task.cancel()
-        if (out in done or over in done) and not ws.closed:
+            done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
+            out.cancel()
+            reader.cancel()
+        if out in done and not ws.closed:
             await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
     except* ConnectionError:
         log.debug("attach client went away", extra={"container": where})
