@@ -10,7 +10,8 @@ Figures:
 2. a ReplicaSet scaled from 0 to N pods: seconds until all N exist (counted
    from a pod watch), its rate as a share of (1) (the controller should be
    bounded by the server: >= 80 %), and the controller manager's CPU seconds
-   for it (from /proc);
+   for it (from /proc); CPU per pod of the controller manager and the API
+   server, which share the machine's cores (judge by those on a loaded machine);
 3. D Deployments of 3 replicas, the test pod driver marking pods ready: time
    until all are available, then every template changed at once and the time
    until every rollout completes.
@@ -80,17 +81,17 @@ async def count_pods(client: RestClient, namespace: str, want: int, rv: str) -> 
     raise RuntimeError("watch ended")
 
 
-async def replicaset_scale_up(client: RestClient, manager_pid: int, n: int) -> tuple[float, float]:
+async def replicaset_scale_up(client: RestClient, manager_pid: int, server_pid: int, n: int) -> tuple[float, float, float]:
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rs-bench"}})
     rv = (await client.list(PODS, "rs-bench"))["metadata"]["resourceVersion"]
     watcher = asyncio.create_task(count_pods(client, "rs-bench", n, rv), name="count-pods")
-    cpu0 = cpu_seconds(manager_pid)
+    cpu0, server0 = cpu_seconds(manager_pid), cpu_seconds(server_pid)
     rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "big", "namespace": "rs-bench"},
           "spec": {"replicas": n, "selector": {"matchLabels": {"app": "bench-rs"}}, "template": template()}}
     began = time.perf_counter()
     await client.create(REPLICASETS, rs)
     done = await asyncio.wait_for(watcher, timeout=max(120.0, n / 50))
-    return done - began, cpu_seconds(manager_pid) - cpu0
+    return done - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0
 
 
 def deployment(i: int, image: str) -> dict:
@@ -115,7 +116,7 @@ async def all_complete(client: RestClient, count: int, image: str) -> None:
         await asyncio.sleep(0.5)
 
 
-async def deployments_rolled(client: RestClient, count: int, manager_pid: int) -> tuple[float, float, float]:
+async def deployments_rolled(client: RestClient, count: int, manager_pid: int, server_pid: int) -> tuple[float, float, float, float]:
     from tests.support.pod_driver import PodDriver
 
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "deploy-bench"}})
@@ -140,10 +141,11 @@ async def deployments_rolled(client: RestClient, count: int, manager_pid: int) -
                                    {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "app:2"}]}}}})
 
         began = time.perf_counter()
-        cpu0 = cpu_seconds(manager_pid)
+        cpu0, server0 = cpu_seconds(manager_pid), cpu_seconds(server_pid)
         await asyncio.gather(*(roll(i) for i in range(count)))
         await all_complete(client, count, "app:2")
-        return created, time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0
+        return (created, time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0,
+                cpu_seconds(server_pid) - server0)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -163,16 +165,21 @@ async def main() -> None:
         try:
             async with RestClient(ClientConfig(server=f"http://{addr}"), retry=RetryPolicy(initial=0.05, cap=1.0)) as client:
                 await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raw"}})
+                server0 = cpu_seconds(server.pid)
                 raw = await create_rate(addr, args.pods, "raw", name_prefix="raw")
-                print(f"raw pod creates (16 connections):          {raw:8.0f} pods/s", flush=True)
-                seconds, cpu = await replicaset_scale_up(client, manager.pid, args.pods)
+                print(f"raw pod creates (16 connections):          {raw:8.0f} pods/s "
+                      f"(API server {1000 * (cpu_seconds(server.pid) - server0) / args.pods:.2f} ms/pod)", flush=True)
+                seconds, cpu, server_cpu = await replicaset_scale_up(client, manager.pid, server.pid, args.pods)
                 rate = args.pods / seconds
                 print(f"ReplicaSet 0 -> {args.pods} pods:               {seconds:8.2f} s  ({rate:.0f} pods/s, "
-                      f"{100 * rate / raw:.0f}% of the raw rate; controller manager CPU {cpu:.1f} s)", flush=True)
-                created, rolled, cpu = await deployments_rolled(client, args.deployments, manager.pid)
+                      f"{100 * rate / raw:.0f}% of the raw rate; controller manager CPU {cpu:.1f} s = "
+                      f"{1000 * cpu / args.pods:.2f} ms/pod, API server {server_cpu:.1f} s = "
+                      f"{1000 * server_cpu / args.pods:.2f} ms/pod)", flush=True)
+                created, rolled, cpu, server_cpu = await deployments_rolled(client, args.deployments, manager.pid, server.pid)
                 print(f"{args.deployments} Deployments x 3 created and available: {created:8.2f} s", flush=True)
                 print(f"{args.deployments} Deployments rolled at once, all complete: {rolled:8.2f} s "
-                      f"(controller manager CPU {cpu:.1f} s)", flush=True)
+                      f"(controller manager CPU {cpu:.1f} s = {1000 * cpu / args.deployments:.1f} ms/rollout, "
+                      f"API server {server_cpu:.1f} s = {1000 * server_cpu / args.deployments:.1f} ms/rollout)", flush=True)
         finally:
             for proc in (manager, server):
                 proc.terminate()

@@ -264,7 +264,7 @@ def cycle_alone(nodes: int, placed: int, pods: int, kind: str) -> float:
         info.pod["metadata"]["uid"] = f"uid-{n}"
     started = time.perf_counter()
     for info in infos:
-        result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node)
+        result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node, changes=cache)
         cache.assume_pod(info.with_node(result.node_name))
     return pods / (time.perf_counter() - started)
 

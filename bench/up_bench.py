@@ -19,6 +19,10 @@
     python bench/up_bench.py --runs 0 --simulated-nodes 5000 --pods 10000   # the scale run alone
 
 The machine's load is printed: on a shared machine the figures are upper bounds.
+Beside each cold-start figure is the CPU the cluster's processes had used by
+then (all of them, user and system): a figure the machine's load barely
+moves, against which a change can be judged when the wall clock cannot;
+the idle PSS is also printed by process.
 """
 
 from __future__ import annotations
@@ -114,22 +118,60 @@ def cold_start(extra: list[str]) -> dict[str, float]:
         api = until(lambda: (read_state(data) or {}).get("api"))
         ctx = until(lambda: admin_context(data))
         until(lambda: get(f"{api}/readyz", ctx) == "ok")
-        out["api"] = time.perf_counter() - t0
+        out["api"], out["api_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: ready_nodes(api, ctx) >= 1)
-        out["node"] = time.perf_counter() - t0
+        out["node"], out["node_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: _try_post(f"{api}/api/v1/namespaces/default/pods", POD, ctx))
         until(lambda: (get(f"{api}/api/v1/namespaces/default/pods/first", ctx) or {}).get("status", {}).get("phase") == "Running")
-        out["pod"] = time.perf_counter() - t0
+        out["pod"], out["pod_cpu"] = time.perf_counter() - t0, tree_cpu(proc.pid)
         until(lambda: (read_state(data) or {}).get("ready"))
         time.sleep(10)
         pids = [proc.pid, *processes_of(data)]
         out["pss_mb"] = pss_mb(pids)
         out["processes"] = len(pids)
+        for pid in pids:  # by process name (k8py-apiserver, k8py-zygote, python for k8py up itself and nginx, ...)
+            name = f"pss:{_comm(pid)}"
+            out[name] = out.get(name, 0.0) + pss_mb([pid])
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         shutil.rmtree(data, ignore_errors=True)
     return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) used so far by ``root`` and every live process below it:
+    on a shared machine the wall-clock figures are upper bounds, these are what the cluster
+    itself spent (a process that already exited is not counted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for pid, used in cpu.items():
+        seen, p = 0, pid
+        while p not in (0, 1, root) and seen < 64:
+            p, seen = parent.get(p, 0), seen + 1
+        if p == root:
+            total += used
+    return total
 
 
 def _try_post(url: str, body: Any, ctx: Any) -> bool:
@@ -193,9 +235,17 @@ def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
     return out
 
 
-def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
+def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None) -> None:
+    """CPU seconds each component used in a phase; with ``per`` = (count, unit) also
+    milliseconds of CPU per unit (the figure that does not depend on how loaded
+    the machine was)."""
     used = {k: after[k] - before.get(k, 0.0) for k in after}
-    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(used.items(), key=lambda kv: -kv[1])))
+    ranked = sorted(used.items(), key=lambda kv: -kv[1])
+    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in ranked))
+    if per and per[0]:
+        count, unit = per
+        print(f"  CPU per {unit} during {label}: {sum(used.values()) / count * 1000:.1f} ms — "
+              + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in ranked if v / count >= 0.00005))
 
 
 def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
@@ -229,7 +279,7 @@ def simulated(nodes: int, pods: int) -> None:
         print(f"  {nodes} simulated nodes Ready: {t_nodes:.1f} s from the command (kwok budget for 5,000: < 60 s; "
               f"supervisor saw them at {state.get('timings', {}).get('nodesReady', 0):.1f} s)")
         print("  PSS with the nodes: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_nodes.items()))
-        print(f"  CPU until then: " + ", ".join(f"{k} {v:.0f} s" for k, v in _cpu_seconds(data, proc.pid).items()))
+        _phase("the start", {}, _cpu_seconds(data, proc.pid), t_nodes, (nodes, "node"))
         req0, cpu0, t_idle = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
         time.sleep(30)
         idle = time.perf_counter() - t_idle
@@ -237,7 +287,7 @@ def simulated(nodes: int, pods: int) -> None:
 
         renewals = nodes / lease_renew_interval(10.0, 40, nodes)
         _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
-        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle)
+        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
             req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
@@ -253,7 +303,7 @@ def simulated(nodes: int, pods: int) -> None:
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
             _rates("the pods' start", req1, _requests(api, ctx), t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run)
+            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"))
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
             req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
@@ -261,7 +311,7 @@ def simulated(nodes: int, pods: int) -> None:
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
             _rates("the deletion", req2, _requests(api, ctx), t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del)
+            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"))
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")
@@ -287,13 +337,17 @@ def main() -> None:
 
 def start_up(n: int) -> None:
     runs = [cold_start([]) for _ in range(n)]
+    median = lambda key: sorted(r.get(key, 0.0) for r in runs)[len(runs) // 2]  # noqa: E731
     for key, label, target in (("api", "API ready", 1.0), ("node", "node Ready", 2.0), ("pod", "first pod Running", 2.5)):
         values = sorted(r[key] for r in runs)
         print(f"cold start -> {label}: median {values[len(values) // 2]:.2f} s (min {values[0]:.2f}, max {values[-1]:.2f}); "
-              f"target < {target} s; kind 12-17 s, kubeadm 24-28 s (published)")
+              f"target < {target} s; kind 12-17 s, kubeadm 24-28 s (published); "
+              f"CPU the cluster had used by then: median {median(key + '_cpu'):.2f} s")
     mem = sorted(r["pss_mb"] for r in runs)
     print(f"idle cluster PSS (one nginx pod, {runs[0]['processes']:.0f} processes): median {mem[len(mem) // 2]:.0f} MB; "
           f"target < 200 MB; k3s 512 MB-1.6 GB (published)")
+    names = sorted({k for r in runs for k in r if k.startswith("pss:")}, key=lambda k: -median(k))
+    print("  PSS by process (median, MB): " + ", ".join(f"{k[4:]} {median(k):.1f}" for k in names))
     setups = [fixture_setup() for _ in range(n)]
     starts = sorted(s for s, _ in setups)
     print(f"pytest fixture set-up (k8py.testing.Cluster().start()): median {starts[len(starts) // 2]:.2f} s; "

@@ -332,3 +332,46 @@ async def test_events_v1_repeats_become_a_series_written_at_first_repeat_then_on
         assert final["metadata"]["name"] == first["metadata"]["name"]
     finally:
         await stop(task)
+
+
+async def test_a_full_series_queue_drops_events_with_one_warning_per_thousand(caplog):
+    from k8py.client.event_series import SeriesEventBroadcaster
+
+    broadcaster = SeriesEventBroadcaster(None, queue_size=1)  # type: ignore[arg-type] - never runs: nothing is written
+    recorder = broadcaster.new_recorder("c", reporting_instance="c-1")
+    with caplog.at_level(logging.WARNING, logger="k8py.client.event_series"):
+        for i in range(2002):
+            recorder.eventf(ref_obj(f"x{i}"), None, "Normal", "Scheduled", "Binding", "m")
+    assert broadcaster.dropped == 2001
+    assert caplog.text.count("dropping event: too many queued events") == 3  # drops 1, 1001 and 2001
+
+
+async def test_a_series_broadcaster_with_a_limiter_writes_a_burst_then_at_its_rate(client):
+    from k8py.client.event_series import SeriesEventBroadcaster
+    from k8py.client.rate_limiters import BucketRateLimiter
+
+    clock = FakeClock()
+    broadcaster = SeriesEventBroadcaster(client, clock=clock, limiter=BucketRateLimiter(1.0, 2, clock=clock))
+    recorder = broadcaster.new_recorder("c", reporting_instance="c-1")
+    task = asyncio.create_task(broadcaster.run(), name="series-broadcaster")
+
+    async def writes_reach(n: int) -> None:
+        for _ in range(2000):  # the writes are real I/O
+            if broadcaster.writes >= n and clock.sleepers() > 2:  # 2 = the refresh and finish timers
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"{broadcaster.writes} writes, wanted {n}")
+
+    try:
+        for i in range(4):
+            recorder.eventf(ref_obj(f"x{i}"), None, "Normal", "Scheduled", "Binding", "m")
+        await writes_reach(2)  # the burst, then the third waits for a token
+        assert broadcaster.writes == 2
+        await clock.step(1)
+        await writes_reach(3)
+        assert broadcaster.writes == 3
+        await clock.step(1)
+        await broadcaster.flush()
+        assert broadcaster.writes == 4
+    finally:
+        await stop(task)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from k8py.cluster.state import read_state
+from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
@@ -39,19 +39,6 @@ spec:
 """
 
 Record = dict[str, Any]
-
-
-def k8py(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90) -> object:
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return result
 
 
 class Flow:

@@ -82,3 +82,18 @@ def test_kubeconfigs_embed_the_ca_and_each_components_certificate(tmp_path):
         assert base64.b64decode(cluster["certificate-authority-data"]) == certs.read_pem(pki.ca_file)
         assert base64.b64decode(user["client-certificate-data"]) == certs.read_pem(pki.cert_file(component))
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_the_front_proxy_pair_is_its_own_ca_and_kept_across_restarts(tmp_path):
+    """kubeadm's front-proxy-ca and front-proxy-client: what aggregated API servers trust, apart from the cluster CA."""
+    from k8py.cluster.pki import FRONT_PROXY_CA, FRONT_PROXY_CLIENT
+
+    pki = ClusterPKI(str(tmp_path))
+    _ensure(pki)
+    front_ca, client = _cert(pki, FRONT_PROXY_CA), _cert(pki, FRONT_PROXY_CLIENT)
+    client.verify_directly_issued_by(front_ca)
+    assert certs.cert_subject(client) == ("front-proxy-client", ())
+    assert front_ca.subject != _cert(pki, "ca").subject
+    before = certs.read_pem(pki.cert_file(FRONT_PROXY_CLIENT))
+    _ensure(pki, api_url="https://127.0.0.1:7002")
+    assert certs.read_pem(pki.cert_file(FRONT_PROXY_CLIENT)) == before

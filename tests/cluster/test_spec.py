@@ -41,6 +41,7 @@ def test_each_node_gets_its_own_kubelet_root_and_port_and_simulated_nodes_one_pr
     k0, k1, sim = comps["kubelet/k8py-node-0"].argv, comps["kubelet/k8py-node-1"].argv, comps["kubelet/simulated"].argv
     assert k0[k0.index("--root-dir") + 1] != k1[k1.index("--root-dir") + 1]
     assert k0[-2:] == ["--max-pods", "7"] and sim[sim.index("--nodes") + 1] == "50" and "--simulated" in sim
+    assert "--rotate-certificates" in k0 and "--rotate-certificates" in k1  # client certificates renewed by CSR, as kubeadm
     assert comps["apiserver"].health == f"https://127.0.0.1:{ports['apiserver']}/readyz"
 
 
@@ -150,3 +151,12 @@ def test_each_new_cluster_picks_its_own_service_range_with_room_and_a_given_one_
     assert pick_service_cidr(given) == "127.200.0.0/16"
     api = component_specs(given, all_ports(given), service_cidr="127.200.0.0/16")[0].argv
     assert api.count("--service-cluster-ip-range") == 1
+
+
+def test_the_api_server_gets_the_front_proxy_pair_unless_the_config_gives_one(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0)
+    api = component_specs(spec, all_ports(spec))[0].argv
+    assert api[api.index("--proxy-client-cert-file") + 1] == os.path.join(str(tmp_path), "pki", "front-proxy-client.crt")
+    assert api[api.index("--requestheader-client-ca-file") + 1] == os.path.join(str(tmp_path), "pki", "front-proxy-ca.crt")
+    own = ClusterSpec(data_dir=str(tmp_path), port=0, extra_args={"apiserver": ["--proxy-client-cert-file=/x.crt"]})
+    assert "--requestheader-client-ca-file" not in component_specs(own, all_ports(own))[0].argv

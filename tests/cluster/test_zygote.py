@@ -125,3 +125,20 @@ async def test_an_adopted_child_reports_how_it_ended():
     adopted.kill()  # reaped already: nothing to signal, no error
     exits = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     assert await asyncio.wait_for(AdoptedChild(exits.pid).wait(), 30) == 3
+
+
+def test_the_zygote_preloads_every_module_its_children_import_later():
+    """What a child imports itself is its own memory; what the zygote imported
+    is shared by every child. The lists must name modules that exist (a
+    renamed one would be skipped with only a line in the zygote's log), and
+    every controller the manager can load."""
+    import importlib
+
+    from k8py.cli.zygote import PRELOAD_FIRST, _preload_rest
+    from k8py.controllers.registry import CONTROLLER_MODULES
+
+    rest = list(_preload_rest())
+    assert set(CONTROLLER_MODULES.values()) <= set(rest)
+    for name in (*PRELOAD_FIRST, *rest):
+        importlib.import_module(name)
+

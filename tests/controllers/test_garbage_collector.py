@@ -126,3 +126,64 @@ async def test_a_cluster_scoped_object_owned_by_a_namespaced_one_is_refused(clie
 
     events = await eventually(warned, timeout=30)
     assert events[0]["involvedObject"]["name"] == "owned" and events[0]["type"] == "Warning"
+
+
+async def test_collector_shares_the_pod_and_replicaset_watches_other_controllers_keep(client, start_manager, driver):
+    manager = await start_manager("deployment", "replicaset", "garbagecollector")
+    gc = manager.controllers["garbagecollector"]
+    await eventually(lambda: _ready(gc))
+    shared = manager.context.informers
+    assert gc.monitors.informers[("", "pods")] is shared.existing("", "pods")
+    assert gc.monitors.informers[("apps", "replicasets")] is shared.existing("apps", "replicasets")
+    assert ("", "configmaps") in gc.monitors.informers and shared.existing("", "configmaps") is None  # its own, metadata only
+    # and cascading still works through the shared ones
+    await client.create(DEPLOYMENTS, deployment("shared", 2))
+    await eventually(lambda: complete(client, "shared", 2), timeout=60)
+    await client.delete(DEPLOYMENTS, "default", "shared", propagation_policy="Background")
+
+    async def tree_gone():
+        return await count(client, REPLICASETS, "app=shared") == 0 and await count(client, PODS, "app=shared") == 0
+
+    await eventually(tree_gone, timeout=60)
+
+
+async def _ready(gc) -> bool:
+    return bool(gc.monitors.informers) and gc.monitors.has_synced()
+
+
+def _requests(server, verb: str, resource: str) -> float:
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+            if labels.get("verb") == verb and labels.get("resource") == resource:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_dependents_of_a_deleted_owner_are_deleted_without_reading_each_first(client, server, start_manager):
+    await start_manager("garbagecollector")
+    owner = await client.create(CONFIGMAPS, configmap("many-owner"))
+    for i in range(10):
+        await client.create(CONFIGMAPS, configmap(f"many-{i}", owner))
+    await client.create(CONFIGMAPS, configmap("many-unrelated"))
+
+    async def listed(prefix: str) -> int:
+        return len([c for c in (await client.list(CONFIGMAPS, "default"))["items"] if c["metadata"]["name"].startswith(prefix)])
+
+    gets = _requests(server, "GET", "configmaps")
+    await client.delete(CONFIGMAPS, "default", "many-owner", propagation_policy="Background")
+    await eventually(lambda: _is(listed("many-"), 1), timeout=30)
+    assert await exists(client, CONFIGMAPS, "default", "many-unrelated")
+    gets += 1  # that read
+    # the owner was seen deleted: its dependents are deleted with a resourceVersion precondition, none read first
+    assert _requests(server, "GET", "configmaps") - gets == 0
+
+
+async def _is(value, want) -> bool:
+    return await value == want

@@ -126,7 +126,7 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
     metrics.client = client
     metrics.per_pod = Fraction(1, 2)  # 500% of 100m: ten times the 50% target
     options = ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2, "hpa_downscale_stabilization": 3.0})
-    await start_manager("replicaset", "horizontalpodautoscaling", options=options)
+    manager = await start_manager("replicaset", "horizontalpodautoscaling", options=options)
     async with running(PodDriver(client, node_name="n1").run(), "driver"):
         await client.create(REPLICASETS, _rs(1))
         await client.create(HPA_V1, {"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
@@ -150,6 +150,14 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
         v2 = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "burn")
         conds = {c["type"]: c for c in v2["status"]["conditions"]}
         assert (conds["ScalingLimited"]["status"], conds["ScalingLimited"]["reason"]) == ("True", "TooManyReplicas")
+        # the controller's own metrics, on the manager's /metrics (upstream's monitor)
+        from prometheus_client import generate_latest
+
+        exposed = generate_latest(manager.registry).decode()
+        assert 'horizontal_pod_autoscaler_controller_reconciliations_total{action="scale_up",error="none"}' in exposed
+        assert ('horizontal_pod_autoscaler_controller_metric_computation_total{action="scale_up",error="none",metric_type="Resource"}'
+                in exposed)
+        assert "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds_bucket" in exposed
 
         metrics.per_pod = Fraction(1, 100)  # 10%: recommended 2, held at 10 for the window, then written
 
@@ -165,7 +173,11 @@ async def test_an_hpa_without_behavior_follows_upstreams_older_rules(client, sta
             return (await client.get(REPLICASETS, "default", "burn"))["spec"]["replicas"] == 2
 
         await eventually(shrunk, timeout=60)
-        assert "New size: 2; reason: All metrics below target" in await sizes()
+
+        async def told() -> bool:  # Events are written after the scale, by the recorder's own task
+            return "New size: 2; reason: All metrics below target" in await sizes()
+
+        await eventually(told, timeout=30)
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition")
@@ -238,3 +250,105 @@ async def test_any_target_with_a_scale_subresource_is_scaled_and_an_unknown_kind
         assert (cond["status"], cond["reason"]) == ("False", "FailedGetScale")
         assert cond["message"] == ("the HPA controller was unable to get the target's current scale: "
                                    'no matches for kind "Nope" in group "example.com"')
+
+
+async def test_a_given_behavior_is_defaulted_as_upstream_and_an_absent_one_stays_absent(client):
+    def hpa(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x"}, "maxReplicas": 3, **spec}}
+
+    plain = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("plain"))
+    assert "behavior" not in plain["spec"]
+    given = await client.create(HORIZONTAL_POD_AUTOSCALERS, hpa("given", behavior={"scaleDown": {"stabilizationWindowSeconds": 60}}))
+    assert given["spec"]["behavior"] == {
+        "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                    "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]},
+        "scaleDown": {"stabilizationWindowSeconds": 60, "selectPolicy": "Max",
+                      "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
+
+
+CAPPEDS = Resource("example.com", "v1", "cappeds", True, "Capped")
+
+
+async def test_a_refused_scale_update_is_a_failed_rescale_event_and_condition(client, start_manager):
+    schema = {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"replicas": {"type": "integer", "maximum": 2}}},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    await client.create(CRDS, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "cappeds.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "cappeds", "kind": "Capped"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema},
+                               "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                                                        "statusReplicasPath": ".status.replicas",
+                                                                        "labelSelectorPath": ".status.selector"}}}]}})
+
+    async def served() -> bool:
+        try:
+            await client.list(CAPPEDS, "default")
+            return True
+        except Exception:
+            return False
+
+    await eventually(served, timeout=30)
+    capped = await client.create(CAPPEDS, {"apiVersion": "example.com/v1", "kind": "Capped", "metadata": {"name": "c"},
+                                           "spec": {"replicas": 1}}, namespace="default")
+    capped["status"] = {"replicas": 1, "selector": "app=capped"}
+    await client.update_status(CAPPEDS, capped)
+    await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    metrics = TableMetrics()
+    metrics.client = client
+    metrics.per_pod = Fraction(15, 100)  # 150% of a 50% target: 3 replicas, which the schema refuses
+    await start_manager("horizontalpodautoscaling", options=ControllerOptions(extra={"hpa_metrics": metrics, "hpa_sync_period": 0.2}))
+    async with running(PodDriver(client, node_name="n1").run(), "driver"):
+        await client.create(PODS, {"metadata": {"name": "capped-0", "labels": {"app": "capped"}}, "spec": {
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}]}}, namespace="default")
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "c", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "example.com/v1", "kind": "Capped", "name": "c"}, "minReplicas": 1, "maxReplicas": 4,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}})
+
+        async def failed() -> Any:
+            events = (await client.list(CORE_EVENTS, "default"))["items"]
+            return next((e for e in events if e["reason"] == "FailedRescale"), None)
+
+        event = await eventually(failed, timeout=60)
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("New size: 3; reason: cpu resource utilization (percentage of request) above target; error: ")
+        assert "spec.replicas" in event["message"]
+
+        async def condition() -> Any:
+            status = (await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "c")).get("status") or {}
+            able = {c["type"]: c for c in status.get("conditions") or ()}.get("AbleToScale")
+            return able if able and able["reason"] == "FailedUpdateScale" else None
+
+        able = await eventually(condition, timeout=30)
+        assert able["status"] == "False" and able["message"].startswith("the HPA controller was unable to update the target scale: ")
+        assert (await client.get(CAPPEDS, "default", "c"))["spec"]["replicas"] == 1
+
+
+async def test_behavior_rules_are_validated_as_upstream(client):
+    from k8py.api.errors import Invalid
+
+    body = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "bad", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x"}, "maxReplicas": 3, "behavior": {
+                "scaleUp": {"stabilizationWindowSeconds": 4000, "selectPolicy": "Most"},
+                "scaleDown": {"policies": [{"type": "Pods", "value": 0, "periodSeconds": 2000}, {"type": "Nodes", "value": 1, "periodSeconds": 15}]}}}}
+    try:
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, body)
+    except Invalid as err:
+        message = err.message
+    else:
+        raise AssertionError("an invalid behavior was accepted")
+    for part in ("spec.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: 4000: must be less than or equal to 3600",
+                 'spec.behavior.scaleUp.selectPolicy: Unsupported value: "Most": supported values: "Disabled", "Max", "Min"',
+                 "spec.behavior.scaleDown.policies[0].value: Invalid value: 0: must be greater than zero",
+                 "spec.behavior.scaleDown.policies[0].periodSeconds: Invalid value: 2000: must be less than or equal to 1800",
+                 'spec.behavior.scaleDown.policies[1].type: Unsupported value: "Nodes": supported values: "Percent", "Pods"'):
+        assert part in message, (part, message)
+    body["spec"]["behavior"] = {"scaleDown": {"policies": []}}
+    try:
+        await client.create(HORIZONTAL_POD_AUTOSCALERS, body)
+    except Invalid as err:
+        assert "spec.behavior.scaleDown.policies: Required value: must specify at least one Policy" in err.message
+    else:
+        raise AssertionError("a behavior without policies was accepted")

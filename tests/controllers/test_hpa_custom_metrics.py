@@ -76,13 +76,15 @@ async def test_pods_object_and_external_metrics_from_an_aggregated_adapter_scale
             await client.create(REPLICASETS, _rs())
             await client.create(HORIZONTAL_POD_AUTOSCALERS, _hpa())
 
-            async def replicas(n: int, per_pod: str) -> Any:
-                """Settled at ``n`` with every pod measured (``per_pod`` requests/s each)."""
+            async def replicas(n: int, per_pod: str, queue_per_replica: str) -> Any:
+                """Settled at ``n`` with every pod measured (``per_pod`` requests/s each) and the
+                target's status caught up (the queue length is divided by its status replicas)."""
                 obj = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "web")
                 status = obj.get("status") or {}
-                current = (status.get("currentMetrics") or [{}])[0].get("pods") or {}
+                current = status.get("currentMetrics") or [{}, {}, {}]
                 settled = status.get("desiredReplicas") == n and status.get("currentReplicas") == n
-                return obj if settled and current.get("current") == {"averageValue": per_pod} else None
+                pods, queue = (current[0].get("pods") or {}).get("current"), (current[2].get("external") or {}).get("current")
+                return obj if settled and pods == {"averageValue": per_pod} and queue == {"averageValue": queue_per_replica} else None
 
             async def rescaled(message: str) -> bool:
                 events = (await client.list(CORE_EVENTS, "default"))["items"]
@@ -91,7 +93,7 @@ async def test_pods_object_and_external_metrics_from_an_aggregated_adapter_scale
             # 20 requests/s on one pod against 10 per pod: two pods; the Service's 50 hits of 100 and the queue's 30 per pod
             # of 30 say one
             await eventually(lambda: rescaled("New size: 2; reason: pods metric requests_per_second above target"), timeout=60)
-            obj = await eventually(lambda: replicas(2, "10"), timeout=60)
+            obj = await eventually(lambda: replicas(2, "10", "15"), timeout=60)
             current = obj["status"]["currentMetrics"]
             assert current[0] == {"type": "Pods", "pods": {"metric": {"name": "requests_per_second"}, "current": {"averageValue": "10"}}}
             assert current[1]["object"]["current"] == {"value": "50"}
@@ -102,12 +104,16 @@ async def test_pods_object_and_external_metrics_from_an_aggregated_adapter_scale
             table = (await asyncio.to_thread(kubectl.run, "get", "hpa", "web")).stdout.splitlines()
             assert table[1].split()[:2] == ["web", "ReplicaSet/web"]
             assert table[1].split("ReplicaSet/web", 1)[1].strip().split("   ")[0] == "10/10, 50/100 + 1 more..."
+            described = (await asyncio.to_thread(kubectl.run, "describe", "hpa", "web")).stdout
+            lines = {" ".join(line.split()) for line in described.splitlines()}
+            assert {'"requests_per_second" on pods: 10 / 10', '"hits" on Service/web (target value): 50 / 100',
+                    '"queue_messages" (target average value): 15 / 30', "ReplicaSet pods: 2 current / 2 desired"} <= lines
 
             # the queue grows to 120 (the other queue is not selected): 120 / 30 per pod = 4
             values.set(external={"queue_messages": [({"queue": "jobs"}, "100"), ({"queue": "jobs"}, "20"), ({"queue": "other"}, "900")]})
             await eventually(lambda: rescaled(f"New size: 4; reason: external metric queue_messages({GO_SELECTOR}) above target"),
                              timeout=60)
-            obj = await eventually(lambda: replicas(4, "5"), timeout=60)
+            obj = await eventually(lambda: replicas(4, "5", "30"), timeout=60)
             assert obj["status"]["currentMetrics"][2]["external"]["current"] == {"averageValue": "30"}
 
             # the Service's hits are gone from the adapter: that metric fails (an Event, an empty status), the others still scale
@@ -115,12 +121,11 @@ async def test_pods_object_and_external_metrics_from_an_aggregated_adapter_scale
 
             async def failed() -> Any:
                 events = (await client.list(CORE_EVENTS, "default"))["items"]
-                return next((e for e in events if e["reason"] == "FailedGetObjectMetric"), None)
+                prefix = "unable to get metric hits: Service on default web/unable to fetch metrics from custom metrics API: "
+                return next((e for e in events if e["reason"] == "FailedGetObjectMetric" and e["message"].startswith(prefix)), None)
 
             event = await eventually(failed, timeout=60)
-            assert event["type"] == "Warning"
-            assert event["message"].startswith("unable to get metric hits: Service on default web/unable to fetch metrics from "
-                                               "custom metrics API: ")
+            assert event["type"] == "Warning" and "the server could not find the metric services/web/hits" in event["message"]
 
             async def emptied() -> Any:
                 obj = await client.get(HORIZONTAL_POD_AUTOSCALERS, "default", "web")

@@ -9,11 +9,10 @@ import os
 import re
 import subprocess
 import sys
-import time
-from typing import Callable
 
 import pytest
 
+from tests.cluster.up_helpers import wait_for
 from tests.support.kube import Kubectl
 from tests.support.servers import ServerProcess
 
@@ -25,17 +24,6 @@ DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "07-jobs-daemo
 def _manifests() -> list[str]:
     """The documented manifests, exactly as written (the heredocs of the doc)."""
     return re.findall(r"<<'EOF'\n(.*?)\nEOF\n", open(DOC).read(), re.S)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_walkthrough_verification_steps(tmp_path):

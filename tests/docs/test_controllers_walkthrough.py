@@ -7,10 +7,9 @@ import json
 import re
 import subprocess
 import sys
-import time
 import urllib.request
-from typing import Callable
 
+from tests.cluster.up_helpers import wait_for
 from tests.support.kube import Kubectl
 from tests.support.servers import ServerProcess
 
@@ -24,17 +23,6 @@ spec:
     metadata: {labels: {app: web}}
     spec: {containers: [{name: c, image: nginx}]}
 """
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_walkthrough_verification_steps(tmp_path):

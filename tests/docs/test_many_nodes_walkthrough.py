@@ -3,20 +3,20 @@
 
 from __future__ import annotations
 
+import functools
 import re
-import subprocess
-import sys
 
 import pytest
 
 from k8py.cluster.state import read_state
+from tests.cluster import up_helpers
 from tests.support.kube import Kubectl
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.slow]
 
 
-def k8py(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "k8py", *args], capture_output=True, text=True, timeout=timeout)
+#: fifty nodes and 200 pods take minutes on a loaded machine
+k8py = functools.partial(up_helpers.k8py, timeout=600)
 
 
 @pytest.mark.timeout(900)

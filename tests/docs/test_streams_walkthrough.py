@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 import urllib.request
-from typing import Callable
 
+from tests.cluster.up_helpers import wait_for
 from tests.support.kube import Kubectl
 from tests.support.kubelet import KubeletProcess
 from tests.support.servers import ServerProcess
 
 ON_NODE = '--overrides={"spec":{"nodeName":"node-1"}}'
 TALKER = "echo hello; i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 60) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_walkthrough_verification_steps(tmp_path):

@@ -6,6 +6,7 @@ needed); every test works in a namespace of its own.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass
@@ -16,56 +17,21 @@ import pytest
 
 from tests.support.kube import Kubectl, official_client
 from tests.support.kubelet import KubeletProcess
+from tests.support.pod_waits import PodWaits
 from tests.support.servers import ServerThread, sqlite_storage
 
 _ns = itertools.count()
 
 
 @dataclass
-class Node:
+class Node(PodWaits):
     server: ServerThread
     kubelet: KubeletProcess
     kubectl: Kubectl
     api: kubernetes.client.ApiClient
 
-    @property
-    def core(self) -> kubernetes.client.CoreV1Api:
-        return kubernetes.client.CoreV1Api(self.api)
-
-    def pod(self, ns: str, name: str) -> dict[str, Any]:
-        return self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, ns))
-
-    def wait_pod(self, ns: str, name: str, check: Callable[[dict[str, Any]], bool], timeout: float = 60, what: str = "") -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        pod: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            try:
-                pod = self.pod(ns, name)
-            except kubernetes.client.ApiException as err:
-                if err.status != 404:
-                    raise
-                pod = {}
-            if pod and check(pod):
-                return pod
-            time.sleep(0.2)
-        raise AssertionError(f"pod {ns}/{name} never became {what or check}: last seen {pod.get('status')}\n"
-                             + "".join(list(self.kubelet.output)[-30:]))
-
-    def wait_gone(self, ns: str, name: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                self.core.read_namespaced_pod(name, ns)
-            except kubernetes.client.ApiException as err:
-                if err.status == 404:
-                    return
-                raise
-            time.sleep(0.2)
-        raise AssertionError(f"pod {ns}/{name} was never deleted")
-
-    def events(self, ns: str, name: str) -> list[dict[str, Any]]:
-        items = self.core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
-        return [self.api.sanitize_for_serialization(e) for e in items]
+    def log_tail(self) -> str:
+        return "".join(list(self.kubelet.output)[-30:])
 
 
 def start_node(tmp: str, name: str = "node-1", extra: tuple[str, ...] = ()) -> tuple[ServerThread, KubeletProcess, Kubectl]:
@@ -75,18 +41,26 @@ def start_node(tmp: str, name: str = "node-1", extra: tuple[str, ...] = ()) -> t
     return server, kubelet, kubectl
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory) -> Iterator[Node]:
-    tmp = str(tmp_path_factory.mktemp("node"))
-    server, kubelet, kubectl = start_node(tmp)
+@contextlib.contextmanager
+def node_session(tmp: str, name: str = "node-1", extra: tuple[str, ...] = (), *, kill_containers: bool = True) -> Iterator[Node]:
+    """A started :class:`Node`, stopped (and, unless told not to, its containers killed: a
+    stopped kubelet leaves them running, as upstream's does) when the block ends."""
+    server, kubelet, kubectl = start_node(tmp, name, extra)
     api = official_client(server.url)
     try:
         yield Node(server, kubelet, kubectl, api)
     finally:
         api.close()
         kubelet.stop()
-        kubelet.kill_containers()
+        if kill_containers:
+            kubelet.kill_containers()
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory) -> Iterator[Node]:
+    with node_session(str(tmp_path_factory.mktemp("node"))) as n:
+        yield n
 
 
 @pytest.fixture

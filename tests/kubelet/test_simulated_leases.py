@@ -10,3 +10,22 @@ def test_many_simulated_nodes_renew_their_leases_less_often_but_twice_per_lease(
     assert lease_renew_interval(10.0, 40, 5000) == 20.0 and 5000 / 20.0 <= MAX_RENEWALS_PER_SECOND
     assert lease_renew_interval(10.0, 40, 50_000) == 20.0  # never less than twice per lease duration
     assert lease_renew_interval(30.0, 40, 5000) == 30.0  # a longer configured interval is kept
+
+
+def test_an_unchanged_simulated_node_reposts_its_status_every_ten_minutes_as_kwok(tmp_path) -> None:
+    import asyncio
+
+    from k8py.client.config import ClientConfig
+    from k8py.client.rest import RestClient
+    from k8py.kubelet.config import KubeletConfig
+    from k8py.kubelet.simulated_nodes import NODE_STATUS_REPORT_SECONDS, SimulatedNodes
+
+    async def build() -> tuple[float, float]:
+        async with RestClient(ClientConfig(server="http://127.0.0.1:9")) as client:  # never contacted
+            nodes = SimulatedNodes(client, KubeletConfig(node_name="sim", root_dir=str(tmp_path)), count=1)
+            await nodes.heartbeat.close()
+            return nodes.nodes[0].config.node_status_report_frequency, nodes.nodes[0].config.node_status_update_frequency
+
+    report, update = asyncio.run(build())
+    assert report == NODE_STATUS_REPORT_SECONDS == 600.0  # a kubelet's default is 300
+    assert update == 30.0  # changes are still looked for every 30 s

@@ -197,3 +197,61 @@ async def test_the_api_server_proxies_to_pods_and_services(server, cluster):
             assert r.status == 200 and await r.text() == "px-1"
         async with http.get(f"{base}/services/px/proxy/") as r:
             assert r.status == 200 and await r.text() == "px-1"
+
+
+async def test_external_ips_and_load_balancer_ingress_ips_carry_traffic_at_the_service_port(cluster):
+    import random
+
+    external = f"127.129.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    balanced = f"127.130.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    await cluster.start_pod("ext-1", {"app": "ext"})
+    await _service(cluster.client, "ext", externalIPs=[external])
+    assert await eventually(lambda: http_get(external, 80)) == "ext-1"
+    lb = await _service(cluster.client, "ext-lb", type="LoadBalancer", selector={"app": "ext"})
+    lb["status"] = {"loadBalancer": {"ingress": [{"ip": balanced}]}}  # what a cloud controller writes
+    await cluster.client.update_status(SERVICES, lb)
+    assert await eventually(lambda: http_get(balanced, 80)) == "ext-1"
+    # the last endpoint gone: refused at once on the external IP as on the cluster IP
+    await cluster.client.delete(PODS, NS, "ext-1", grace_period_seconds=0)
+
+    async def refused() -> bool:
+        try:
+            await http_get(external, 80)
+        except ConnectionRefusedError:
+            return True
+        return False
+
+    assert await eventually(refused)
+
+
+async def test_load_balancer_source_ranges_admit_only_their_clients(cluster):
+    import random
+
+    balanced = f"127.130.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    await cluster.start_pod("fw-1", {"app": "fw"})
+    lb = await _service(cluster.client, "fw", type="LoadBalancer", loadBalancerSourceRanges=["127.131.0.0/16"])
+    lb["status"] = {"loadBalancer": {"ingress": [{"ip": balanced}]}}
+    await cluster.client.update_status(SERVICES, lb)
+
+    async def get_from(source: str) -> str:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(balanced, 80, local_addr=(source, 0)), 5)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            raw = await asyncio.wait_for(reader.read(), 5)
+        finally:
+            writer.close()
+        if not raw:
+            raise ConnectionResetError("closed without an answer")
+        return raw.split(b"\r\n\r\n", 1)[1].decode()
+
+    inside = f"127.131.{random.randint(0, 255)}.{random.randint(2, 254)}"
+    assert await eventually(lambda: get_from(inside)) == "fw-1"
+    try:
+        await get_from("127.0.0.1")
+    except (ConnectionResetError, ConnectionRefusedError):
+        pass
+    else:
+        raise AssertionError("a client outside loadBalancerSourceRanges was let in")
+    # the cluster IP is not filtered
+    assert await http_get(lb["spec"]["clusterIP"], 80) == "fw-1"

@@ -53,9 +53,9 @@ def test_since_timestamps_and_limit(tmp_path):
     assert _read(path, LogOptions(limit_bytes=5)) == b"old\nn"
 
 
-def test_follow_ends_when_the_container_stops_and_reopens_after_rotation(tmp_path):
-    path = tmp_path / "0.log"
-    _write(path, "2026-12-01T08:40:00.000000000Z stdout F first")
+def _follow(path, react) -> list[bytes]:
+    """Follow ``path`` while "the container runs"; ``react(chunk)`` after each chunk returns
+    False once the container should stop (the test's writer does its part in it)."""
     state = {"running": True}
 
     async def still_running() -> bool:
@@ -66,14 +66,23 @@ def test_follow_ends_when_the_container_stops_and_reopens_after_rotation(tmp_pat
         async for chunk in read_log(str(path), LogOptions(follow=True), still_running=still_running, poll_interval=0.01,
                                     running_check_interval=0.05):
             got.append(chunk)
-            if chunk == b"first\n":
-                os.rename(path, str(path) + ".20261201-084000")
-                _write(path, "2026-12-01T08:40:01.000000000Z stdout F after rotation")
-            elif chunk == b"after rotation\n":
-                state["running"] = False
+            state["running"] = react(chunk)
         return got
 
-    assert asyncio.run(asyncio.wait_for(go(), 30)) == [b"first\n", b"after rotation\n"]
+    return asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_follow_ends_when_the_container_stops_and_reopens_after_rotation(tmp_path):
+    path = tmp_path / "0.log"
+    _write(path, "2026-12-01T08:40:00.000000000Z stdout F first")
+
+    def react(chunk: bytes) -> bool:
+        if chunk == b"first\n":
+            os.rename(path, str(path) + ".20261201-084000")
+            _write(path, "2026-12-01T08:40:01.000000000Z stdout F after rotation")
+        return chunk != b"after rotation\n"
+
+    assert _follow(path, react) == [b"first\n", b"after rotation\n"]
 
 
 def test_a_missing_file_reads_as_empty(tmp_path):
@@ -83,23 +92,13 @@ def test_a_missing_file_reads_as_empty(tmp_path):
 def test_a_rotation_right_after_more_lines_keeps_them_all(tmp_path):
     path = tmp_path / "0.log"
     _write(path, "2026-12-01T08:40:00.000000000Z stdout F first")
-    state = {"running": True}
 
-    async def still_running() -> bool:
-        return state["running"]
+    def react(chunk: bytes) -> bool:
+        if chunk == b"first\n":
+            # the writer appends its last line to the old file, then rotates
+            _write(path, "2026-12-01T08:40:00.500000000Z stdout F last of the old file")
+            os.rename(path, str(path) + ".20261201-084000")
+            _write(path, "2026-12-01T08:40:01.000000000Z stdout F first of the new file")
+        return not chunk.endswith(b"first of the new file\n")
 
-    async def go() -> list[bytes]:
-        got: list[bytes] = []
-        async for chunk in read_log(str(path), LogOptions(follow=True), still_running=still_running, poll_interval=0.01,
-                                    running_check_interval=0.05):
-            got.append(chunk)
-            if chunk == b"first\n":
-                # the writer appends its last line to the old file, then rotates
-                _write(path, "2026-12-01T08:40:00.500000000Z stdout F last of the old file")
-                os.rename(path, str(path) + ".20261201-084000")
-                _write(path, "2026-12-01T08:40:01.000000000Z stdout F first of the new file")
-            elif chunk.endswith(b"first of the new file\n"):
-                state["running"] = False
-        return got
-
-    assert b"".join(asyncio.run(asyncio.wait_for(go(), 30))) == b"first\nlast of the old file\nfirst of the new file\n"
+    assert b"".join(_follow(path, react)) == b"first\nlast of the old file\nfirst of the new file\n"

@@ -10,11 +10,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pty
-import select
 import socket
 import struct
-import subprocess
 import termios
 import time
 import urllib.request
@@ -22,24 +19,16 @@ from typing import Iterator
 
 import pytest
 
-from tests.kubelet.conftest import Node, pod_manifest, ready, start_node
-from tests.support.kube import KUBECTL, official_client
+from tests.kubelet.conftest import Node, node_session, pod_manifest, ready
+from tests.support.terminal import attach_until_echo, pty_session, read_until
 
 _count = iter(range(10_000))
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[Node]:
-    tmp = str(tmp_path_factory.mktemp("streaming-node"))
-    server, kubelet, kubectl = start_node(tmp)
-    api = official_client(server.url)
-    try:
-        yield Node(server, kubelet, kubectl, api)
-    finally:
-        api.close()
-        kubelet.stop()
-        kubelet.kill_containers()
-        server.stop()
+    with node_session(str(tmp_path_factory.mktemp("streaming-node"))) as n:
+        yield n
 
 
 @pytest.fixture
@@ -104,26 +93,12 @@ def test_exec_exit_codes_stdin_and_a_terminal(node: Node, ns: str) -> None:
     missing = node.kubectl.run("exec", "shell", "-n", ns, "--", "/no/such/binary", check=False)
     assert missing.returncode in (126, 127)
 
-    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([KUBECTL, "exec", "-it", "shell", "-n", ns, "--", "sh"], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, start_new_session=True)
-    os.close(slave)
-    seen = b""
+    proc, master = pty_session(["exec", "-it", "shell", "-n", ns, "--", "sh"], node.kubectl.env)
     try:
         # type only once the shell prompts: kubectl has put the terminal in raw mode by then
-        deadline = time.monotonic() + 30
-        while not seen.rstrip().endswith((b"#", b"$")) and time.monotonic() < deadline:
-            if select.select([master], [], [], 0.5)[0]:
-                seen += os.read(master, 4096)
+        seen = read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")))
         os.write(master, b"test -t 1 && echo TTY-YES; stty size; exit 9\n")
-        while proc.poll() is None and time.monotonic() < deadline:
-            if select.select([master], [], [], 0.5)[0]:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
+        seen = read_until(master, proc, seen, lambda s: False)  # until kubectl is done
         assert proc.wait(timeout=30) == 9, seen
         assert b"TTY-YES" in seen and b"40 120" in seen
     finally:
@@ -146,23 +121,7 @@ def test_kubectl_cp_into_and_out_of_a_container(node: Node, ns: str, tmp_path) -
 
 def test_attach_to_a_container_with_stdin(node: Node, ns: str) -> None:
     _run(node, ns, "echoer", "while read line; do echo got: $line; done", stdin=True)
-    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
-    proc = subprocess.Popen([KUBECTL, "attach", "-i", "echoer", "-n", ns], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + 30
-        line = ""
-        while "got: ping" not in line:
-            assert time.monotonic() < deadline, line
-            proc.stdin.write("ping\n")
-            proc.stdin.flush()
-            if select.select([proc.stdout], [], [], 1.0)[0]:
-                line = proc.stdout.readline()
-        assert line == "got: ping\n"
-    finally:
-        proc.kill()
-        proc.wait()
+    assert attach_until_echo(node.kubectl, ns, "echoer") == "got: ping\n"
     assert "got: ping" in node.kubectl.run("logs", "echoer", "-n", ns).stdout
 
 
@@ -197,36 +156,14 @@ def test_top_pods_and_nodes(node: Node, ns: str) -> None:
     assert any(p["podRef"]["name"] == "burner" for p in summary["pods"])
 
 
-def _pty_session(args: list[str], env: dict[str, str], size: tuple[int, int] = (40, 120)) -> tuple[subprocess.Popen[bytes], int]:
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
-    proc = subprocess.Popen([KUBECTL, *args], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
-    os.close(slave)
-    return proc, master
-
-
-def _read_until(master: int, proc: subprocess.Popen[bytes], seen: bytes, done, timeout: float = 30) -> bytes:
-    deadline = time.monotonic() + timeout
-    while not done(seen) and time.monotonic() < deadline:
-        if select.select([master], [], [], 0.5)[0]:
-            try:
-                seen += os.read(master, 4096)
-            except OSError:
-                break
-        elif proc.poll() is not None:
-            break
-    return seen
-
-
 def test_attach_it_to_a_container_with_its_own_terminal(node: Node, ns: str) -> None:
     # the container's shell runs on a pty the runtime allocated: it is a terminal, and sees the client's size
     _run(node, ns, "term", "sh", stdin=True, tty=True)
-    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
-    proc, master = _pty_session(["attach", "-it", "term", "-n", ns], env)
+    proc, master = pty_session(["attach", "-it", "term", "-n", ns], node.kubectl.env)
     try:
-        seen = _read_until(master, proc, b"", lambda s: b"If you don't see a command prompt" in s)
+        seen = read_until(master, proc, b"", lambda s: b"If you don't see a command prompt" in s)
         os.write(master, b"test -t 0 && echo TTY-$((6*7)); stty size\n")
-        seen = _read_until(master, proc, seen, lambda s: b"TTY-42" in s and b"40 120" in s)
+        seen = read_until(master, proc, seen, lambda s: b"TTY-42" in s and b"40 120" in s)
         assert b"TTY-42" in seen and b"40 120" in seen, seen
         # a resize of the client's terminal reaches the container's
         fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
@@ -234,7 +171,7 @@ def test_attach_it_to_a_container_with_its_own_terminal(node: Node, ns: str) -> 
         deadline = time.monotonic() + 30
         while b"50 100" not in seen and time.monotonic() < deadline:
             os.write(master, b"stty size\n")
-            seen = _read_until(master, proc, seen, lambda s: b"50 100" in s, timeout=2)
+            seen = read_until(master, proc, seen, lambda s: b"50 100" in s, timeout=2)
         assert b"50 100" in seen, seen
         # the session is in the container's log too, as one stdout stream
         assert "TTY-42" in node.kubectl.run("logs", "term", "-n", ns).stdout
@@ -249,13 +186,12 @@ def test_attach_it_to_a_container_with_its_own_terminal(node: Node, ns: str) -> 
 
 
 def test_kubectl_run_it_rm_runs_a_shell_and_deletes_the_pod(node: Node, ns: str) -> None:
-    env = {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
-    proc, master = _pty_session(["run", "-it", "--rm", "--restart=Never", "--image=busybox", "-n", ns, "shell",
-                                 "--overrides", json.dumps({"spec": {"nodeName": node.kubelet.node_name}}), "--", "sh"], env)
+    proc, master = pty_session(["run", "-it", "--rm", "--restart=Never", "--image=busybox", "-n", ns, "shell",
+                                 "--overrides", json.dumps({"spec": {"nodeName": node.kubelet.node_name}}), "--", "sh"], node.kubectl.env)
     try:
-        seen = _read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")), timeout=60)
+        seen = read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")), timeout=60)
         os.write(master, b"echo IN-$((40+2)); exit\n")
-        seen = _read_until(master, proc, seen, lambda s: False, timeout=60)  # until kubectl is done
+        seen = read_until(master, proc, seen, lambda s: False, timeout=60)  # until kubectl is done
         assert proc.wait(timeout=60) == 0, seen
         assert b"IN-42" in seen and b'pod "shell" deleted' in seen, seen
     finally:

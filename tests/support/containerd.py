@@ -59,8 +59,11 @@ def containerd_next() -> str | None:
 class Containerd:
     """``binary``: the containerd to run (its directory goes first on its PATH, so its own shim serves it)."""
 
-    def __init__(self, workdir: str, *, registries: Sequence[str] = (), binary: str = "containerd") -> None:
+    def __init__(self, workdir: str, *, registries: Sequence[str] = (), binary: str = "containerd",
+                 cni_template: bool = False) -> None:
+        """``cni_template``: no CNI config until ``UpdateRuntimeConfig`` gives the pod CIDR (as ``k8py up`` runs it)."""
         self.workdir = workdir
+        self.cni_template = cni_template
         self.registries = list(registries)
         self.binary = binary
         self.layout = ContainerdLayout.in_dir(workdir, "%06x" % random.randrange(1 << 24))
@@ -76,7 +79,7 @@ class Containerd:
         return self.layout.endpoint
 
     def start(self, timeout: float = 60) -> "Containerd":
-        ctrd.prepare(self.layout, subnet=self.subnet, registries=self.registries)
+        ctrd.prepare(self.layout, subnet="" if self.cni_template else self.subnet, registries=self.registries)
         ctrd.prepare_network(self.layout, node="test")
         log = open(self.layout.log_file, "ab")
         env = dict(os.environ)

@@ -50,13 +50,17 @@ class Kubectl:
         else:
             self.kubeconfig = write_kubeconfig(path, self.url)
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment kubectl runs in: this HOME (its discovery cache) and kubeconfig."""
+        return {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}
+
     def run(self, *args: str, input: str | None = None, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}
+        env = self.env
         result = subprocess.run([KUBECTL, *args], capture_output=True, text=True, input=input, timeout=timeout, env=env)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        env = {**os.environ, "HOME": self.home, "KUBECONFIG": self.kubeconfig}
-        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)

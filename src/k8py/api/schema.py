@@ -17,6 +17,8 @@ module returns.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import pathlib
 from importlib import resources
 from typing import Any
 
@@ -41,10 +43,19 @@ Schema = dict[str, Any]
 @functools.cache
 def definitions() -> dict[str, Schema]:
     """Every upstream definition by its OpenAPI name (io.k8s.api.core.v1.Pod)."""
-    folder = resources.files("kubernetes_validate") / "kubernetes-json-schema"
-    path = folder / f"v{KUBERNETES_VERSION}-local" / "_definitions.json"
+    path = _package_dir("kubernetes_validate") / "kubernetes-json-schema" / f"v{KUBERNETES_VERSION}-local" / "_definitions.json"
     doc = orjson.loads(path.read_bytes())
     return doc.get("$defs") or doc["definitions"]
+
+
+def _package_dir(package: str) -> Any:
+    """Where ``package``'s files are, without running it: importing kubernetes_validate
+    imports jsonschema and its dependencies (60 ms and megabytes, in the API server's
+    start), and only its data files are read here."""
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        return pathlib.Path(next(iter(spec.submodule_search_locations)))
+    return resources.files(package)  # a zipped or otherwise unusual install: let importlib find it
 
 
 def definition(name: str) -> Schema | None:

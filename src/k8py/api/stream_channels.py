@@ -11,7 +11,11 @@ JSON ``Status`` when the command ends: ``Success``, or ``Failure`` with
 (``reason: ExitCode``), or another failure (``InternalError``). Resize
 messages are JSON ``{"Width": W, "Height": H}``. v5 adds the CLOSE message
 ``0xFF <channel>``: the client half-closes stdin with ``0xFF 0x00``; under v4
-a client can only end stdin by closing the socket.
+a client can only end stdin by closing the socket. The legacy base protocol —
+``channel.k8s.io``, or no subprotocol at all, as upstream's streaming server
+still serves it — has the same channels, but its error channel carries only a
+failure, as plain text (the ``Status`` message), and nothing on success
+(:func:`error_channel_message`).
 
 **portforward** over WebSocket (``v4.channel.k8s.io`` or
 ``portforward.k8s.io``; the ``port`` query parameter may repeat): port *i*
@@ -29,6 +33,7 @@ import orjson
 __all__ = [
     "V5",
     "V4",
+    "CHANNEL",
     "REMOTECOMMAND_PROTOCOLS",
     "PORTFORWARD_PROTOCOLS",
     "TUNNEL_PORTFORWARD",
@@ -44,6 +49,7 @@ __all__ = [
     "exit_status",
     "failure_status",
     "exit_code_of",
+    "error_channel_message",
     "parse_resize",
     "port_prefix",
     "parse_port_prefix",
@@ -52,8 +58,10 @@ __all__ = [
 
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
+#: the legacy base channel protocol (also what a client offering no subprotocol gets)
+CHANNEL = "channel.k8s.io"
 #: what exec / attach serve, most preferred first
-REMOTECOMMAND_PROTOCOLS = (V5, V4)
+REMOTECOMMAND_PROTOCOLS = (V5, V4, CHANNEL)
 #: what a WebSocket port-forward serves ("" when the client offers none)
 PORTFORWARD_PROTOCOLS = ("portforward.k8s.io", V4)
 #: kubectl >= 1.31 tunnels SPDY port-forwarding through a WebSocket with this
@@ -94,7 +102,8 @@ def exit_status(exit_code: int, command: list[str] | None = None) -> bytes:
     """The error-channel message for a finished command, as the kubelet writes it."""
     if exit_code == 0:
         return orjson.dumps(_status("Success"))
-    what = f"error executing command {command}, exit code {exit_code}" if command else f"exit code {exit_code}"
+    # the command as Go's %v prints a []string: [sh -c exit 3]
+    what = f"error executing command [{' '.join(command)}], exit code {exit_code}" if command else f"exit code {exit_code}"
     return orjson.dumps(
         _status(
             "Failure",
@@ -129,6 +138,23 @@ def exit_code_of(message: bytes) -> int | None:
                 except ValueError:
                     return None
     return None
+
+
+def error_channel_message(protocol: str, status: bytes) -> bytes | None:
+    """What goes on the error channel for the ``Status`` ``status`` under ``protocol``:
+    the JSON itself for v4 and v5; under the legacy protocols (``channel.k8s.io``, or
+    none) the failure's message as text, and nothing (None) for ``Success``."""
+    if protocol in (V5, V4):
+        return status
+    try:
+        parsed = orjson.loads(status)
+    except orjson.JSONDecodeError:
+        return status
+    if not isinstance(parsed, dict):
+        return status
+    if parsed.get("status") == "Success":
+        return None
+    return str(parsed.get("message") or "").encode()
 
 
 def parse_resize(message: bytes) -> tuple[int, int] | None:

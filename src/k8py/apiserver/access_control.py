@@ -117,7 +117,8 @@ class AccessControl:
         #: after audit (a 429 is audited), before authorization: an overloaded server refuses before any work
         self.overload = FlowControl(registry, cacher, max_readonly=config.max_requests_inflight,
                                     max_mutating=config.max_mutating_requests_inflight,
-                                    wait_limit=config.flow_control_wait_limit, metrics=metrics.registry)
+                                    wait_limit=config.flow_control_wait_limit,
+                                    borrowing_period=config.flow_control_borrowing_period, metrics=metrics.registry)
         self.middlewares.append(self.overload.middleware)
         if config.authorizer is not None or tuple(config.authorization_modes) != ("AlwaysAllow",):
             # last: it reads request[USER_KEY], so authentication must come before it in this list

@@ -166,6 +166,7 @@ class APIServer:
             now=lambda: rfc3339(), check_interval=self.config.apiservice_check_interval)
         self._aggregator_task: asyncio.Task[None] | None = None
         self._policy_status_task: asyncio.Task[None] | None = None
+        self._flow_control_task: asyncio.Task[None] | None = None
         self.app = build_app(
             handlers=self.handlers,
             discovery=Discovery(self.registry, self.aggregator),
@@ -261,6 +262,7 @@ class APIServer:
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
         self._policy_status_task = asyncio.create_task(
             PolicyStatusWriter(self.registry, self.cacher, self.store).run(), name="admission-policy-status")
+        self._flow_control_task = asyncio.create_task(self.overload.run(self.store, now=lambda: rfc3339()), name="flow-control")
         # ready means the cache already shows the bootstrap objects
         await self.cacher.wait_consistent(timeout=5.0)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -310,6 +312,10 @@ class APIServer:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         self._allocator_task = self._repair_task = None
+        if self._flow_control_task is not None:
+            self._flow_control_task.cancel()
+            await asyncio.gather(self._flow_control_task, return_exceptions=True)
+            self._flow_control_task = None
         if self._policy_status_task is not None:
             self._policy_status_task.cancel()
             await asyncio.gather(self._policy_status_task, return_exceptions=True)

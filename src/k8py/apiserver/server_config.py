@@ -97,6 +97,8 @@ class APIServerConfig:
     max_mutating_requests_inflight: int = 200
     #: seconds a request may wait in a flow-control queue before a 429 (upstream: a quarter of the request timeout)
     flow_control_wait_limit: float = 15.0
+    #: seconds between re-sharings of seats among priority levels (borrowing; upstream 10 s)
+    flow_control_borrowing_period: float = 10.0
     #: ``--authorization-mode``: authorizers asked in order (AlwaysAllow, AlwaysDeny, Node, RBAC)
     authorization_modes: tuple[str, ...] = ("AlwaysAllow",)
     #: seconds between availability checks of aggregated APIServices (and at once on a change)

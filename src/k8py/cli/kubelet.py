@@ -66,6 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cert-dir", default="", help="where the bootstrapped and rotated client certificates go (default: <root-dir>/pki)")
     p.add_argument("--rotate-certificates", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="request a new client certificate at 70-90%% of the current one's life (default: false)")
+    p.add_argument("--server-tls-bootstrap", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+                   help="request the serving certificate from the cluster (a kubernetes.io/kubelet-serving CSR, "
+                        "approved by an admin) and renew it at 70-90%% of its life (default: false)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -165,6 +168,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "image_gc_high_threshold_percent": args.image_gc_high_threshold, "image_gc_low_threshold_percent": args.image_gc_low_threshold,
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
         "rotate_certificates": args.rotate_certificates, "cert_dir": args.cert_dir or None,
+        "server_tls_bootstrap": args.server_tls_bootstrap,
         "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
         "authorization_mode": args.authorization_mode,
         "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
@@ -285,7 +289,7 @@ async def _main(args: argparse.Namespace) -> int:
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
             if args.container_runtime_endpoint:
-                runtime = await _cri_runtime(args, node_ip=config.address)
+                runtime = await _cri_runtime(args, config, node_ip=config.address)
                 if runtime is None:
                     return 2
             else:
@@ -320,7 +324,7 @@ async def _main(args: argparse.Namespace) -> int:
         await client.close()
 
 
-async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
+async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -> Any:
     """The CRI runtime at --container-runtime-endpoint, connected; None (after saying why) when it cannot be."""
     try:
         from k8py.kubelet.runtime.cri.client import CRIClient
@@ -338,25 +342,32 @@ async def _cri_runtime(args: argparse.Namespace, *, node_ip: str) -> Any:
         return None
     try:
         return await CRIRuntime(client, cgroup_root=args.cgroup_root, poll_interval=args.runtime_relist_period,
-                                node_ip=node_ip).connect()
+                                node_ip=node_ip, image_gc=_gc_policy(config),
+                                log_rotation=(config.container_log_max_size, config.container_log_max_files)).connect()
     except RuntimeErrorStatus as e:
         await client.close()
         print(f"k8py kubelet: {e.message}", file=sys.stderr)
         return None
 
 
+def _gc_policy(config: Any) -> Any:
+    """The image GC thresholds (KubeletConfiguration's imageGC*), for either runtime."""
+    from k8py.kubelet.images.gc import GCPolicy
+
+    try:
+        return GCPolicy(config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
+                        config.image_minimum_gc_age, config.image_gc_period)
+    except ValueError as err:
+        raise SystemExit(f"k8py kubelet: {err}")
+
+
 def _images(config: Any, catalog: Any) -> Any:
     """The process runtime's image service: the node's puller and store beside the catalog."""
-    from k8py.kubelet.images.gc import GCPolicy
     from k8py.kubelet.images.puller import ImagePuller
     from k8py.kubelet.images.reference import DEFAULT_CATALOG_REGISTRIES
     from k8py.kubelet.runtime.process.image_service import ProcessImages
 
-    try:
-        policy = GCPolicy(config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
-                          config.image_minimum_gc_age, config.image_gc_period)
-    except ValueError as err:
-        raise SystemExit(f"k8py kubelet: {err}")
+    policy = _gc_policy(config)
     puller = None
     if config.image_pull:
         puller = ImagePuller(config.images_dir, catalog_registries=config.catalog_registries or DEFAULT_CATALOG_REGISTRIES)

@@ -37,6 +37,7 @@ from k8py.cli import migrate as migrate_command
 from k8py.cli import proxy as proxy_command
 from k8py.cli import scheduler as scheduler_command
 from k8py.cli import up as up_command
+from k8py.cli.process_tuning import tune_process
 
 __all__ = ["main", "build_parser", "shared_parser"]
 
@@ -68,6 +69,7 @@ def shared_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tune_process()
     args = shared_parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "up":

@@ -37,7 +37,11 @@ named ``k8py-zygote`` and writes to its log like a zygote started as
 Invariants: the zygote never starts an event loop or a thread, so a fork
 copies no lock held by another thread and no running loop; modules are
 imported in two phases, the API server's first, so the first fork (the API
-server) is not held up by the rest; the zygote exits when its parent does.
+server) is not held up by the rest, with the garbage collector off until
+both are done (every child turns it back on); only the API server (and a
+node's containerd) is forked before the second phase is done, every other
+request is answered once it is (:data:`FORK_WHILE_PRELOADING`); the zygote
+exits when its parent does.
 """
 
 from __future__ import annotations
@@ -51,19 +55,49 @@ import selectors
 import signal
 import socket
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
 
 #: what the API server needs, imported before the socket accepts anything
 PRELOAD_FIRST = ("k8py.cli.main", "k8py.apiserver.server", "k8py.storage.sqlite")
-#: the other components, imported while the API server starts
+#: the other components, imported while the API server starts: each package's
+#: entry module and the modules it imports only once it runs (the controllers
+#: the manager loads by name, the process runtime and image service a kubelet
+#: picks, the proxy's nftables probe, dnspython's asyncio backend); what a child
+#: imports itself is private to it, what the zygote imported is shared by all
 PRELOAD_REST = (
     "k8py.controllers.controller_manager",
     "k8py.scheduler.app",
     "k8py.kubelet.kubelet",
+    "k8py.kubelet.runtime.process.runtime",
+    "k8py.kubelet.runtime.process.images",
+    "k8py.kubelet.runtime.process.image_service",
+    "k8py.kubelet.images.puller",
+    "k8py.kubelet.images.gc",
+    "k8py.kubelet.node_cleanup",
+    "k8py.kubelet.cgroups.tree",
     "k8py.proxy.app",
+    "k8py.proxy.nftables.backend",
+    "dns.asyncbackend",
+    "dns._asyncio_backend",
 )
+
+
+#: forked at once even while the rest preloads: what the others wait for (the API
+#: server; a node's containerd). Any other request waits until preloading is done:
+#: forked earlier, a child would import for itself what the zygote is importing for
+#: all — twice the CPU on a busy machine, and memory of its own instead of shared.
+FORK_WHILE_PRELOADING = frozenset({"apiserver", "containerd"})
+
+
+def _preload_rest() -> Iterator[str]:
+    """The modules of :data:`PRELOAD_REST`, one at a time, each controller's module after the manager's."""
+    yield PRELOAD_REST[0]
+    from k8py.controllers.registry import CONTROLLER_MODULES  # imported by the manager just now
+
+    yield from dict.fromkeys(CONTROLLER_MODULES.values())
+    yield from PRELOAD_REST[1:]
 
 _PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1
 
@@ -89,6 +123,7 @@ def _child(request: dict[str, Any], started: int) -> None:
     leads its own session (so the pid the supervisor gets is a process group)."""
     code = 1
     try:
+        gc.enable()  # (off while the zygote preloads)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -170,6 +205,11 @@ def _send(conn: socket.socket, message: dict[str, Any]) -> None:
 
 def serve(socket_path: str) -> int:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # the zygote goes with the supervisor
+    # no garbage collection while preloading: importing a thousand modules trips
+    # several full collections, a fifth of the import CPU (measured), and they
+    # find next to nothing (import-time cycles are few); re-enabled once done,
+    # and in every child at once
+    gc.disable()
     _preload(PRELOAD_FIRST)
     from k8py.cli.main import shared_parser
 
@@ -200,13 +240,23 @@ def serve(socket_path: str) -> int:
     selector.register(wakeup_r, selectors.EVENT_READ, "signal")
     children: dict[int, socket.socket] = {}
     pending: dict[socket.socket, bytes] = {}
-    rest = list(PRELOAD_REST)
+    rest = _preload_rest()
+    preloading = True
+    deferred: list[tuple[socket.socket, dict[str, Any]]] = []
     try:
         while not stopping:
-            events = selector.select(timeout=0 if rest else None)
-            if not events and rest:
-                _preload((rest.pop(0),))
-                gc.freeze()
+            events = selector.select(timeout=0 if preloading else None)
+            if not events and preloading:
+                module = next(rest, None)
+                if module is None:
+                    preloading = False
+                    gc.enable()
+                    for conn, request in deferred:
+                        _fork(conn, request, children)
+                    deferred.clear()
+                else:
+                    _preload((module,))
+                    gc.freeze()
                 continue
             for key, _ in events:
                 if key.data == "accept":
@@ -222,7 +272,13 @@ def serve(socket_path: str) -> int:
                     _reap(children)
                 else:
                     conn = key.fileobj  # type: ignore[assignment]
-                    _read_request(conn, pending, selector, children)
+                    request = _read_request(conn, pending, selector)
+                    if request is None:
+                        pass
+                    elif preloading and (request["argv"] or [""])[0] not in FORK_WHILE_PRELOADING:
+                        deferred.append((conn, request))
+                    else:
+                        _fork(conn, request, children)
             _reap(children)
     finally:
         selector.close()
@@ -236,8 +292,9 @@ def serve(socket_path: str) -> int:
     return 0
 
 
-def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], selector: selectors.BaseSelector,
-                  children: dict[int, socket.socket]) -> None:
+def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
+                  selector: selectors.BaseSelector) -> dict[str, Any] | None:
+    """The request on ``conn`` once it has all come (None until then, or when it was refused)."""
     try:
         chunk = conn.recv(65536)
     except OSError:
@@ -246,11 +303,11 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], sele
         selector.unregister(conn)
         pending.pop(conn, None)
         conn.close()
-        return
+        return None
     buffer = pending[conn] + chunk
     if b"\n" not in buffer:
         pending[conn] = buffer
-        return
+        return None
     selector.unregister(conn)
     del pending[conn]
     try:
@@ -260,7 +317,11 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes], sele
     except ValueError as err:
         _send(conn, {"error": str(err)})
         conn.close()
-        return
+        return None
+    return request
+
+
+def _fork(conn: socket.socket, request: dict[str, Any], children: dict[int, socket.socket]) -> None:
     gc.freeze()
     started_r, started_w = os.pipe()
     pid = os.fork()

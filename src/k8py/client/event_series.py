@@ -18,7 +18,11 @@ and the server sees it at most this often:
 So a hot loop emitting the same event costs two writes and then one per 30
 minutes, instead of one per event (or per token of the spam filter).
 Queueing is as :class:`~k8py.client.event_recorder.EventBroadcaster`: bounded,
-non-blocking, dropped with a warning when full; ``run`` is the only writer.
+non-blocking, dropped when full (a warning per 1,000 drops); ``run`` is the only writer.
+With a ``limiter`` (a token bucket: upstream's event clientset has the
+component's client QPS and burst) writes wait for a token, so a burst of
+events costs the API server at most that rate; the queue absorbs the rest,
+then drops.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from k8py.client.clock import Clock, RealClock
 from k8py.client.event_correlator import event_name
 from k8py.client.event_recorder import MAX_QUEUED_EVENTS, NORMAL, WARNING, object_reference
 from k8py.client.lease_lock import micro_time, parse_micro_time
+from k8py.client.rate_limiters import BucketRateLimiter
 from k8py.client.resource import Resource
 from k8py.client.resources import EVENTS
 from k8py.client.rest import PatchType, RestClient
@@ -102,9 +107,11 @@ class SeriesEventBroadcaster:
     def __init__(
         self, client: RestClient, *, clock: Clock | None = None, queue_size: int = MAX_QUEUED_EVENTS,
         finish_time: float = FINISH_TIME, refresh_time: float = REFRESH_TIME,
+        limiter: BucketRateLimiter | None = None,
     ) -> None:
         self.client = client
         self.clock: Clock = clock if clock is not None else RealClock()
+        self.limiter = limiter
         self.finish_time = finish_time
         self.refresh_time = refresh_time
         self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=queue_size)
@@ -120,7 +127,11 @@ class SeriesEventBroadcaster:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
-            logger.warning("dropping event: too many queued events", extra={"reason": event.get("reason")})
+            # one warning per 1000 drops: a flood of drops must not become a flood of logs
+            # (formatting a warning per event cost the scheduler more than scoring the pod)
+            if self.dropped % 1000 == 1:
+                logger.warning("dropping event: too many queued events",
+                               extra={"reason": event.get("reason"), "dropped": self.dropped})
             return False
         return True
 
@@ -175,6 +186,10 @@ class SeriesEventBroadcaster:
             await action()
 
     async def _write(self, event: Event) -> None:
+        if self.limiter is not None:
+            delay = self.limiter.when(None)
+            if delay > 0:
+                await self.clock.sleep(delay)
         meta = event["metadata"]
         try:
             if "series" in event:

@@ -72,6 +72,16 @@ class InformerFactory:
             self._informers[key] = informer
         return informer
 
+    def existing(self, group: str, plural: str) -> SharedIndexInformer | None:
+        """The cluster-wide, unfiltered informer of ``group``/``plural`` if some
+        component already asked for one (any version), else ``None``: for a
+        reader that wants to share a watch others keep but not to start one
+        of full objects itself (the garbage collector's monitors)."""
+        for (resource, ns, labels, fields), informer in self._informers.items():
+            if (resource.group, resource.plural) == (group, plural) and ns is None and labels is None and fields is None:
+                return informer
+        return None
+
     def lister(self, resource: Resource, **scope: Any) -> Lister:
         return self.informer(resource, **scope).lister
 

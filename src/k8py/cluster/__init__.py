@@ -12,8 +12,9 @@ API server only over HTTP (readiness: ``/readyz``, Nodes' ``Ready``). It never
 imports the API server, the store or a component: each runs in its own
 process, as in Kubernetes.
 
-- :mod:`.spec`: what the cluster consists of (flags and ``--config FILE``),
-  turned into each component's command line;
+- :mod:`.spec`: what the cluster consists of (flags and ``--config FILE``);
+- :mod:`.addresses`: its ports, pod range and Service range on this machine;
+- :mod:`.commands`: each component's command line;
 - :mod:`.supervisor`: start in order, restart with backoff, stop in reverse;
 - :mod:`.state`: ``cluster.json``, read and written atomically;
 - :mod:`.readiness`: API ready, nodes Ready;

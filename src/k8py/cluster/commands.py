@@ -20,7 +20,7 @@ import sys
 
 from k8py.cluster.addresses import DEFAULT_SERVICE_CIDR, DNS_PORT, dns_ip
 from k8py.cluster.containerd import ContainerdLayout
-from k8py.cluster.pki import ClusterPKI
+from k8py.cluster.pki import FRONT_PROXY_CA, FRONT_PROXY_CLIENT, ClusterPKI
 from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec, api_server_name, proxy_nftables_table
 
 __all__ = ["component_specs", "zygote_spec"]
@@ -53,6 +53,12 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
                     "--kubelet-client-certificate", pki.cert_file("apiserver-kubelet-client"),
                     "--kubelet-client-key", pki.key_file("apiserver-kubelet-client"),
                     "--kubelet-certificate-authority", pki.ca_file)
+        api_extra = extra.get("apiserver", [])
+        if not any(str(a).startswith(("--requestheader-client-ca-file", "--proxy-client-")) for a in api_extra):
+            api += ["--requestheader-client-ca-file", pki.cert_file(FRONT_PROXY_CA),
+                    "--proxy-client-cert-file", pki.cert_file(FRONT_PROXY_CLIENT),
+                    "--proxy-client-key-file", pki.key_file(FRONT_PROXY_CLIENT),
+                    "--requestheader-allowed-names", FRONT_PROXY_CLIENT]
         if spec.etcd_servers:
             api += ["--etcd-servers", ",".join(spec.etcd_servers), "--etcd-prefix", spec.etcd_prefix]
         if spec.trace:
@@ -116,6 +122,7 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc(f"node-{node}"), "--node-name", node, "--port", str(port), *tls,
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
+                                                          "--rotate-certificates",  # as kubeadm: renewed by a CSR
                                                           "--pod-cidr-wait", "30", *dns, *runtime, *kubelet_extra),
                                  log(f"kubelet-{node}"), f"https://127.0.0.1:{port}/healthz"))
     if spec.simulated_nodes:

@@ -15,6 +15,8 @@ In ``DATA_DIR/pki``:
 ``kubelet-<node>.crt``             each kubelet's serving certificate (its IP and name)
 ``<component>.crt``                each component's client certificate (:data:`IDENTITIES`;
                                    ``node-<node>.crt`` for kubelets)
+``front-proxy-ca.crt``             the request-header CA aggregated API servers trust, and
+``front-proxy-client.crt``         the API server's client certificate towards them
 =================================  ==================================================
 
 ``DATA_DIR/service-account.key`` (where the API server and the controller
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 # (cryptography is imported by the methods that make certificates: ``k8py up``
 # reads the paths before it starts the zygote, which must not wait for it)
 
-__all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity"]
+__all__ = ["ClusterPKI", "IDENTITIES", "ADMIN", "SIMULATED_KUBELET", "node_identity", "FRONT_PROXY_CA", "FRONT_PROXY_CLIENT"]
 
 #: component -> (user, groups) of its client certificate (the controller
 #: manager's identity only makes service-account tokens for its controllers:
@@ -70,6 +72,11 @@ IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dns": ("system:k8py-dns", ()),
     "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ()),
 }
+
+#: the request-header CA and the API server's client certificate towards aggregated API
+#: servers (kubeadm's front-proxy-ca and front-proxy-client): made here once, rather than
+#: by the API server at each start (a CA and a certificate on the way to its first answer)
+FRONT_PROXY_CA, FRONT_PROXY_CLIENT = "front-proxy-ca", "front-proxy-client"
 
 _RENEW_BEFORE = dt.timedelta(days=30)
 _CLUSTER_DOMAIN = "cluster.local"
@@ -140,6 +147,8 @@ class ClusterPKI:
         for node in nodes:
             self._leaf(ca, self.kubelet_name(node), certs.CertConfig(
                 node, dns_names=_unique([node, "localhost"]), ips=["127.0.0.1"], usages=(certs.SERVER_AUTH,)))
+        front_proxy = self._ca(FRONT_PROXY_CA)
+        self._leaf(front_proxy, FRONT_PROXY_CLIENT, certs.CertConfig(FRONT_PROXY_CLIENT, usages=(certs.CLIENT_AUTH,)))
         identities = {**IDENTITIES, **{f"node-{n}": node_identity(n, simulated=n == simulated) for n in nodes}}
         for name, (user, groups) in identities.items():
             self._leaf(ca, name, certs.CertConfig(user, organization=groups, usages=(certs.CLIENT_AUTH,)))
@@ -149,13 +158,13 @@ class ClusterPKI:
                              client_cert_data=certs.read_pem(self.cert_file(name)),
                              client_key_data=certs.read_pem(self.key_file(name)))
 
-    def _ca(self) -> certs.CertificateAuthority:
+    def _ca(self, name: str = "ca") -> certs.CertificateAuthority:
         from k8py.client import certs
 
-        if os.path.exists(self.ca_file) and os.path.exists(self.key_file("ca")):
-            return certs.CertificateAuthority.load(self.ca_file, self.key_file("ca"))
-        ca = certs.new_self_signed_ca("k8py-ca")
-        ca.save(self.ca_file, self.key_file("ca"))
+        if os.path.exists(self.cert_file(name)) and os.path.exists(self.key_file(name)):
+            return certs.CertificateAuthority.load(self.cert_file(name), self.key_file(name))
+        ca = certs.new_self_signed_ca("k8py-ca" if name == "ca" else name)
+        ca.save(self.cert_file(name), self.key_file(name))
         return ca
 
     def _leaf(self, ca: certs.CertificateAuthority, name: str, config: certs.CertConfig) -> None:

@@ -38,14 +38,16 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import aiohttp
+from k8py.cluster.readiness import Prober, ready_nodes
 
-from k8py.cluster.readiness import http_ok, ready_nodes
+#: kubeadm's name for it
+NODE_ROTATION_BINDING = "kubeadm:node-autoapprove-certificate-rotation"
 from k8py.cluster.addresses import (
     DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
@@ -124,6 +126,7 @@ class Supervisor:
         host = "127.0.0.1" if spec.bind in ("0.0.0.0", "::") else spec.bind
         self.api_url = f"https://{host}:{self.ports['apiserver']}"
         self.pki = ClusterPKI(spec.data_dir)
+        self._admin_tls: ssl.SSLContext | None = None
 
     # -- state and progress -------------------------------------------------------
 
@@ -207,23 +210,28 @@ class Supervisor:
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
         delay = 0.02
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while r.proc is not None and r.proc.returncode is None and not self._stopping:
-                if await http_ok(session, r.spec.health):
+                if await prober.ok(r.spec.health):
                     r.healthy, r.state = True, "running"
                     self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
                     self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.1)
+        finally:
+            prober.close()
 
     def _start(self, r: _Running) -> None:
         r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
-    def _session(self) -> aiohttp.ClientSession:
+    def _prober(self) -> Prober:
         """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
-        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.pki.client_ssl_context()))
+        if self._admin_tls is None:
+            self._admin_tls = self.pki.client_ssl_context()
+        return Prober(self._admin_tls)
 
     # -- the cluster --------------------------------------------------------------
 
@@ -236,9 +244,7 @@ class Supervisor:
         # component ever reads an old one (a resumed cluster on a new port)
         # (made while the zygote imports: the API server waits for both)
         await self._launch_zygote()
-        await asyncio.to_thread(self.pki.ensure, api_url=self.api_url, bind=self.spec.bind,
-                                service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
-                                simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
+        await self._make_pki()
         await self._await_zygote()
         api, *rest = self.components
         early = [r for r in rest if r.spec.early]  # the nodes' runtimes: they need no API server
@@ -254,6 +260,7 @@ class Supervisor:
                                  f"Its log ({api.spec.log}) ends:\n{log_tail(api.spec.log)}")
             self._check_deadline(deadline, "the API server to be ready", api.spec)
             await asyncio.sleep(0.01)
+        await self._node_certificate_rotation()
         while not all(r.healthy for r in early):  # a kubelet started before its runtime would only exit
             self._check_deadline(deadline, "the nodes' container runtimes", next(r.spec for r in early if not r.healthy))
             await asyncio.sleep(0.01)
@@ -271,6 +278,58 @@ class Supervisor:
         self.ready.set()
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
+
+    async def _node_certificate_rotation(self) -> None:
+        """What kubeadm binds so that kubelets' client-certificate renewals (they run with
+        ``--rotate-certificates``) are approved by csrapproving: system:nodes may ask for
+        ``selfnodeclient``. Created once; a cluster that has it already answers 409."""
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": NODE_ROTATION_BINDING},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}
+        prober = self._prober()
+        try:
+            answer = await prober.post_json(f"{self.api_url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        finally:
+            prober.close()
+        if answer is None or answer[0] not in (201, 409):
+            self.progress(f"warning: could not create the ClusterRoleBinding {NODE_ROTATION_BINDING} "
+                          f"({answer[0] if answer else 'no answer'}): kubelets' certificate renewals will wait for "
+                          "kubectl certificate approve")
+
+    async def _make_pki(self) -> None:
+        """:meth:`ClusterPKI.ensure` in a child forked for it: making and checking
+        certificates imports cryptography, some 4 MB this long-lived process would
+        keep for nothing once they are made. (Forked before this process runs any
+        thread of its own; the child only makes files and exits.) The child's
+        error comes back as its message."""
+        kwargs = {"api_url": self.api_url, "bind": self.spec.bind, "service_ip": kubernetes_service_ip(self.service_cidr),
+                  "nodes": self.spec.certificate_nodes(), "simulated": SIMULATED_NODE if self.spec.simulated_nodes else ""}
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
+            code = 1
+            try:
+                os.close(read_fd)
+                signal.set_wakeup_fd(-1)
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_DFL)
+                self.pki.ensure(**kwargs)
+                code = 0
+            except BaseException as err:  # noqa: BLE001 - handed to the parent
+                os.write(write_fd, f"{type(err).__name__}: {err}".encode(errors="replace")[:4000])
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        try:
+            code = await AdoptedChild(pid).wait()
+            message = os.read(read_fd, 4096).decode(errors="replace")
+        finally:
+            os.close(read_fd)
+        if code != 0:
+            raise StartError(f"could not make the cluster's certificates and kubeconfigs in {self.pki.dir}: "
+                             f"{message or f'the process making them exited with code {code}'}")
 
     async def _launch_zygote(self) -> None:
         zygote = self.zygote
@@ -300,9 +359,10 @@ class Supervisor:
     async def _wait_nodes(self, deadline: float) -> None:
         expected = self.spec.expected_nodes
         seen: set[str] = set()
-        async with self._session() as session:
+        prober = self._prober()
+        try:
             while len(seen) < expected:
-                names = await ready_nodes(session, self.api_url) or []
+                names = await ready_nodes(prober, self.api_url) or []
                 fresh = [n for n in names if n not in seen]
                 seen.update(names)
                 if fresh and expected <= 5:
@@ -316,6 +376,8 @@ class Supervisor:
                 self._check_deadline(deadline, f"{expected} nodes to be Ready ({len(seen)} are)", kubelets[0] if kubelets else self.components[0].spec)
                 # each poll lists every Node: at kwok's 5,000 (some 20 MB) once a second, not 20 times
                 await asyncio.sleep(min(max(0.05, expected / 5000), 2.0))
+        finally:
+            prober.close()
         self.timings["nodesReady"] = round(self.elapsed(), 3)
 
     async def wait_stopped_components(self) -> None:

@@ -105,6 +105,8 @@ class ControllerContext:
     options: ControllerOptions = field(default_factory=ControllerOptions)
     metrics_provider: MetricsProvider | None = None
     """``None``: the process default (set by the manager to a Prometheus provider)."""
+    registry: Any = None
+    """The manager's Prometheus registry (its ``/metrics``), for a controller's own metrics; ``None`` outside a manager."""
 
     def recorder(self, component: str) -> EventRecorder:
         """An event recorder whose Events carry ``source.component = component``."""

@@ -129,7 +129,7 @@ class ControllerManager:
         informers = InformerFactory(self.client, transform=drop_managed_fields, clock=self.clock)
         ctx = ControllerContext(
             client=self.client, informers=informers, broadcaster=self.broadcaster, clock=self.clock,
-            options=self.options, metrics_provider=self.metrics_provider,
+            options=self.options, metrics_provider=self.metrics_provider, registry=self.registry,
         )
         for name in self.names:
             factory = load_factory(name)

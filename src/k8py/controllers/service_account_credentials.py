@@ -62,6 +62,8 @@ CONTROLLER_SERVICE_ACCOUNTS: dict[str, str] = {
 
 #: what is asked for (upstream's client builder asks for an hour)
 TOKEN_SECONDS = 3600
+#: accounts made at once by :meth:`ServiceAccountClients.prepare`
+PREPARE_CONCURRENCY = 4
 
 
 class ServiceAccountClients:
@@ -78,17 +80,30 @@ class ServiceAccountClients:
         return self._clients.get(account, self.root) if account else self.root
 
     async def prepare(self, controllers: list[str]) -> None:
-        """Ensure the service accounts of ``controllers`` and a client with a token for each."""
-        for account in sorted({CONTROLLER_SERVICE_ACCOUNTS[c] for c in controllers if c in CONTROLLER_SERVICE_ACCOUNTS}):
-            if account in self._clients:
-                continue
+        """Ensure the service accounts of ``controllers`` and a client with a token for each.
+
+        :data:`PREPARE_CONCURRENCY` accounts at a time, not one after another:
+        each is three requests (read, create, TokenRequest) and no controller
+        starts before all are done, so on a new cluster some 75 round trips in
+        a row stood between the manager's start and its first controller (the
+        Node lifecycle controller, which lifts a new Node's not-ready taint).
+        Bounded, as each request in flight is a connection the manager's
+        client then keeps open."""
+        accounts = sorted({CONTROLLER_SERVICE_ACCOUNTS[c] for c in controllers if c in CONTROLLER_SERVICE_ACCOUNTS} - set(self._clients))
+        slots = asyncio.Semaphore(PREPARE_CONCURRENCY)
+        async with asyncio.TaskGroup() as group:
+            for account in accounts:
+                group.create_task(self._prepare_one(account, slots), name=f"controller-credentials-{account}")
+
+    async def _prepare_one(self, account: str, slots: asyncio.Semaphore) -> None:
+        async with slots:
             await self._ensure_account(account)
             token, expires = await self._token(account)
-            config = dataclasses.replace(self.root.config, token=token, token_file=None, cert_file=None, cert_data=None,
-                                         key_file=None, key_data=None, username=None, password=None, _token_cache=None)
-            config.user_agent = f"{self.root.config.user_agent}/{account}"
-            self._clients[account] = RestClient(config, retry=self.root.retry)
-            self._renew_at[account] = self._renewal(expires)
+        config = dataclasses.replace(self.root.config, token=token, token_file=None, cert_file=None, cert_data=None,
+                                     key_file=None, key_data=None, username=None, password=None, _token_cache=None)
+        config.user_agent = f"{self.root.config.user_agent}/{account}"
+        self._clients[account] = RestClient(config, retry=self.root.retry)
+        self._renew_at[account] = self._renewal(expires)
 
     def _renewal(self, expires: float) -> float:
         now = self.clock()

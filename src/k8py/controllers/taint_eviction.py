@@ -12,8 +12,14 @@ For each pod bound to a node with ``NoExecute`` taints:
 Eviction = a ``DisruptionTarget`` condition (reason ``DeletionByTaintManager``,
 message "Taint manager: deleting due to NoExecute taint") on the pod's status,
 a ``TaintManagerEviction`` Event, then a normal (graceful) delete. Pods
-already being deleted are left alone. The queue is keyed by pod; a node change
-queues every pod on that node.
+already being deleted are left alone. The queue is keyed by pod; a node whose
+``NoExecute`` taints change queues every pod on that node (found through the
+shared ``spec.nodeName`` index, :mod:`k8py.controllers.node_pods`), and a pod
+change is queued only when there is something to decide: its node has
+``NoExecute`` taints, or the pod is being timed. Other node changes (status
+heartbeats, at thousands of nodes hundreds a second) and pod changes on
+untainted nodes cost a dict lookup, as upstream's ``handleNodeUpdate`` and
+``handlePodUpdate`` which return early when the taints are equal / absent.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from k8py.client.resources import NODES, PODS
 from k8py.client.rest import PatchType
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.keyed_controller import KeyedController, unwrap_tombstone
+from k8py.controllers.node_pods import ensure_node_name_index, pods_on_node
 from k8py.controllers.node_taints import min_toleration_seconds, untolerated
 from k8py.controllers.pod_status import format_time
 
@@ -42,25 +49,40 @@ class TaintEvictionController(KeyedController):
         self.pods = ctx.informers.informer(PODS)
         self.nodes = ctx.informers.informer(NODES)
         self.wait_for(self.pods, self.nodes)
-        self.pods.add_event_handler(on_add=self.enqueue, on_update=lambda o, n: self.enqueue(n))
-        self.nodes.add_event_handler(on_add=self._node_changed, on_update=lambda o, n: self._node_changed(n))
+        ensure_node_name_index(self.pods)
+        self.pods.add_event_handler(on_add=self._pod_changed, on_update=lambda o, n: self._pod_changed(n))
+        self.nodes.add_event_handler(on_add=self._node_added, on_update=self._node_updated)
         #: pod key -> (its node's NoExecute taints as seen, monotonic time they were first seen)
         self._since: dict[str, tuple[str, float]] = {}
         self.evicted: list[str] = []
 
+    def _pod_changed(self, pod: Any) -> None:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        node = self.nodes.lister.try_get(None, node_name) if node_name else None
+        if key in self._since or _no_execute(node):
+            self.enqueue(pod)
+
+    def _node_added(self, node: Any) -> None:
+        if _no_execute(node):
+            self._node_changed(node)
+
+    def _node_updated(self, old: Any, new: Any) -> None:
+        if _no_execute(old) != _no_execute(new):
+            self._node_changed(new)
+
     def _node_changed(self, node: Any) -> None:
         node = unwrap_tombstone(node)
-        name = (node or {}).get("metadata", {}).get("name")
-        for pod in self.pods.lister.list():
-            if (pod.get("spec") or {}).get("nodeName") == name:
-                self.enqueue(pod)
+        for pod in pods_on_node(self.pods, (node or {}).get("metadata", {}).get("name") or ""):
+            self.enqueue(pod)
 
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         pod = self.pods.lister.try_get(namespace, name)
         node_name = ((pod or {}).get("spec") or {}).get("nodeName")
         node = self.nodes.lister.try_get(None, node_name) if node_name else None
-        taints = [t for t in ((node or {}).get("spec") or {}).get("taints") or () if t.get("effect") == "NoExecute"]
+        taints = _no_execute(node)
         if pod is None or pod["metadata"].get("deletionTimestamp") or not taints:
             self._since.pop(key, None)
             return None
@@ -103,3 +125,8 @@ class TaintEvictionController(KeyedController):
 
 def new_controller(ctx: ControllerContext) -> TaintEvictionController:
     return TaintEvictionController(ctx)
+
+
+def _no_execute(node: Any) -> list[dict[str, Any]]:
+    """The node's ``NoExecute`` taints, in order (none for no node)."""
+    return [t for t in ((node or {}).get("spec") or {}).get("taints") or () if t.get("effect") == "NoExecute"]

@@ -216,16 +216,19 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
     pod, name = w.pod, c["name"]
     now = time.time()
     key = f"{w.uid}/{name}"
-    if latest is not None:
-        if latest.started_at and latest.finished_at - latest.started_at >= s.config.backoff_reset:
+    # the previous run: in this sandbox, or the last one in the pod's dead sandboxes (upstream's pod status has
+    # both; the back-off and the count go on across sandboxes)
+    previous = latest or (w.memo.get("carried") or {}).get(name)
+    if previous is not None:
+        if previous.started_at and previous.finished_at - previous.started_at >= s.config.backoff_reset:
             s.backoff.reset(key)
-        if s.backoff.in_backoff_since(key, latest.finished_at, now):
+        if s.backoff.in_backoff_since(key, previous.finished_at, now):
             delay = s.backoff.get(key)
             w.waiting[name] = ("CrashLoopBackOff", f"back-off {format_duration(delay)} restarting failed container={name} pod={_pod_ref(pod)}")
-            if w.memo.get(f"backoff-event-{name}") != latest.id:
+            if w.memo.get(f"backoff-event-{name}") != previous.id:
                 s.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {name} in pod {_pod_ref(pod)}")
-                w.memo[f"backoff-event-{name}"] = latest.id
-            return s.backoff.remaining(key, latest.finished_at, now) + 0.01
+                w.memo[f"backoff-event-{name}"] = previous.id
+            return s.backoff.remaining(key, previous.finished_at, now) + 0.01
         s.backoff.next(key, now)
     retry = await ensure_image(s, w, c)
     if name in w.waiting and w.waiting[name][0] in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "InspectFailed"):
@@ -240,7 +243,7 @@ async def start_container(s: PodSyncer, w: PodWorker, c: Mapping[str, Any], late
         w.waiting[name] = ("CreateContainerConfigError", str(err))
         s.event(pod, "Warning", "Failed", f"Error: {err}")
         return 2.0
-    attempt = next_attempt(latest or (w.memo.get("carried") or {}).get(name), s.sandbox_config(w).log_directory, name)
+    attempt = next_attempt(previous, s.sandbox_config(w).log_directory, name)
     if not s.config.simulated:
         mounts.append(_termination_log(s, w, c, attempt))
     meta = pod["metadata"]

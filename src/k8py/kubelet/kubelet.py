@@ -45,7 +45,7 @@ from k8py.kubelet.eviction.ranking import PodUsage
 from k8py.kubelet.eviction.signals import observe
 from k8py.kubelet.eviction.thresholds import configured_thresholds
 from k8py.kubelet.pod_workers import PodWorkers, WorkState
-from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, Image, Runtime
+from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, HealthRuntime, Image, ImageFilesystemRuntime, Runtime
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.static_pods import StaticPods, is_mirror_pod
 from k8py.kubelet.status_manager import StatusManager
@@ -125,12 +125,18 @@ class Kubelet:
 
     # -- node-pressure eviction ----------------------------------------------------------------
 
+    def _image_fs(self) -> str:
+        """Where the node's images are: the runtime's own filesystem when it says (containerd), else the kubelet's store."""
+        if isinstance(self.runtime, ImageFilesystemRuntime) and self.runtime.image_fs_path:
+            return self.runtime.image_fs_path
+        return self.config.images_dir
+
     def _eviction_manager(self) -> EvictionManager:
         cfg = self.config
         node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": cfg.node_name, "uid": cfg.node_name}}
         return EvictionManager(
             configured_thresholds(cfg.eviction_hard, cfg.eviction_soft, cfg.eviction_soft_grace_period, cfg.eviction_minimum_reclaim),
-            observe=lambda: observe(cfg.root_dir, cfg.images_dir), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
+            observe=lambda: observe(cfg.root_dir, self._image_fs()), pods=self._evictable, usage=self._pod_usage, evict=self._evict,
             node_event=lambda kind, reason, msg: self.recorder.event(node_ref, kind, reason, msg, resource=NODES),
             interval=cfg.housekeeping_interval, pressure_transition_period=cfg.eviction_pressure_transition_period,
             max_pod_grace_period=cfg.eviction_max_pod_grace_period, local_storage=self._over_local_storage,
@@ -205,8 +211,11 @@ class Kubelet:
 
     async def _serve(self) -> None:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
+                            filesystems=lambda: (self.config.root_dir, self._image_fs()),
                             healthy=lambda: self.ready.is_set())
-        ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
+        #: the cluster-issued serving certificate (serverTLSBootstrap), renewed in run()
+        self.serving_certificate = server_tls.serving_certificate(self.config, self.client)
+        ssl_context, middlewares = server_tls.serving_options(self.config, self.client, serving=self.serving_certificate)
         self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
@@ -242,7 +251,8 @@ class Kubelet:
             self.node_status = NodeStatusReporter(
                 self.client, self.config, runtime_version=f"{info.name}://{info.version}", port=self.port,
                 host=lambda: read_host(self.config.root_dir), images=self._images, on_pod_cidr=self._on_pod_cidr,
-                pressure=self.eviction.conditions if self.eviction is not None else None)
+                pressure=self.eviction.conditions if self.eviction is not None else None,
+                runtime_errors=self.runtime.health_errors if isinstance(self.runtime, HealthRuntime) else None)
             self._node = await self.node_status.register()
             node_ref = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": self.config.node_name, "uid": self.config.node_name}}
             self.recorder.event(node_ref, "Normal", "Starting", "Starting kubelet.", resource=NODES)
@@ -273,6 +283,8 @@ class Kubelet:
                         self.client, node_name=self.config.node_name,
                         cert_dir=self.config.cert_dir or os.path.join(self.config.root_dir, "pki")).run(),
                         name="client-certificate-rotation")
+                if self.serving_certificate is not None:
+                    tg.create_task(self.serving_certificate.run(), name="serving-certificate-rotation")
                 self.ready.set()
                 logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
         finally:

@@ -3,7 +3,9 @@
 A pure function from the pod spec and what the runtime reports to a
 :class:`PodActions` value; the pod worker carries it out. Rules:
 
-- no ready sandbox → create one (unless the pod has finished for good);
+- no ready sandbox → create one (unless the pod has finished for good, or its
+  ``restartPolicy`` is ``Never`` and its containers ran in the dead one: then
+  what still runs there is killed, as upstream);
 - init containers run one at a time, in order, each to exit 0 before the
   next; a failed one is restarted (``OnFailure``/``Always``) or fails the
   pod (``Never``). Sidecars (init containers with ``restartPolicy: Always``)
@@ -70,9 +72,16 @@ def compute_pod_actions(
     spec = pod.get("spec") or {}
     policy = spec.get("restartPolicy") or "Always"
     actions = PodActions()
-    if not sandbox_ready:
-        actions.create_sandbox = True
     running = ContainerState.RUNNING
+    if not sandbox_ready:
+        if policy == "Never" and any(cs is not None for cs in latest.values()):
+            # upstream: a pod that must not restart gets no new sandbox once its containers ran in one; what
+            # still runs in the dead sandbox is killed, and the pod ends by its containers' exits
+            actions.kill = {cs.id: "Pod sandbox changed, it will be killed." for cs in latest.values()
+                            if cs is not None and cs.state is running}
+            actions.initialized = ever_initialized
+            return actions
+        actions.create_sandbox = True
 
     def kill_if_failed(cs: ContainerStatus | None) -> None:
         if cs is not None and cs.state is running:

@@ -46,3 +46,6 @@ class ServerContext:
     pods: PodContainers
     registry: CollectorRegistry
     healthy: Callable[[], bool] = field(default=lambda: True)
+    #: (a path on the node's filesystem, a path on the image filesystem): the summary's ``node.fs`` and
+    #: ``node.runtime.imageFs`` ("" leaves one out)
+    filesystems: Callable[[], tuple[str, str]] = field(default=lambda: ("", ""))

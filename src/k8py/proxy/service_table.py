@@ -9,8 +9,14 @@ carries traffic, each with the endpoints a new connection may use:
   ready, the **serving and terminating** ones (upstream's terminating
   fallback, so a rolling restart does not drop traffic); under
   ``internalTrafficPolicy: Local`` only those on this node;
-- node-port (external) traffic does the same, restricted to this node's
-  endpoints under ``externalTrafficPolicy: Local``;
+- external traffic — to a node port, to one of ``spec.externalIPs``, or to a
+  LoadBalancer's ``status.loadBalancer.ingress[].ip`` (unless its ``ipMode``
+  is ``Proxy``: the balancer then sends to node ports itself), all at the
+  Service's port but the node port — does the same, restricted to this
+  node's endpoints under ``externalTrafficPolicy: Local``; a load-balancer
+  IP only accepts clients in ``loadBalancerSourceRanges`` when set (or the
+  older ``service.beta.kubernetes.io/load-balancer-source-ranges``
+  annotation);
 - the target port comes from the slice port with the Service port's name
   (slices already resolved named ``targetPort`` values per pod).
 
@@ -22,6 +28,7 @@ same state compare equal and a backend can skip work when nothing changed.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -58,6 +65,12 @@ class ServicePort:
     port: int
     cluster_ips: tuple[str, ...]
     node_port: int = 0
+    external_ips: tuple[str, ...] = ()
+    """``spec.externalIPs`` (IPv4), reached at ``port``."""
+    load_balancer_ips: tuple[str, ...] = ()
+    """Load-balancer ingress IPs (IPv4), reached at ``port``."""
+    source_ranges: tuple[str, ...] = ()
+    """``loadBalancerSourceRanges``: the clients the load-balancer IPs accept (empty: any)."""
     session_affinity: bool = False
     affinity_timeout: float = DEFAULT_AFFINITY_TIMEOUT
     cluster_endpoints: tuple[Endpoint, ...] = ()
@@ -107,6 +120,41 @@ def _slice_endpoints(slices: Iterable[Mapping[str, Any]], port_name: str, protoc
     return sorted(found.values())
 
 
+SOURCE_RANGES_ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+
+def _external_ips(svc: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(ip for ip in (svc.get("spec") or {}).get("externalIPs") or () if isinstance(ip, str) and ip and ":" not in ip)
+
+
+def _load_balancer_ips(svc: Mapping[str, Any]) -> tuple[str, ...]:
+    spec, status = svc.get("spec") or {}, svc.get("status") or {}
+    found: list[str] = []
+    if spec.get("type") == "LoadBalancer":
+        for ingress in (status.get("loadBalancer") or {}).get("ingress") or ():
+            ip = ingress.get("ip")
+            if ip and ":" not in ip and ingress.get("ipMode") != "Proxy" and ip not in found:
+                found.append(ip)
+    return tuple(found)
+
+
+def _source_ranges(svc: Mapping[str, Any]) -> tuple[str, ...]:
+    """IPv4 CIDRs of ``spec.loadBalancerSourceRanges``, else of the older annotation (upstream's order)."""
+    ranges = (svc.get("spec") or {}).get("loadBalancerSourceRanges") or []
+    if not ranges:
+        text = ((svc.get("metadata") or {}).get("annotations") or {}).get(SOURCE_RANGES_ANNOTATION) or ""
+        ranges = [r.strip() for r in text.split(",") if r.strip()]
+    out = []
+    for r in ranges:
+        try:
+            network = ipaddress.ip_network(str(r).strip(), strict=False)
+        except ValueError:
+            continue  # validation refuses these; an annotation is not validated
+        if network.version == 4:
+            out.append(str(network))
+    return tuple(out)
+
+
 def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]],
                 node_name: str) -> dict[ServicePortKey, ServicePort]:
     by_service: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -126,6 +174,7 @@ def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         affinity = spec.get("sessionAffinity") == "ClientIP"
         timeout = ((spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds") or DEFAULT_AFFINITY_TIMEOUT
+        external_ips, lb_ips, source_ranges = _external_ips(svc), _load_balancer_ips(svc), _source_ranges(svc)
         internal_local = spec.get("internalTrafficPolicy") == "Local"
         external_local = spec.get("externalTrafficPolicy") == "Local"
         for port in spec.get("ports") or ():
@@ -134,7 +183,8 @@ def build_table(services: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[
             endpoints = _slice_endpoints(by_service.get((namespace, name), ()), port_name, protocol)
             entry = ServicePort(
                 namespace=namespace, name=name, port_name=port_name, protocol=protocol, port=int(port["port"]),
-                cluster_ips=ips, node_port=int(port.get("nodePort") or 0), session_affinity=affinity,
+                cluster_ips=ips, node_port=int(port.get("nodePort") or 0), external_ips=external_ips, load_balancer_ips=lb_ips,
+                source_ranges=source_ranges, session_affinity=affinity,
                 affinity_timeout=float(timeout),
                 cluster_endpoints=_usable(endpoints, local_only=internal_local, node_name=node_name),
                 external_endpoints=_usable(endpoints, local_only=external_local, node_name=node_name),

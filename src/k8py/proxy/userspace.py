@@ -2,8 +2,11 @@
 
 For every service port with usable endpoints the backend listens on each
 cluster IP at the Service's port, and — for NodePort and LoadBalancer
-Services — on each of the node's addresses at the node port (any address in
-127.0.0.0/8 can be bound without configuring it). A connection is relayed
+Services — on each of the node's addresses at the node port, and on each
+external IP (``spec.externalIPs``, load-balancer ingress IPs) at the
+Service's port (any address in 127.0.0.0/8 can be bound without configuring
+it; another address must be one of the host's); a load-balancer IP with
+``loadBalancerSourceRanges`` resets clients outside them (upstream drops). A connection is relayed
 to an endpoint that a :class:`~k8py.proxy.balancer.Balancer` picks
 (:mod:`.tcp_relay`, :mod:`.udp_relay`).
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -50,6 +54,15 @@ class _Listener:
     udp: UDPListener | None = None
     connections: int = 0
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    allowed: tuple[ipaddress.IPv4Network, ...] = ()  # the clients a load-balancer IP accepts (empty: any)
+
+
+def _allowed(client_ip: str, ranges: tuple[ipaddress.IPv4Network, ...]) -> bool:
+    try:
+        address = ipaddress.ip_address(client_ip)
+    except ValueError:
+        return False
+    return any(address in r for r in ranges)
 
 
 class UserspaceBackend:
@@ -73,6 +86,8 @@ class UserspaceBackend:
 
     def _chooser(self, listener: _Listener):  # type: ignore[no-untyped-def]
         def choose(client_ip: str, exclude: set[tuple[str, int]]) -> Endpoint | None:
+            if listener.allowed and not _allowed(client_ip, listener.allowed):
+                return None  # outside loadBalancerSourceRanges: reset (upstream drops)
             return listener.balancer.pick(client_ip, self._endpoints(listener), exclude)
         return choose
 
@@ -80,6 +95,7 @@ class UserspaceBackend:
         async with self._lock:
             self._table = table
             wanted: dict[ListenKey, tuple[ServicePort, bool]] = {}
+            firewalls: dict[ListenKey, tuple[ipaddress.IPv4Network, ...]] = {}
             for entry in table.values():
                 if entry.cluster_endpoints:
                     for ip in entry.cluster_ips:
@@ -87,23 +103,31 @@ class UserspaceBackend:
                 if entry.node_port and entry.external_endpoints:
                     for address in node_addresses:
                         wanted.setdefault((address, entry.node_port, entry.protocol), (entry, True))
+                if entry.external_endpoints:
+                    for address in entry.external_ips + entry.load_balancer_ips:
+                        wanted.setdefault((address, entry.port, entry.protocol), (entry, True))
+                    ranges = tuple(ipaddress.IPv4Network(r) for r in entry.source_ranges)
+                    for address in entry.load_balancer_ips:
+                        firewalls[(address, entry.port, entry.protocol)] = ranges
             for key in [k for k in self._listeners if k not in wanted or self._listeners[k].service != wanted[k][0].key]:
                 self._close(key)
             for key, (entry, external) in wanted.items():
                 listener = self._listeners.get(key)
                 if listener is not None:
                     listener.external = external
+                    listener.allowed = firewalls.get(key, ())
                     listener.balancer.configure(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout)
                     listener.balancer.prune()
                     if listener.udp is not None:
                         listener.udp.expire()
                     continue
-                await self._open(key, entry, external)
+                await self._open(key, entry, external, firewalls.get(key, ()))
             self._failed &= set(wanted)
 
-    async def _open(self, key: ListenKey, entry: ServicePort, external: bool) -> None:
+    async def _open(self, key: ListenKey, entry: ServicePort, external: bool, allowed: tuple[ipaddress.IPv4Network, ...] = ()) -> None:
         address, port, protocol = key
-        listener = _Listener(entry.key, external, Balancer(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout))
+        listener = _Listener(entry.key, external, Balancer(affinity=entry.session_affinity, affinity_timeout=entry.affinity_timeout),
+                             allowed=allowed)
         loop = asyncio.get_running_loop()
         try:
             if protocol == "TCP":

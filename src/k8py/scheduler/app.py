@@ -19,6 +19,7 @@ from typing import Callable
 from k8py.client.config import ClientConfig
 from k8py.client.event_series import SeriesEventBroadcaster
 from k8py.client.leader_election import LeaderElector
+from k8py.client.rate_limiters import BucketRateLimiter
 from k8py.client.rest import RestClient
 from k8py.scheduler.profile import SchedulerConfig
 from k8py.scheduler.scheduler import Scheduler
@@ -50,7 +51,9 @@ async def run(client_config: ClientConfig, options: SchedulerOptions, *,
               on_serving: Callable[[str], None] | None = None) -> None:
     identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
     async with RestClient(client_config) as client:
-        broadcaster = SeriesEventBroadcaster(client) if options.events else None
+        # the Events' own token bucket, as upstream's event clientset (clientConnection qps/burst)
+        limiter = BucketRateLimiter(options.config.client_qps, options.config.client_burst)
+        broadcaster = SeriesEventBroadcaster(client, limiter=limiter) if options.events else None
         recorder = broadcaster.new_recorder(COMPONENT, reporting_instance=f"{COMPONENT}-{identity}") if broadcaster else None
         scheduler = Scheduler(client, options.config, recorder=recorder)
         elector: LeaderElector | None = None

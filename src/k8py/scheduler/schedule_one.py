@@ -13,6 +13,11 @@ so it is tested without any API server, and the benchmark times it alone.
 - **Nominated pods count**: on a node where other pods of at least this pod's
   priority are nominated, the filters run with those pods added too.
 - **Ties** between the best scores are broken uniformly at random.
+- **The table path**: given the cache's change log (``changes``), a cycle
+  whose active filters are all node-local reads its window of nodes from a
+  per-shape table (``framework.node_table``) instead of visiting each node;
+  the nodes chosen, the scores and the next start index are those of the
+  per-node path.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Callable, Sequence
 
 from k8py.scheduler.framework.diagnosis import Diagnosis, FitError
 from k8py.scheduler.framework.interfaces import CycleState
+from k8py.scheduler.framework.node_local import plan_for
+from k8py.scheduler.framework.node_table import WINDOW_KEY, LocalTables, NodeChanges
 from k8py.scheduler.framework.runtime import Framework
 from k8py.scheduler.framework.status import Code, Status
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
@@ -59,9 +66,10 @@ def select_host(nodes: Sequence[NodeInfo], scores: Sequence[int], rng: Callable[
     if not nodes:
         return ""
     best = max(scores)
+    if scores.count(best) == 1:
+        return nodes[scores.index(best)].name
     ties = [i for i, s in enumerate(scores) if s == best]
-    pick = ties[0] if len(ties) == 1 else ties[min(int(rng() * len(ties)), len(ties) - 1)]
-    return nodes[pick].name
+    return nodes[ties[min(int(rng() * len(ties)), len(ties) - 1)]].name
 
 
 @dataclass(slots=True)
@@ -80,13 +88,18 @@ class PodScheduler:
     def __init__(self, *, rng: Callable[[], float] = random.random) -> None:
         self.next_start_index = 0
         self.rng = rng
+        self.tables = LocalTables()
 
     def schedule(self, fwk: Framework, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                  nominated: NominatedPods | None = None, nominated_node: str = "",
-                 node_by_name: Callable[[str], NodeInfo | None] | None = None) -> ScheduleResult:
+                 node_by_name: Callable[[str], NodeInfo | None] | None = None,
+                 changes: NodeChanges | None = None) -> ScheduleResult:
+        """``changes``, if given, is the change log of ``nodes`` (the cache): it
+        enables the table path (see the module docstring)."""
         if not nodes:
             raise NoNodesAvailable()
-        feasible, diagnosis, evaluated = self.find_nodes_that_fit(fwk, state, pod, nodes, nominated, nominated_node, node_by_name)
+        feasible, diagnosis, evaluated = self.find_nodes_that_fit(fwk, state, pod, nodes, nominated, nominated_node,
+                                                                  node_by_name, changes=changes)
         if not feasible:
             raise FitError(pod.key, len(nodes), diagnosis)
         if len(feasible) == 1:
@@ -99,7 +112,8 @@ class PodScheduler:
 
     def find_nodes_that_fit(self, fwk: Framework, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                             nominated: NominatedPods | None = None, nominated_node: str = "",
-                            node_by_name: Callable[[str], NodeInfo | None] | None = None) -> tuple[list[NodeInfo], Diagnosis, int]:
+                            node_by_name: Callable[[str], NodeInfo | None] | None = None,
+                            *, changes: NodeChanges | None = None) -> tuple[list[NodeInfo], Diagnosis, int]:
         diagnosis = Diagnosis()
         result, status = fwk.run_pre_filter(state, pod, nodes)
         if status is not None:
@@ -136,10 +150,16 @@ class PodScheduler:
             rotate = True
         n = len(candidates)
         want = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n)
-        feasible: list[NodeInfo] = []
+        has_nominated = nominated is not None
+        if rotate and changes is not None and not has_nominated:
+            found = self._from_table(fwk, state, pod, candidates, start, want, changes)
+            if found is not None:
+                feasible, processed = found
+                self.next_start_index = (start + processed) % n
+                return feasible, diagnosis, processed
+        feasible = []
         failed: dict[str, Status] = {}
         processed = 0
-        has_nominated = nominated is not None
         while len(feasible) < want and processed < n:
             size = min(want - len(feasible), n - processed)
             lo = (start + processed) % n
@@ -164,6 +184,22 @@ class PodScheduler:
         for name, status in failed.items():
             diagnosis.record(name, status)
         return feasible, diagnosis, processed
+
+    def _from_table(self, fwk: Framework, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], start: int,
+                    want: int, changes: NodeChanges) -> tuple[list[NodeInfo], int] | None:
+        """(feasible nodes, nodes processed) read from the shape's table, or None
+        where only the per-node path applies (a non-local filter, no feasible node)."""
+        plan = plan_for(state, pod, fwk.active_filters(state), fwk.points["score"])
+        if plan.others:
+            return None
+        table = self.tables.get(fwk.profile_name, plan.key)
+        table.sync(plan, state, pod, nodes, changes)
+        window = table.window(start, want)
+        if window is None:
+            return None
+        feasible: list[NodeInfo] = window.take(nodes)
+        state.data[WINDOW_KEY] = (window, feasible)  # run_score reads the scores from it
+        return feasible, window.processed
 
     def _filter_one(self, fwk: Framework, state: CycleState, pod: PodInfo, node: NodeInfo,
                     nominated: NominatedPods | None) -> Status | None:

@@ -249,7 +249,8 @@ class Scheduler:
         nominated_node = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
         nominated = self.nominated_pods_for_node if self.queue.nominated else None
         try:
-            result = self.algorithm.schedule(fwk, state, pod, self.cache.nodes, nominated, nominated_node, self.cache.node)
+            result = self.algorithm.schedule(fwk, state, pod, self.cache.nodes, nominated, nominated_node, self.cache.node,
+                                             changes=self.cache)
         except FitError as err:
             nominating: str | None = None
             if fwk.has("postFilter"):

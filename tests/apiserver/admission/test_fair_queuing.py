@@ -54,10 +54,10 @@ async def test_a_full_queue_and_a_reject_level_refuse_at_once():
     held, _ = await qs.acquire(1)
     results: list = []
     waiting = await _spawn(qs, 2, results, "queued")
-    assert await qs.acquire(3) == (-1, "queue-full")
+    assert await qs.acquire(3) == (None, "queue-full")
     reject = QueueSet("catch-all", seats=1)
     await reject.acquire(1)
-    assert await reject.acquire(1) == (-1, "concurrency-limit")
+    assert await reject.acquire(1) == (None, "concurrency-limit")
     qs.release(held)
     await waiting
     assert results == [("queued", "")]
@@ -66,7 +66,7 @@ async def test_a_full_queue_and_a_reject_level_refuse_at_once():
 async def test_a_request_waiting_past_the_limit_is_timed_out_and_leaves_its_queue():
     qs = QueueSet("level", seats=1, queues=1, hand_size=1, queue_length_limit=5, wait_limit=0.05)
     await qs.acquire(1)  # never released: nothing else could run
-    assert await qs.acquire(2) == (-1, "time-out")
+    assert await qs.acquire(2) == (None, "time-out")
     assert qs.waiting == 0
 
 

@@ -76,7 +76,7 @@ def _flood_level(http: httpx.Client) -> str:
     """A level for the flooder: one seat, one queue of two (the server reads it from its watch cache)."""
     r = http.post(f"{FC}/prioritylevelconfigurations", json={
         "metadata": {"name": "flood"},
-        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "limitResponse": {
+        "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "borrowingLimitPercent": 0, "limitResponse": {
             "type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 2}}}}})
     assert r.status_code == 201, r.text
     r = http.post(f"{FC}/flowschemas", json={

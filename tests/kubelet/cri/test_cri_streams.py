@@ -7,11 +7,12 @@ import os
 import uuid
 from typing import AsyncIterator
 
+import grpc
 import orjson
 import pytest
 
 from k8py.api import stream_channels as ch
-from k8py.kubelet.runtime.cri.client import CRIClient
+from k8py.kubelet.runtime.cri.client import CRIClient, CRIError
 from k8py.kubelet.runtime.cri.runtime import CRIRuntime
 from k8py.kubelet.runtime.cri.spdy_client import StreamRefused
 from k8py.kubelet.runtime.cri.streams import RemoteCommand
@@ -208,6 +209,14 @@ async def test_an_exit_reaches_the_events_at_once_without_a_cri_event_stream(con
     # containerd's own task events, which make the relist run at once
     runtime = await CRIRuntime(CRIClient(containerd.endpoint), cgroup_root=containerd.cgroup_parent,
                                poll_interval=3600).connect()
+    if not runtime.info().version.startswith("1.6"):
+        # a machine whose own containerd has the stream (1.7+; test_evented_pleg covers it): refuse it here as
+        # 1.6 does, so this test still covers the path without it
+        async def refused(**_: object) -> AsyncIterator[object]:
+            raise CRIError("GetContainerEvents", grpc.StatusCode.UNIMPLEMENTED, "refused for this test")
+            yield  # pragma: no cover - makes this an async generator
+
+        runtime.client.container_events = refused  # type: ignore[method-assign]
     stopped: asyncio.Queue[str] = asyncio.Queue()
 
     async def collect() -> None:

@@ -151,3 +151,38 @@ def test_restart_count_goes_on_when_the_pod_gets_a_new_sandbox(cri_node: Node, c
 async def _sandbox_attempts(ctrd: Containerd, pod_name: str) -> list[int]:
     async with CRIClient(ctrd.endpoint) as cri:
         return [s.metadata.attempt for s in await cri.list_pod_sandbox() if s.metadata.name == pod_name]
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed(cri_node: Node, registry: Registry) -> None:
+    ref = registry.push("k8py/oom", "1", image([busybox_layer()]))
+    cri_node.core.create_namespace({"metadata": {"name": "cri-oom"}})
+    cri_node.core.create_namespaced_pod("cri-oom", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"nodeName": "node-1", "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": ref, "command": ["/bin/sh", "-c", "dd if=/dev/zero of=/dev/null bs=96M count=1"],
+            "resources": {"limits": {"memory": "32Mi"}}}]}})
+    done = cri_node.wait_pod("cri-oom", "hog", lambda p: p["status"].get("phase") == "Failed", timeout=120, what="Failed")
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    # containerd saw the cgroup's OOM kill and says so, as upstream reports it
+    assert (term["reason"], term["exitCode"]) == ("OOMKilled", 137), term
+    cri_node.core.delete_namespaced_pod("hog", "cri-oom", grace_period_seconds=0)
+    cri_node.wait_gone("cri-oom", "hog", timeout=120)
+
+
+def test_a_pod_that_must_not_restart_gets_no_new_sandbox_and_fails(cri_node: Node, containerd: Containerd,
+                                                                  registry: Registry) -> None:
+    ref = registry.push("k8py/never", "1", image([busybox_layer()]))
+    cri_node.core.create_namespace({"metadata": {"name": "cri-never"}})
+    cri_node.core.create_namespaced_pod("cri-never", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once"},
+        "spec": {"nodeName": "node-1", "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "image": ref, "command": ["sleep", "600"]}]}})
+    cri_node.wait_pod("cri-never", "once", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    os.kill(pause_pid(containerd, "once"), signal.SIGKILL)
+    # as upstream: the container still running in the dead sandbox is killed, nothing runs again
+    done = cri_node.wait_pod("cri-never", "once", lambda p: p["status"].get("phase") == "Failed", timeout=120, what="Failed")
+    cs = done["status"]["containerStatuses"][0]
+    assert cs["restartCount"] == 0 and cs["state"]["terminated"]["exitCode"] != 0, cs
+    assert asyncio.run(_sandbox_attempts(containerd, "once")) in ([0], []), "a new sandbox was made for a Never pod"
+    cri_node.core.delete_namespaced_pod("once", "cri-never", grace_period_seconds=0)
+    cri_node.wait_gone("cri-never", "once", timeout=120)

@@ -19,10 +19,11 @@ from typing import Iterator
 
 import pytest
 
-from tests.kubelet.conftest import Node, start_node
+from tests.kubelet.conftest import Node, node_session
 from tests.support.containerd import Containerd
-from tests.support.kube import KUBECTL, official_client
+from tests.support.kube import KUBECTL
 from tests.support.oci_registry import Registry, busybox_layer, image
+from tests.support.terminal import attach_until_echo, pty_session, read_until
 
 pytestmark = pytest.mark.timeout(300)
 NS = "cri-streams"
@@ -31,18 +32,12 @@ NS = "cri-streams"
 @pytest.fixture(scope="module")
 def cri_node(tmp_path_factory, containerd: Containerd) -> Iterator[Node]:
     tmp = str(tmp_path_factory.mktemp("cri-streams-node"))
-    server, kubelet, kubectl = start_node(tmp, extra=("--container-runtime-endpoint", containerd.endpoint,
-                                                      "--cgroup-root", containerd.cgroup_parent,
-                                                      "--runtime-relist-period", "0.3"))
-    api = official_client(server.url)
-    try:
-        node = Node(server, kubelet, kubectl, api)
+    extra = ("--container-runtime-endpoint", containerd.endpoint, "--cgroup-root", containerd.cgroup_parent,
+             "--runtime-relist-period", "0.3")
+    # the pods are containerd's: the containerd fixture removes them
+    with node_session(tmp, extra=extra, kill_containers=False) as node:
         node.core.create_namespace({"metadata": {"name": NS}})
         yield node
-    finally:
-        api.close()
-        kubelet.stop()
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +51,6 @@ def run_pod(node: Node, ref: str, name: str, script: str, *, stdin: bool = False
         "spec": {"nodeName": "node-1", "terminationGracePeriodSeconds": 0, "hostNetwork": host_network, "containers": [{
             "name": "main", "image": ref, "command": ["/bin/sh", "-c", script], "stdin": stdin}]}})
     return node.wait_pod(NS, name, lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
-
-
-def env(node: Node) -> dict[str, str]:
-    return {**os.environ, "HOME": node.kubectl.home, "KUBECONFIG": node.kubectl.kubeconfig}
 
 
 def test_kubectl_exec_output_exit_code_and_stdin(cri_node: Node, ref: str) -> None:
@@ -93,23 +84,10 @@ def test_the_official_clients_exec_stream(cri_node: Node, ref: str) -> None:
 
 def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "tty", "exec sleep 3600")
-    master, slave = pty.openpty()
-    os.set_blocking(master, False)
-    import fcntl, struct, termios
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([KUBECTL, "exec", "-it", "-n", NS, "tty", "--", "/bin/sh"], stdin=slave, stdout=slave,
-                            stderr=slave, env=env(cri_node), close_fds=True)
-    os.close(slave)
-    seen = b""
+    proc, master = pty_session(["exec", "-it", "-n", NS, "tty", "--", "/bin/sh"], cri_node.kubectl.env)
     try:
-        deadline = time.monotonic() + 60
         os.write(master, b"test -t 1 && echo TTY-YES; busybox stty size; exit 9\n")
-        while proc.poll() is None and time.monotonic() < deadline:
-            if select.select([master], [], [], 0.5)[0]:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
+        seen = read_until(master, proc, b"", lambda s: False, timeout=60)  # until kubectl is done
         assert proc.wait(timeout=30) == 9, seen
         assert b"TTY-YES" in seen and b"40 120" in seen, seen
     finally:
@@ -120,28 +98,13 @@ def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
 
 def test_kubectl_attach_with_stdin(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "echoer", "while read line; do echo got: $line; done", stdin=True)
-    proc = subprocess.Popen([KUBECTL, "attach", "-i", "echoer", "-n", NS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(cri_node), text=True)
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + 60
-        line = ""
-        while "got: ping" not in line:
-            assert time.monotonic() < deadline, line
-            proc.stdin.write("ping\n")
-            proc.stdin.flush()
-            if select.select([proc.stdout], [], [], 1.0)[0]:
-                line = proc.stdout.readline()
-        assert line == "got: ping\n"
-    finally:
-        proc.kill()
-        proc.wait()
+    assert attach_until_echo(cri_node.kubectl, NS, "echoer", timeout=60) == "got: ping\n"
 
 
 def test_kubectl_attach_follows_the_output(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "ticker", "i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done")
     proc = subprocess.Popen([KUBECTL, "attach", "ticker", "-n", NS], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env(cri_node), text=True)
+                            stderr=subprocess.PIPE, env=cri_node.kubectl.env, text=True)
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]
@@ -160,7 +123,7 @@ def test_kubectl_attach_to_a_terminal_container(cri_node: Node, ref: str) -> Non
     cri_node.wait_pod(NS, "console", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
     master, slave = pty.openpty()
     proc = subprocess.Popen([KUBECTL, "attach", "-it", "-n", NS, "console"], stdin=slave, stdout=slave, stderr=slave,
-                            env=env(cri_node), close_fds=True)
+                            env=cri_node.kubectl.env, close_fds=True)
     os.close(slave)
     seen = b""
     try:
@@ -228,7 +191,7 @@ def test_kubectl_top_pod_reads_the_runtimes_stats(cri_node: Node, ref: str) -> N
     assert 'container_memory_working_set_bytes{container="main",namespace="cri-streams",pod="burner"}' in raw, raw
 
 
-def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref: str) -> None:
+def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref: str, containerd: Containerd) -> None:
     pod = run_pod(cri_node, ref, "talker", "exec httpd -f -p 8080 -h /www")
     deadline = time.monotonic() + 60
     while True:  # traffic on the pod's own interface: the node fetches from its pod IP over the bridge
@@ -250,6 +213,12 @@ def test_stats_summary_has_the_pods_network_from_the_runtime(cri_node: Node, ref
     net = stats["network"]
     assert net["name"] == "eth0" and net["rxBytes"] > 0 and net["interfaces"][0]["name"] == "eth0", net
     assert stats["containers"][0]["name"] == "main" and stats["containers"][0]["memory"]["workingSetBytes"] > 0, stats
+    # the node's filesystem, and containerd's image filesystem (ImageFsInfo's, below its own root) as upstream's runtime.imageFs
+    node_fs, image_fs = summary["node"]["fs"], summary["node"]["runtime"]["imageFs"]
+    for fs in (node_fs, image_fs):
+        assert 0 < fs["availableBytes"] <= fs["capacityBytes"] and fs["inodes"] >= fs["inodesFree"] > 0, fs
+    root = os.statvfs(containerd.layout.home)
+    assert image_fs["capacityBytes"] == root.f_blocks * root.f_frsize, (image_fs, containerd.layout.home)
 
 
 def interfaces(proc_net_dev: str) -> set[str]:
@@ -276,3 +245,41 @@ def test_a_host_network_pod_shares_the_nodes_network(cri_node: Node, ref: str) -
             time.sleep(0.3)
     cri_node.core.delete_namespaced_pod("hostnet", NS, grace_period_seconds=0)
     cri_node.wait_gone(NS, "hostnet", timeout=120)
+
+
+def test_a_client_that_hangs_up_ends_stdin_but_leaves_the_command_running_as_upstream(cri_node: Node, ref: str) -> None:
+    # upstream's kubelet on containerd does the same (kubernetes/kubernetes#89031, containerd/cri#1256): the
+    # session's end closes the command's stdin and nothing more; a command that does not read it runs on
+    cri_node.wait_pod(NS, "shell", lambda p: p["status"].get("phase") == "Running", timeout=120, what="Running")
+    scripts = {"reader": "echo $$ > /tmp/hangup-reader; exec cat", "sleeper": "echo $$ > /tmp/hangup-sleeper; exec sleep 300"}
+    clients = {name: subprocess.Popen([KUBECTL, "exec", "-i", "-n", NS, "shell", "--", "/bin/sh", "-c", script],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cri_node.kubectl.env)
+               for name, script in scripts.items()}
+    try:
+        pids = {}
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            for name in scripts:
+                r = cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "cat", f"/tmp/hangup-{name}", check=False)
+                if r.returncode == 0 and r.stdout.strip():
+                    pids[name] = r.stdout.strip()
+            time.sleep(0.2)
+        assert len(pids) == 2, pids
+        for proc in clients.values():
+            proc.kill()  # the client hangs up without closing stdin
+            proc.wait()
+
+        def alive(pid: str) -> bool:
+            return cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "test", "-d", f"/proc/{pid}", check=False).returncode == 0
+
+        deadline = time.monotonic() + 60
+        while alive(pids["reader"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pids["reader"]), "the reader's stdin was not closed when its client went away"
+        assert alive(pids["sleeper"]), "the command that does not read stdin should run on, as upstream's does"
+    finally:
+        for proc in clients.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        cri_node.kubectl.run("exec", "-n", NS, "shell", "--", "/bin/sh", "-c", "pkill -f 'sleep 300'; true", check=False)

@@ -36,6 +36,7 @@ from tests.kubelet.conftest import phase, ready
 from tests.kubelet.test_lifecycle_e2e import GRPC_SERVER, _loop
 from tests.support.containerd import containerd_missing
 from tests.support.kube import Kubectl
+from tests.support.pod_waits import PodWaits
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,8 +47,10 @@ KUBELET_ARGS = ["--backoff-base", "1", "--backoff-max", "8", "--runtime-relist-p
                 "--node-status-update-frequency", "2"]
 
 
-class UpNode:
+class UpNode(PodWaits):
     """What the lifecycle cases use of tests/kubelet/conftest.py's Node, over a ``k8py up`` cluster."""
+
+    wait_timeout = 90
 
     def __init__(self, data: str, home: str) -> None:
         self.data = data
@@ -58,47 +61,9 @@ class UpNode:
         self.kubectl = Kubectl(config.host, home, cluster_kubeconfig=kubeconfig)
         self.layout = ContainerdLayout.for_node(data, NODE)
 
-    @property
-    def core(self) -> kubernetes.client.CoreV1Api:
-        return kubernetes.client.CoreV1Api(self.api)
-
     def log_tail(self) -> str:
         path = os.path.join(self.data, "logs", f"kubelet-{NODE}.log")
         return "".join(open(path, errors="replace").readlines()[-30:]) if os.path.exists(path) else ""
-
-    def pod(self, ns: str, name: str) -> dict[str, Any]:
-        return self.api.sanitize_for_serialization(self.core.read_namespaced_pod(name, ns))
-
-    def wait_pod(self, ns: str, name: str, check: Callable[[dict[str, Any]], bool], timeout: float = 90, what: str = "") -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        pod: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            try:
-                pod = self.pod(ns, name)
-            except kubernetes.client.ApiException as err:
-                if err.status != 404:
-                    raise
-                pod = {}
-            if pod and check(pod):
-                return pod
-            time.sleep(0.2)
-        raise AssertionError(f"pod {ns}/{name} never became {what or check}: last seen {pod.get('status')}\n{self.log_tail()}")
-
-    def wait_gone(self, ns: str, name: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                self.core.read_namespaced_pod(name, ns)
-            except kubernetes.client.ApiException as err:
-                if err.status == 404:
-                    return
-                raise
-            time.sleep(0.2)
-        raise AssertionError(f"pod {ns}/{name} was never deleted\n{self.log_tail()}")
-
-    def events(self, ns: str, name: str) -> list[dict[str, Any]]:
-        items = self.core.list_namespaced_event(ns, field_selector=f"involvedObject.name={name}").items
-        return [self.api.sanitize_for_serialization(e) for e in items]
 
     def cri(self, call: Callable[[CRIClient], Any]) -> Any:
         async def run() -> Any:

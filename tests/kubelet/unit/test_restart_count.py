@@ -1,10 +1,12 @@
-"""The restart count of a container's next run: from its previous run, else from its log directory."""
+"""The restart count of a container's next run (from its previous run, else its log directory), and when a dead
+sandbox is made again."""
 
 from __future__ import annotations
 
 import os
 
 from k8py.kubelet.container_start import next_attempt
+from k8py.kubelet.pod_actions import PodActions, compute_pod_actions
 from k8py.kubelet.pod_status import ContainerView, container_statuses
 from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus
 
@@ -39,3 +41,24 @@ def test_a_container_not_yet_made_again_in_a_new_sandbox_keeps_its_count_and_las
     [st] = container_statuses([ContainerView("main", "busybox", latest=run(3, ContainerState.RUNNING), previous=run(2))],
                               "containerd", default_waiting="ContainerCreating")
     assert st["restartCount"] == 3 and "running" in st["state"] and st["lastState"]["terminated"]["containerID"] == "containerd://c2"
+
+
+def _pod(policy: str) -> dict:
+    return {"metadata": {"name": "p", "namespace": "d", "uid": "u"},
+            "spec": {"restartPolicy": policy, "containers": [{"name": "main", "image": "busybox"}]}}
+
+
+def _plan(policy: str, latest: dict) -> PodActions:
+    return compute_pod_actions(_pod(policy), sandbox_ready=False, latest=latest, ever_initialized=True,
+                               probe_failed=lambda cid: "", is_started=lambda cid: True)
+
+
+def test_a_dead_sandbox_is_made_again_unless_the_pod_must_not_restart() -> None:
+    running = run(0, ContainerState.RUNNING)
+    for policy in ("Always", "OnFailure"):
+        assert _plan(policy, {"main": running}).create_sandbox
+    never = _plan("Never", {"main": running})
+    # upstream's computePodActions: no new sandbox once its containers ran; what runs in the dead one is killed
+    assert not never.create_sandbox and list(never.kill) == [running.id] and never.start == []
+    assert not _plan("Never", {"main": run(0)}).kill  # already exited: nothing to kill, no new run either
+    assert _plan("Never", {}).create_sandbox  # no container ever ran (the first sandbox failed): try again

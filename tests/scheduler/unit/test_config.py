@@ -64,3 +64,11 @@ def test_unknown_plugin_is_named():
 def test_durations():
     assert parse_duration("1m30s", "x") == 90
     assert parse_duration(5, "x") == 5
+
+
+def test_client_connection_sets_the_events_rate_with_upstreams_defaults():
+    assert (parse_config({}).client_qps, parse_config({}).client_burst) == (50.0, 100)
+    config = parse_config({"clientConnection": {"qps": 5, "burst": 7}})
+    assert (config.client_qps, config.client_burst) == (5.0, 7)
+    with pytest.raises(ValueError, match="clientConnection"):
+        parse_config({"clientConnection": {"qps": 0}})

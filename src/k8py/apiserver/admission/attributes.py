@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, NamedTuple
 
 from k8py.api.errors import Cause, Forbidden
+from k8py.apiserver.admission.reinvocation import ReinvocationContext
 from k8py.apiserver.authn.user import UNSECURED, UserInfo
 from k8py.apiserver.registry import ResourceDefinition
 
@@ -78,6 +79,8 @@ class AdmissionAttributes:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     #: undo actions a validating plugin registered (quota charges), run if the write then fails
     rollbacks: list[Rollback] = field(default_factory=list)
+    #: which reinvocable mutators ran and what they left (reinvocationPolicy IfNeeded)
+    reinvocation: ReinvocationContext = field(default_factory=ReinvocationContext)
 
     # -- the sinks ----------------------------------------------------------
 

@@ -1,14 +1,16 @@
 """The admission chain: every enabled plugin, mutating ones first, then validating ones.
 
-Upstream's ``admission.chainAdmissionHandler`` (and the ``reinvocation``-free
-part of its ``Interface``):
+Upstream's ``admission.chainAdmissionHandler`` and its reinvocation handler:
 
 - a plugin *handles* some operations (:meth:`AdmissionPlugin.handles`); the
   chain asks once per operation, when it is built, and keeps per operation
   the plugins to call, so a request pays only for the plugins that care;
 - :meth:`AdmissionChain.admit` calls ``admit`` of every mutating plugin, in
   the chain's order (upstream's recommended order, see ``plugins.ORDER``);
-  a plugin may change ``attributes.object``;
+  a plugin may change ``attributes.object``; when a reinvocable plugin (a
+  mutating policy or webhook) changed it, every plugin with a ``reinvoke``
+  method is then called through that once more, in order
+  (:mod:`.reinvocation`: ``IfNeeded`` mutators that ran before a change run again);
 - :meth:`AdmissionChain.validate` then calls ``validate`` of every
   validating plugin, in the same order; a validating plugin must not change
   the object;
@@ -81,8 +83,16 @@ class AdmissionChain:
         return bool(self._mutating[operation])
 
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        for plugin in self._mutating[attributes.operation]:
+        plugins = self._mutating[attributes.operation]
+        for plugin in plugins:
             await plugin.admit(attributes)  # type: ignore[attr-defined]
+        context = attributes.reinvocation
+        if context.should_reinvoke and not context.is_reinvoke:
+            context.is_reinvoke = True
+            for plugin in plugins:
+                reinvoke = getattr(plugin, "reinvoke", None)
+                if reinvoke is not None:
+                    await reinvoke(attributes)
 
     async def validate(self, attributes: AdmissionAttributes) -> None:
         for plugin in self._validating[attributes.operation]:

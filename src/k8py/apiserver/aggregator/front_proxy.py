@@ -62,8 +62,8 @@ class FrontProxyIdentity:
 
         identity = cls(read(ca_file, "--requestheader-client-ca-file"), read(cert_file, "--proxy-client-cert-file"),
                        read(key_file, "--proxy-client-key-file"), allowed_names or ("front-proxy-client",))
-        try:
-            identity.client_context(None, insecure=False)
+        try:  # the pair must load (checked on a bare context: a default one would read the system's CAs first)
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert_file, key_file)
         except (ssl.SSLError, ValueError) as err:
             raise FrontProxyConfigError(f"--proxy-client-cert-file {cert_file} and --proxy-client-key-file {key_file} "
                                         f"are not a certificate and its key in PEM: {err}") from None
@@ -75,6 +75,10 @@ class FrontProxyIdentity:
         if insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
+        self._load_pair(context)
+        return context
+
+    def _load_pair(self, context: ssl.SSLContext) -> None:
         with tempfile.TemporaryDirectory(prefix="k8py-front-proxy-") as tmp:  # load_cert_chain reads files only
             cert_file, key_file = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
             with open(cert_file, "wb") as f:
@@ -82,7 +86,6 @@ class FrontProxyIdentity:
             with open(os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
                 f.write(self.key_pem)
             context.load_cert_chain(cert_file, key_file)
-        return context
 
 
 def remote_user_headers(user: UserInfo) -> list[tuple[str, str]]:

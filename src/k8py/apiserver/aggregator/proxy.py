@@ -7,7 +7,8 @@ presenting the front-proxy client certificate; the caller's credentials
 (``Authorization``, impersonation headers) are dropped and its identity is
 sent as ``X-Remote-User`` / ``X-Remote-Group`` / ``X-Remote-Extra-*``. The
 response is streamed back as it arrives, so watches work; a WebSocket
-upgrade is relayed message for message (:mod:`.websocket`). A backend that
+upgrade is relayed message for message (:mod:`.websocket`), an ``Upgrade:
+SPDY/3.1`` one byte for byte once the backend switches protocols (:mod:`.upgrade`). A backend that
 cannot be reached is a ``503 ServiceUnavailable`` naming the APIService.
 """
 
@@ -23,6 +24,7 @@ from k8py.api.errors import ServiceUnavailable, StatusError
 from k8py.apiserver.authn.user import UNSECURED, USER_KEY
 from k8py.apiserver.aggregator.front_proxy import remote_user_headers
 from k8py.apiserver.aggregator.remote import RemoteAPIs, RemoteAPIService
+from k8py.apiserver.aggregator.upgrade import is_spdy, relay_upgrade
 from k8py.apiserver.aggregator.websocket import is_websocket, relay_websocket
 
 __all__ = ["proxy_request"]
@@ -54,6 +56,9 @@ async def proxy_request(request: web.Request, remote: RemoteAPIs, entry: RemoteA
         return await relay_websocket(request, remote.session(), url, headers, ssl=entry.ssl,
                                      server_hostname=target.server_name, name=entry.name,
                                      refused=lambda: _relay(request, remote, entry, url, headers, target.server_name))
+    if is_spdy(request):
+        return await relay_upgrade(request, url, headers, ssl_context=entry.ssl, server_hostname=target.server_name,
+                                   name=entry.name)
     return await _relay(request, remote, entry, url, headers, target.server_name)
 
 

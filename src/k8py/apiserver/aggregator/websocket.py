@@ -12,8 +12,8 @@ the backend's own error, not a bare handshake failure. After both are open,
 binary and text messages are copied each way until one side closes; the
 other is closed with its close code.
 
-Not relayed: ``Upgrade: SPDY/3.1`` (kubectl 1.32 falls back to it only when
-a WebSocket upgrade fails); such a request is proxied as a plain one.
+``Upgrade: SPDY/3.1`` (what kubectl falls back to when a WebSocket upgrade
+fails, and older clients use) is tunnelled byte for byte by :mod:`.upgrade`.
 """
 
 from __future__ import annotations

@@ -9,17 +9,21 @@ plus ``--max-mutating-requests-inflight``:
   created at start when missing;
 - :mod:`.classify` — which FlowSchema a request matches and its flow;
 - :mod:`.fair_queuing` — one level's seats and queues (shuffle sharding,
-  ``queueLengthLimit``, round-robin dispatch);
+  ``queueLengthLimit``, fair dispatch by seats);
+- :mod:`.work_estimate` — how many seats a request takes (a LIST over many
+  objects several, as upstream's work estimator);
+- :mod:`.borrowing` — levels lend the seats they do not need
+  (``lendablePercent``) to busy ones (up to ``borrowingLimitPercent``),
+  re-shared every few seconds from each level's seat demand;
+- :mod:`.status` — FlowSchemas' ``Dangling`` condition;
+- :mod:`.metrics` — the ``apiserver_flowcontrol_*`` metrics, upstream's names;
 - :mod:`.filter` — the middleware: classify, the ``X-Kubernetes-PF-*``
-  response headers, a seat or a queue or 429 with ``Retry-After``.
+  response headers, seats or a queue or 429 with ``Retry-After``; and the
+  background loop that re-shares seats and writes the conditions.
 
 So a client that floods fills its own flow's queues in its own level, and
 system components (nodes, the scheduler, the controller manager, leader
-election) keep theirs. Exported metrics: ``apiserver_current_inflight_requests``
-(request_kind), ``apiserver_flowcontrol_rejected_requests_total``
-(flow_schema, priority_level, reason), ``..._dispatched_requests_total``,
-``..._current_executing_requests``, ``..._current_inqueue_requests`` and
-``..._nominal_limit_seats`` (priority_level).
+election) keep theirs; a level nobody uses lends its seats to one that is busy.
 
 Request headers and bodies are bounded too: aiohttp refuses header lines
 over ``max_field_size`` (8 KiB, 431) and the app refuses bodies over

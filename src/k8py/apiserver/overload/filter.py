@@ -20,30 +20,45 @@ for each request:
 
 Seats: the server's total is ``--max-requests-inflight`` plus
 ``--max-mutating-requests-inflight`` (upstream's rule with APF on; 0 turns
-limits off); a Limited level gets ``ceil(total * shares / sum of shares)``.
-Levels do not lend or borrow seats (upstream's ``lendablePercent`` and
-borrowing are not implemented). A refusal is 429, ``Retry-After: 1`` and
-upstream's body ``Too many requests, please try again later.``.
+limits off); a Limited level's nominal share is ``ceil(total * shares / sum
+of shares)``, and every ``borrowing_period`` seconds :meth:`FlowControl.rebalance`
+moves seats from levels that can lend and do not need them to busy ones
+(:mod:`.borrowing`). A request takes the seats :mod:`.work_estimate` says (a
+LIST over many objects takes several). A refusal is 429, ``Retry-After: 1``
+and upstream's body ``Too many requests, please try again later.``.
+:meth:`FlowControl.run` does the re-sharing and keeps FlowSchemas' ``Dangling``
+condition (:mod:`.status`).
 """
 
 from __future__ import annotations
 
-import math
+import asyncio
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
+from k8py.api.errors import StatusError
 from k8py.apiserver.authn.user import ALL_AUTHENTICATED, UNSECURED, USER_KEY, UserInfo
+from k8py.apiserver.authz.attributes import Attributes
 from k8py.apiserver.authz.request_attributes import request_attributes
+from k8py.apiserver.overload.borrowing import LevelLimits, SeatDemand, allocate, level_limits
 from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP, PRIORITY_LEVELS, VERSION
 from k8py.apiserver.overload.classify import classify, flow_distinguisher, ordered
 from k8py.apiserver.overload.fair_queuing import QueueSet, flow_hash
+from k8py.apiserver.overload.metrics import FlowControlMetrics
+from k8py.apiserver.overload.status import DanglingConditions
+from k8py.apiserver.overload.work_estimate import list_seats
 from k8py.apiserver.registry import Registry
+from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
 
 __all__ = ["FlowControl", "TOO_MANY", "flow_control_user", "FLOW_SCHEMA_UID", "PRIORITY_LEVEL_UID"]
+
+log = logging.getLogger(__name__)
 
 TOO_MANY = "Too many requests, please try again later.\n"
 FLOW_SCHEMA_UID = "X-Kubernetes-PF-FlowSchema-UID"
@@ -83,11 +98,20 @@ def _long_running(request: web.Request, verb: str, subresource: str) -> bool:
 
 
 @dataclass
+class _Level:
+    """A Limited level: its queues, its limits and its seat demand."""
+
+    queues: QueueSet
+    limits: LevelLimits
+    demand: SeatDemand
+
+
+@dataclass
 class _Config:
     stamp: tuple[Any, ...]
     schemas: list[Object]
     levels: dict[str, Object]
-    sets: dict[str, QueueSet] = field(default_factory=dict)
+    limited: dict[str, _Level] = field(default_factory=dict)
     #: what a request's classification depends on -> (its schema, its flow's hash); bounded
     classified: dict[tuple[Any, ...], tuple[Object | None, int]] = field(default_factory=dict)
 
@@ -96,26 +120,22 @@ def _stamp(cache: Any) -> tuple[int, int]:
     return id(cache.objects), cache.ring[-1].rv if cache.ring else -1
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 class FlowControl:
     def __init__(self, registry: Registry, cacher: Cacher, *, max_readonly: int = 400, max_mutating: int = 200,
-                 wait_limit: float = 15.0, metrics: CollectorRegistry | None = None) -> None:
+                 wait_limit: float = 15.0, borrowing_period: float = 10.0, metrics: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.registry, self.cacher = registry, cacher
         self.total = max(0, max_readonly) + max(0, max_mutating) if max_readonly > 0 or max_mutating > 0 else 0
         self.wait_limit = wait_limit
+        self.borrowing_period = borrowing_period
+        self.clock = clock
         self._config: _Config | None = None
-        self.gauge = Gauge("apiserver_current_inflight_requests", "Requests in flight, by kind (readOnly, mutating).",
-                           ["request_kind"], registry=metrics)
-        self.rejected = Counter("apiserver_flowcontrol_rejected_requests_total",
-                                "Requests refused with 429 by API Priority and Fairness.",
-                                ["flow_schema", "priority_level", "reason"], registry=metrics)
-        self.dispatched = Counter("apiserver_flowcontrol_dispatched_requests_total", "Requests given a seat.",
-                                  ["flow_schema", "priority_level"], registry=metrics)
-        self.executing_gauge = Gauge("apiserver_flowcontrol_current_executing_requests", "Requests holding a seat.",
-                                     ["priority_level"], registry=metrics)
-        self.inqueue_gauge = Gauge("apiserver_flowcontrol_current_inqueue_requests", "Requests waiting in a queue.",
-                                   ["priority_level"], registry=metrics)
-        self.nominal_gauge = Gauge("apiserver_flowcontrol_nominal_limit_seats", "Seats of each priority level.",
-                                   ["priority_level"], registry=metrics)
+        self._levels: dict[str, _Level] = {}
+        self.metrics = FlowControlMetrics(metrics)
 
     # -- configuration from the watch cache --------------------------------------------------
 
@@ -136,38 +156,81 @@ class FlowControl:
         if not levels_list:  # before the bootstrap objects are stored
             schemas, levels_list = list(FLOW_SCHEMAS), list(PRIORITY_LEVELS)
         levels = {lv["metadata"]["name"]: lv for lv in levels_list}
-        # a schema naming no existing level is dangling: upstream skips it
+        # a schema naming no existing level is dangling: skipped (status.py reports it)
         live = [fs for fs in ordered(schemas)
                 if ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") in levels]
-        old = self._config.sets if self._config is not None else {}
-        self._config = _Config(stamp, live, levels, self._queue_sets(levels, old))
+        self._config = _Config(stamp, live, levels, self._limited_levels(levels))
         return self._config
 
-    def _queue_sets(self, levels: dict[str, Object], old: dict[str, QueueSet]) -> dict[str, QueueSet]:
+    def _limited_levels(self, levels: dict[str, Object]) -> dict[str, _Level]:
         limited = {name: (lv.get("spec") or {}).get("limited") or {} for name, lv in levels.items()
                    if (lv.get("spec") or {}).get("type") == "Limited"}
         shares_total = sum(int(spec.get("nominalConcurrencyShares", 30) or 0) for spec in limited.values()) or 1
-        sets: dict[str, QueueSet] = {}
+        out: dict[str, _Level] = {}
         for name, spec in limited.items():
-            seats = max(1, math.ceil(self.total * int(spec.get("nominalConcurrencyShares", 30) or 0) / shares_total))
+            limits = level_limits(self.total, int(spec.get("nominalConcurrencyShares", 30) or 0), shares_total,
+                                  int(spec.get("lendablePercent") or 0), _optional_int(spec.get("borrowingLimitPercent")))
             response = spec.get("limitResponse") or {}
             queuing = response.get("queuing") or {} if response.get("type") == "Queue" else {}
             queues, hand, length = (int(queuing.get("queues", 64)), int(queuing.get("handSize", 8)),
                                     int(queuing.get("queueLengthLimit", 50))) if queuing else (0, 1, 0)
-            qs = old.get(name)
-            if qs is None:
-                qs = QueueSet(name, seats, queues, hand, length, wait_limit=self.wait_limit)
-                # read when scraped: nothing to count per request
-                self.executing_gauge.labels(name).set_function(lambda qs=qs: qs.executing)
-                self.inqueue_gauge.labels(name).set_function(lambda qs=qs: qs.waiting)
+            level = self._levels.get(name)
+            if level is None:
+                demand = SeatDemand(self.clock)
+                qs = QueueSet(name, limits.nominal, queues, hand, length, wait_limit=self.wait_limit, demand=demand)
+                level = _Level(qs, limits, demand)
+                self.metrics.watch_level(qs)
             else:
-                qs.reconfigure(seats=seats, queues=queues, hand_size=hand, queue_length_limit=length)
-            self.nominal_gauge.labels(name).set(seats)
-            sets[name] = qs
-        return sets
+                seats = level.queues.seats if level.limits == limits else limits.nominal
+                level.queues.reconfigure(seats=seats, queues=queues, hand_size=hand, queue_length_limit=length)
+                level.limits = limits
+            self.metrics.nominal.labels(name).set(limits.nominal)
+            self.metrics.lower.labels(name).set(limits.lower)
+            self.metrics.upper.labels(name).set(limits.upper(self.total))
+            out[name] = level
+        self._levels = out
+        return out
 
     def queue_set(self, level: str) -> QueueSet | None:
-        return self.config().sets.get(level)
+        found = self.config().limited.get(level)
+        return found.queues if found is not None else None
+
+    # -- borrowing ----------------------------------------------------------------------------
+
+    def rebalance(self) -> dict[str, int]:
+        """Close a demand period and share the seats out again (see :mod:`.borrowing`); the new limits."""
+        levels = self.config().limited
+        if not levels or self.total <= 0:
+            return {}
+        names = sorted(levels)
+        items = []
+        for name in names:
+            level = levels[name]
+            smoothed = level.demand.update_smoothed()
+            lower, upper = level.limits.lower, level.limits.upper(self.total)
+            target = max(float(lower), smoothed)
+            items.append((float(lower), float(upper), target))
+            self.metrics.target.labels(name).set(target)
+            self.metrics.smoothed.labels(name).set(smoothed)
+        limits, fair = allocate(sum(levels[n].limits.nominal for n in names), items)
+        self.metrics.fair_frac.set(fair if fair != float("inf") else 0)
+        for name, seats in zip(names, limits):
+            levels[name].queues.set_seats(max(1, seats))
+        return {name: levels[name].queues.seats for name in names}
+
+    async def run(self, store: ObjectStore, *, now: Callable[[], str], status_interval: float = 0.5) -> None:
+        """Re-share seats every ``borrowing_period`` s and keep the Dangling conditions, until cancelled."""
+        dangling = DanglingConditions(self.registry, self.cacher, store, now=now)
+        next_rebalance = self.clock() + self.borrowing_period
+        while True:
+            try:
+                await dangling.sync_once()
+            except StatusError as err:
+                log.warning("FlowSchema conditions not written", extra={"error": err.message})
+            if self.clock() >= next_rebalance:
+                self.rebalance()
+                next_rebalance = self.clock() + self.borrowing_period
+            await asyncio.sleep(max(0.01, min(status_interval, next_rebalance - self.clock())))
 
     # -- the filter ---------------------------------------------------------------------------
 
@@ -181,6 +244,13 @@ class FlowControl:
                 response.headers[FLOW_SCHEMA_UID] = uids[0]
             if uids[1]:
                 response.headers[PRIORITY_LEVEL_UID] = uids[1]
+
+    def _object_count(self, a: Attributes) -> int | None:
+        definition = self.registry.get(a.api_group, a.api_version, a.resource)
+        if definition is None:
+            return None
+        cache = self.cacher.caches.get(definition.storage_key_resource)
+        return None if cache is None else len(cache.objects)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -203,25 +273,31 @@ class FlowControl:
         level = config.levels[level_name]
         schema_name = schema["metadata"]["name"]
         request[_PF_KEY] = (schema["metadata"].get("uid", ""), level["metadata"].get("uid", ""))
-        qs = config.sets.get(level_name)
-        if qs is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
+        limited = config.limited.get(level_name)
+        if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
-        index = -1
-        if not qs.try_acquire():
-            index, reason = await qs.acquire(flow)
+        qs = limited.queues
+        width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal) if a.verb == "list" else 1
+        self.metrics.work.labels(schema_name, level_name).observe(width)
+        grant = qs.try_acquire(width, flow)
+        if grant is None:
+            started = self.clock()
+            grant, reason = await qs.acquire(flow, width)
+            self.metrics.wait.labels(schema_name, level_name, "false" if reason else "true").observe(self.clock() - started)
             if reason:
-                self.rejected.labels(schema_name, level_name, reason).inc()
+                self.metrics.rejected.labels(schema_name, level_name, reason).inc()
                 return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
-        self.dispatched.labels(schema_name, level_name).inc()
+        self.metrics.dispatched.labels(schema_name, level_name).inc()
         try:
             return await self._run(request, handler)
         finally:
-            qs.release(index)
+            qs.release(grant)
 
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         kind = "mutating" if request.method in _MUTATING else "readOnly"
-        self.gauge.labels(kind).inc()
+        gauge = self.metrics.inflight.labels(kind)
+        gauge.inc()
         try:
             return await handler(request)
         finally:
-            self.gauge.labels(kind).dec()
+            gauge.dec()

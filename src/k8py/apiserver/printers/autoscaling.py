@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from k8py.api.quantity import format_milli_quantity, quantity_milli_value
+
 from .cells import dig, object_age
 from .columns import Column, Printer, age_column, name_column
 
@@ -20,6 +22,18 @@ _HPA = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler"
 
 def _quantity_or_unknown(value: Any, suffix: str = "") -> str:
     return "<unknown>" if value is None else f"{value}{suffix}"
+
+
+def _canonical(value: Any) -> str:
+    """A target quantity as ``Quantity.String()`` prints a decimal one (``0.5`` -> ``500m``,
+    ``2000m`` -> ``2``); binary-suffixed and exponent forms are shown as written."""
+    text = str(value)
+    if any(c in text for c in "eEi") or text.endswith(("n", "u")):
+        return text
+    try:
+        return format_milli_quantity(quantity_milli_value(text))
+    except ValueError:
+        return text
 
 
 def _targets(obj: dict[str, Any]) -> str:
@@ -48,14 +62,14 @@ def _target(metric: dict[str, Any], status: dict[str, Any]) -> str:
     current = (status.get(key) or {}).get("current") if status.get(key) else None
     if kind in ("External", "Object"):
         if target.get("averageValue") is not None:
-            return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{target['averageValue']} (avg)"
-        return f"{_quantity_or_unknown((current or {}).get('value'))}/{target.get('value')}"
+            return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{_canonical(target['averageValue'])} (avg)"
+        return f"{_quantity_or_unknown((current or {}).get('value'))}/{_canonical(target.get('value'))}"
     if kind == "Pods":
-        return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{target.get('averageValue')}"
+        return f"{_quantity_or_unknown((current or {}).get('averageValue'))}/{_canonical(target.get('averageValue'))}"
     if kind in ("Resource", "ContainerResource"):
         name = body.get("name") or ""
         if target.get("averageValue") is not None:
-            return f"{name}: {_quantity_or_unknown((current or {}).get('averageValue'))}/{target['averageValue']}"
+            return f"{name}: {_quantity_or_unknown((current or {}).get('averageValue'))}/{_canonical(target['averageValue'])}"
         now = (current or {}).get("averageUtilization")
         goal = target.get("averageUtilization")
         return f"{name}: {_quantity_or_unknown(now, '%')}/{'<auto>' if goal is None else f'{goal}%'}"

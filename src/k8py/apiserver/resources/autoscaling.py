@@ -2,8 +2,10 @@
 stored object (the v2 form), two API versions, converted as upstream does.
 
 - v2 is stored and preferred; defaults as upstream: ``minReplicas: 1`` and,
-  with no metrics, CPU at 80% average utilization; ``behavior`` policies are
-  left to the controller's defaults when absent.
+  with no metrics, CPU at 80% average utilization; a given ``behavior`` has
+  its unset rules filled in (up: 0 s window, 4 pods or 100% per 15 s; down:
+  100% per 15 s, no window so the controller's flag applies), an absent one
+  stays absent (the controller then uses upstream's older rules).
 - v1 is a view (``converter``): ``targetCPUUtilizationPercentage`` is the v2
   CPU Utilization metric, ``status.currentCPUUtilizationPercentage`` the
   current one; what v1 cannot say (other metrics, behavior, conditions,
@@ -34,6 +36,23 @@ def _is_cpu_utilization(metric: Object) -> bool:
     return metric.get("type") == "Resource" and res.get("name") == "cpu" and (res.get("target") or {}).get("type") == "Utilization"
 
 
+_SCALE_UP = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+             "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15}, {"type": "Percent", "value": 100, "periodSeconds": 15}]}
+# no scale-down window: the controller's --horizontal-pod-autoscaler-downscale-stabilization applies
+_SCALE_DOWN = {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}
+
+
+def _rules(given: Any, default: Object) -> Object:
+    """``GenerateHPAScale{Up,Down}Rules``: the default rules, or the given ones with their unset fields filled in."""
+    if not isinstance(given, dict):
+        return copy.deepcopy(default)
+    out = dict(given)
+    for key, value in default.items():
+        if out.get(key) is None:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 class HPAStrategy(StandardStrategy):
     def default(self, obj: Object) -> None:
         super().default(obj)
@@ -41,6 +60,10 @@ class HPAStrategy(StandardStrategy):
         spec.setdefault("minReplicas", 1)
         if not spec.get("metrics"):
             spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+        behavior = spec.get("behavior")
+        if isinstance(behavior, dict):  # upstream SetDefaults_HorizontalPodAutoscalerBehavior: only when given
+            behavior["scaleUp"] = _rules(behavior.get("scaleUp"), _SCALE_UP)
+            behavior["scaleDown"] = _rules(behavior.get("scaleDown"), _SCALE_DOWN)
 
     def validate(self, obj: Object) -> list[Cause]:
         return super().validate(obj) + self._spec(obj)
@@ -64,7 +87,50 @@ class HPAStrategy(StandardStrategy):
             causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.kind"))
         if not ref.get("name"):
             causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.name"))
+        behavior = spec.get("behavior")
+        if isinstance(behavior, dict):
+            for direction in ("scaleUp", "scaleDown"):
+                if isinstance(behavior.get(direction), dict):
+                    causes += _scaling_rules(behavior[direction], f"spec.behavior.{direction}")
         return causes
+
+
+def _go(value: Any) -> str:
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def _scaling_rules(rules: Object, path: str) -> list[Cause]:
+    """Upstream ``validateScalingRules`` / ``validateScalingPolicy``."""
+    causes = []
+    window = rules.get("stabilizationWindowSeconds")
+    if isinstance(window, int) and window < 0:
+        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be greater than or equal to zero",
+                            f"{path}.stabilizationWindowSeconds"))
+    elif isinstance(window, int) and window > 3600:
+        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be less than or equal to 3600",
+                            f"{path}.stabilizationWindowSeconds"))
+    select = rules.get("selectPolicy")
+    if select is not None and select not in ("Disabled", "Max", "Min"):
+        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(select)}: supported values: "Disabled", "Max", "Min"',
+                            f"{path}.selectPolicy"))
+    policies = rules.get("policies")
+    if not policies:
+        causes.append(Cause("FieldValueRequired", "Required value: must specify at least one Policy", f"{path}.policies"))
+    for i, policy in enumerate(policies or ()):
+        at = f"{path}.policies[{i}]"
+        if not isinstance(policy, dict):
+            continue
+        kind, value, period = policy.get("type"), policy.get("value"), policy.get("periodSeconds")
+        if kind not in ("Pods", "Percent"):
+            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(kind or "")}: supported values: "Percent", "Pods"',
+                                f"{at}.type"))
+        if not isinstance(value, int) or value <= 0:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(value or 0)}: must be greater than zero", f"{at}.value"))
+        if not isinstance(period, int) or period <= 0:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(period or 0)}: must be greater than zero", f"{at}.periodSeconds"))
+        elif period > 1800:
+            causes.append(Cause("FieldValueInvalid", f"Invalid value: {period}: must be less than or equal to 1800", f"{at}.periodSeconds"))
+    return causes
 
 
 class AutoscalingV1Converter:

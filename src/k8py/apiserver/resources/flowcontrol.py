@@ -92,6 +92,10 @@ class PriorityLevelStrategy(StandardStrategy):
             if not _int(lendable) or not 0 <= lendable <= 100:
                 causes.append(Cause("FieldValueInvalid", f"Invalid value: {lendable!r}: must be between 0 and 100, inclusive",
                                     "spec.limited.lendablePercent"))
+            borrowing = limited.get("borrowingLimitPercent")
+            if borrowing is not None and (not _int(borrowing) or borrowing < 0):
+                causes.append(Cause("FieldValueInvalid", f"Invalid value: {borrowing!r}: if specified, must be a non-negative integer",
+                                    "spec.limited.borrowingLimitPercent"))
             response = limited.get("limitResponse") or {}
             if response.get("type") not in ("Queue", "Reject"):
                 causes.append(Cause("FieldValueNotSupported", f'Unsupported value: "{response.get("type")}": supported values: "Queue", "Reject"',

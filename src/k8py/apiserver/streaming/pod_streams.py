@@ -46,7 +46,8 @@ async def serve_exec(request: web.Request, kubelets: KubeletClient, namespace: s
     container = pod_container(pod, request.query.get("container", ""))
     params += [("command", c) for c in command]
     url = f"{where.base_url}/exec/{quote(namespace)}/{quote(name)}/{quote(container)}"
-    return await relay_websocket(request, kubelets, url, params, REMOTECOMMAND_PROTOCOLS, what="exec")
+    return await relay_websocket(request, kubelets, url, params, REMOTECOMMAND_PROTOCOLS, what="exec", unnamed=True,
+                                 hold_until_pong=True)
 
 
 async def serve_attach(request: web.Request, kubelets: KubeletClient, namespace: str, name: str) -> web.StreamResponse:
@@ -54,7 +55,8 @@ async def serve_attach(request: web.Request, kubelets: KubeletClient, namespace:
     pod, where = await kubelets.for_pod(namespace, name)
     container = pod_container(pod, request.query.get("container", ""))
     url = f"{where.base_url}/attach/{quote(namespace)}/{quote(name)}/{quote(container)}"
-    return await relay_websocket(request, kubelets, url, params, REMOTECOMMAND_PROTOCOLS, what="attach")
+    return await relay_websocket(request, kubelets, url, params, REMOTECOMMAND_PROTOCOLS, what="attach", unnamed=True,
+                                 hold_until_pong=True)
 
 
 async def serve_portforward(request: web.Request, kubelets: KubeletClient, namespace: str, name: str) -> web.StreamResponse:

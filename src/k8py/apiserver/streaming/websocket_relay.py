@@ -10,6 +10,17 @@ text messages are copied each way unchanged (channel bytes, v5 CLOSE
 messages and tunnelled SPDY included) until one side closes; the other is
 then closed with the same code.
 
+For exec and attach (``hold_until_pong``) nothing from the kubelet reaches the
+client before the client has answered a ping. client-go registers its
+stdout/stderr streams in one goroutine while another already reads the
+socket, and drops a message for a stream it has not registered yet ("Unknown
+stream id 1, discarding message" on kubectl's stderr): the kubelet's empty
+"connection established" message, or the first output of a quick command,
+arrived in that gap. Its pong comes from the reading goroutine once it runs,
+by when the streams are there (creating them is a few map writes). Messages
+the client sends meanwhile (stdin) go through at once; a client that does
+not answer within :data:`PONG_WAIT` seconds is sent the output anyway.
+
 Why not SPDY here: kubectl 1.32 opens exec/attach with WebSocket
 (``v5.channel.k8s.io``) and tunnels port-forward's SPDY inside a WebSocket
 (``SPDY/3.1+portforward.k8s.io``). Its fallback to a plain ``Upgrade:
@@ -21,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable
+import secrets
+from typing import Callable, Iterable
 
 import aiohttp
 from aiohttp import WSMsgType, web
@@ -30,9 +42,12 @@ from k8py.api.errors import BadRequest, ServiceUnavailable
 from k8py.api.stream_channels import negotiate
 from k8py.apiserver.streaming.kubelet_client import KubeletClient, status_error_from_response
 
-__all__ = ["relay_websocket", "offered_protocols", "copy_messages"]
+__all__ = ["relay_websocket", "offered_protocols", "copy_messages", "PONG_WAIT"]
 
 log = logging.getLogger(__name__)
+
+#: how long the kubelet's output waits for a client's first pong (``hold_until_pong``)
+PONG_WAIT = 5.0
 
 
 def offered_protocols(request: web.Request) -> list[str]:
@@ -52,9 +67,11 @@ async def relay_websocket(
     *,
     what: str,
     unnamed: bool = False,
+    hold_until_pong: bool = False,
 ) -> web.StreamResponse:
     """``unnamed``: a client that offers no subprotocol at all gets the unnamed one (the base
-    binary channel protocol), as upstream's port-forward serves it (kr8s offers none)."""
+    binary channel protocol), as upstream serves it (kr8s offers none). ``hold_until_pong``:
+    the kubelet's messages wait for the client's answer to a first ping (module docstring)."""
     supported = tuple(supported)
     if not _is_websocket(request):
         # kubectl retries a failed WebSocket upgrade as SPDY: give it the
@@ -86,12 +103,31 @@ async def relay_websocket(
         raise ServiceUnavailable(f"cannot reach the kubelet at {url} ({err}): is it running?") from None
 
     chosen = upstream.protocol or protocol
-    client = web.WebSocketResponse(protocols=(chosen,) if chosen else (), max_msg_size=0, autoping=True)
+    # pings and pongs are answered by copy_messages, which must see the first pong
+    client = web.WebSocketResponse(protocols=(chosen,) if chosen else (), max_msg_size=0, autoping=False)
+    ready = asyncio.Event()
+    token = secrets.token_bytes(8)
+
+    def on_pong(data: bytes) -> None:
+        if data == token:
+            ready.set()
+
+    async def to_client_when_ready() -> int:
+        try:
+            await asyncio.wait_for(ready.wait(), PONG_WAIT)
+        except TimeoutError:
+            log.debug("client did not answer the first ping; relaying anyway", extra={"what": what})
+        return await copy_messages(upstream, client)
+
     try:
         await client.prepare(request)
+        if hold_until_pong:
+            await client.ping(token)
+        else:
+            ready.set()
         async with asyncio.TaskGroup() as tg:
-            to_kubelet = tg.create_task(copy_messages(client, upstream), name=f"relay-{what}-to-kubelet")
-            to_client = tg.create_task(copy_messages(upstream, client), name=f"relay-{what}-to-client")
+            to_kubelet = tg.create_task(copy_messages(client, upstream, on_pong=on_pong), name=f"relay-{what}-to-kubelet")
+            to_client = tg.create_task(to_client_when_ready(), name=f"relay-{what}-to-client")
             done, _ = await asyncio.wait((to_kubelet, to_client), return_when=asyncio.FIRST_COMPLETED)
             # one side closed: close the other with its code, which ends the other copy
             first = done.pop()
@@ -127,11 +163,18 @@ async def _kubelet_refusal(kubelets: KubeletClient, url: str, params: list[tuple
 async def copy_messages(
     source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
     sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+    *,
+    on_pong: Callable[[bytes], None] = lambda _data: None,
 ) -> int:
-    """Copy messages until ``source`` closes; returns the close code to pass on."""
+    """Copy messages until ``source`` closes; returns the close code to pass on.
+    A ``source`` without autoping has its pings answered here and its pongs handed to ``on_pong``."""
     while True:
         msg = await source.receive()
-        if msg.type == WSMsgType.BINARY:
+        if msg.type == WSMsgType.PING:
+            await source.pong(msg.data)
+        elif msg.type == WSMsgType.PONG:
+            on_pong(msg.data)
+        elif msg.type == WSMsgType.BINARY:
             await sink.send_bytes(msg.data)
         elif msg.type == WSMsgType.TEXT:
             await sink.send_str(msg.data)

@@ -5,7 +5,11 @@ each JSONPatch answer is applied to the object before the next webhook sees
 it. Reinvocation as upstream's ``reinvocationPolicy: IfNeeded``: when a
 webhook changes the object, every IfNeeded webhook called before it is called
 once more after the first round (the object it judged has changed); a second
-round changes nothing further.
+round changes nothing further. A change by a later plugin (in k8py nothing
+mutating runs after the webhooks, but the chain's reinvocation pass may have a
+policy change the object again) calls the IfNeeded webhooks not yet called
+twice once more, in that pass (:meth:`reinvoke`,
+:mod:`k8py.apiserver.admission.reinvocation`).
 
 Each applied patch is recorded in the request's audit annotations
 (``patch.webhook.admission.k8s.io/round_<r>_index_<i>`` and
@@ -18,6 +22,7 @@ from typing import Any
 
 from k8py.api.errors import StatusError
 from k8py.api.patch.json_patch import apply_json_patch
+from k8py.apiserver.admission.reinvocation import context_of
 from k8py.apiserver.webhooks.attributes import RequestAttributes
 from k8py.apiserver.webhooks.configurations import WebhookSource
 from k8py.apiserver.webhooks.dispatcher import WebhookCaller, annotation_value, calling_failed
@@ -55,6 +60,27 @@ class MutatingWebhookDispatcher:
         again = [w for w in hooks if w.index in seen_at and seen_at[w.index] < changes]
         for webhook in again:
             await self._run(webhook, attrs, 1)
+        context = context_of(attrs)
+        if context is not None:
+            state = context.plugin(self.name)
+            state.invoked = [w.index for w in hooks if w.index in seen_at and w not in again]
+            state.finished(attrs.object)
+            if changes:
+                context.should_reinvoke = True
+
+    async def reinvoke(self, attrs: RequestAttributes) -> None:
+        """The chain's second pass: IfNeeded webhooks called once, again, if the object changed since."""
+        context = context_of(attrs)
+        if context is None or attrs.object is None:
+            return
+        state = context.plugin(self.name)
+        if not state.invoked or not state.changed_since(attrs.object):
+            return
+        pending, state.invoked = state.invoked, []
+        for webhook in self.source.webhooks():
+            if webhook.index in pending:
+                await self._run(webhook, attrs, 1)
+        state.finished(attrs.object)
 
     async def _run(self, webhook: Any, attrs: RequestAttributes, round_index: int) -> bool | None:
         """True if the webhook changed the object, False if not, None if it was not called."""

@@ -22,6 +22,15 @@ dangling and waiting references), or deletes it with a ``uid`` precondition,
 so a same-named replacement is never hit. Owners are resolved in the
 dependent's namespace, so an owner in another namespace is never found.
 
+One shortcut, for the common case of a whole ReplicaSet's pods going at once:
+when the graph's copy of an object (no finalizers, not being deleted) names
+only owners already known absent, the collector deletes it at once with a
+``uid`` *and* ``resourceVersion`` precondition instead of reading it first.
+The server deletes it only if it is still exactly the version whose owners
+were judged, so the decision is the one the read would have led to; on a
+409 (it changed) the collector reads it and decides as above. That is one
+request per dependent instead of two (at 10,000 pods, 10,000 GETs saved).
+
 Queues (upstream names): ``garbage_collector_attempt_to_delete`` and
 ``garbage_collector_attempt_to_orphan``, both of uids.
 """
@@ -57,7 +66,8 @@ class GarbageCollector(KeyedController):
     def __init__(self, ctx: ControllerContext) -> None:
         super().__init__(ctx, name="garbagecollector", queue_name="garbage_collector_attempt_to_delete")
         self.recorder = ctx.recorder("garbage-collector-controller")
-        self.monitors = Monitors(ctx.client, on_change=self._observe, on_delete=self._forget, clock=ctx.clock)
+        self.monitors = Monitors(ctx.client, on_change=self._observe, on_delete=self._forget, clock=ctx.clock,
+                                shared=ctx.informers)
         self.orphan_queue = ctx.new_queue("garbage_collector_attempt_to_orphan")
         self.orphan_loop: ControllerLoop[str] = ControllerLoop(
             name="garbagecollector-orphan", queue=self.orphan_queue, sync=self.attempt_to_orphan,
@@ -149,6 +159,8 @@ class GarbageCollector(KeyedController):
         if node.virtual:
             await self._verify_virtual(node)
             return
+        if await self._delete_known_orphan(node):
+            return
         latest = await self._live(node)
         if latest is None:
             return  # gone: its DELETED event updates the graph
@@ -183,6 +195,29 @@ class GarbageCollector(KeyedController):
                                      preconditions={"uid": uid})
         except (NotFound, Conflict):
             return  # gone, or replaced by another object of that name
+
+    async def _delete_known_orphan(self, node: Node) -> bool:
+        """The shortcut of the module docstring; False when it does not apply or the object changed."""
+        if not node.resource_version or node.being_deleted or node.finalizers or not node.owners:
+            return False
+        for ref in node.owners:
+            resource = self.monitors.lookup(ref.get("apiVersion") or "", ref.get("kind") or "")
+            if resource is None or (resource.namespaced and not node.namespace):
+                return False
+            if (ref.get("uid") or "", node.namespace if resource.namespaced else "") not in self._absent:
+                return False
+        resource = self.monitors.lookup(node.api_version, node.kind)
+        if resource is None:
+            return False
+        logger.info("deleting object", extra={"object": node.describe(), "policy": "Background"})
+        try:
+            await self.client.delete(resource, node.namespace or None, node.name, propagation_policy="Background",
+                                     preconditions={"uid": node.uid, "resourceVersion": node.resource_version})
+        except NotFound:
+            return True
+        except Conflict:
+            return False  # changed since (or replaced): read it and decide again
+        return True
 
     async def _verify_virtual(self, node: Node) -> None:
         try:

@@ -42,6 +42,9 @@ class Node:
     virtual: bool = False
     being_deleted: bool = False
     deleting_dependents: bool = False
+    resource_version: str = ""
+    """Of the last observed version ("" for a virtual node)."""
+    finalizers: tuple[str, ...] = ()
 
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
@@ -98,6 +101,8 @@ class Graph:
                 if u in old and old[u].get("blockOwnerDeletion") and not r.get("blockOwnerDeletion"):
                     self._wake_owner(u)
         finalizers = meta.get("finalizers") or ()
+        node.resource_version = meta.get("resourceVersion") or ""
+        node.finalizers = tuple(finalizers)
         node.being_deleted = bool(meta.get("deletionTimestamp"))
         if node.being_deleted and FOREGROUND in finalizers:
             if not node.deleting_dependents:

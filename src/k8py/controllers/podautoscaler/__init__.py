@@ -5,6 +5,7 @@
 ``replicas``    upstream's replica calculation (tolerance, missing/unready pods)
 ``behavior``    stabilization windows and scaling policies, or the older rules
 ``metrics``     the seam to the metrics APIs (resource, custom, external)
+``monitor``     the controller's own Prometheus metrics
 """
 
 from __future__ import annotations

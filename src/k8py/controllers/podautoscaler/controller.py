@@ -22,7 +22,9 @@ Every ``hpa_sync_period`` seconds (``options.extra``, upstream's
    ``max(2 × current, 4)``), and bounded by min/max; ``AbleToScale`` and
    ``ScalingLimited`` say what changed it;
 4. a new count is written to the scale subresource with a
-   ``SuccessfulRescale`` Event ("New size: N; reason: …"), and the status
+   ``SuccessfulRescale`` Event ("New size: N; reason: …"; if the write is
+   refused, ``FailedRescale`` and ``AbleToScale=False`` ``FailedUpdateScale``
+   instead, retried at the next sync), and the status
    (current/desired replicas, currentMetrics, lastScaleTime, conditions) is
    written.
 
@@ -47,6 +49,7 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.pod_status import format_time
 from k8py.controllers.podautoscaler.behavior import Behavior, History, normalize
 from k8py.controllers.podautoscaler.metrics import MetricsSource, RestMetricsClient
+from k8py.controllers.podautoscaler.monitor import Monitor, action_label
 from k8py.controllers.podautoscaler.proposals import Proposal, propose
 from k8py.controllers.podautoscaler.replicas import Calculator
 
@@ -72,6 +75,7 @@ class HorizontalController(KeyedController):
         self.cpu_initialization_period = float(ctx.options.extra.get("hpa_cpu_initialization_period", 300.0))
         self.initial_readiness_delay = float(ctx.options.extra.get("hpa_initial_readiness_delay", 30.0))
         self.history: dict[str, History] = {}
+        self.monitor = Monitor(ctx.registry)
         self.hpas.add_event_handler(on_add=self.enqueue, on_update=self._changed, on_delete=self._deleted)
 
     def _changed(self, old: Any, new: Any) -> None:
@@ -83,10 +87,20 @@ class HorizontalController(KeyedController):
         self.history.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
 
     async def sync(self, key: str) -> float | None:
+        labels = {"action": "none", "error": "none"}
+        started = self.clock.monotonic()
+        try:
+            return await self._reconcile(key, labels)
+        finally:
+            if labels.get("seen"):
+                self.monitor.reconciliation(labels["action"], labels["error"], self.clock.monotonic() - started)
+
+    async def _reconcile(self, key: str, labels: dict[str, Any]) -> float | None:
         namespace, name = split_key(key)
         hpa = self.hpas.lister.try_get(namespace, name)
         if hpa is None:
             return None
+        labels["seen"] = True
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
         conditions: dict[str, tuple[str, str, str]] = {}
@@ -96,6 +110,7 @@ class HorizontalController(KeyedController):
         except StatusError as err:
             message = f"the HPA controller was unable to get the target's current scale: {err.message}"
             conditions["AbleToScale"] = ("False", "FailedGetScale", message)
+            labels["error"] = "spec" if isinstance(err, NotFound) and "no matches for kind" in err.message else "internal"
             self.recorder.event(hpa, "Warning", "FailedGetScale", err.message, resource=HORIZONTAL_POD_AUTOSCALERS)
             await self._write_status(hpa, None, None, [], conditions, scaled=False)
             return self.sync_period
@@ -125,6 +140,7 @@ class HorizontalController(KeyedController):
             metrics_status = proposal.statuses
             conditions["ScalingActive"] = proposal.condition
             if proposal.replicas is None:
+                labels["error"] = proposal.error_label
                 await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
                 self._warn(hpa, "FailedComputeMetricsReplicas", proposal.error)
                 return self.sync_period
@@ -138,9 +154,19 @@ class HorizontalController(KeyedController):
             conditions["ScalingLimited"] = ("True" if result.limited else "False", *result.limit)
             desired = result.replicas
         scaled = desired != current
+        labels["action"] = action_label(current, desired)
         if scaled:
-            await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
-                                    patch_type=PatchType.MERGE, subresource="scale")
+            try:
+                await self.client.patch(resource, namespace, ref["name"], {"spec": {"replicas": desired}},
+                                        patch_type=PatchType.MERGE, subresource="scale")
+            except StatusError as err:  # upstream: an Event, AbleToScale=False, and a retry at the next sync
+                labels["error"] = "internal"
+                self.recorder.eventf(hpa, "Warning", "FailedRescale", "New size: %d; reason: %s; error: %s", desired, why,
+                                     err.message, resource=HORIZONTAL_POD_AUTOSCALERS)
+                conditions["AbleToScale"] = ("False", "FailedUpdateScale",
+                                             f"the HPA controller was unable to update the target scale: {err.message}")
+                await self._write_status(hpa, current, None, metrics_status, conditions, scaled=False)
+                return self.sync_period
             if spec.get("behavior") is not None:
                 Behavior.record(history, now, current, desired)
             self.recorder.eventf(hpa, "Normal", "SuccessfulRescale", "New size: %d; reason: %s", desired, why,
@@ -174,7 +200,8 @@ class HorizontalController(KeyedController):
         status_replicas = int((scale.get("status") or {}).get("replicas") or 0)
         return await propose((hpa.get("spec") or {}).get("metrics") or [], namespace=namespace, selector=selector, pods=pods,
                              spec_replicas=current, status_replicas=status_replicas, source=self.metrics, calc=calc,
-                             warn=lambda reason, message: self._warn(hpa, reason, message))
+                             warn=lambda reason, message: self._warn(hpa, reason, message),
+                             observe=self.monitor.metric_computation, timer=self.clock.monotonic)
 
     async def _write_status(self, hpa: Any, current: int | None, desired: int | None, metrics: list[dict[str, Any]],
                             conditions: dict[str, tuple[str, str, str]], *, scaled: bool) -> None:

@@ -24,17 +24,20 @@ failed, or some did and the rest would scale down, the first failure becomes
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from k8py.api.quantity import format_milli_quantity, quantity_milli_value
 from k8py.api.selectors import label_selector_from_dict
 from k8py.controllers.podautoscaler.metrics import MetricsSource
+from k8py.controllers.podautoscaler.monitor import action_label
 from k8py.controllers.podautoscaler.replicas import Calculator, MetricError
 
 __all__ = ["Proposal", "propose", "go_label_selector"]
 
 Warn = Callable[[str, str], None]
+Observe = Callable[[str, str, str, float], None]
 
 
 @dataclass
@@ -44,12 +47,18 @@ class Proposal:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     condition: tuple[str, str, str] = ("True", "", "")  # ScalingActive status, reason, message
     error: str = ""
+    error_label: str = "none"  # the first failure's kind for the controller's metrics: "spec", "internal" or "none"
 
 
 class _Failed(Exception):
     def __init__(self, reason: str, inner: str, outer: str) -> None:
         super().__init__(outer)
         self.reason, self.inner, self.outer = reason, inner, outer
+
+    @property
+    def label(self) -> str:
+        """``spec`` when the HPA asks for what cannot be (no target set, an unknown type), else ``internal``."""
+        return "spec" if self.inner.startswith(("invalid ", "unknown metric source type")) else "internal"
 
 
 def go_label_selector(selector: Mapping[str, Any] | None) -> str:
@@ -212,32 +221,38 @@ class _Context:
 
 
 async def propose(metrics: list[Mapping[str, Any]], *, namespace: str, selector: str, pods: list[Mapping[str, Any]],
-                  spec_replicas: int, status_replicas: int, source: MetricsSource, calc: Calculator, warn: Warn) -> Proposal:
-    """The largest proposal of ``metrics`` with the per-metric statuses (``computeReplicasForMetrics``)."""
+                  spec_replicas: int, status_replicas: int, source: MetricsSource, calc: Calculator, warn: Warn,
+                  observe: Observe | None = None, timer: Callable[[], float] = time.monotonic) -> Proposal:
+    """The largest proposal of ``metrics`` with the per-metric statuses (``computeReplicasForMetrics``);
+    ``observe(action, error, metric_type, seconds)`` is told of each metric's computation."""
     ctx = _Context(namespace, selector, pods, spec_replicas, status_replicas, source, calc)
     out = Proposal(replicas=0)
     first: _Failed | None = None
     failures = 0
     for spec in metrics:
+        started = timer()
         try:
-            replicas, label, status = await ctx.one(spec)
+            try:
+                replicas, label, status = await ctx.one(spec)
+            except _Failed:
+                raise
+            except Exception as err:  # an adapter that answers garbage: a failed metric, not a crash loop
+                raise _Failed("FailedGetMetric", str(err), f"failed to get metric value: {err}") from None
         except _Failed as failed:
             warn(failed.reason, failed.inner)
+            if observe is not None:
+                observe("none", failed.label, str(spec.get("type") or ""), timer() - started)
             out.statuses.append({"type": ""})
             first = first or failed
             failures += 1
             continue
-        except Exception as err:  # an adapter that answers garbage: a failed metric, not a crash loop
-            failed = _Failed("FailedGetMetric", str(err), f"failed to get metric value: {err}")
-            warn(failed.reason, failed.inner)
-            out.statuses.append({"type": ""})
-            first = first or failed
-            failures += 1
-            continue
+        if observe is not None:
+            observe(action_label(spec_replicas, replicas), "none", str(spec.get("type") or ""), timer() - started)
         out.statuses.append(status)
         if not out.replicas or replicas > out.replicas:
             out.replicas, out.metric = replicas, label
     if first is not None:
+        out.error_label = first.label
         out.error = f"invalid metrics ({failures} invalid out of {len(metrics)}), first error is: {first.outer}"
     if first is not None and (failures >= len(metrics) or (out.replicas or 0) < spec_replicas):
         out.replicas = None

@@ -67,6 +67,8 @@ from .messages import (
 )
 
 __all__ = [
+    "HealthRuntime",
+    "ImageFilesystemRuntime",
     "ContainerState",
     "SandboxState",
     "Mount",
@@ -234,6 +236,24 @@ class StatsRuntime(Protocol):
     async def list_container_stats(self) -> Sequence[ContainerUsage]: ...
 
     async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]: ...
+
+
+@runtime_checkable
+class HealthRuntime(Protocol):
+    """A runtime that reports its own health (CRI ``Status``: RuntimeReady, NetworkReady), which the node's Ready
+    condition follows as upstream's does; a runtime without it is healthy while the kubelet runs."""
+
+    async def health_errors(self) -> list[str]:
+        """Why the runtime is not ready (upstream's messages), or nothing."""
+
+
+@runtime_checkable
+class ImageFilesystemRuntime(Protocol):
+    """A runtime whose images live on a filesystem of its own choosing (CRI ``ImageFsInfo``): the eviction
+    manager's ``imagefs`` signals read that one instead of the kubelet's image store."""
+
+    #: a path on the image filesystem ("" until the runtime said)
+    image_fs_path: str
 
 
 @runtime_checkable

@@ -1,8 +1,10 @@
 """``/exec/NS/POD/CONTAINER`` and ``/attach/NS/POD/CONTAINER`` over WebSocket.
 
 The kubelet's half of ``kubectl exec`` / ``attach`` (upstream
-``cri/streaming/remotecommand``), speaking ``v5.channel.k8s.io`` or
-``v4.channel.k8s.io`` (:mod:`k8py.api.stream_channels`). Query options as the
+``cri/streaming/remotecommand``), speaking ``v5.channel.k8s.io``,
+``v4.channel.k8s.io`` or the legacy ``channel.k8s.io`` — also what a client
+that offers no subprotocol gets, as upstream (:mod:`k8py.api.stream_channels`;
+its error channel then carries only a failure's message). Query options as the
 API server maps them: ``input``, ``output``, ``error``, ``tty``, ``command``
 (repeated, exec only).
 
@@ -50,7 +52,7 @@ from k8py.kubelet.server.cri_logs import parse_record
 from k8py.kubelet.server.exec_process import ExecProcess
 from k8py.kubelet.server_context import ServerContext
 
-__all__ = ["exec_handler", "attach_handler"]
+__all__ = ["exec_handler", "attach_handler", "send_status"]
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +74,30 @@ def _flags(request: web.Request) -> tuple[bool, bool, bool, bool]:
 
 
 def _protocol(request: web.Request) -> str:
+    """The subprotocol to answer with: "" (the legacy base protocol) for a client offering none."""
     if request.headers.get("Upgrade", "").lower() != "websocket":
         raise KubeletError(400, f"exec and attach are served over WebSocket ({', '.join(ch.REMOTECOMMAND_PROTOCOLS)})")
-    protocol = ch.negotiate(request.headers.getall("Sec-WebSocket-Protocol", []), ch.REMOTECOMMAND_PROTOCOLS)
+    offered = request.headers.getall("Sec-WebSocket-Protocol", [])
+    if not any(p.strip() for value in offered for p in value.split(",")):
+        return ""
+    protocol = ch.negotiate(offered, ch.REMOTECOMMAND_PROTOCOLS)
     if protocol is None:
         raise KubeletError(400, f"no supported WebSocket subprotocol offered; the kubelet serves {', '.join(ch.REMOTECOMMAND_PROTOCOLS)}")
     return protocol
 
 
 async def _open(request: web.Request, protocol: str, first_channel: int) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(protocols=(protocol,), max_msg_size=0)
+    ws = web.WebSocketResponse(protocols=(protocol,) if protocol else (), max_msg_size=0)
     await ws.prepare(request)
     await ws.send_bytes(ch.frame(first_channel, b""))
     return ws
+
+
+async def send_status(ws: web.WebSocketResponse, protocol: str, status: bytes) -> None:
+    """The command's end on the error channel, as ``protocol`` carries it (none for a legacy success)."""
+    message = ch.error_channel_message(protocol, status)
+    if message is not None:
+        await ws.send_bytes(ch.frame(ch.ERROR, message))
 
 
 async def _read_client(
@@ -136,7 +149,7 @@ def exec_handler(ctx: ServerContext) -> Handler:
         except OSError as err:
             # as runc and a shell report it: the reason on stderr, 127 (not found) or 126 (not executable)
             await ws.send_bytes(ch.frame(ch.STDOUT if tty else ch.STDERR, f'exec: "{command[0]}": {err.strerror}\n'.encode()))
-            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command)))
+            await send_status(ws, protocol, ch.exit_status(127 if isinstance(err, FileNotFoundError) else 126, command))
             await ws.close()
             return ws
         try:
@@ -175,7 +188,7 @@ async def _run_exec(ws: web.WebSocketResponse, proc: ExecProcess, *, protocol: s
             return
         code = await exited
         reader.cancel()
-    await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(code, command)))
+    await send_status(ws, protocol, ch.exit_status(code, command))
     await ws.close()
 
 
@@ -246,7 +259,7 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                 for task in (out, reader, over):
                     task.cancel()
             if (out in done or over in done) and not ws.closed:
-                await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+                await send_status(ws, protocol, ch.exit_status(0))
         except* ConnectionError:
             log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})
         finally:
@@ -281,7 +294,7 @@ async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTermina
             out.cancel()
             reader.cancel()
         if out in done and not ws.closed:
-            await ws.send_bytes(ch.frame(ch.ERROR, ch.exit_status(0)))
+            await send_status(ws, protocol, ch.exit_status(0))
     except* ConnectionError:
         log.debug("attach client went away", extra={"container": where})
     finally:

@@ -11,8 +11,10 @@ from two scrapes, as metrics-server does.
 
 ``/stats/summary`` is the kubelet Summary API (``stats/v1alpha1``) with the
 fields ``kubectl get --raw .../proxy/stats/summary`` users read (node and per
-pod/container cpu and memory, and the pod's ``network`` when the runtime
-measures it); ``usageNanoCores`` is the rate since the previous call (0 on
+pod/container cpu and memory, the pod's ``network`` when the runtime
+measures it, the node's ``fs`` and ``runtime.imageFs``: the filesystems of
+the kubelet's root directory and of the images, the runtime's own on
+containerd); ``usageNanoCores`` is the rate since the previous call (0 on
 the first).
 
 Measurements come from :mod:`k8py.kubelet.stats` (``/proc``), or from the
@@ -23,6 +25,7 @@ the newest running attempt of each container the kubelet's pods have.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -172,8 +175,22 @@ def summary_handler(ctx: ServerContext, *, boot_time: float | None = None) -> Ha
         # upstream's NetworkStats: the default interface's counters inline, every interface in the list
         return {"time": _rfc3339(n.timestamp), **iface(n.interfaces[0]), "interfaces": [iface(i) for i in n.interfaces]}
 
+    def fs(when: float, path: str) -> dict[str, Any] | None:
+        """Upstream's FsStats of the filesystem holding ``path`` (None when it cannot be read)."""
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return None
+        capacity, available = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        return {"time": _rfc3339(when), "availableBytes": available, "capacityBytes": capacity,
+                "usedBytes": (st.f_blocks - st.f_bfree) * st.f_frsize, "inodesFree": st.f_ffree, "inodes": st.f_files,
+                "inodesUsed": st.f_files - st.f_ffree}
+
     async def handler(_: web.Request) -> web.Response:
         s = await collect(ctx)
+        node_path, image_path = ctx.filesystems()
+        node_fs = fs(s.timestamp, node_path) if node_path else None
+        image_fs = fs(s.timestamp, image_path) if image_path else None
         pods: dict[tuple[str, str, str], list[ContainerSample]] = {}
         for c in s.containers:
             pods.setdefault((c.namespace, c.pod, c.uid), []).append(c)
@@ -183,6 +200,8 @@ def summary_handler(ctx: ServerContext, *, boot_time: float | None = None) -> Ha
                 "startTime": _rfc3339(started),
                 "cpu": cpu("node", s.timestamp, s.node_cpu_seconds),
                 "memory": memory(s.timestamp, s.node_memory.working_set, s.node_memory.available),
+                **({"fs": node_fs} if node_fs else {}),
+                **({"runtime": {"imageFs": image_fs}} if image_fs else {}),
             },
             "pods": [
                 {

@@ -18,9 +18,11 @@ Order of a session, as :mod:`.remote_command` (the process runtime's):
    it (a FIN: the command reads EOF); resize messages go to its resize stream;
 4. when the runtime has ended stdout and stderr, its ``Status`` (the exit
    code, as it wrote it) goes out on the error channel and the socket closes.
-   A client that goes away closes the runtime session; containerd lets the
-   command run on then (upstream's behaviour with containerd too:
-   kubernetes/kubernetes#89031), where the process runtime kills it.
+   A client that goes away closes the runtime session: containerd closes the
+   command's stdin and lets it run on (upstream's kubelet on containerd does
+   the same: kubernetes/kubernetes#89031, containerd/cri#1256; tested in
+   tests/kubelet/cri/test_kubelet_cri_streams_e2e), where the process
+   runtime kills it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from aiohttp import WSMsgType, web
 from k8py.api import stream_channels as ch
 from k8py.kubelet.runtime.protocols import NotFoundError, RemoteStream, RuntimeErrorStatus
 from k8py.kubelet.server.containers import KubeletError, running_attempt
-from k8py.kubelet.server.remote_command import _error, _flags, _open, _protocol
+from k8py.kubelet.server.remote_command import _error, _flags, _open, _protocol, send_status
 from k8py.kubelet.server_context import ServerContext
 
 __all__ = ["remote_exec_handler", "remote_attach_handler"]
@@ -121,5 +123,5 @@ async def _relay(ws: web.WebSocketResponse, remote: RemoteStream, protocol: str)
             return
         status = await remote.status()
         client.cancel()
-    await ws.send_bytes(ch.frame(ch.ERROR, status))
+    await send_status(ws, protocol, status)
     await ws.close()

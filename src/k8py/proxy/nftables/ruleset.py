@@ -8,17 +8,23 @@ packet sees either the old rules or the new ones, never half.
 
 Layout (names as kube-proxy's where there is one)::
 
-    map service-ips        ip daddr . l4proto . dport : goto service-…    (cluster IPs)
+    map service-ips        ip daddr . l4proto . dport : goto service-…    (cluster IPs;
+                           external IPs and load-balancer IPs goto external-…)
     map service-nodeports  l4proto . dport : goto external-…              (node ports)
     set nodeport-ips       the node addresses node ports answer on
     map no-endpoint-services / no-endpoint-nodeports : goto reject-chain
+    map firewall-ips       load-balancer IP . l4proto . dport : goto firewall-…
+                           (``ip saddr != { loadBalancerSourceRanges } drop``),
+                           checked before DNAT (filter prerouting/output, -110)
 
     nat-prerouting  (nat, prerouting, dstnat)  jump services
     nat-output      (nat, output, -100)        jump services
     nat-postrouting (nat, postrouting, srcnat) mark 0x4000 → masquerade
     filter-forward / filter-output / filter-input (filter, -110):
                     a new connection to a Service port without endpoints is
-                    rejected (TCP reset / ICMP port unreachable) at once
+                    rejected (TCP reset / ICMP port unreachable) at once; one
+                    whose endpoints a Local traffic policy leaves elsewhere is
+                    dropped, as upstream
     service-<hash>  numgen random mod N vmap { 0 : goto endpoint-<hash>, … }
     external-<hash> mark for masquerade, goto service-<hash> of the
                     external endpoints
@@ -79,6 +85,13 @@ def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str]
     lines.append("  }")
 
 
+def _no_endpoint_verdict(sp: ServicePort) -> str:
+    """REJECT when the Service has no usable endpoint anywhere; DROP when it has some, but a
+    ``Local`` traffic policy leaves none on this node (upstream: "has no local endpoints")."""
+    elsewhere = any(ep.ready or (ep.serving and ep.terminating) for ep in sp.all_endpoints)
+    return "drop" if elsewhere else "goto reject-chain"
+
+
 def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> str:
     """The ``nft -f`` text that makes ``table`` forward as ``services`` says."""
     lines = [f"add table ip {table}", f"delete table ip {table}", f"table ip {table} {{",
@@ -88,6 +101,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
     nodeports: list[str] = []
     no_ep: list[str] = []
     no_ep_nodeports: list[str] = []
+    firewall_ips: list[str] = []
     endpoint_lines: list[str] = []
     affinity_sets: list[str] = []
     used: set[str] = set()
@@ -109,17 +123,27 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
                 service_ips.append(f"{ip} . {proto} . {sp.port} : goto {svc_chain}")
         else:
             for ip in sp.cluster_ips:
-                no_ep.append(f"{ip} . {proto} . {sp.port} : goto reject-chain")
-        if sp.node_port:
+                no_ep.append(f"{ip} . {proto} . {sp.port} : {_no_endpoint_verdict(sp)}")
+        if sp.node_port or sp.external_ips or sp.load_balancer_ips:
             if sp.external_endpoints:
                 ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
                 _lb(ext_lb, sp.external_endpoints, f"{sp}/{proto} external", chains, endpoint_chains, sp.session_affinity)
                 ext = _chain("external", sp.namespace, sp.name, sp.port_name, proto)
-                chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} node port {sp.node_port}"',
+                chains += [f"  chain {ext} {{", f'    comment "{sp}/{proto} external (node port {sp.node_port or "none"})"',
                            f"    meta mark set meta mark | {MASQUERADE_MARK:#x}", f"    goto {ext_lb}", "  }"]
-                nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
+                if sp.node_port:
+                    nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
+                service_ips += [f"{ip} . {proto} . {sp.port} : goto {ext}" for ip in sp.external_ips + sp.load_balancer_ips]
             else:
-                no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
+                verdict = _no_endpoint_verdict(sp)
+                if sp.node_port:
+                    no_ep_nodeports.append(f"{proto} . {sp.node_port} : {verdict}")
+                no_ep += [f"{ip} . {proto} . {sp.port} : {verdict}" for ip in sp.external_ips + sp.load_balancer_ips]
+        if sp.load_balancer_ips and sp.source_ranges:
+            fw = _chain("firewall", sp.namespace, sp.name, sp.port_name, proto)
+            chains += [f"  chain {fw} {{", f'    comment "{sp}/{proto} loadBalancerSourceRanges"',
+                       f"    ip saddr != {{ {', '.join(sp.source_ranges)} }} drop", "  }"]
+            firewall_ips += [f"{ip} . {proto} . {sp.port} : goto {fw}" for ip in sp.load_balancer_ips]
         referenced = {c.rstrip(",") for line in chains for c in line.split() if c.startswith("endpoint-")}
         for k, name in sorted(endpoint_chains.items(), key=lambda kv: kv[1]):
             if name not in referenced or name in used:
@@ -145,6 +169,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
     vmap("service-nodeports", "inet_proto . inet_service", nodeports)
     vmap("no-endpoint-services", "ipv4_addr . inet_proto . inet_service", no_ep)
     vmap("no-endpoint-nodeports", "inet_proto . inet_service", no_ep_nodeports)
+    vmap("firewall-ips", "ipv4_addr . inet_proto . inet_service", firewall_ips)
     addrs = sorted({a for a in node_addresses if a and ":" not in a})
     lines.append("  set nodeport-ips {")
     lines.append("    type ipv4_addr")
@@ -161,6 +186,9 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         "    ip daddr . meta l4proto . th dport vmap @no-endpoint-services",
         "    ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports",
         "  }",
+        "  chain firewall-check {",
+        "    ip daddr . meta l4proto . th dport vmap @firewall-ips",
+        "  }",
         "  chain masquerading {",
         f"    meta mark & {MASQUERADE_MARK:#x} == 0 return",
         f"    meta mark set meta mark ^ {MASQUERADE_MARK:#x}",
@@ -170,7 +198,9 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
         "  chain nat-output {", "    type nat hook output priority -100; policy accept;", "    jump services", "  }",
         "  chain nat-postrouting {", "    type nat hook postrouting priority srcnat; policy accept;", "    jump masquerading", "  }",
         "  chain filter-forward {", "    type filter hook forward priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
-        "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
+        "  chain filter-prerouting {", "    type filter hook prerouting priority -110; policy accept;", "    jump firewall-check", "  }",
+        "  chain filter-output {", "    type filter hook output priority -110; policy accept;", "    ct state new jump endpoints-check",
+        "    jump firewall-check", "  }",
         "  chain filter-input {", "    type filter hook input priority -110; policy accept;", "    ct state new jump endpoints-check", "  }",
     ]
     lines += affinity_sets + endpoint_lines + chains  # a vmap may only name chains (and sets) already declared

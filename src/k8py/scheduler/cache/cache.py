@@ -59,6 +59,9 @@ class SchedulerCache:
         #: nodes stay as tombstones with node=None): ``changed_since`` walks it
         #: from the end, as upstream's generation-ordered node list
         self._recent: dict[str, NodeInfo] = {}
+        #: bumped whenever a node enters or leaves ``nodes`` (positions move):
+        #: ``framework.node_table`` rebuilds its tables then
+        self.layout = 0
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -116,6 +119,7 @@ class SchedulerCache:
         if info.index < 0:
             info.index = len(self.nodes)
             self.nodes.append(info)
+            self.layout += 1
         self._touch(info)
         return info
 
@@ -133,6 +137,7 @@ class SchedulerCache:
                 self.nodes[info.index] = last
                 last.index = info.index
             info.index = -1
+            self.layout += 1
         info.node = None
         info.labels = {}
         info.generation = next(_GENERATIONS)

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from k8py.scheduler.framework.diagnosis import Diagnosis
 from k8py.scheduler.framework.interfaces import CycleState, PostFilterResult, PreFilterResult
 from k8py.scheduler.framework.node_local import plan_for
+from k8py.scheduler.framework.node_table import WINDOW_KEY
 from k8py.scheduler.framework.status import Code, Status, as_error, merge
 from k8py.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from k8py.scheduler.framework.waiting_pods import WaitingPod, WaitingPods
@@ -106,11 +107,11 @@ class Framework:
             if plugin.name not in state.skip_filter and hasattr(plugin, "remove_pod"):
                 plugin.remove_pod(state, pod, remove, node)
 
-    def _active_filters(self, state: CycleState) -> list[Any]:
+    def active_filters(self, state: CycleState) -> list[Any]:
         return [p for p in self.points["filter"] if p.name not in state.skip_filter]
 
     def run_filter_plugins(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        for plugin in self._active_filters(state):
+        for plugin in self.active_filters(state):
             status = plugin.filter(state, pod, node)
             if status is not None and not status.is_success():
                 return status.with_plugin(plugin.name)
@@ -119,7 +120,7 @@ class Framework:
     def filter_chunk(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], failed: dict[str, Status]) -> list[NodeInfo]:
         """The nodes of ``nodes`` that pass every filter: the node-local ones through
         the per-node memo (``node_local``), then the others, batch forms first."""
-        plan = plan_for(state, pod, self._active_filters(state), self.points["score"])
+        plan = plan_for(state, pod, self.active_filters(state), self.points["score"])
         if plan.filters and nodes:
             nodes = plan.filter(state, pod, nodes, failed)
         for plugin in plan.others:
@@ -170,7 +171,7 @@ class Framework:
         summed in one pass. A plugin whose (normalized) scores are equal on every
         node only adds a constant, which cannot change the choice: it is left out.
         """
-        plan = plan_for(state, pod, self._active_filters(state), self.points["score"])
+        plan = plan_for(state, pod, self.active_filters(state), self.points["score"])
         local = {p.name: i for i, p in enumerate(plan.scorers)}
         entries: list[tuple[int, ...]] | None = None
         linear: list[tuple[int, int]] = []
@@ -183,10 +184,15 @@ class Framework:
                 linear.append((i, self.weights.get(plugin.name, 1)))
             else:
                 rest.append((plugin, i))
-        if local and (linear or any(i is not None for _, i in rest)):
+        # the table path (framework.node_table) left the window these nodes came from
+        found = state.data.get(WINDOW_KEY)
+        window = found[0] if found is not None and found[1] is nodes else None
+        if window is None and local and (linear or any(i is not None for _, i in rest)):
             entries = plan.scores(state, pod, nodes)
         if not linear:
             totals = [0] * len(nodes)
+        elif window is not None:
+            totals = window.scores(tuple(linear))
         elif len(linear) == 1:
             (i, w), = linear
             totals = [e[i] * w for e in entries]  # type: ignore[union-attr]
@@ -197,7 +203,7 @@ class Framework:
             totals = [sum(e[i] * w for i, w in linear) for e in entries]  # type: ignore[union-attr]
         for plugin, i in rest:
             if i is not None:
-                scores = [e[i] for e in entries]  # type: ignore[union-attr]
+                scores = window.scores(((i, 1),)) if window is not None else [e[i] for e in entries]  # type: ignore[union-attr]
             else:
                 batch = getattr(plugin, "score_nodes", None)
                 scores = batch(state, pod, nodes) if batch is not None else [plugin.score(state, pod, n) for n in nodes]

@@ -4,7 +4,10 @@ YAML file, with upstream's defaults.
 Read: ``profiles`` (schedulerName, ``plugins`` per extension point and
 ``multiPoint`` with enabled/disabled and weights, ``pluginConfig`` args, a
 per-profile ``percentageOfNodesToScore``), ``percentageOfNodesToScore``,
-``podInitialBackoffSeconds``, ``podMaxBackoffSeconds``, ``leaderElection``.
+``podInitialBackoffSeconds``, ``podMaxBackoffSeconds``, ``leaderElection``,
+``clientConnection.qps``/``burst`` (upstream's 50 and 100; k8py applies them to
+the Events client only, as upstream's separate event clientset has its own
+limiter: the scheduling requests are not rate-limited client-side).
 Anything else is ignored with a warning. Errors are ``ValueError`` naming the
 field, so the command can print what to fix.
 """
@@ -71,6 +74,9 @@ class SchedulerConfig:
     pod_initial_backoff: float = 1.0
     pod_max_backoff: float = 10.0
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+    #: clientConnection: the Events' writes per second and burst
+    client_qps: float = 50.0
+    client_burst: int = 100
 
 
 def _plugin_set(raw: Any, where: str) -> dict[str, list[Any]]:
@@ -115,6 +121,13 @@ def parse_config(doc: dict[str, Any]) -> SchedulerConfig:
         config.pod_max_backoff = float(doc["podMaxBackoffSeconds"])
     if config.pod_initial_backoff <= 0 or config.pod_max_backoff < config.pod_initial_backoff:
         raise ValueError("podInitialBackoffSeconds must be > 0 and podMaxBackoffSeconds at least as large")
+    conn = doc.get("clientConnection") or {}
+    if "qps" in conn:
+        config.client_qps = float(conn["qps"])
+    if "burst" in conn:
+        config.client_burst = int(conn["burst"])
+    if config.client_qps <= 0 or config.client_burst < 1:
+        raise ValueError("clientConnection: qps must be > 0 and burst at least 1")
     le = doc.get("leaderElection") or {}
     config.leader_election = LeaderElectionConfig(
         leader_elect=bool(le.get("leaderElect", True)),

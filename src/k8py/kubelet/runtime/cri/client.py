@@ -101,8 +101,9 @@ class CRIClient:
     async def version(self, *, timeout: float | None = None) -> pb.VersionResponse:
         return await self._call(self._runtime, "Version", pb.VersionRequest(version=API_VERSION), timeout)
 
-    async def status(self, *, timeout: float | None = None) -> pb.StatusResponse:
-        return await self._call(self._runtime, "Status", pb.StatusRequest(), timeout)
+    async def status(self, *, verbose: bool = False, timeout: float | None = None) -> pb.StatusResponse:
+        """The runtime's conditions (RuntimeReady, NetworkReady); ``verbose``: its ``info`` too (containerd: its config)."""
+        return await self._call(self._runtime, "Status", pb.StatusRequest(verbose=verbose), timeout)
 
     async def update_runtime_config(self, pod_cidr: str, *, timeout: float | None = None) -> None:
         req = pb.UpdateRuntimeConfigRequest(runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr=pod_cidr)))
@@ -148,6 +149,11 @@ class CRIClient:
     async def container_status(self, container_id: str, *, timeout: float | None = None) -> pb.ContainerStatus:
         req = pb.ContainerStatusRequest(container_id=container_id)
         return (await self._call(self._runtime, "ContainerStatus", req, timeout)).status
+
+    async def reopen_container_log(self, container_id: str, *, timeout: float | None = None) -> None:
+        """Make the runtime open the container's log path anew (after the kubelet renamed the file away)."""
+        req = pb.ReopenContainerLogRequest(container_id=container_id)
+        await self._call(self._runtime, "ReopenContainerLog", req, timeout)
 
     async def exec_sync(self, container_id: str, cmd: list[str], timeout_seconds: int, *,
                         timeout: float | None = None) -> pb.ExecSyncResponse:
@@ -253,3 +259,7 @@ class CRIClient:
 
     async def remove_image(self, image: str, *, timeout: float | None = None) -> None:
         await self._call(self._images, "RemoveImage", pb.RemoveImageRequest(image=pb.ImageSpec(image=image)), timeout)
+
+    async def image_fs_info(self, *, timeout: float | None = None) -> list[pb.FilesystemUsage]:
+        """The filesystems holding the runtime's images (mountpoint, bytes and inodes the images use)."""
+        return list((await self._call(self._images, "ImageFsInfo", pb.ImageFsInfoRequest(), timeout)).image_filesystems)

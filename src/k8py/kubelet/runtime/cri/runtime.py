@@ -1,10 +1,9 @@
 """The kubelet's runtime protocols (:mod:`k8py.kubelet.runtime.protocols`) on a CRI runtime.
 
 :class:`CRIRuntime` turns each protocol call into the CRI call of the same
-name on :class:`~.client.CRIClient` and converts between k8py's dataclasses
-and the protobuf messages: times (CRI nanoseconds → Unix seconds), log paths
-(absolute here, relative to the sandbox's log directory in CRI), the pod
-cgroup (below ``cgroup_root``, cgroupfs driver), resources and run-as ids.
+name on :class:`~.client.CRIClient`; :mod:`.convert` converts between k8py's
+dataclasses and the protobuf messages (times, the pod cgroup below
+``cgroup_root``, resources, run-as ids, namespaces).
 
 Container events (:mod:`.events`): the runtime's ``GetContainerEvents``
 stream when it has one, relisting every ``poll_interval`` seconds when it has
@@ -21,8 +20,16 @@ working stream.
 ``port_forward_address`` (the pod IP over the CNI bridge) is kept for callers
 that want a plain address. Resource usage is the runtime's
 (``ListContainerStats``: containerd reads the containers' cgroups).
+Health (:meth:`CRIRuntime.health_errors`): the runtime's RuntimeReady and
+NetworkReady conditions, which the node's Ready condition follows.
 ``hostNetwork`` pods: the sandbox and its containers in the node's network
 namespace (``NamespaceMode.NODE``), the node's IP (``node_ip``) as pod IP.
+
+Images: pulls through the runtime (``PullImage`` with each credential in
+turn), and with ``image_gc`` the runtime's images collected by disk
+thresholds as upstream's kubelet collects them (:mod:`.image_gc`). Logs:
+containerd writes them; with ``log_rotation`` the kubelet rotates them
+(:mod:`.log_rotation`, CRI ``ReopenContainerLog``).
 
 Invariants: every CRI failure reaches the kubelet as NotFoundError or
 RuntimeErrorStatus with containerd's message; pulls try each credential in
@@ -39,41 +46,40 @@ from typing import AsyncIterator, Sequence
 
 import grpc
 
+from k8py.kubelet.images.gc import GCPolicy
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
+from k8py.kubelet.runtime.cri.convert import HOST_NETWORK_ANNOTATION, container_config, sandbox_config, seconds
+from k8py.kubelet.runtime.cri.convert import container_status as status_of
 from k8py.kubelet.runtime.cri.events import ContainerEvents
+from k8py.kubelet.runtime.cri.image_gc import CRIImageGC
+from k8py.kubelet.runtime.cri.log_rotation import ContainerLogRotation
 from k8py.kubelet.runtime.cri.streams import RemoteCommand, port_forward_connection
-from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerState, ContainerUsage,
+from k8py.kubelet.runtime.protocols import (ContainerConfig, ContainerEvent, ContainerUsage,
                                             ContainerStatus, ExecResult, ExecSpec, Image, ImageSpec, InterfaceUsage, NotFoundError,
-                                            PodNetworkUsage, PodSandboxConfig, PodSandboxStatus, Resources, RuntimeErrorStatus,
+                                            PodNetworkUsage, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus,
                                             RuntimeInfo, SandboxState)
 
 __all__ = ["CRIRuntime"]
 
 log = logging.getLogger(__name__)
 
-_STATES = {pb.CONTAINER_CREATED: ContainerState.CREATED, pb.CONTAINER_RUNNING: ContainerState.RUNNING,
-           pb.CONTAINER_EXITED: ContainerState.EXITED, pb.CONTAINER_UNKNOWN: ContainerState.UNKNOWN}
-#: the image name the kubelet asked for, kept on the container: containerd reports an image by its ID's
-#: first tag, which differs when two names share one image (upstream keeps pod-spec facts in labels too)
-IMAGE_ANNOTATION = "k8py.io/image"
-#: on sandboxes in the node's network namespace (the runtime reports no IP for them)
-HOST_NETWORK_ANNOTATION = "k8py.io/host-network"
-_PROTOCOLS = {"TCP": pb.TCP, "UDP": pb.UDP, "SCTP": pb.SCTP}
-
-
-def _seconds(ns: int) -> float:
-    return ns / 1e9 if ns else 0.0
-
-
-def _resources(r: Resources) -> pb.LinuxContainerResources:
-    return pb.LinuxContainerResources(cpu_period=r.cpu_period if r.cpu_quota else 0, cpu_quota=r.cpu_quota,
-                                      cpu_shares=r.cpu_shares, memory_limit_in_bytes=r.memory_limit)
+#: seconds without an answer to ``Status`` after which the runtime is down (upstream's baseRuntimeSyncThreshold)
+RUNTIME_DOWN_AFTER = 30.0
 
 
 class CRIRuntime:
     def __init__(self, client: CRIClient, *, cgroup_root: str = "/k8py", poll_interval: float = 1.0,
-                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", clock=time.time) -> None:
+                 evented_relist_period: float = 300.0, node_ip: str = "127.0.0.1", image_gc: GCPolicy | None = None,
+                 log_rotation: tuple[int, int] | None = None, clock=time.time) -> None:
+        """``image_gc``: the thresholds the runtime's images are collected by; ``log_rotation``: (containerLogMaxSize,
+        containerLogMaxFiles) the containers' logs are rotated by; each runs once connected (None: never)."""
         self.client = client
+        self.image_gc = CRIImageGC(client, image_gc, clock=clock) if image_gc is not None else None
+        self.log_rotation = (ContainerLogRotation(client, max_size=log_rotation[0], max_files=log_rotation[1], clock=clock)
+                             if log_rotation is not None else None)
+        self._tasks: list[asyncio.Task[None]] = []
+        #: where the runtime keeps its images (CRI ImageFsInfo), read on connect: the eviction manager's imagefs
+        self.image_fs_path = ""
         self.cgroup_root = "/" + cgroup_root.strip("/")
         self.poll_interval = poll_interval
         #: the IP host-network pods report
@@ -82,6 +88,7 @@ class CRIRuntime:
                                        clock=clock)
         self._clock = clock
         self._version: pb.VersionResponse | None = None
+        self._last_status_ok = clock()
 
     async def connect(self) -> "CRIRuntime":
         """Ask the runtime for its version (fails fast with a clear message when the socket is wrong)."""
@@ -90,6 +97,16 @@ class CRIRuntime:
         except CRIError as e:
             raise RuntimeErrorStatus("RuntimeUnavailable", f"no CRI runtime at {self.client.endpoint}: {e.details}; "
                                      "is containerd running with its CRI plugin?") from e
+        try:
+            self.image_fs_path = next((f.fs_id.mountpoint for f in await self.client.image_fs_info(timeout=30)
+                                       if f.fs_id.mountpoint), "")
+        except (CRIError, NotFoundError) as e:
+            log.info("the runtime did not say where its images are (%s): imagefs is the kubelet's own", e)
+        if not self._tasks:
+            if self.image_gc is not None:
+                self._tasks.append(asyncio.create_task(self.image_gc.run(), name="cri-image-gc"))
+            if self.log_rotation is not None:
+                self._tasks.append(asyncio.create_task(self.log_rotation.run(), name="cri-log-rotation"))
         return self
 
     def info(self) -> RuntimeInfo:
@@ -99,25 +116,35 @@ class CRIRuntime:
                            isolation=f"{name} {version} over CRI v1 at {self.client.endpoint} (cgroups below {self.cgroup_root})")
 
     async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
         await self.client.close()
 
     # --- sandboxes ----------------------------------------------------------------------
 
-    def _sandbox_pb(self, c: PodSandboxConfig) -> pb.PodSandboxConfig:
-        cfg = pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name=c.name, namespace=c.namespace, uid=c.uid, attempt=c.attempt),
-            # as upstream, a host-network pod has the node's hostname (its UTS namespace): none is set
-            hostname="" if c.host_network else c.hostname or c.name, log_directory=c.log_directory, labels=dict(c.labels),
-            annotations=dict(c.annotations),
-            port_mappings=[pb.PortMapping(protocol=_PROTOCOLS.get(proto.upper(), pb.TCP), container_port=cport,
-                                          host_port=hport, host_ip=hip) for proto, cport, hport, hip in c.port_mappings])
-        cfg.linux.cgroup_parent = f"{self.cgroup_root}/{c.cgroup_parent.strip('/')}" if c.cgroup_parent else self.cgroup_root
-        cfg.linux.resources.CopyFrom(_resources(c.resources))
-        cfg.linux.security_context.namespace_options.pid = pb.CONTAINER  # as upstream without shareProcessNamespace
-        if c.host_network:  # the node's network namespace (and, in containerd, its UTS namespace): no CNI
-            cfg.linux.security_context.namespace_options.network = pb.NODE
-            cfg.annotations[HOST_NETWORK_ANNOTATION] = "true"
-        return cfg
+    async def health_errors(self) -> list[str]:
+        """Upstream's ``updateRuntimeUp`` checks: CRI ``Status``'s RuntimeReady and NetworkReady, in its words
+        (``container runtime network not ready: NetworkReady=false reason:… message:…``); a runtime that has not
+        answered for ``RUNTIME_DOWN_AFTER`` seconds is down."""
+        try:
+            status = await self.client.status(timeout=10)
+        except (CRIError, NotFoundError) as e:
+            log.warning("container runtime status check failed: %s", e)
+            if self._clock() - self._last_status_ok >= RUNTIME_DOWN_AFTER:
+                return ["container runtime is down"]
+            return []
+        self._last_status_ok = self._clock()
+        conditions = {c.type: c for c in status.status.conditions}
+        errors = []
+        for kind, what in (("RuntimeReady", "container runtime not ready"), ("NetworkReady", "container runtime network not ready")):
+            c = conditions.get(kind)
+            if c is None:
+                errors.append(f"{what}: {kind} not reported")
+            elif not c.status:
+                errors.append(f"{what}: {kind}=false reason:{c.reason} message:{c.message}")
+        return errors
 
     async def update_runtime_config(self, *, pod_cidr: str) -> None:
         """Pass the node's pod CIDR on, as upstream's kubelet does: containerd writes its CNI config from its
@@ -129,7 +156,7 @@ class CRIRuntime:
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         try:
-            return await self.client.run_pod_sandbox(self._sandbox_pb(config))
+            return await self.client.run_pod_sandbox(sandbox_config(config, self.cgroup_root))
         except CRIError as e:
             raise RuntimeErrorStatus("CreatePodSandboxError", e.details) from e
 
@@ -150,7 +177,7 @@ class CRIRuntime:
         m = s.metadata
         return PodSandboxStatus(id=s.id, name=m.name, namespace=m.namespace, uid=m.uid, attempt=m.attempt,
                                 state=SandboxState.READY if s.state == pb.SANDBOX_READY else SandboxState.NOTREADY,
-                                created_at=_seconds(s.created_at),
+                                created_at=seconds(s.created_at),
                                 # a host-network pod's IP is the node's (the runtime reports none), as upstream
                                 ip=s.network.ip or (self.node_ip if s.annotations.get(HOST_NETWORK_ANNOTATION) else ""),
                                 additional_ips=[ip.ip for ip in s.network.additional_ips],
@@ -169,25 +196,9 @@ class CRIRuntime:
     # --- containers ---------------------------------------------------------------------
 
     async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox: PodSandboxConfig) -> str:
-        c = config
-        cfg = pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name=c.name, attempt=c.attempt), image=pb.ImageSpec(image=c.image),
-            command=list(c.command), args=list(c.args), working_dir=c.working_dir,
-            envs=[pb.KeyValue(key=k, value=v) for k, v in c.env],
-            mounts=[pb.Mount(container_path=m.container_path, host_path=m.host_path, readonly=m.readonly) for m in c.mounts],
-            labels=dict(c.labels), annotations={**c.annotations, IMAGE_ANNOTATION: c.image}, log_path=c.log_path,
-            stdin=c.stdin, stdin_once=c.stdin_once, tty=c.tty)
-        cfg.linux.resources.CopyFrom(_resources(c.resources))
-        # the proto default (POD) would put every container in the sandbox's pid namespace, under pause
-        cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
-        if sandbox.host_network:
-            cfg.linux.security_context.namespace_options.network = pb.NODE
-        if c.run_as_user is not None:
-            cfg.linux.security_context.run_as_user.value = c.run_as_user
-        if c.run_as_group is not None:
-            cfg.linux.security_context.run_as_group.value = c.run_as_group
         try:
-            return await self.client.create_container(sandbox_id, cfg, self._sandbox_pb(sandbox))
+            return await self.client.create_container(sandbox_id, container_config(config, host_network=sandbox.host_network),
+                                                      sandbox_config(sandbox, self.cgroup_root))
         except CRIError as e:
             raise RuntimeErrorStatus("CreateContainerError", e.details) from e
 
@@ -209,26 +220,16 @@ class CRIRuntime:
         except NotFoundError:
             pass
 
-    def _status(self, s: pb.ContainerStatus, sandbox_id: str) -> ContainerStatus:
-        return ContainerStatus(id=s.id, sandbox_id=sandbox_id, name=s.metadata.name, attempt=s.metadata.attempt,
-                               state=_STATES.get(s.state, ContainerState.UNKNOWN),
-                               image=s.annotations.get(IMAGE_ANNOTATION) or s.image.image,
-                               image_ref=s.image_ref, created_at=_seconds(s.created_at), started_at=_seconds(s.started_at),
-                               finished_at=_seconds(s.finished_at), exit_code=s.exit_code, reason=s.reason,
-                               message=s.message, labels=dict(s.labels),
-                               annotations={k: v for k, v in s.annotations.items() if k != IMAGE_ANNOTATION},
-                               log_path=s.log_path)
-
     async def container_status(self, container_id: str) -> ContainerStatus:
         s = await self.client.container_status(container_id)
         listed = [c for c in await self.client.list_containers() if c.id == s.id]
-        return self._status(s, listed[0].pod_sandbox_id if listed else "")
+        return status_of(s, listed[0].pod_sandbox_id if listed else "")
 
     async def list_containers(self, sandbox_id: str | None = None) -> Sequence[ContainerStatus]:
         out = []
         for c in await self.client.list_containers(sandbox_id or ""):
             try:
-                out.append(self._status(await self.client.container_status(c.id), c.pod_sandbox_id))
+                out.append(status_of(await self.client.container_status(c.id), c.pod_sandbox_id))
             except NotFoundError:
                 continue
         return out
@@ -298,7 +299,7 @@ class CRIRuntime:
             if not s.attributes.id or not s.cpu.timestamp:
                 continue
             out.append(ContainerUsage(s.attributes.id, s.cpu.usage_core_nano_seconds.value / 1e9,
-                                      s.memory.working_set_bytes.value, _seconds(s.cpu.timestamp) or self._clock()))
+                                      s.memory.working_set_bytes.value, seconds(s.cpu.timestamp) or self._clock()))
         return out
 
     async def list_pod_network_stats(self) -> Sequence[PodNetworkUsage]:
@@ -326,7 +327,7 @@ class CRIRuntime:
             default = net.default_interface.name
             ifaces = [net.default_interface] + [i for i in net.interfaces if i.name != default]
             # containerd 1.6 stamps the CPU figures but not the network's: the sample's time is the same
-            when = _seconds(net.timestamp or s.linux.cpu.timestamp) or self._clock()
+            when = seconds(net.timestamp or s.linux.cpu.timestamp) or self._clock()
             out.append(PodNetworkUsage(s.attributes.metadata.uid, when, [
                 InterfaceUsage(i.name, i.rx_bytes.value, i.tx_bytes.value, i.rx_errors.value, i.tx_errors.value)
                 for i in ifaces]))

@@ -1055,18 +1055,20 @@ class ListImagesRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[ImageFilter, _Mapping]] = ...) -> None: ...
 
 class Image(_message.Message):
-    __slots__ = ("id", "repo_tags", "repo_digests", "size", "spec")
+    __slots__ = ("id", "repo_tags", "repo_digests", "size", "spec", "pinned")
     ID_FIELD_NUMBER: _ClassVar[int]
     REPO_TAGS_FIELD_NUMBER: _ClassVar[int]
     REPO_DIGESTS_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
     id: str
     repo_tags: _containers.RepeatedScalarFieldContainer[str]
     repo_digests: _containers.RepeatedScalarFieldContainer[str]
     size: int
     spec: ImageSpec
-    def __init__(self, id: _Optional[str] = ..., repo_tags: _Optional[_Iterable[str]] = ..., repo_digests: _Optional[_Iterable[str]] = ..., size: _Optional[int] = ..., spec: _Optional[_Union[ImageSpec, _Mapping]] = ...) -> None: ...
+    pinned: bool
+    def __init__(self, id: _Optional[str] = ..., repo_tags: _Optional[_Iterable[str]] = ..., repo_digests: _Optional[_Iterable[str]] = ..., size: _Optional[int] = ..., spec: _Optional[_Union[ImageSpec, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class ListImagesResponse(_message.Message):
     __slots__ = ("images",)
@@ -1123,5 +1125,27 @@ class RemoveImageRequest(_message.Message):
     def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ...) -> None: ...
 
 class RemoveImageResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ImageFsInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ImageFsInfoResponse(_message.Message):
+    __slots__ = ("image_filesystems", "container_filesystems")
+    IMAGE_FILESYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FILESYSTEMS_FIELD_NUMBER: _ClassVar[int]
+    image_filesystems: _containers.RepeatedCompositeFieldContainer[FilesystemUsage]
+    container_filesystems: _containers.RepeatedCompositeFieldContainer[FilesystemUsage]
+    def __init__(self, image_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ..., container_filesystems: _Optional[_Iterable[_Union[FilesystemUsage, _Mapping]]] = ...) -> None: ...
+
+class ReopenContainerLogRequest(_message.Message):
+    __slots__ = ("container_id",)
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class ReopenContainerLogResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

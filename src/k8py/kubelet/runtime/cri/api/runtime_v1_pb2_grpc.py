@@ -149,6 +149,11 @@ class RuntimeServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.FromString,
                 _registered_method=True)
+        self.ReopenContainerLog = channel.unary_unary(
+                '/runtime.v1.RuntimeService/ReopenContainerLog',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -292,6 +297,12 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReopenContainerLog(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -409,6 +420,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.GetContainerEvents,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.GetEventsRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ContainerEventResponse.SerializeToString,
+            ),
+            'ReopenContainerLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReopenContainerLog,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1042,6 +1058,33 @@ class RuntimeService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ReopenContainerLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.RuntimeService/ReopenContainerLog',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ReopenContainerLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ImageServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -1072,6 +1115,11 @@ class ImageServiceStub:
                 request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageRequest.SerializeToString,
                 response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageResponse.FromString,
                 _registered_method=True)
+        self.ImageFsInfo = channel.unary_unary(
+                '/runtime.v1.ImageService/ImageFsInfo',
+                request_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoRequest.SerializeToString,
+                response_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoResponse.FromString,
+                _registered_method=True)
 
 
 class ImageServiceServicer:
@@ -1101,6 +1149,12 @@ class ImageServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImageFsInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ImageServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1123,6 +1177,11 @@ def add_ImageServiceServicer_to_server(servicer, server):
                     servicer.RemoveImage,
                     request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageRequest.FromString,
                     response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageResponse.SerializeToString,
+            ),
+            'ImageFsInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImageFsInfo,
+                    request_deserializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoRequest.FromString,
+                    response_serializer=k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1233,6 +1292,33 @@ class ImageService:
             '/runtime.v1.ImageService/RemoveImage',
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageRequest.SerializeToString,
             k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.RemoveImageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImageFsInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/runtime.v1.ImageService/ImageFsInfo',
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoRequest.SerializeToString,
+            k8py_dot_kubelet_dot_runtime_dot_cri_dot_api_dot_runtime__v1__pb2.ImageFsInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

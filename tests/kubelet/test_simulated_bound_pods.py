@@ -1,0 +1,86 @@
+"""Simulated nodes watch only bound pods, and register each Node Ready in one write.
+
+A pod being scheduled is no kubelet's business: the shared pod informer's
+``spec.nodeName!=`` selector keeps unbound pods out (a third of the pod events
+at a Deployment's start), and the server sends a pod as ADDED once it is bound,
+so it still runs. A Node is created with its conditions (upstream's
+initialNode), so no status patch follows its creation. Real API server, real
+client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.request
+
+from k8py.client.config import ClientConfig
+from k8py.client.resources import PODS
+from k8py.client.rest import RestClient
+from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.simulated_nodes import SimulatedNodes
+from tests.support.servers import ServerThread, sqlite_storage
+
+
+def _requests(url: str, verb: str, resource: str, subresource: str = "") -> float:
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+            if (labels.get("verb"), labels.get("resource"), labels.get("subresource", "")) == (verb, resource, subresource):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def _until(check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (value := await check()):
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+    return value
+
+
+def _pod(name: str) -> dict:  # type: ignore[type-arg]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+
+async def test_unbound_pods_stay_out_of_the_cache_and_run_once_bound(tmp_path) -> None:
+    server = ServerThread(sqlite_storage(str(tmp_path / "api"))).start()
+    try:
+        async with RestClient(ClientConfig(server=server.url)) as client:
+            config = KubeletConfig(node_name="sim", root_dir=str(tmp_path / "kubelet"), port=0, address="127.0.0.1")
+            nodes = SimulatedNodes(client, config, count=2)
+            runner = asyncio.create_task(nodes.run(), name="simulated-nodes")
+            try:
+                await asyncio.wait_for(nodes.ready.wait(), 120)
+                # registered Ready in one write each: no status patch after the create
+                assert _requests(server.url, "POST", "nodes") == 2
+                assert _requests(server.url, "PATCH", "nodes", "status") == 0
+
+                await client.create(PODS, _pod("waiting"))
+                await client.create(PODS, {**_pod("bound"), "spec": {**_pod("bound")["spec"], "nodeName": "sim-1"}})
+
+                async def running() -> bool:
+                    pod = await client.get(PODS, "default", "bound")
+                    return (pod.get("status") or {}).get("phase") == "Running"
+
+                await _until(running)
+                assert nodes.pod_informer.lister.try_get("default", "waiting") is None
+                assert nodes.pod_informer.lister.try_get("default", "bound") is not None
+
+                # bound later (as the scheduler does): it enters the cache and runs
+                await client.create(PODS, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "waiting", "namespace": "default"},
+                                           "target": {"apiVersion": "v1", "kind": "Node", "name": "sim-0"}}, subresource="binding", name="waiting")
+
+                async def bound_running() -> bool:
+                    pod = await client.get(PODS, "default", "waiting")
+                    return (pod.get("status") or {}).get("phase") == "Running"
+
+                await _until(bound_running)
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+    finally:
+        server.stop()
