@@ -50,13 +50,13 @@ def test_a_container_over_its_own_limit_is_named() -> None:
 
 def test_local_storage_evicts_at_once_before_any_threshold_is_looked_at() -> None:
     pods = [_pod(_c("c", "1Mi"), name="filler"), _pod(_c("c"), name="calm")]
-    evicted: list[tuple[str, str, float]] = []
+    evicted: list[tuple[str, str, float, bool]] = []
 
     async def usage(_pods):
         return {}
 
-    async def evict(pod, message, grace):
-        evicted.append((pod["metadata"]["name"], message, grace))
+    async def evict(pod, message, grace, disruption=True):
+        evicted.append((pod["metadata"]["name"], message, grace, disruption))
 
     async def over():
         return [(pods[0], "Container c exceeded its local ephemeral storage limit \"1Mi\". ")]
@@ -65,7 +65,8 @@ def test_local_storage_evicts_at_once_before_any_threshold_is_looked_at() -> Non
     mgr = EvictionManager(configured_thresholds({"memory.available": "100Mi"}, {}, {}), observe=lambda: obs, pods=lambda: list(pods),
                           usage=usage, evict=evict, local_storage=over)
     assert asyncio.run(mgr.synchronize())["metadata"]["name"] == "filler"
-    assert evicted == [("filler", 'Container c exceeded its local ephemeral storage limit "1Mi". ', 0.0)]
+    # at once, and without the DisruptionTarget condition a node-pressure eviction adds (upstream passes none)
+    assert evicted == [("filler", 'Container c exceeded its local ephemeral storage limit "1Mi". ', 0.0, False)]
 
 
 async def _exited(rt: SimulatedRuntime, sid: str, sb: PodSandboxConfig, name: str, attempt: int) -> str:
