@@ -245,6 +245,10 @@ async def _main(args: argparse.Namespace) -> int:
         if got:
             print(f"k8py kubelet: bootstrapped a client certificate for system:node:{args.node_name}; wrote {args.kubeconfig}", flush=True)
     client_config = load_kubeconfig(args.kubeconfig)
+    if not args.simulated and build_config(args).rotate_certificates:
+        from k8py.kubelet.certificate_rotation import prefer_rotated
+
+        prefer_rotated(client_config, args.cert_dir or os.path.join(args.root_dir, "pki"))  # a restart after a rotation
     client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
     client = RestClient(client_config)
     stop = asyncio.Event()
