@@ -176,13 +176,14 @@ class Kubelet:
         pairs = [(p, self.workers.workers[p["metadata"]["uid"]].sandbox_id) for p in pods if p["metadata"]["uid"] in self.workers.workers]
         return await measure(self.runtime, pairs, pods_dir=self.config.pods_dir, logs_dir=self.config.logs_dir)
 
-    async def _evict(self, pod: Mapping[str, Any], message: str, grace: float) -> None:
+    async def _evict(self, pod: Mapping[str, Any], message: str, grace: float, *, disruption: bool = True) -> None:
         """Fail the pod with reason Evicted, kill it with ``grace``, and return once it is terminated."""
         w = self.workers.workers.get(pod["metadata"]["uid"])
         if w is None:
             return
         w.terminal_phase, w.reason, w.message = "Failed", "Evicted", message
         w.memo["grace-override"] = grace
+        w.memo["disruption-target"] = disruption
         self.event(w.pod, "Warning", "Evicted", message)
         w.wake()
         while w.state is not WorkState.TERMINATED and w.uid in self.workers.workers:
