@@ -52,8 +52,15 @@ async def server() -> AsyncIterator[tuple[str, list[web.Request], set[int]]]:
     async def missing(request: web.Request) -> web.Response:
         return web.json_response({"kind": "Status", "code": 404}, status=404, headers={"Retry-After": "3"})
 
+    async def repeated(request: web.Request) -> web.Response:
+        from multidict import CIMultiDict
+
+        headers = CIMultiDict([("X-Thing", "a"), ("x-thing", "b"), ("Warning", '299 - "é"')])
+        return web.Response(body=b"{}", headers=headers)
+
     app = web.Application()
     app.router.add_route("*", "/echo/{tail:.*}", echo)
+    app.router.add_get("/repeated", repeated)
     app.router.add_get("/chunked", chunked)
     app.router.add_get("/gzip", gzipped)
     app.router.add_get("/close", closing)
@@ -87,6 +94,18 @@ async def test_requests_carry_method_path_query_body_and_auth_and_reuse_one_conn
         assert len(peers) == 1  # keep-alive: the same connection each time
     finally:
         await t.close()
+
+
+async def test_header_names_ignore_case_and_repeats_are_joined(server):
+    url, _, _ = server
+    transport = Http1Transport(ClientConfig(server=url))
+    try:
+        response = await transport.send(HTTPRequest("GET", "/repeated", (), {}, None, 5.0))
+        assert response.headers.get("X-THING") == "a, b" and "x-Thing" in response.headers
+        assert response.headers["warning"] == '299 - "é"'.encode().decode("latin-1")  # bytes as sent, latin-1
+        assert response.headers.get("content-length") == "2"
+    finally:
+        await transport.close()
 
 
 async def test_chunked_and_gzip_bodies_are_decoded(server):

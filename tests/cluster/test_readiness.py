@@ -72,3 +72,16 @@ async def test_the_prober_reads_chunked_and_closing_answers_and_reconnects_after
         await runner.cleanup()
     assert await prober.get(f"http://127.0.0.1:{port}/chunked") is None  # gone: an answer of None, no exception
     assert calls == ["chunked", "closing", "closing"]
+
+
+def test_the_supervisor_imports_neither_aiohttp_nor_cryptography() -> None:
+    """It is a long-lived process of every cluster: its health checks need no HTTP library,
+    and its certificates are made by a child (k8py.cluster.supervisor)."""
+    import subprocess
+    import sys
+
+    check = ("import sys, k8py.cli.main, k8py.cluster.supervisor; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiohttp', 'cryptography'}))")
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"

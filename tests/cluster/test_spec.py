@@ -41,6 +41,7 @@ def test_each_node_gets_its_own_kubelet_root_and_port_and_simulated_nodes_one_pr
     k0, k1, sim = comps["kubelet/k8py-node-0"].argv, comps["kubelet/k8py-node-1"].argv, comps["kubelet/simulated"].argv
     assert k0[k0.index("--root-dir") + 1] != k1[k1.index("--root-dir") + 1]
     assert k0[-2:] == ["--max-pods", "7"] and sim[sim.index("--nodes") + 1] == "50" and "--simulated" in sim
+    assert "--rotate-certificates" in k0 and "--rotate-certificates" in k1  # client certificates renewed by CSR, as kubeadm
     assert comps["apiserver"].health == f"https://127.0.0.1:{ports['apiserver']}/readyz"
 
 

@@ -58,6 +58,11 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
                 assert int(f.read().rsplit(")", 1)[1].split()[1]) == zygote, name
 
         kubectl = kubectl_for(data, str(tmp_path / "home"))
+        # kubelets renew their client certificates (--rotate-certificates): their renewals are auto-approved
+        binding = json.loads(kubectl.run("get", "clusterrolebinding", "kubeadm:node-autoapprove-certificate-rotation",
+                                         "-o", "json").stdout)
+        assert binding["roleRef"]["name"] == "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]
         # k8py dns advertises itself, under its own RBAC identity, as a DNS add-on's Service would
         dns = wait_for(lambda: (r := kubectl.run("get", "service", "kube-dns", "-n", "kube-system", "-o", "json",
                                                  check=False)).returncode == 0 and r, "kube-system/kube-dns")

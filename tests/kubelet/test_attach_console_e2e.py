@@ -89,6 +89,23 @@ def test_a_later_attach_to_a_stdin_once_container_gets_no_stdin(node: Node, ns: 
     assert "late" not in node.kubectl.run("logs", "keeper", "-n", ns).stdout
 
 
+def test_attach_to_a_plain_stdin_container_ends_with_its_stdin_and_the_container_runs_on(node: Node, ns: str) -> None:
+    # not stdinOnce: the container's stdin stays open for the next attach, and an attach whose
+    # stdin ends returns then (containerd's attach does), instead of waiting for the container
+    node.core.create_namespaced_pod(ns, pod_manifest("echoer", [{"name": "main", "image": "busybox", "stdin": True,
+                                                                  "command": ["sh", "-c", "while read l; do echo got: $l; done; echo eof"]}]))
+    node.wait_pod(ns, "echoer", ready, what="Ready")
+    for word in ("one", "two"):
+        node.kubectl.run("attach", "-i", "echoer", "-n", ns, input=f"{word}\n", timeout=60)
+    deadline = time.monotonic() + 30
+    logs = ""
+    while "got: two" not in logs and time.monotonic() < deadline:
+        logs = node.kubectl.run("logs", "echoer", "-n", ns).stdout
+        time.sleep(0.2)
+    assert "got: one" in logs and "got: two" in logs and "eof" not in logs, logs
+    assert node.pod(ns, "echoer")["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
 def test_attach_it_reaches_a_terminal_the_restarted_kubelet_adopted(tmp_path) -> None:
     server, kubelet, kubectl = start_node(str(tmp_path))
     api = official_client(server.url)

@@ -124,3 +124,30 @@ async def test_the_node_renews_its_certificate_at_the_deadline_and_uses_the_new_
         await node.close()
         await admin.close()
 
+
+
+def test_a_restarted_kubelet_uses_the_rotated_certificate_when_it_is_the_later_one(tmp_path):
+    from k8py.kubelet.certificate_rotation import prefer_rotated
+
+    ca = certs.new_self_signed_ca("ca")
+
+    def config_with(cert, key) -> ClientConfig:
+        return ClientConfig(server="https://127.0.0.1:1", cert_data=certs.encode_cert_pem(cert), key_data=certs.encode_private_key_pem(key))
+
+    def rotated(cert, key) -> None:
+        certs.write_pem(str(tmp_path / "kubelet-client-current.pem"), certs.encode_cert_pem(cert) + certs.encode_private_key_pem(key),
+                        private=True)
+
+    old = ca.issue_client("system:node:n1", ["system:nodes"], validity=dt.timedelta(hours=1))
+    new = ca.issue_client("system:node:n1", ["system:nodes"], validity=dt.timedelta(hours=2))
+    assert not prefer_rotated(config_with(*old), str(tmp_path))  # nothing rotated yet
+    rotated(*new)
+    config = config_with(*old)
+    assert prefer_rotated(config, str(tmp_path))
+    assert x509.load_pem_x509_certificate(config.cert_data).serial_number == new[0].serial_number
+    certs.parse_private_key_pem(config.key_data)
+    assert not prefer_rotated(config_with(*ca.issue_client("system:node:n1", ["system:nodes"], validity=dt.timedelta(hours=3))),
+                              str(tmp_path))  # the kubeconfig's is newer (renewed by k8py up): it stays
+    assert not prefer_rotated(config_with(*ca.issue_client("system:node:n2", ["system:nodes"])), str(tmp_path))  # another node's
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=5)
+    assert not prefer_rotated(config_with(*old), str(tmp_path), now=later)  # expired

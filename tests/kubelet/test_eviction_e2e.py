@@ -141,4 +141,5 @@ def test_pressure_conditions_taints_and_evictions_in_upstreams_order(cluster: tu
     st = node.wait_pod(ns, "late", phase("Failed"), what="refused")["status"]
     assert st["reason"] == "Evicted" and st["message"] == "The node had condition: [MemoryPressure DiskPressure PIDPressure]. ", st
     assert not st.get("containerStatuses") or all("running" not in c["state"] for c in st["containerStatuses"])
+    assert not [c for c in st["conditions"] if c["type"] == "DisruptionTarget"], st["conditions"]  # refused, not disrupted
     watcher.join(5)

@@ -62,9 +62,11 @@ def test_containers_over_their_ephemeral_storage_limits_get_the_pod_evicted(fast
     assert alone["message"] == "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ", alone
     pair = _evicted(node, ns, "pair")
     assert pair["message"] == 'Container noisy exceeded its local ephemeral storage limit "1Mi". ', pair
-    # killed at once (grace 0, whatever the pod asked for): nothing runs on
-    assert all("terminated" in c["state"] for c in pair["containerStatuses"]), pair
+    # its containers are killed: nothing runs on
+    pair = node.wait_pod(ns, "pair", lambda p: all("terminated" in c["state"] for c in p["status"]["containerStatuses"]),
+                         timeout=60, what="with every container terminated")["status"]
     assert any(e["reason"] == "Evicted" and e["message"] == pair["message"] for e in node.events(ns, "pair"))
+    assert not [c for c in pair["conditions"] if c["type"] == "DisruptionTarget"], pair["conditions"]  # upstream sets none here
 
 
 def test_disk_pressure_removes_dead_containers_before_it_evicts_a_pod(fast_node: Node) -> None:

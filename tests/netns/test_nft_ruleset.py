@@ -55,3 +55,15 @@ def test_load_balancer_source_ranges_drop_other_clients_before_dnat() -> None:
     assert "192.0.2.9 . tcp . 80 : goto external-" in text and "192.0.2.9 . tcp . 80 : goto firewall-" in text
     assert "ip saddr != { 198.51.100.0/24 } drop" in text
     assert "type filter hook prerouting priority -110; policy accept;" in text
+
+
+def test_a_local_policy_with_endpoints_only_elsewhere_drops_and_no_endpoints_at_all_rejects() -> None:
+    from k8py.proxy.nftables import ruleset
+    from k8py.proxy.service_table import Endpoint, ServicePort
+
+    remote = (Endpoint("10.1.1.2", 8080, node_name="other"),)
+    table = {("d", "local", ""): ServicePort("d", "local", "", "TCP", 80, ("10.2.0.10",), node_port=30080, all_endpoints=remote),
+             ("d", "none", ""): ServicePort("d", "none", "", "TCP", 81, ("10.2.0.11",), node_port=30081)}
+    text = ruleset.render("k8py-n", table, ["127.0.0.1"])
+    assert "10.2.0.10 . tcp . 80 : drop" in text and "tcp . 30080 : drop" in text
+    assert "10.2.0.11 . tcp . 81 : goto reject-chain" in text and "tcp . 30081 : goto reject-chain" in text

@@ -1,4 +1,5 @@
-"""An ``Upgrade: SPDY/3.1`` request (kubectl's older exec/attach/port-forward protocol) to an aggregated API
+"""The front-proxy identity with extras (keys path-escaped into header names, as upstream), and
+an ``Upgrade: SPDY/3.1`` request (kubectl's older exec/attach/port-forward protocol) to an aggregated API
 goes through the API server's proxy: the backend sees the front-proxy identity and the protocol version the
 client asked for, answers 101, and SPDY streams then flow both ways through the tunnel, half-closes included;
 a backend that refuses the upgrade answers with its own Status."""
@@ -60,9 +61,14 @@ def spdy_app() -> web.Application:
             {"name": "flunders/exec", "singularName": "", "namespaced": True, "kind": "FlunderExecOptions",
              "verbs": ["create", "get"]}]})
 
+    async def who(request: web.Request) -> web.Response:
+        remote = {k: v for k, v in request.headers.items() if k.lower().startswith("x-remote-")}
+        return web.json_response({"kind": "FlunderList", "apiVersion": GV, "metadata": {}, "items": [], "remote": remote})
+
     app = web.Application()
     app.router.add_get(f"/apis/{GV}", discovery)
     app.router.add_post(EXEC, spdy_echo)
+    app.router.add_get(f"/apis/{GV}/namespaces/wardle/flunders", who)
     return app
 
 
@@ -104,3 +110,21 @@ def test_a_spdy_stream_is_tunnelled_to_the_aggregated_server(apiserver, tmp_path
     assert echoed == b"ECHO ME, " + b"X" * 200_000
     assert rest == b""
     assert status == 400 and "flunder first does not run commands" in body
+
+
+def test_the_callers_extras_reach_the_aggregated_server_with_their_keys_escaped(apiserver, tmp_path):
+    import httpx
+
+    kubectl = Kubectl(apiserver.url, str(tmp_path / "home"))
+    with HTTPSServer(spdy_app(), dns_names=("api.wardle.svc",), client_ca_pem=apiserver.server.aggregator.identity.ca_pem) as backend:
+        register_wardle(kubectl, backend)
+        wait_for(lambda: "True" in kubectl.run("get", "apiservice", f"{VERSION}.{GROUP}", "--no-headers").stdout,
+                 what="the APIService to become Available")
+        r = httpx.get(f"{apiserver.url}/apis/{GV}/namespaces/wardle/flunders", timeout=30, headers={
+            "Impersonate-User": "system:serviceaccount:wardle:bot", "Impersonate-Group": "system:serviceaccounts",
+            "Impersonate-Extra-authentication.kubernetes.io%2fpod-name": "bot-0", "Impersonate-Extra-scopes": "view"})
+    assert r.status_code == 200, r.text
+    remote = {k.lower(): v for k, v in r.json()["remote"].items()}
+    assert remote["x-remote-user"] == "system:serviceaccount:wardle:bot"
+    assert remote["x-remote-extra-authentication.kubernetes.io%2fpod-name"] == "bot-0"
+    assert remote["x-remote-extra-scopes"] == "view"

@@ -66,6 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cert-dir", default="", help="where the bootstrapped and rotated client certificates go (default: <root-dir>/pki)")
     p.add_argument("--rotate-certificates", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="request a new client certificate at 70-90%% of the current one's life (default: false)")
+    p.add_argument("--server-tls-bootstrap", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+                   help="request the serving certificate from the cluster (a kubernetes.io/kubelet-serving CSR, "
+                        "approved by an admin) and renew it at 70-90%% of its life (default: false)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
     p.add_argument("--config", default="", help="a KubeletConfiguration file (flags given explicitly win)")
     p.add_argument("--root-dir", default=os.path.join(os.path.expanduser("~"), ".k8py", "kubelet"), help="state, volumes and logs")
@@ -165,6 +168,7 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "image_gc_high_threshold_percent": args.image_gc_high_threshold, "image_gc_low_threshold_percent": args.image_gc_low_threshold,
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
         "rotate_certificates": args.rotate_certificates, "cert_dir": args.cert_dir or None,
+        "server_tls_bootstrap": args.server_tls_bootstrap,
         "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
         "authorization_mode": args.authorization_mode,
         "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
@@ -241,6 +245,10 @@ async def _main(args: argparse.Namespace) -> int:
         if got:
             print(f"k8py kubelet: bootstrapped a client certificate for system:node:{args.node_name}; wrote {args.kubeconfig}", flush=True)
     client_config = load_kubeconfig(args.kubeconfig)
+    if not args.simulated and build_config(args).rotate_certificates:
+        from k8py.kubelet.certificate_rotation import prefer_rotated
+
+        prefer_rotated(client_config, args.cert_dir or os.path.join(args.root_dir, "pki"))  # a restart after a rotation
     client_config.user_agent = f"k8py-kubelet/{__version__} ({'simulated' if args.simulated else args.node_name})"  # for the flow record
     client = RestClient(client_config)
     stop = asyncio.Event()

@@ -61,6 +61,10 @@ class _Headers(dict[str, str]):
         return isinstance(key, str) and dict.__contains__(self, key.lower())
 
 
+_dict_get = dict.get
+_dict_set = dict.__setitem__
+
+
 class _Response:
     """A response whose body has been read already."""
 
@@ -229,15 +233,18 @@ class Http1Transport:
             raise _Broken(f"not an HTTP/1.x response: {status_line[:80]!r}")
         status = int(parts[1])
         headers = _Headers()
-        for line in rest.split(b"\r\n"):
+        # one decode for the block, plain dict operations per line (a response
+        # carries ten headers or so, and this runs for every request)
+        for line in rest.decode("latin-1").split("\r\n"):
             if not line:
                 continue
-            name, sep, value = line.partition(b":")
+            name, sep, value = line.partition(":")
             if not sep:
                 raise _Broken(f"malformed header line: {line[:80]!r}")
-            key = name.strip().decode("latin-1").lower()
-            text = value.strip().decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+            key = name.strip().lower()
+            value = value.strip()
+            prev = _dict_get(headers, key)
+            _dict_set(headers, key, value if prev is None else f"{prev}, {value}")
         connection = (headers.get("connection") or "").lower()
         reusable = parts[0] == b"HTTP/1.1" and "close" not in connection
         if request.method == "HEAD" or status in (204, 304) or 100 <= status < 200:

@@ -122,6 +122,7 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
         tls = ["--tls-cert-file", pki.cert_file(serving), "--tls-private-key-file", pki.key_file(serving), "--client-ca-file", pki.ca_file]
         out.append(ComponentSpec(f"kubelet/{node}", _k8py("kubelet", "--kubeconfig", kc(f"node-{node}"), "--node-name", node, "--port", str(port), *tls,
                                                           "--root-dir", os.path.join(spec.data_dir, "kubelet", node),
+                                                          "--rotate-certificates",  # as kubeadm: renewed by a CSR
                                                           "--pod-cidr-wait", "30", *dns, *runtime, *kubelet_extra),
                                  log(f"kubelet-{node}"), f"https://127.0.0.1:{port}/healthz"))
     if spec.simulated_nodes:

@@ -43,14 +43,24 @@ class Prober:
     async def get(self, url: str, *, params: dict[str, str] | None = None,
                   headers: dict[str, str] | None = None) -> tuple[int, bytes] | None:
         """``(status, body)``, or None when the server does not answer (in time)."""
+        return await self.request("GET", url, params=params, headers=headers)
+
+    async def post_json(self, url: str, body: object) -> tuple[int, bytes] | None:
+        """POST ``body`` as JSON (the one write ``k8py up`` makes itself); as :meth:`get`."""
+        return await self.request("POST", url, body=orjson.dumps(body), headers={"Content-Type": "application/json"})
+
+    async def request(self, method: str, url: str, *, params: dict[str, str] | None = None,
+                      headers: dict[str, str] | None = None, body: bytes = b"") -> tuple[int, bytes] | None:
         parts = urlsplit(url)
         key = (parts.scheme, parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80))
         path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
         if params:
             path += ("&" if "?" in path else "?") + urlencode(params)
-        lines = [f"GET {path} HTTP/1.1", f"Host: {parts.netloc}", "Accept-Encoding: identity",
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {parts.netloc}", "Accept-Encoding: identity",
                  *(f"{k}: {v}" for k, v in (headers or {}).items())]
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        if body or method != "GET":
+            lines.append(f"Content-Length: {len(body)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
         try:
             return await asyncio.wait_for(self._exchange(key, request), self.timeout)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, ssl.SSLError):

@@ -45,6 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from k8py.cluster.readiness import Prober, ready_nodes
+
+#: kubeadm's name for it
+NODE_ROTATION_BINDING = "kubeadm:node-autoapprove-certificate-rotation"
 from k8py.cluster.addresses import (
     DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
@@ -257,6 +260,7 @@ class Supervisor:
                                  f"Its log ({api.spec.log}) ends:\n{log_tail(api.spec.log)}")
             self._check_deadline(deadline, "the API server to be ready", api.spec)
             await asyncio.sleep(0.01)
+        await self._node_certificate_rotation()
         while not all(r.healthy for r in early):  # a kubelet started before its runtime would only exit
             self._check_deadline(deadline, "the nodes' container runtimes", next(r.spec for r in early if not r.healthy))
             await asyncio.sleep(0.01)
@@ -274,6 +278,25 @@ class Supervisor:
         self.ready.set()
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
+
+    async def _node_certificate_rotation(self) -> None:
+        """What kubeadm binds so that kubelets' client-certificate renewals (they run with
+        ``--rotate-certificates``) are approved by csrapproving: system:nodes may ask for
+        ``selfnodeclient``. Created once; a cluster that has it already answers 409."""
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": NODE_ROTATION_BINDING},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}
+        prober = self._prober()
+        try:
+            answer = await prober.post_json(f"{self.api_url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
+        finally:
+            prober.close()
+        if answer is None or answer[0] not in (201, 409):
+            self.progress(f"warning: could not create the ClusterRoleBinding {NODE_ROTATION_BINDING} "
+                          f"({answer[0] if answer else 'no answer'}): kubelets' certificate renewals will wait for "
+                          "kubectl certificate approve")
 
     async def _make_pki(self) -> None:
         """:meth:`ClusterPKI.ensure` in a child forked for it: making and checking

@@ -91,10 +91,10 @@ def _pending_key(cert_dir: str) -> certs.PrivateKey:
     return key
 
 
-def _csr_name(key: certs.PrivateKey, node_name: str) -> str:
+def _csr_name(key: certs.PrivateKey, node_name: str, prefix: str = "node-csr-") -> str:
     der = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     digest = hashlib.sha256(der + node_name.encode()).digest()
-    return "node-csr-" + digest.hex()[:40]  # lower-case: a valid object name
+    return prefix + digest.hex()[:40]  # lower-case: a valid object name
 
 
 def _condition(csr: dict[str, Any], ctype: str) -> dict[str, Any] | None:
@@ -127,22 +127,25 @@ def _write_kubeconfig(path: str, bootstrap: ClientConfig, pem_path: str) -> None
 
 
 async def request_node_certificate(client: RestClient, key: certs.PrivateKey, node_name: str, *,
-                                   timeout: float = 3600.0, poll: float = 0.5) -> bytes:
+                                   timeout: float = 3600.0, poll: float = 0.5, signer: str = SIGNER,
+                                   usages: tuple[str, ...] = ("digital signature", "client auth"),
+                                   dns_names: tuple[str, ...] = (), ips: tuple[str, ...] = (),
+                                   name_prefix: str = "node-csr-") -> bytes:
     """A CSR for ``system:node:<node_name>`` with ``key``, made with ``client``'s credentials
     (a bootstrap token, or the node's current certificate when rotating); the signed
     certificate's PEM once approved and issued. Raises :class:`BootstrapError` on Denied,
-    Failed, a deleted request or ``timeout``."""
-    name = _csr_name(key, node_name)
-    request = certs.new_csr(key, f"system:node:{node_name}", ("system:nodes",))
+    Failed, a deleted request or ``timeout``. A serving certificate asks ``signer``
+    ``kubernetes.io/kubelet-serving`` with server usages and the node's names and addresses."""
+    name = _csr_name(key, node_name, name_prefix)
+    request = certs.new_csr(key, f"system:node:{node_name}", ("system:nodes",), dns_names=dns_names, ips=ips)
     body = {
         "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
         "metadata": {"name": name},
-        "spec": {"request": base64.b64encode(request).decode(), "signerName": SIGNER,
-                 "usages": ["digital signature", "client auth"]},
+        "spec": {"request": base64.b64encode(request).decode(), "signerName": signer, "usages": list(usages)},
     }
     try:
         await client.create(CERTIFICATE_SIGNING_REQUESTS, body)
-        logger.info("requested the node's client certificate", extra={"csr": name, "node": node_name})
+        logger.info("requested a certificate for the node", extra={"csr": name, "node": node_name, "signer": signer})
     except AlreadyExists:
         pass  # a restart while waiting: the same key, the same request
     loop = asyncio.get_running_loop()

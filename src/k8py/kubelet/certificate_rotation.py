@@ -38,10 +38,11 @@ from cryptography import x509
 
 from k8py.api.errors import StatusError
 from k8py.client import certs
+from k8py.client.config import ClientConfig
 from k8py.client.rest import RestClient
 from k8py.kubelet.certificate_bootstrap import CURRENT_PEM, BootstrapError, client_certificate, request_node_certificate
 
-__all__ = ["ClientCertificateRotation", "rotation_deadline"]
+__all__ = ["ClientCertificateRotation", "rotation_deadline", "prefer_rotated"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,32 @@ def rotation_deadline(cert: x509.Certificate, r: float) -> dt.datetime:
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+def prefer_rotated(config: ClientConfig, cert_dir: str, *, now: dt.datetime | None = None) -> bool:
+    """Use ``<cert_dir>/kubelet-client-current.pem`` instead of the kubeconfig's certificate when it is a
+    later one for the same node that is still valid (a kubelet restarted after a rotation), as upstream's
+    certificate store is read before the kubeconfig's files. True if it switched."""
+    path = os.path.join(os.path.abspath(cert_dir), CURRENT_PEM)
+    try:
+        with open(path, "rb") as f:
+            pem = f.read()
+        rotated = x509.load_pem_x509_certificate(pem)
+        key = certs.parse_private_key_pem(pem)
+    except (OSError, ValueError):
+        return False
+    current = client_certificate(config)
+    moment = now or _utcnow()
+    if rotated.not_valid_after_utc <= moment or rotated.not_valid_before_utc > moment:
+        return False
+    if current is not None and (certs.cert_subject(current) != certs.cert_subject(rotated)
+                                or rotated.not_valid_after_utc <= current.not_valid_after_utc):
+        return False
+    config.cert_data, config.key_data = certs.encode_cert_pem(rotated), certs.encode_private_key_pem(key)
+    config.cert_file = config.key_file = None
+    logger.info("using the rotated client certificate", extra={"file": path,
+                                                                "expires": rotated.not_valid_after_utc.isoformat()})
+    return True
 
 
 class ClientCertificateRotation:

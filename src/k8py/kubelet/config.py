@@ -57,6 +57,8 @@ class KubeletConfig:
     authorization_webhook_cache_unauthorized_ttl: float = 30.0
     #: ``rotateCertificates``: renew the client certificate at 70–90 % of its life (k8py.kubelet.certificate_rotation)
     rotate_certificates: bool = False
+    #: ``serverTLSBootstrap``: the serving certificate comes from a kubelet-serving CSR (k8py.kubelet.serving_certificate)
+    server_tls_bootstrap: bool = False
     #: where rotated (and bootstrapped) client certificates go ("" = <root-dir>/pki)
     cert_dir: str = ""
     #: used when the Node has no spec.podCIDR (node IPAM not running)
@@ -178,6 +180,7 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "imageGCHighThresholdPercent": ("image_gc_high_threshold_percent", int),
     "imageGCLowThresholdPercent": ("image_gc_low_threshold_percent", int),
     "rotateCertificates": ("rotate_certificates", bool),
+    "serverTLSBootstrap": ("server_tls_bootstrap", bool),
     "nodeStatusUpdateFrequency": ("node_status_update_frequency", _duration),
     "nodeStatusReportFrequency": ("node_status_report_frequency", _duration),
     "imageMinimumGCAge": ("image_minimum_gc_age", _duration),

@@ -176,13 +176,14 @@ class Kubelet:
         pairs = [(p, self.workers.workers[p["metadata"]["uid"]].sandbox_id) for p in pods if p["metadata"]["uid"] in self.workers.workers]
         return await measure(self.runtime, pairs, pods_dir=self.config.pods_dir, logs_dir=self.config.logs_dir)
 
-    async def _evict(self, pod: Mapping[str, Any], message: str, grace: float) -> None:
+    async def _evict(self, pod: Mapping[str, Any], message: str, grace: float, *, disruption: bool = True) -> None:
         """Fail the pod with reason Evicted, kill it with ``grace``, and return once it is terminated."""
         w = self.workers.workers.get(pod["metadata"]["uid"])
         if w is None:
             return
         w.terminal_phase, w.reason, w.message = "Failed", "Evicted", message
         w.memo["grace-override"] = grace
+        w.memo["disruption-target"] = disruption
         self.event(w.pod, "Warning", "Evicted", message)
         w.wake()
         while w.state is not WorkState.TERMINATED and w.uid in self.workers.workers:
@@ -212,7 +213,9 @@ class Kubelet:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.runtime, pods=self, registry=self.registry,
                             filesystems=lambda: (self.config.root_dir, self._image_fs()),
                             healthy=lambda: self.ready.is_set())
-        ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
+        #: the cluster-issued serving certificate (serverTLSBootstrap), renewed in run()
+        self.serving_certificate = server_tls.serving_certificate(self.config, self.client)
+        ssl_context, middlewares = server_tls.serving_options(self.config, self.client, serving=self.serving_certificate)
         self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
@@ -280,6 +283,8 @@ class Kubelet:
                         self.client, node_name=self.config.node_name,
                         cert_dir=self.config.cert_dir or os.path.join(self.config.root_dir, "pki")).run(),
                         name="client-certificate-rotation")
+                if self.serving_certificate is not None:
+                    tg.create_task(self.serving_certificate.run(), name="serving-certificate-rotation")
                 self.ready.set()
                 logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
         finally:

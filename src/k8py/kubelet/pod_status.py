@@ -65,6 +65,9 @@ class PodView:
     message: str = ""
     start_time: str = ""
     initialized: bool = False
+    #: a node-pressure eviction's: the pod gets the DisruptionTarget condition (a local-storage
+    #: eviction or an admission refusal, also reason Evicted, does not, as upstream)
+    disruption: bool = False
 
 
 def _state(cs: ContainerStatus, runtime: str) -> dict[str, Any]:
@@ -251,7 +254,7 @@ def build_pod_status(view: PodView, *, now: float | None = None) -> dict[str, An
         _cond("PodScheduled", True, old, now_s),
         *(c for c in old_status.get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS),
     ]
-    if view.reason == "Evicted" and terminal and "DisruptionTarget" not in old:  # as upstream's eviction manager
+    if view.disruption and terminal and "DisruptionTarget" not in old:  # as upstream's eviction manager
         conditions.append({"type": "DisruptionTarget", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_s,
                            "reason": "TerminationByKubelet", "message": view.message})
     status: dict[str, Any] = {

@@ -308,7 +308,7 @@ class PodSyncer:
         status = build_pod_status(PodView(
             pod=w.pod, sandbox_ready=sandbox_ready, pod_ip=pod_ip, host_ip=self.config.address, runtime_name=self.runtime_name,
             init=init, containers=main, ephemeral=ephemeral, terminal_phase=w.terminal_phase, reason=w.reason, message=w.message,
-            start_time=w.start_time, initialized=w.initialized))
+            start_time=w.start_time, initialized=w.initialized, disruption=bool(w.memo.get("disruption-target"))))
         self.status.set_status(w.pod, status)
 
     def _views(self, w: PodWorker, containers: Sequence[ContainerStatus]

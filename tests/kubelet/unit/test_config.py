@@ -35,6 +35,16 @@ def test_a_configuration_file_is_read_and_explicit_flags_win(tmp_path) -> None:
     assert direct.node_status_update_frequency == 90.0 and direct.sync_frequency == 0.5
 
 
+def test_certificate_settings_come_from_the_file_or_the_flags(tmp_path) -> None:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text("kind: KubeletConfiguration\nserverTLSBootstrap: true\nrotateCertificates: true\n")
+    config = kubelet_cli.build_config(_args("--config", str(path)))
+    assert config.server_tls_bootstrap and config.rotate_certificates
+    assert kubelet_cli.build_config(_args("--server-tls-bootstrap")).server_tls_bootstrap
+    assert not kubelet_cli.build_config(_args("--config", str(path), "--server-tls-bootstrap=false")).server_tls_bootstrap
+    assert not kubelet_cli.build_config(_args()).server_tls_bootstrap
+
+
 def test_bad_inputs_say_what_to_do() -> None:
     with pytest.raises(SystemExit, match="key=value:Effect"):
         kubelet_cli.build_config(_args("--register-with-taints", "oops"))

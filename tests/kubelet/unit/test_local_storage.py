@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from k8py.kubelet.eviction.local_storage import StorageUsage, violation
@@ -49,13 +50,13 @@ def test_a_container_over_its_own_limit_is_named() -> None:
 
 def test_local_storage_evicts_at_once_before_any_threshold_is_looked_at() -> None:
     pods = [_pod(_c("c", "1Mi"), name="filler"), _pod(_c("c"), name="calm")]
-    evicted: list[tuple[str, str, float]] = []
+    evicted: list[tuple[str, str, float, bool]] = []
 
     async def usage(_pods):
         return {}
 
-    async def evict(pod, message, grace):
-        evicted.append((pod["metadata"]["name"], message, grace))
+    async def evict(pod, message, grace, disruption=True):
+        evicted.append((pod["metadata"]["name"], message, grace, disruption))
 
     async def over():
         return [(pods[0], "Container c exceeded its local ephemeral storage limit \"1Mi\". ")]
@@ -64,7 +65,8 @@ def test_local_storage_evicts_at_once_before_any_threshold_is_looked_at() -> Non
     mgr = EvictionManager(configured_thresholds({"memory.available": "100Mi"}, {}, {}), observe=lambda: obs, pods=lambda: list(pods),
                           usage=usage, evict=evict, local_storage=over)
     assert asyncio.run(mgr.synchronize())["metadata"]["name"] == "filler"
-    assert evicted == [("filler", 'Container c exceeded its local ephemeral storage limit "1Mi". ', 0.0)]
+    # at once, and without the DisruptionTarget condition a node-pressure eviction adds (upstream passes none)
+    assert evicted == [("filler", 'Container c exceeded its local ephemeral storage limit "1Mi". ', 0.0, False)]
 
 
 async def _exited(rt: SimulatedRuntime, sid: str, sb: PodSandboxConfig, name: str, attempt: int) -> str:
@@ -92,3 +94,20 @@ async def test_dead_containers_go_keeping_the_newest_of_each_container_of_the_po
     assert old not in left and finished not in left
     assert {previous, init, running} == set(left) and left[running].state is ContainerState.RUNNING
     assert await delete_dead_containers(rt, active=lambda: {"uid-live"}) == 0
+
+
+def test_a_dead_containers_logs_go_but_only_its_own_regular_files(tmp_path) -> None:
+    """The log and its rotations are removed; a sibling with the same prefix and a log path
+    that is no regular file stay (the simulated runtime's logs are /dev/null: unlinking
+    that broke the whole machine)."""
+    from k8py.kubelet.eviction.node_reclaim import _remove_logs
+
+    log = tmp_path / "0.log"
+    for name in ("0.log", "0.log.20261201-101010", "0.log.1", "0.logger"):
+        (tmp_path / name).write_text("x")
+    _remove_logs(str(log))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.logger"]
+    device_like = tmp_path / "1.log"
+    os.mkfifo(device_like)
+    _remove_logs(str(device_like))
+    assert device_like.exists()

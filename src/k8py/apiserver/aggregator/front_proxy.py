@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,10 +90,12 @@ class FrontProxyIdentity:
 
 
 def remote_user_headers(user: UserInfo) -> list[tuple[str, str]]:
+    """The caller's identity for the aggregated server; an extra's key is path-escaped into the header
+    name as upstream (``authentication.kubernetes.io/pod-name`` -> ``...%2Fpod-name``: ``/`` may not be in one)."""
     headers = [(USERNAME_HEADER, user.name)]
     headers += [(GROUP_HEADER, g) for g in user.groups]
     for key, values in user.extra.items():
-        headers += [(EXTRA_PREFIX + key, v) for v in values]
+        headers += [(EXTRA_PREFIX + urllib.parse.quote(key, safe="$&+,;=:@"), v) for v in values]
     return headers
 
 

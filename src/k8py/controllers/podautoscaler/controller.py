@@ -96,6 +96,8 @@ class HorizontalController(KeyedController):
                 self.monitor.reconciliation(labels["action"], labels["error"], self.clock.monotonic() - started)
 
     async def _reconcile(self, key: str, labels: dict[str, Any]) -> float | None:
+        """One sync of ``key``; ``labels`` collects its ``action`` and ``error`` for the
+        monitor (``seen``: there was an HPA to reconcile, so the sync counts)."""
         namespace, name = split_key(key)
         hpa = self.hpas.lister.try_get(namespace, name)
         if hpa is None:

@@ -53,7 +53,8 @@ _ORDER = ("memory", "pids", "ephemeral-storage", "inodes")
 _TAINTS = {"MemoryPressure": "node.kubernetes.io/memory-pressure", "DiskPressure": "node.kubernetes.io/disk-pressure",
            "PIDPressure": "node.kubernetes.io/pid-pressure"}
 
-Evict = Callable[[Mapping[str, Any], str, float], Awaitable[None]]
+#: evict(pod, message, grace); ``disruption=False`` for a local-storage eviction (no DisruptionTarget condition)
+Evict = Callable[..., Awaitable[None]]
 
 
 class EvictionManager:
@@ -135,7 +136,7 @@ class EvictionManager:
                 logger.info("evicting pod over its local storage limit", extra={"pod": f"{pod['metadata'].get('namespace')}/"
                                                                                        f"{pod['metadata']['name']}"})
                 try:
-                    await asyncio.wait_for(self._evict(pod, message, 0.0), self.cleanup_timeout)
+                    await asyncio.wait_for(self._evict(pod, message, 0.0, disruption=False), self.cleanup_timeout)
                 except asyncio.TimeoutError:
                     logger.warning("evicted pod not cleaned up in time", extra={"pod": pod["metadata"]["name"]})
             if over:

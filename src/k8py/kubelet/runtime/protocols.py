@@ -170,9 +170,10 @@ class StreamingRuntime(Protocol):
 class StdinOnceRuntime(Protocol):
     """A runtime that closes a ``stdinOnce`` container's stdin when the attach feeding it ends."""
 
-    async def close_stdin(self, container_id: str) -> None:
-        """The attach's stdin ended (its client closed it, or went away); the runtime decides
-        what that means for the container (``stdinOnce``: EOF, and no stdin for later attaches)."""
+    async def close_stdin(self, container_id: str) -> bool:
+        """The attach's stdin ended (its client closed it, or went away). True: the container is
+        ``stdinOnce`` and its stdin is closed now (EOF; no stdin for later attaches), so the
+        attach streams on; False: nothing changes for the container, and the attach ends."""
 
 
 class ContainerTerminal(Protocol):

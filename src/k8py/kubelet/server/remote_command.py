@@ -26,7 +26,9 @@ sorted onto stdout/stderr), stdin goes to the runtime's stdin FIFO when the
 container has one; the session ends when the container exits. When the attach's stdin ends
 (v5's close of stdin, or the client going away) the runtime is told (:class:`~k8py.kubelet.
 runtime.protocols.StdinOnceRuntime`): a ``stdinOnce`` container then reads EOF, and later
-attaches get no stdin, as upstream (``kubectl run -i``). A ``tty: true``
+attaches get no stdin, as upstream (``kubectl run -i``); the output streams on until the
+container exits. For any other container without a terminal the session ends there, as
+containerd's attach does (``echo x | kubectl attach -i`` returns). A ``tty: true``
 container attached with ``tty`` uses its own terminal instead (the runtime's
 :class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
 typed input and resizes into its pty.
@@ -212,17 +214,21 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
             return ws
         fd = -1
         ended: list[asyncio.Task[None]] = []
+        stdin_over = asyncio.Event()
+
+        async def stdin_ended() -> None:
+            if isinstance(ctx.runtime, StdinOnceRuntime) and await ctx.runtime.close_stdin(attempt.id):
+                return  # stdinOnce: the container reads EOF, and its output still streams to this client
+            stdin_over.set()  # otherwise the session ends with its stdin, as containerd's attach does
 
         def end_stdin() -> None:
-            """This attach's stdin ended (v5's close, or the client left): a ``stdinOnce``
-            container's stdin closes now, while its output still streams to this client."""
+            """This attach's stdin ended (v5's close, or the client left)."""
             nonlocal fd
             if fd < 0:
                 return
             os.close(fd)
             fd = -1
-            if isinstance(ctx.runtime, StdinOnceRuntime):
-                ended.append(asyncio.create_task(ctx.runtime.close_stdin(attempt.id), name=f"attach-close-stdin-{attempt.id[:12]}"))
+            ended.append(asyncio.create_task(stdin_ended(), name=f"attach-stdin-ended-{attempt.id[:12]}"))
 
         try:
             if fifo is not None:
@@ -248,10 +254,11 @@ def attach_handler(ctx: ServerContext, *, poll_interval: float = 0.1) -> Handler
                     _read_client(ws, protocol=protocol, on_stdin=write, on_close_stdin=end_stdin, on_resize=lambda w, h: None),
                     name="attach-client",
                 )
-                done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
-                out.cancel()
-                reader.cancel()
-            if out in done and not ws.closed:
+                over = tg.create_task(stdin_over.wait(), name="attach-stdin-over")
+                done, _ = await asyncio.wait((out, reader, over), return_when=asyncio.FIRST_COMPLETED)
+                for task in (out, reader, over):
+                    task.cancel()
+            if (out in done or over in done) and not ws.closed:
                 await send_status(ws, protocol, ch.exit_status(0))
         except* ConnectionError:
             log.debug("attach client went away", extra={"pod": f"{ns}/{pod}", "container": container})

@@ -22,7 +22,9 @@ Layout (names as kube-proxy's where there is one)::
     nat-postrouting (nat, postrouting, srcnat) mark 0x4000 → masquerade
     filter-forward / filter-output / filter-input (filter, -110):
                     a new connection to a Service port without endpoints is
-                    rejected (TCP reset / ICMP port unreachable) at once
+                    rejected (TCP reset / ICMP port unreachable) at once; one
+                    whose endpoints a Local traffic policy leaves elsewhere is
+                    dropped, as upstream
     service-<hash>  numgen random mod N vmap { 0 : goto endpoint-<hash>, … }
     external-<hash> mark for masquerade, goto service-<hash> of the
                     external endpoints
@@ -83,6 +85,13 @@ def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str]
     lines.append("  }")
 
 
+def _no_endpoint_verdict(sp: ServicePort) -> str:
+    """REJECT when the Service has no usable endpoint anywhere; DROP when it has some, but a
+    ``Local`` traffic policy leaves none on this node (upstream: "has no local endpoints")."""
+    elsewhere = any(ep.ready or (ep.serving and ep.terminating) for ep in sp.all_endpoints)
+    return "drop" if elsewhere else "goto reject-chain"
+
+
 def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> str:
     """The ``nft -f`` text that makes ``table`` forward as ``services`` says."""
     lines = [f"add table ip {table}", f"delete table ip {table}", f"table ip {table} {{",
@@ -114,7 +123,7 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
                 service_ips.append(f"{ip} . {proto} . {sp.port} : goto {svc_chain}")
         else:
             for ip in sp.cluster_ips:
-                no_ep.append(f"{ip} . {proto} . {sp.port} : goto reject-chain")
+                no_ep.append(f"{ip} . {proto} . {sp.port} : {_no_endpoint_verdict(sp)}")
         if sp.node_port or sp.external_ips or sp.load_balancer_ips:
             if sp.external_endpoints:
                 ext_lb = _chain("service-external", sp.namespace, sp.name, sp.port_name, proto)
@@ -126,9 +135,10 @@ def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addr
                     nodeports.append(f"{proto} . {sp.node_port} : goto {ext}")
                 service_ips += [f"{ip} . {proto} . {sp.port} : goto {ext}" for ip in sp.external_ips + sp.load_balancer_ips]
             else:
+                verdict = _no_endpoint_verdict(sp)
                 if sp.node_port:
-                    no_ep_nodeports.append(f"{proto} . {sp.node_port} : goto reject-chain")
-                no_ep += [f"{ip} . {proto} . {sp.port} : goto reject-chain" for ip in sp.external_ips + sp.load_balancer_ips]
+                    no_ep_nodeports.append(f"{proto} . {sp.node_port} : {verdict}")
+                no_ep += [f"{ip} . {proto} . {sp.port} : {verdict}" for ip in sp.external_ips + sp.load_balancer_ips]
         if sp.load_balancer_ips and sp.source_ranges:
             fw = _chain("firewall", sp.namespace, sp.name, sp.port_name, proto)
             chains += [f"  chain {fw} {{", f'    comment "{sp}/{proto} loadBalancerSourceRanges"',

@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["write_record", "read_records", "process_start_ticks", "is_same_process"]
+__all__ = ["write_record", "read_records", "process_start_ticks", "is_same_process", "disk_usage"]
 
 
 def write_record(path: str, data: dict[str, Any]) -> None:
@@ -65,3 +65,15 @@ def process_start_ticks(pid: int) -> int:
 
 def is_same_process(pid: int, start_ticks: int) -> bool:
     return pid > 0 and start_ticks > 0 and process_start_ticks(pid) == start_ticks
+
+
+def disk_usage(path: str) -> int:
+    """Bytes allocated to the files under ``path`` (as ``du`` counts them)."""
+    size = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                size += os.lstat(os.path.join(root, f)).st_blocks * 512
+            except OSError:  # written or removed as we walk
+                continue
+    return size

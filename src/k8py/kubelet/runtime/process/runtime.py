@@ -31,7 +31,7 @@ from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
 from k8py.kubelet.runtime.process.terminal import Terminal
-from k8py.kubelet.runtime.process.records import is_same_process, process_start_ticks, read_records, write_record
+from k8py.kubelet.runtime.process.records import disk_usage, is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
     ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
     ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
@@ -341,14 +341,7 @@ class ProcessRuntime:
 
     def writable_layer_bytes(self, container_id: str) -> int:
         """Disk the container's own layer holds (its directory: image-dir copies, an overlay's upper layer)."""
-        size = 0
-        for root, _, files in os.walk(self._cdir(container_id)):
-            for f in files:
-                try:
-                    size += os.lstat(os.path.join(root, f)).st_blocks * 512
-                except OSError:  # written or removed as we walk
-                    continue
-        return size
+        return disk_usage(self._cdir(container_id))
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -373,21 +366,24 @@ class ProcessRuntime:
             return None
         return os.path.join(self._cdir(container_id), "stdin.fifo")
 
-    async def close_stdin(self, container_id: str) -> None:
+    async def close_stdin(self, container_id: str) -> bool:
         """An attach's stdin ended. For a ``stdinOnce`` container that closes the container's stdin
         for good (it reads EOF once the attach has closed its own writer), as containerd does; for
         others nothing happens. A ``tty`` container keeps its terminal (containerd's choice too)."""
         rec = self._rec(container_id)
-        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty") or rec.get("stdin_closed"):
-            return
+        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty"):
+            return False
+        if rec.get("stdin_closed"):
+            return True
         rec["stdin_closed"] = True
         self._save(rec)
         if rec["state"] != ContainerState.RUNNING.value:
-            return
+            return True
         try:
             await asyncio.to_thread(console_holder.close_stdin, self._cdir(container_id))
         except OSError as err:
             logger.warning("stdin of a stdinOnce container not closed", extra={"container": container_id, "error": str(err)})
+        return True
 
     def attach_terminal(self, container_id: str) -> Terminal | None:
         """The running ``tty: true`` container's terminal (None without one, or once adopted)."""
