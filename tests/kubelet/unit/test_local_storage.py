@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from k8py.kubelet.eviction.local_storage import StorageUsage, violation
@@ -93,3 +94,20 @@ async def test_dead_containers_go_keeping_the_newest_of_each_container_of_the_po
     assert old not in left and finished not in left
     assert {previous, init, running} == set(left) and left[running].state is ContainerState.RUNNING
     assert await delete_dead_containers(rt, active=lambda: {"uid-live"}) == 0
+
+
+def test_a_dead_containers_logs_go_but_only_its_own_regular_files(tmp_path) -> None:
+    """The log and its rotations are removed; a sibling with the same prefix and a log path
+    that is no regular file stay (the simulated runtime's logs are /dev/null: unlinking
+    that broke the whole machine)."""
+    from k8py.kubelet.eviction.node_reclaim import _remove_logs
+
+    log = tmp_path / "0.log"
+    for name in ("0.log", "0.log.20261201-101010", "0.log.1", "0.logger"):
+        (tmp_path / name).write_text("x")
+    _remove_logs(str(log))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.logger"]
+    device_like = tmp_path / "1.log"
+    os.mkfifo(device_like)
+    _remove_logs(str(device_like))
+    assert device_like.exists()

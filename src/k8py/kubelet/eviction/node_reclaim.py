@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import stat
 from typing import Callable
 
 from k8py.kubelet.runtime.protocols import ContainerState, ContainerStatus, ImageSpec, NotFoundError, Runtime, RuntimeErrorStatus
@@ -55,9 +56,15 @@ async def delete_unused_images(runtime: Runtime) -> int:
 
 
 def _remove_logs(path: str) -> None:
-    for f in glob.glob(glob.escape(path) + "*") if path else ():
+    """The container's log file and its rotated ones (``<path>.<suffix>``), regular files only:
+    a runtime may name a device as the log of a container that has none (the simulated
+    runtime's is ``/dev/null``), and that must never be unlinked."""
+    if not path:
+        return
+    for f in [path, *glob.glob(glob.escape(path) + ".*")]:
         try:
-            os.unlink(f)
+            if stat.S_ISREG(os.lstat(f).st_mode):
+                os.unlink(f)
         except OSError:
             pass
 
