@@ -190,3 +190,22 @@ async def test_a_local_load_balancer_gets_a_health_check_node_port_kept_and_free
             "ports": [{"port": 80, "nodePort": next(p for p in range(30009, 29999, -1) if p not in (node_port, health, free))}]}},
             namespace="default")
         assert asked["spec"]["healthCheckNodePort"] == free
+
+
+async def test_a_load_balancer_without_node_ports_gets_only_the_ones_it_asks_for(server):
+    """allocateLoadBalancerNodePorts: false — no port is picked, a requested one is honoured (and held)."""
+    async with RestClient(ClientConfig(server=server.url)) as client:
+        bare = await client.create(SERVICES, {"metadata": {"name": "lb-bare"}, "spec": {
+            "type": "LoadBalancer", "allocateLoadBalancerNodePorts": False, "ports": [{"port": 80}]}}, namespace="default")
+        assert "nodePort" not in bare["spec"]["ports"][0] and bare["spec"]["allocateLoadBalancerNodePorts"] is False
+        asked = await client.create(SERVICES, {"metadata": {"name": "lb-asked"}, "spec": {
+            "type": "LoadBalancer", "allocateLoadBalancerNodePorts": False,
+            "ports": [{"name": "a", "port": 80, "nodePort": 30003}, {"name": "b", "port": 81}]}}, namespace="default")
+        assert [p.get("nodePort") for p in asked["spec"]["ports"]] == [30003, None]
+        with pytest.raises(Invalid) as err:
+            await client.create(SERVICES, {"metadata": {"name": "np"}, "spec": {"type": "NodePort",
+                                "ports": [{"port": 80, "nodePort": 30003}]}}, namespace="default")
+        assert "provided port is already allocated" in err.value.message
+        # the default (true) still allocates
+        lb = await client.create(SERVICES, _svc("lb", type="LoadBalancer"), namespace="default")
+        assert 30000 <= lb["spec"]["ports"][0]["nodePort"] <= 30009

@@ -13,7 +13,8 @@ validation):
 - each port of a NodePort or LoadBalancer Service gets a node port from
   ``--service-node-port-range`` (30000-32767), a requested one checked the
   same way; two ports of one Service with the same number share it; a
-  LoadBalancer with ``externalTrafficPolicy: Local`` also gets its
+  LoadBalancer with ``allocateLoadBalancerNodePorts: false`` gets only the
+  node ports it asks for; a LoadBalancer with ``externalTrafficPolicy: Local`` also gets its
   ``healthCheckNodePort`` from that range;
 - the claims are made in the store (:mod:`.range_claims`) so that no
   address or port is ever handed out twice — across concurrent creates,
@@ -245,6 +246,8 @@ class ServiceAllocator:
                                    f"Invalid value: {requested}: provided port is already allocated")
                 claimed.append(str(requested))
                 continue
+            if spec.get("type") == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is False:
+                continue  # requested node ports are honoured, none is picked (upstream's shouldAllocateNodePorts)
             same = assigned.get((int(port.get("port") or 0), "any"))
             if same is not None:
                 port["nodePort"] = same

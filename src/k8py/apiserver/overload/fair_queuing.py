@@ -46,6 +46,9 @@ from typing import Protocol
 
 __all__ = ["QueueSet", "Grant", "deal", "flow_hash"]
 
+#: flows whose hands a level remembers (a flow is a user or a namespace: few)
+_HANDS_KEPT = 4096
+
 
 def flow_hash(schema: str, distinguisher: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{schema}\x00{distinguisher}".encode()).digest()[:8], "big")
@@ -104,11 +107,13 @@ class QueueSet:
     _now: float = 0.0
     _waiting: int = 0
     _waiting_seats: int = 0
+    _hands: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._renumber(self.queues)
 
     def _renumber(self, queues: int) -> None:
+        self._hands = {}
         self.queues = queues
         self._queues = [deque() for _ in range(queues)]
         self._executing_by_queue = [0] * queues
@@ -150,7 +155,18 @@ class QueueSet:
         return None
 
     def _shortest(self, flow: int) -> int:
-        return min(deal(flow, self.queues, self.hand_size), key=lambda i: len(self._queues[i]) + self._executing_by_queue[i])
+        hand = self._hands.get(flow)
+        if hand is None:  # dealt once per flow while the queues stay as they are
+            if len(self._hands) >= _HANDS_KEPT:
+                self._hands.clear()
+            hand = self._hands[flow] = deal(flow, self.queues, self.hand_size)
+        queues, executing = self._queues, self._executing_by_queue
+        best, best_load = hand[0], len(queues[hand[0]]) + executing[hand[0]]
+        for index in hand[1:]:
+            load = len(queues[index]) + executing[index]
+            if load < best_load:
+                best, best_load = index, load
+        return best
 
     def set_seats(self, seats: int) -> None:
         """A new current limit (borrowing moved seats between levels)."""
@@ -160,6 +176,8 @@ class QueueSet:
 
     def reconfigure(self, *, seats: int, queues: int, hand_size: int, queue_length_limit: int) -> None:
         """New limits from a changed PriorityLevelConfiguration; waiting requests keep waiting."""
+        if hand_size != self.hand_size:
+            self._hands = {}
         self.seats, self.hand_size, self.queue_length_limit = seats, hand_size, queue_length_limit
         if queues != self.queues:
             waiters = [w for q in self._queues for w in q]
