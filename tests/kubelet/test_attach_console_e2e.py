@@ -114,10 +114,18 @@ def test_attach_it_reaches_a_terminal_the_restarted_kubelet_adopted(tmp_path) ->
     try:
         node.core.create_namespaced_pod("default", pod_manifest("term", [{"name": "main", "image": "busybox", "command": ["sh"],
                                                                           "stdin": True, "tty": True}]))
+        # and a stdinOnce container nobody attached to yet: its stdin must stay open across the restart
+        node.core.create_namespaced_pod("default", pod_manifest("waiter", [{"name": "main", "image": "busybox", "stdin": True,
+                                                                            "stdinOnce": True, "command": ["sh", "-c", "read a; echo got-$a"]}],
+                                                                restartPolicy="Never"))
         before = node.wait_pod("default", "term", ready, what="Ready")["status"]["containerStatuses"][0]
-        kubelet.stop()  # SIGTERM: the kubelet goes, the container and its console holder stay
+        node.wait_pod("default", "waiter", ready, what="Ready")
+        kubelet.stop()  # SIGTERM: the kubelet goes, the containers and their console holders stay
         second = KubeletProcess(kubelet.kubeconfig, kubelet.root_dir, node_name="node-1").start()
         node.kubelet = second
+        out = kubectl.run("attach", "-i", "waiter", "-n", "default", input="late\n", timeout=120)
+        assert "got-late" in out.stdout, (out.stdout, out.stderr)  # it had not read EOF while the kubelet was away
+        node.wait_pod("default", "waiter", phase("Succeeded"), what="Succeeded")
 
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))

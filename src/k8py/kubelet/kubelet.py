@@ -151,7 +151,7 @@ class Kubelet:
         for pod in self._evictable():
             uid = pod["metadata"]["uid"]
             w = self.workers.workers.get(uid)
-            if w is None:
+            if w is None or not local_storage.has_limits(pod):  # most pods: nothing to measure
                 continue
             message = local_storage.violation(pod, await local_storage.measure(self.runtime, pod, w.sandbox_id,
                                                                                pod_dir=self.volumes.pod_dir(uid)))

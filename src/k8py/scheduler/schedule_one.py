@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import eq
 from typing import Callable, Sequence
 
 from k8py.scheduler.framework.diagnosis import Diagnosis, FitError
@@ -68,7 +70,8 @@ def select_host(nodes: Sequence[NodeInfo], scores: Sequence[int], rng: Callable[
     best = max(scores)
     if scores.count(best) == 1:
         return nodes[scores.index(best)].name
-    ties = [i for i, s in enumerate(scores) if s == best]
+    # the positions of the best scores, found in C (uniform nodes tie by the hundred)
+    ties = list(compress(range(len(scores)), map(eq, scores, repeat(best))))
     return nodes[ties[min(int(rng() * len(ties)), len(ties) - 1)]].name
 
 

@@ -111,3 +111,11 @@ def test_a_dead_containers_logs_go_but_only_its_own_regular_files(tmp_path) -> N
     os.mkfifo(device_like)
     _remove_logs(str(device_like))
     assert device_like.exists()
+
+
+def test_only_pods_with_a_storage_limit_are_measured() -> None:
+    from k8py.kubelet.eviction.local_storage import has_limits
+
+    assert not has_limits(_pod(_c("a"), volumes=[{"name": "v", "emptyDir": {}}]))
+    assert has_limits(_pod(_c("a", "1Gi")))
+    assert has_limits(_pod(_c("a"), volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1Mi"}}]))

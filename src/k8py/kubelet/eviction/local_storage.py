@@ -36,7 +36,7 @@ from typing import Any, Mapping
 from k8py.kubelet.eviction.ranking import format_quantity
 from k8py.kubelet.runtime.protocols import ContainerStatus, Runtime
 
-__all__ = ["StorageUsage", "violation", "measure"]
+__all__ = ["StorageUsage", "has_limits", "violation", "measure"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,13 @@ def _bytes(q: Any) -> int:
 
 def _storage_limit(container: Mapping[str, Any]) -> str | None:
     return ((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+
+
+def has_limits(pod: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` sets any limit this module checks (only those pods are measured)."""
+    spec = pod.get("spec") or {}
+    return any((v.get("emptyDir") or {}).get("sizeLimit") for v in spec.get("volumes") or []) or \
+        any(_storage_limit(c) is not None for c in spec.get("containers") or [])
 
 
 def violation(pod: Mapping[str, Any], usage: StorageUsage) -> str | None:
