@@ -1,4 +1,4 @@
-"""Simulated nodes watch only bound pods, and register each Node Ready in one write.
+"""Simulated nodes watch only bound pods, register each Node Ready in one write, and create its Lease unread.
 
 A pod being scheduled is no kubelet's business: the shared pod informer's
 ``spec.nodeName!=`` selector keeps unbound pods out (a third of the pod events
@@ -15,7 +15,7 @@ import re
 import urllib.request
 
 from k8py.client.config import ClientConfig
-from k8py.client.resources import PODS
+from k8py.client.resources import LEASES, PODS
 from k8py.client.rest import RestClient
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.simulated_nodes import SimulatedNodes
@@ -58,6 +58,13 @@ async def test_unbound_pods_stay_out_of_the_cache_and_run_once_bound(tmp_path) -
                 # registered Ready in one write each: no status patch after the create
                 assert _requests(server.url, "POST", "nodes") == 2
                 assert _requests(server.url, "PATCH", "nodes", "status") == 0
+
+                # the Leases of Nodes just created are created without being looked for first
+                async def leases() -> bool:
+                    return len((await client.list(LEASES, "kube-node-lease"))["items"]) == 2
+
+                await _until(leases, timeout=90)
+                assert _requests(server.url, "POST", "leases") == 2 and _requests(server.url, "GET", "leases") == 0
 
                 await client.create(PODS, _pod("waiting"))
                 await client.create(PODS, {**_pod("bound"), "spec": {**_pod("bound")["spec"], "nodeName": "sim-1"}})

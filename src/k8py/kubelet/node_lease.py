@@ -43,28 +43,37 @@ class NodeLease:
         self._node_uid = node_uid
         self._lease: dict[str, Any] | None = None
         self.renewals = 0
+        #: the first renewal creates the Lease without reading it first (it falls back to the read
+        #: on AlreadyExists): set by a caller that has just created the Node, whose Lease cannot
+        #: exist yet but for a leftover — at 5,000 new simulated nodes, 5,000 GETs that find nothing
+        self.create_first = False
 
     async def renew(self) -> None:
         now = micro_time()
         if self._lease is None:
-            try:
-                self._lease = await self.client.get(LEASES, LEASE_NAMESPACE, self.node_name)
-            except NotFound:
-                lease: dict[str, Any] = {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.node_name, "namespace": LEASE_NAMESPACE},
-                    "spec": {"holderIdentity": self.node_name, "leaseDurationSeconds": self.duration, "renewTime": now},
-                }
-                if self._node_uid is not None:
-                    uid = await self._node_uid()
-                    if uid:
-                        lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": uid}]
+            if self.create_first:
+                self.create_first = False
+            else:
                 try:
-                    self._lease = await self.client.create(LEASES, lease)
-                    self.renewals += 1
-                    return
-                except AlreadyExists:
                     self._lease = await self.client.get(LEASES, LEASE_NAMESPACE, self.node_name)
+                except NotFound:
+                    pass
+        if self._lease is None:
+            lease: dict[str, Any] = {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.node_name, "namespace": LEASE_NAMESPACE},
+                "spec": {"holderIdentity": self.node_name, "leaseDurationSeconds": self.duration, "renewTime": now},
+            }
+            if self._node_uid is not None:
+                uid = await self._node_uid()
+                if uid:
+                    lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": uid}]
+            try:
+                self._lease = await self.client.create(LEASES, lease)
+                self.renewals += 1
+                return
+            except AlreadyExists:
+                self._lease = await self.client.get(LEASES, LEASE_NAMESPACE, self.node_name)
         lease = dict(self._lease)
         lease["spec"] = dict(lease.get("spec") or {}, holderIdentity=self.node_name, leaseDurationSeconds=self.duration, renewTime=now)
         try:

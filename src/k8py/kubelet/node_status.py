@@ -210,6 +210,8 @@ class NodeStatusReporter:
         self._transitions: dict[str, str] = {}
         self.pod_cidr = ""
         self.registered = asyncio.Event()
+        #: the last :meth:`register` created the Node (rather than finding it)
+        self.created = False
         self._built_node: dict[str, Any] | None = None
         self._built_key: Any = None
 
@@ -236,6 +238,7 @@ class NodeStatusReporter:
             self.registered.set()
             await self.update(force=True, node=created)
             return created
+        self.created = True
         self._last_sent = (conditions, node["status"]["capacity"], node["status"]["allocatable"], node["status"]["images"])
         self._last_report = time.monotonic()
         self.registered.set()

@@ -151,6 +151,7 @@ class SimulatedNode:
     async def register(self, port: int) -> None:
         self.status.port = port
         self.node = await self.status.register()
+        self.lease.create_first = self.status.created
         if not self.status.pod_cidr:
             await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
 
