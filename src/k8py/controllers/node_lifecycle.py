@@ -160,7 +160,9 @@ class NodeLifecycleController:
             try:
                 await self.monitor_node(node)
             except (Conflict, NotFound):
-                self._node_changed(node)  # look again with the newer object
+                # look again with the newer object, once the informer has it: its update event
+                # wakes the loop (waking now would retry with the same stale copy until it came)
+                self._changed.add(node["metadata"]["name"])
 
     async def monitor_node(self, node: Any) -> None:
         name = node["metadata"]["name"]

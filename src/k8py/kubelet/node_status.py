@@ -215,10 +215,10 @@ class NodeStatusReporter:
 
     async def register(self) -> dict[str, Any]:
         """Create the Node with its status and conditions in one request, as
-        upstream's ``initialNode`` (so it is Ready from its first revision: no
-        ``not-ready`` taint put on and taken off by the node lifecycle
-        controller, no status patch right after); a Node that exists gets our
-        labels and a full status update."""
+        upstream's ``initialNode`` (Ready from its first revision, with no status
+        patch right after; the ``not-ready`` taint the NodeTaint admission step
+        puts on every new Node is taken off by the node lifecycle controller, as
+        upstream); a Node that exists gets our labels and a full status update."""
         host = self._host()
         node = build_node(self.config, host, runtime_version=self.runtime_version, port=self.port, images=await self._images())
         self.not_ready = await self._runtime_errors() if self._runtime_errors is not None else []

@@ -4,6 +4,7 @@ the seats idle levels lend; a FlowSchema naming a missing level is marked Dangli
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -11,6 +12,7 @@ import time
 import httpx
 import pytest
 
+from k8py.apiserver.overload.fair_queuing import flow_hash
 from tests.support.servers import ServerThread, sqlite_storage
 
 FC = "/apis/flowcontrol.apiserver.k8s.io/v1"
@@ -55,6 +57,13 @@ def start_slow_lists(server, user: str, n: int) -> list[threading.Thread]:
     return threads
 
 
+def on_server_loop(server, fn):
+    """``fn()`` run on the server's event loop (the queues are the loop's), its result."""
+    async def call():
+        return fn()
+    return asyncio.run_coroutine_threadsafe(call(), server.loop).result(30)
+
+
 def test_a_flood_of_wide_lists_in_one_flow_does_not_starve_another_flow(tmp_path):
     # 50 seats in all; the "lists" level's 35 shares of 280 make 7 seats, neither lent nor borrowed
     with ServerThread(sqlite_storage(str(tmp_path / "data")), max_requests_inflight=30, max_mutating_requests_inflight=20,
@@ -65,16 +74,23 @@ def test_a_flood_of_wide_lists_in_one_flow_does_not_starve_another_flow(tmp_path
                          {"nominalConcurrencyShares": 35, "lendablePercent": 0, "borrowingLimitPercent": 0})
         level = server.server.overload.queue_set("lists")
         assert level is not None and level.seats == 7
-        flood = start_slow_lists(server, "lister", 6)
+        lister = flow_hash("lists", "lister")
+        # the lister's first two lists hold three seats each for as long as the test says (on the server's
+        # loop: in-process, as long-running lists would), one seat stays free
+        held = [on_server_loop(server, lambda: level.try_acquire(3, lister)) for _ in range(2)]
+        assert all(held) and level.seats_in_use == 6
+        flood = start_slow_lists(server, "lister", 4)
         try:
-            wait_for(lambda: level.seats_in_use == 6 and level.executing == 2 and level.waiting == 4,
-                     what="two lists holding three seats each, four queued")
+            wait_for(lambda: level.waiting == 4, what="four more lists queued")
+            assert level.waiting_seats == 12  # each needs three seats: none fits in the free one
             # the other flow's requests take the seat left, one after the other, ahead of the queued lists
             for _ in range(5):
                 r = http.get("/api/v1/namespaces/default/configmaps/c1", headers=as_user("getter"))
                 assert r.status_code == 200, r.text
-            assert level.waiting >= 2, "the getter waited behind the lister's backlog"
+            assert level.waiting == 4 and level.seats_in_use == 6  # no list overtook or squeezed in
         finally:
+            for grant in held:
+                on_server_loop(server, lambda grant=grant: level.release(grant))
             for t in flood:
                 t.join(120)
         wait_for(lambda: level.executing == 0 and level.waiting == 0 and level.seats_in_use == 0, what="the level to drain")
@@ -84,8 +100,8 @@ def test_a_flood_of_wide_lists_in_one_flow_does_not_starve_another_flow(tmp_path
                            metrics)
         count = re.search(r'apiserver_flowcontrol_work_estimated_seats_count\{flow_schema="lists",priority_level="lists"\} (\S+)', metrics)
         assert estimated and bucket and count
-        assert float(count.group(1)) - float(bucket.group(1)) == 6  # the six lists took more than two seats
-        assert float(estimated.group(1)) - float(bucket.group(1)) == 6 * 3  # three each; the rest took one
+        assert float(count.group(1)) - float(bucket.group(1)) == 4  # the four lists took more than two seats
+        assert float(estimated.group(1)) - float(bucket.group(1)) == 4 * 3  # three each; the rest took one
         assert 'apiserver_flowcontrol_current_executing_seats{priority_level="lists"} 0.0' in metrics
         assert 'apiserver_flowcontrol_nominal_limit_seats{priority_level="lists"} 7.0' in metrics
 
