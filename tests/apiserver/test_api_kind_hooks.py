@@ -85,6 +85,26 @@ def test_a_binding_for_a_missing_pod_is_a_404_and_one_without_a_target_is_invali
     assert body["details"]["causes"][0]["field"] == "target.name"
 
 
+def test_a_binding_carries_its_annotations_checks_its_uid_and_targets_only_nodes(k8s, core):
+    core.create_namespaced_pod(NS, pod("annotated"))
+    uid = core.read_namespaced_pod("annotated", NS).metadata.uid
+    status, body = raw(k8s, "POST", f"/api/v1/namespaces/{NS}/pods/annotated/binding",
+                       {**binding("annotated", "node-a"), "target": {"kind": "Pod", "name": "node-a"}})
+    assert (status, body["message"]) == (422, 'Binding "annotated" is invalid: target.kind: Unsupported value: "Pod": '
+                                               'supported values: "Node", "<empty>"')
+    wrong = binding("annotated", "node-a")
+    wrong["metadata"]["uid"] = "not-the-pods-uid"
+    status, body = raw(k8s, "POST", f"/api/v1/namespaces/{NS}/pods/annotated/binding", wrong)
+    assert status == 409 and body["message"].endswith(
+        f"Precondition failed: UID in precondition: not-the-pods-uid, UID in object meta: {uid}")
+    right = binding("annotated", "node-a")
+    right["metadata"].update(uid=uid, annotations={"example.com/placed-by": "test"})
+    status, _ = raw(k8s, "POST", f"/api/v1/namespaces/{NS}/pods/annotated/binding", right)
+    assert status == 201
+    bound = core.read_namespaced_pod("annotated", NS)
+    assert bound.spec.node_name == "node-a" and bound.metadata.annotations["example.com/placed-by"] == "test"
+
+
 def test_the_bindings_collection_serves_only_create(k8s):
     status, _ = raw(k8s, "GET", f"/api/v1/namespaces/{NS}/bindings")
     assert status == 405

@@ -55,6 +55,11 @@ def test_kubectl_run_i_feeds_stdin_once_and_the_container_reads_eof(node: Node, 
     spec = node.pod(ns, "once")["spec"]["containers"][0]
     assert spec["stdin"] is True and spec["stdinOnce"] is True
     node.wait_pod(ns, "once", phase("Succeeded"), what="Succeeded")
+    # and with --rm: kubectl deletes the pod once the attach is over
+    out = node.kubectl.run("run", "-i", "--rm", "--restart=Never", "--image=busybox", "-n", ns, "gone", "--overrides", overrides,
+                           "--", "sh", "-c", "read a; echo got $a", input="bye\n", timeout=120)
+    assert "got bye" in out.stdout and 'pod "gone" deleted' in out.stdout + out.stderr, (out.stdout, out.stderr)
+    node.wait_gone(ns, "gone")
 
 
 def test_a_later_attach_to_a_stdin_once_container_gets_no_stdin(node: Node, ns: str) -> None:

@@ -7,7 +7,9 @@ and a pod's ``ephemeralcontainers``.
   :class:`ScaleSpec`; writes (PUT, or a patch applied to the Scale) change only
   the replica count, guarded by the Scale's resourceVersion if it has one.
 - ``pods/binding`` (POST a ``Binding``) sets ``spec.nodeName`` once and marks
-  the pod ``PodScheduled``; a pod already bound is a 409.
+  the pod ``PodScheduled``; a pod already bound is a 409. As upstream's: the
+  target's kind is empty or ``Node``, the Binding's ``metadata.uid`` is a
+  precondition and its annotations are copied onto the pod.
 - ``pods/ephemeralcontainers`` reads the Pod; writes (PUT, PATCH) change
   only ``spec.ephemeralContainers``, additions only
   (:mod:`k8py.apiserver.validation.ephemeral`).
@@ -239,6 +241,11 @@ async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinitio
         raise Invalid.for_object("Binding", "", [Cause("FieldValueRequired", "Required value: name or generateName is required", "metadata.name")])
     if not node:
         raise Invalid.for_object("Binding", name, [Cause("FieldValueRequired", "Required value", "target.name")])
+    if target.get("kind") not in (None, "", "Node"):
+        raise Invalid.for_object("Binding", name, [Cause(
+            "FieldValueNotSupported", f'Unsupported value: "{target["kind"]}": supported values: "Node", "<empty>"', "target.kind")])
+    binding_meta = binding.get("metadata") or {}
+    uid = binding_meta.get("uid")
 
     if ctx.definition is d:  # pods/NAME/binding
         admission = host.admission_for(ctx, Operation.CREATE, name=name)
@@ -252,9 +259,14 @@ async def _bind(host: SubresourceHost, ctx: RequestContext, d: ResourceDefinitio
         spec = pod.setdefault("spec", {})
         if pod["metadata"].get("deletionTimestamp"):
             raise Conflict.for_object(d.plural, name, "pod is being deleted, cannot be assigned to a host")
+        if uid and uid != pod["metadata"].get("uid"):
+            raise Conflict.for_object(d.plural, name, f"Precondition failed: UID in precondition: {uid}, "
+                                                      f"UID in object meta: {pod['metadata'].get('uid', '')}")
         if spec.get("nodeName"):
             raise Conflict.for_object(d.plural, name, f"pod {name} is already assigned to node \"{spec['nodeName']}\"")
         spec["nodeName"] = node
+        if binding_meta.get("annotations"):  # the Binding's annotations land on the pod, as upstream's
+            pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **binding_meta["annotations"]}
         status = pod.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": rfc3339()})
