@@ -189,7 +189,9 @@ def test_kubectl_run_it_rm_runs_a_shell_and_deletes_the_pod(node: Node, ns: str)
     proc, master = pty_session(["run", "-it", "--rm", "--restart=Never", "--image=busybox", "-n", ns, "shell",
                                  "--overrides", json.dumps({"spec": {"nodeName": node.kubelet.node_name}}), "--", "sh"], node.kubectl.env)
     try:
-        seen = read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")), timeout=60)
+        # the shell printed its prompt before kubectl attached (hence kubectl's hint, as upstream): the
+        # hint or a prompt says the terminal is attached
+        seen = read_until(master, proc, b"", lambda s: b"try pressing enter" in s or s.rstrip().endswith((b"#", b"$")), timeout=60)
         os.write(master, b"echo IN-$((40+2)); exit\n")
         seen = read_until(master, proc, seen, lambda s: False, timeout=60)  # until kubectl is done
         assert proc.wait(timeout=60) == 0, seen
