@@ -10,7 +10,9 @@ from k8py.api import stream_channels as ch
 def test_the_servers_preference_wins_among_what_the_client_offers():
     assert ch.negotiate(["v4.channel.k8s.io, v5.channel.k8s.io"], ch.REMOTECOMMAND_PROTOCOLS) == ch.V5
     assert ch.negotiate(["v4.channel.k8s.io"], ch.REMOTECOMMAND_PROTOCOLS) == ch.V4
-    assert ch.negotiate(["channel.k8s.io", "base64.channel.k8s.io"], ch.REMOTECOMMAND_PROTOCOLS) is None
+    # the legacy base channel protocol is served (as upstream); its base64 variant is not
+    assert ch.negotiate(["base64.channel.k8s.io", "channel.k8s.io"], ch.REMOTECOMMAND_PROTOCOLS) == "channel.k8s.io"
+    assert ch.negotiate(["base64.channel.k8s.io", "v4.base64.channel.k8s.io"], ch.REMOTECOMMAND_PROTOCOLS) is None
 
 
 def test_exit_status_is_upstreams_shape():
