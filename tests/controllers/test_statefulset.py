@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from k8py.api.errors import NotFound
 from k8py.client.resources import CORE_EVENTS, PODS, STATEFULSETS
 from k8py.controllers.revision_control import CONTROLLER_REVISIONS
 from tests.controllers.conftest import eventually
@@ -191,8 +192,16 @@ async def test_a_recreated_set_adopts_the_pods_and_history_an_orphaning_delete_l
     await client.delete(STATEFULSETS, "default", "db", propagation_policy="Orphan")
 
     async def orphaned() -> bool:
+        # the pods lose their owner first; the set itself goes once the garbage collector has
+        # taken off its orphan finalizer (a create before that is AlreadyExists, as upstream)
         pods = (await _pods(client)).values()
-        return len(pods) == 2 and all(not p["metadata"].get("ownerReferences") for p in pods)
+        if len(pods) != 2 or any(p["metadata"].get("ownerReferences") for p in pods):
+            return False
+        try:
+            await client.get(STATEFULSETS, "default", "db")
+        except NotFound:
+            return True
+        return False
 
     await eventually(orphaned)
     created = await client.create(STATEFULSETS, _sts(2), namespace="default")
