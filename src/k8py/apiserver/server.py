@@ -262,9 +262,11 @@ class APIServer:
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
         self._policy_status_task = asyncio.create_task(
             PolicyStatusWriter(self.registry, self.cacher, self.store).run(), name="admission-policy-status")
-        self._flow_control_task = asyncio.create_task(self.overload.run(self.store, now=lambda: rfc3339()), name="flow-control")
-        # ready means the cache already shows the bootstrap objects
+        # ready means the cache already shows the bootstrap objects, their first status included
         await self.cacher.wait_consistent(timeout=5.0)
+        await self.overload.write_conditions(self.store, now=lambda: rfc3339())
+        await self.cacher.wait_consistent(timeout=5.0)
+        self._flow_control_task = asyncio.create_task(self.overload.run(self.store, now=lambda: rfc3339()), name="flow-control")
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         if self.config.secure_port is not None:

@@ -218,6 +218,11 @@ class FlowControl:
             levels[name].queues.set_seats(max(1, seats))
         return {name: levels[name].queues.seats for name in names}
 
+    async def write_conditions(self, store: ObjectStore, *, now: Callable[[], str]) -> None:
+        """One pass of the Dangling conditions: the server runs it before it says ready, so a
+        server just started writes nothing on its own (the bootstrap FlowSchemas' first status)."""
+        await DanglingConditions(self.registry, self.cacher, store, now=now).sync_once()
+
     async def run(self, store: ObjectStore, *, now: Callable[[], str], status_interval: float = 0.5) -> None:
         """Re-share seats every ``borrowing_period`` s and keep the Dangling conditions, until cancelled."""
         dangling = DanglingConditions(self.registry, self.cacher, store, now=now)
