@@ -17,8 +17,9 @@ reads the CronJob and the Jobs it controls from the caches, then:
    ``batch.kubernetes.io/cronjob-scheduled-timestamp`` annotation, adds it to
    ``status.active`` and sets ``lastScheduleTime``;
 4. deletes finished Jobs beyond the successful and failed history limits,
-   oldest first, and returns the time until the next slot (plus 100 ms), so the
-   queue brings the key back exactly then on the controller's clock.
+   oldest first, and returns the time until the next slot (plus 100 ms, counted
+   when the sync ends), so the queue brings the key back exactly then on the
+   controller's clock.
 """
 
 from __future__ import annotations
@@ -96,12 +97,14 @@ class CronJobController(KeyedController):
         before = copy.deepcopy(status)
         await self._reconcile_active(cron_job, jobs)
         try:
-            requeue = await self._schedule(cron_job, jobs)
+            due = await self._schedule(cron_job, jobs)
         finally:
             if status != before:
                 cron_job = await self.client.update_status(CRONJOBS, cron_job)
         await self._cleanup_history(cron_job, jobs)
-        return requeue
+        # counted from the clock now, not from the sync's start: the writes above took time (and a
+        # test's fake clock may have been stepped meanwhile), the slot did not move
+        return None if due is None else max(0.0, (due - self.clock.now()).total_seconds())
 
     async def _reconcile_active(self, cron_job: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
         status = cron_job["status"]
@@ -139,7 +142,8 @@ class CronJobController(KeyedController):
         else:
             status.pop("active", None)
 
-    async def _schedule(self, cron_job: dict[str, Any], jobs: list[dict[str, Any]]) -> float | None:
+    async def _schedule(self, cron_job: dict[str, Any], jobs: list[dict[str, Any]]) -> datetime | None:
+        """Start what is due; when to look again (the next slot plus 100 ms), or None."""
         meta, spec, status = cron_job["metadata"], cron_job.get("spec") or {}, cron_job["status"]
         if meta.get("deletionTimestamp"):
             return None
@@ -162,9 +166,9 @@ class CronJobController(KeyedController):
 
         now = self.clock.now()
 
-        def requeue() -> float | None:
+        def requeue() -> datetime | None:
             delay = next_requeue_delay(cron_job, now, next_fn)
-            return None if delay is None else max(0.0, delay.total_seconds())
+            return None if delay is None else now + delay
 
         decision = most_recent_schedule_time(cron_job, now, next_fn, include_starting_deadline=True)
         if decision.missed is Missed.MANY:
