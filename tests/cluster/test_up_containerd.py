@@ -42,7 +42,7 @@ def leftovers(data: str) -> dict[str, object]:
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout.split("\n")
     with open("/proc/self/mountinfo") as f:
         mounts = [line.split()[4] for line in f if line.split()[4].startswith((data + "/", layout.state + "/"))]
-    cgroups = [d for c in ("memory", "cpu", "pids", "systemd") if os.path.isdir(d := f"/sys/fs/cgroup/{c}{layout.cgroup_parent}")]
+    cgroups = [d for c in ("memory", "cpu", "pids", "systemd", "unified") if os.path.isdir(d := f"/sys/fs/cgroup/{c}{layout.cgroup_parent}")]
     found = {"shims": shim_pids(layout), "containerd": containerd_pids(layout), "state": os.path.isdir(layout.state),
              "bridge": f" {layout.bridge}:" in links, "nft": f"table ip {proxy_nftables_table(data, NODE)}" in tables,
              "mounts": mounts, "cgroups": cgroups}

@@ -302,6 +302,8 @@ async def _main(args: argparse.Namespace) -> int:
                                          log_max_files=config.container_log_max_files, cgroup_name=node_cgroup_name(config.node_name, config.root_dir),
                                          use_cgroups=not args.no_cgroups, images=_images(config, catalog),
                                          network=network)
+            if isinstance(runtime, ProcessRuntime):  # where its cgroup tree is, for k8py down (see write_owner)
+                write_owner(config.root_dir, config.node_name, args.pod_network, cgroup_bases=runtime.cgroups.bases)
             kubelet = Kubelet(client, config, runtime)
             runner = asyncio.create_task(kubelet.run(), name="kubelet")
             ready = asyncio.create_task(kubelet.ready.wait())

@@ -51,7 +51,9 @@ def containerd_pids(layout: ContainerdLayout) -> list[int]:
 
 def _cgroup_roots(layout: ContainerdLayout) -> list[str]:
     rel = layout.cgroup_parent.lstrip("/")
-    return [os.path.join("/sys/fs/cgroup", c, rel) for c in CGROUP_V1_CONTROLLERS] + [os.path.join("/sys/fs/cgroup", rel)]
+    # v1 controllers, the v2 hierarchy of a hybrid host (``unified``: runc makes its cgroups there too), pure v2
+    return ([os.path.join("/sys/fs/cgroup", c, rel) for c in CGROUP_V1_CONTROLLERS]
+            + [os.path.join("/sys/fs/cgroup", "unified", rel), os.path.join("/sys/fs/cgroup", rel)])
 
 
 def _cgroup_pids(roots: list[str]) -> set[int]:

@@ -24,10 +24,16 @@ logger = logging.getLogger(__name__)
 OWNER = "owner.json"
 
 
-def write_owner(root_dir: str, node: str, pod_network: str) -> None:
+def write_owner(root_dir: str, node: str, pod_network: str, cgroup_bases: dict[str, str] | None = None) -> None:
+    """``cgroup_bases``: where the kubelet's cgroup tree is, per controller. The tree lies below
+    the kubelet's own cgroup, which need not be the cleaner's (a supervisor or a shell may put
+    each process in a cgroup of its own), so the cleaner must not work it out again."""
     os.makedirs(root_dir, exist_ok=True)
+    owner = {"node": node, "rootDir": os.path.abspath(root_dir), "podNetwork": pod_network}
+    if cgroup_bases:
+        owner["cgroupBases"] = dict(cgroup_bases)
     with open(os.path.join(root_dir, OWNER), "w", encoding="utf-8") as f:
-        json.dump({"node": node, "rootDir": os.path.abspath(root_dir), "podNetwork": pod_network}, f)
+        json.dump(owner, f)
 
 
 async def cleanup_root(root_dir: str) -> str | None:
@@ -42,7 +48,12 @@ async def cleanup_root(root_dir: str) -> str | None:
     except (OSError, ValueError):
         return None
     node = str(owner["node"])
-    CgroupTree(node_cgroup_name(node, str(owner["rootDir"]))).cleanup()
+    name = node_cgroup_name(node, str(owner["rootDir"]))
+    tree = CgroupTree(name, enabled=False)
+    recorded = owner.get("cgroupBases") or {}
+    # only directories that are this node's tree (named so), wherever the kubelet's cgroup was
+    tree.bases = {c: b for c, b in recorded.items() if os.path.basename(b) == tree.name} if recorded else CgroupTree(name).bases
+    tree.cleanup()
     if owner.get("podNetwork") == "cni" and os.geteuid() == 0:
         await CNIPodNetwork(NetworkNames(node, str(owner["rootDir"])), os.path.join(root_dir, "runtime")).cleanup()
     return node
