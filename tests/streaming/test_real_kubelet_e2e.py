@@ -162,9 +162,16 @@ def test_attach_it_to_a_container_with_its_own_terminal(node: Node, ns: str) -> 
     proc, master = pty_session(["attach", "-it", "term", "-n", ns], node.kubectl.env)
     try:
         seen = read_until(master, proc, b"", lambda s: b"If you don't see a command prompt" in s)
-        os.write(master, b"test -t 0 && echo TTY-$((6*7)); stty size\n")
-        seen = read_until(master, proc, seen, lambda s: b"TTY-42" in s and b"40 120" in s)
-        assert b"TTY-42" in seen and b"40 120" in seen, seen
+        os.write(master, b"test -t 0 && echo TTY-$((6*7))\n")
+        seen = read_until(master, proc, seen, lambda s: b"TTY-42" in s)
+        assert b"TTY-42" in seen, seen
+        # kubectl sends the terminal's size on its resize stream beside stdin, in no set order (as
+        # client-go's resize queue): a command typed at once may see the size before it arrives
+        deadline = time.monotonic() + 30
+        while b"40 120" not in seen and time.monotonic() < deadline:
+            os.write(master, b"stty size\n")
+            seen = read_until(master, proc, seen, lambda s: b"40 120" in s, timeout=2)
+        assert b"40 120" in seen, seen
         # a resize of the client's terminal reaches the container's
         fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
         os.kill(proc.pid, 28)  # SIGWINCH: as the terminal emulator would
