@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 
+from k8py.cli.flag_values import go_bool
 from k8py.cli.up import DEFAULT_DATA_DIR
 
 __all__ = ["add_server_options", "parse_feature_gates"]
@@ -40,16 +41,6 @@ def _node_port_range(text: str) -> str:
     return text
 
 
-def _bool_flag(text: str) -> bool:
-    """``--flag=true|false`` as Go's flag package reads booleans."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true", "yes"):
-        return True
-    if value in ("0", "f", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
-
-
 def add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None:
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where the embedded store and kubeconfig live (default: %(default)s)")
     p.add_argument("--bind-address", "--bind", dest="bind", default="127.0.0.1",
@@ -65,7 +56,7 @@ def add_server_options(p: argparse.ArgumentParser, *, default_port: int) -> None
     p.add_argument("--cert-dir", default="", help="where a self-signed serving pair is kept when no --tls-cert-file is given (default: DATA_DIR/certs)")
     p.add_argument("--client-ca-file", default="", help="authenticate client certificates signed by these CAs (CN = user, O = groups)")
     p.add_argument("--token-auth-file", default="", help="static bearer tokens, CSV: token,user,uid,\"group1,group2\"")
-    p.add_argument("--anonymous-auth", type=_bool_flag, default=True, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--anonymous-auth", type=go_bool, default=True, nargs="?", const=True, metavar="BOOL",
                    help="requests without credentials are system:anonymous (default: true; --anonymous-auth=false refuses them with 401)")
     p.add_argument("--kubelet-client-certificate", default="", help="client certificate the API server shows kubelets")
     p.add_argument("--kubelet-client-key", default="", help="its key")

@@ -22,17 +22,9 @@ import socket
 import sys
 from typing import Any
 
+from k8py.cli.flag_values import go_bool
+
 __all__ = ["add_parser", "run"]
-
-
-def _bool(text: str) -> bool:
-    """``--flag=true|false`` as Go's flag package reads booleans."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true", "yes"):
-        return True
-    if value in ("0", "f", "false", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
 
 
 def _labels(value: str) -> dict[str, str]:
@@ -64,9 +56,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="kubeconfig with a bootstrap token: when --kubeconfig holds no valid client certificate, "
                         "request one (a CSR), wait for it, and write --kubeconfig")
     p.add_argument("--cert-dir", default="", help="where the bootstrapped and rotated client certificates go (default: <root-dir>/pki)")
-    p.add_argument("--rotate-certificates", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--rotate-certificates", type=go_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="request a new client certificate at 70-90%% of the current one's life (default: false)")
-    p.add_argument("--server-tls-bootstrap", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--server-tls-bootstrap", type=go_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="request the serving certificate from the cluster (a kubernetes.io/kubelet-serving CSR, "
                         "approved by an admin) and renew it at 70-90%% of its life (default: false)")
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="the Node's name (a prefix with --simulated)")
@@ -77,9 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--tls-cert-file", default="", help="serving certificate of the kubelet's HTTPS server (self-signed in ROOT_DIR/pki with only --client-ca-file)")
     p.add_argument("--tls-private-key-file", default="", help="its key")
     p.add_argument("--client-ca-file", default="", help="serve HTTPS and authenticate client certificates from this CA (all but /healthz)")
-    p.add_argument("--anonymous-auth", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--anonymous-auth", type=go_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="HTTPS requests without credentials are system:anonymous (default: false; upstream's config default)")
-    p.add_argument("--authentication-token-webhook", type=_bool, default=None, nargs="?", const=True, metavar="BOOL",
+    p.add_argument("--authentication-token-webhook", type=go_bool, default=None, nargs="?", const=True, metavar="BOOL",
                    help="authenticate bearer tokens with a TokenReview to the API server (default: true)")
     p.add_argument("--authorization-mode", default=None, choices=("AlwaysAllow", "Webhook"),
                    help="Webhook: a SubjectAccessReview for nodes/proxy|stats|metrics|log per caller (default: Webhook)")
