@@ -17,7 +17,8 @@ the API server's load at what N real kubelets would cause or less:
   status reporter compares (its ``podCIDR`` and its conditions), which the
   reporters read instead of each GETting its Node at every update (at 5,000
   nodes, 170 GETs a second);
-- one status manager and one event broadcaster;
+- one status manager (which deletes a pod being deleted without writing its final status first, as
+  kwok, unless the pod has finalizers) and one event broadcaster;
 - one HTTP server (/healthz, /metrics) whose port every Node advertises;
 - one heartbeat client for the Leases and the Node status, apart from the
   client of pods and Events, as upstream's kubelet has (its
@@ -31,8 +32,13 @@ An unchanged simulated Node re-posts its status every 10 minutes
 kubelet's 5: the Lease is the heartbeat, and at 5,000 nodes the 5-minute
 report alone is 17 writes a second.
 
-Start-up registers the nodes at most ``concurrency`` at a time, and spreads
-the Lease renewals over the first interval. Lease renewals are the steady
+Start-up registers the nodes at most ``concurrency`` at a time. The Lease
+renewals and status checks of all nodes run on one
+:class:`~k8py.kubelet.heartbeat_schedule.HeartbeatSchedule` (one task, not two
+a node), each at a fixed phase of its period drawn at random, so that they are
+spread evenly over the period and stay so when the API server stalls (a loop
+per node, sleeping after each renewal, lines up behind a stall and renews in
+bursts from then on). Lease renewals are the steady
 load of a large simulated cluster (each one a write the API server stores
 and sends to every Lease watcher): a node renews every
 ``node_lease_renew_interval`` (10 s) as a kubelet does, but with more than
@@ -46,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
@@ -60,6 +65,7 @@ from k8py.client.rest import RestClient
 from k8py.client.shared_informer import drop_managed_fields
 from k8py.kubelet import server, server_tls
 from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.heartbeat_schedule import HeartbeatSchedule
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
 from k8py.kubelet.node_status import HostReadings, NodeStatusReporter
@@ -134,13 +140,15 @@ class SimulatedNode:
         self.status = NodeStatusReporter(parent.heartbeat, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
                                          host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr,
                                          cached_node=lambda: parent.node_informer.lister.try_get(None, self.config.node_name))
-        self.node: dict[str, Any] = {}
+        #: the Node's uid, for the Lease's owner reference (the created Node itself is not kept: at 5,000
+        #: nodes, 5,000 full Node objects that nothing reads)
+        self.uid = ""
 
     def _wake(self, uid: str) -> None:
         self.workers.wake(uid)
 
     async def _node_uid(self) -> str:
-        return str((self.node.get("metadata") or {}).get("uid", ""))
+        return self.uid
 
     async def _images(self) -> list[Any]:
         return list(await self.runtime.list_images())
@@ -150,18 +158,20 @@ class SimulatedNode:
 
     async def register(self, port: int) -> None:
         self.status.port = port
-        self.node = await self.status.register()
+        self.uid = str(((await self.status.register()).get("metadata") or {}).get("uid", ""))
         self.lease.create_first = self.status.created
         if not self.status.pod_cidr:
             await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
 
-    async def run(self, interval_jitter: float) -> None:
+    def heartbeats(self, schedule: HeartbeatSchedule) -> None:
+        """The Lease renewal and the status check, on the shared schedule (each at a phase of its own)."""
+        schedule.add(f"lease-{self.config.node_name}", self.lease.interval, self.lease.beat)
+        schedule.add(f"node-status-{self.config.node_name}", self.config.node_status_update_frequency, self.status.beat)
+
+    async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.workers.run(), name=f"pod-workers-{self.config.node_name}")
             tg.create_task(self.pleg.run(), name=f"pleg-{self.config.node_name}")
-            await asyncio.sleep(interval_jitter)
-            tg.create_task(self.lease.run(), name=f"lease-{self.config.node_name}")
-            tg.create_task(self.status.run(), name=f"node-status-{self.config.node_name}")
 
 
 class SimulatedNodes:
@@ -178,12 +188,13 @@ class SimulatedNodes:
         self.metrics = KubeletMetrics(self.registry)
         self.broadcaster = EventBroadcaster(client)
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
-        self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))
+        self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32), final_status_when_deleted=False)
         self.informers = InformerFactory(client, transform=drop_managed_fields)
         self.pod_informer = self.informers.informer(PODS, field_selector="spec.nodeName!=")
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
+        self.schedule = HeartbeatSchedule(concurrency=64)
         self.nodes = [SimulatedNode(self, i) for i in range(count)]
         self._by_name = {n.config.node_name: n for n in self.nodes}
         self.ready = asyncio.Event()
@@ -240,13 +251,14 @@ class SimulatedNodes:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.broadcaster.run(), name="simulated-events")
                 tg.create_task(self.status.run(), name="simulated-status-manager")
+                tg.create_task(self.schedule.run(), name="simulated-heartbeats")
                 self.informers.start()
                 self.node_informers.start()
                 await self.informers.wait_for_cache_sync()
                 await self.node_informers.wait_for_cache_sync()
-                interval = self.lease_interval
                 for n in self.nodes:
-                    tg.create_task(n.run(random.uniform(0, interval)), name=f"simulated-{n.config.node_name}")
+                    tg.create_task(n.run(), name=f"simulated-{n.config.node_name}")
+                    n.heartbeats(self.schedule)
                 self.ready.set()
                 logger.info("simulated nodes running", extra={"nodes": self.count})
         finally:
