@@ -2,7 +2,7 @@
 
 Each node is real as far as the API server can tell: its own Node object
 (registered with fixed capacity: 32 CPUs, 256Gi, ``maxPods``), its own
-Lease renewed every 10 s, and its own pod workers, PLEG and
+Lease renewed every 10 s, and its own pod workers and
 :class:`~k8py.kubelet.runtime.simulated.SimulatedRuntime`, so its pods go
 through the same lifecycle code as on a real node. What is shared, to keep
 the API server's load at what N real kubelets would cause or less:
@@ -17,6 +17,9 @@ the API server's load at what N real kubelets would cause or less:
   status reporter compares (its ``podCIDR`` and its conditions), which the
   reporters read instead of each GETting its Node at every update (at 5,000
   nodes, 170 GETs a second);
+- one PLEG (every node's runtime puts its container events on one queue, and
+  an event's pod uid finds the node that runs it) and one task group for all
+  the nodes' pod workers: no task is a node's own, only each pod's worker;
 - one status manager (which deletes a pod being deleted without writing its final status first, as
   kwok, unless the pod has finalizers) and one event broadcaster;
 - one HTTP server (/healthz, /metrics) whose port every Node advertises;
@@ -72,7 +75,7 @@ from k8py.kubelet.node_status import HostReadings, NodeStatusReporter
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.pod_workers import PodWorkers
-from k8py.kubelet.runtime.protocols import ContainerStatus
+from k8py.kubelet.runtime.protocols import ContainerEvent, ContainerStatus
 from k8py.kubelet.runtime.simulated import SimulatedRuntime, SimulationDefaults
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
@@ -128,13 +131,12 @@ class SimulatedNode:
                               node_status_update_frequency=max(base.node_status_update_frequency, 30.0),
                               node_status_report_frequency=max(base.node_status_report_frequency, NODE_STATUS_REPORT_SECONDS),
                               pod_cidr=_fallback_pod_cidr(index))
-        self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address)
+        self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address, events=parent.container_events)
         self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
                                 volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
                                 event=parent.event, get_object=parent.no_object, services=lambda: [], node_allocatable=dict,
                                 wake=self._wake, metrics=parent.metrics)
         self.workers = PodWorkers(self.syncer)
-        self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
         self.lease = NodeLease(parent.heartbeat, self.config.node_name, duration=base.node_lease_duration_seconds,
                                interval=parent.lease_interval, node_uid=self._node_uid)
         self.status = NodeStatusReporter(parent.heartbeat, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
@@ -168,10 +170,6 @@ class SimulatedNode:
         schedule.add(f"lease-{self.config.node_name}", self.lease.interval, self.lease.beat)
         schedule.add(f"node-status-{self.config.node_name}", self.config.node_status_update_frequency, self.status.beat)
 
-    async def run(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.workers.run(), name=f"pod-workers-{self.config.node_name}")
-            tg.create_task(self.pleg.run(), name=f"pleg-{self.config.node_name}")
 
 
 class SimulatedNodes:
@@ -195,7 +193,13 @@ class SimulatedNodes:
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
         self.schedule = HeartbeatSchedule(concurrency=64)
+        #: every node's runtime puts its container events here, for the one PLEG of all nodes
+        self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
+        #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)
+        self._pod_nodes: dict[str, SimulatedNode] = {}
         self.nodes = [SimulatedNode(self, i) for i in range(count)]
+        self.pleg = PLEG(self.nodes[0].runtime if self.nodes else SimulatedRuntime(events=self.container_events),
+                         wake=self._wake_pod, all_pods=self._pod_uids, relist_period=300)
         self._by_name = {n.config.node_name: n for n in self.nodes}
         self.ready = asyncio.Event()
         self.port = 0
@@ -205,6 +209,20 @@ class SimulatedNodes:
 
     async def no_object(self, kind: str, namespace: str, name: str) -> None:
         return None
+
+    def _wake_pod(self, uid: str) -> None:
+        n = self._pod_nodes.get(uid)
+        if n is not None:
+            if uid in n.workers.workers:
+                n.workers.wake(uid)
+            else:
+                del self._pod_nodes[uid]  # its worker is gone
+
+    def _pod_uids(self) -> list[str]:
+        """Every pod with a worker (the PLEG's relist), forgetting those whose worker is gone."""
+        for uid in [u for u, n in self._pod_nodes.items() if u not in n.workers.workers]:
+            del self._pod_nodes[uid]
+        return list(self._pod_nodes)
 
     def _node_of(self, pod: Mapping[str, Any]) -> SimulatedNode | None:
         return self._by_name.get(((pod.get("spec") or {}).get("nodeName")) or "")
@@ -240,6 +258,7 @@ class SimulatedNodes:
                 n = self._node_of(pod)
                 if n is not None:
                     n.workers.update_pod(pod)
+                    self._pod_nodes[pod["metadata"]["uid"]] = n
 
             def on_delete(obj: Any) -> None:
                 pod = getattr(obj, "obj", obj)
@@ -252,12 +271,13 @@ class SimulatedNodes:
                 tg.create_task(self.broadcaster.run(), name="simulated-events")
                 tg.create_task(self.status.run(), name="simulated-status-manager")
                 tg.create_task(self.schedule.run(), name="simulated-heartbeats")
+                tg.create_task(self.pleg.run(), name="simulated-pleg")
                 self.informers.start()
                 self.node_informers.start()
                 await self.informers.wait_for_cache_sync()
                 await self.node_informers.wait_for_cache_sync()
                 for n in self.nodes:
-                    tg.create_task(n.run(), name=f"simulated-{n.config.node_name}")
+                    n.workers.attach(tg)  # each pod's worker a task of this group: no task a node
                     n.heartbeats(self.schedule)
                 self.ready.set()
                 logger.info("simulated nodes running", extra={"nodes": self.count})
