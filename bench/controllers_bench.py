@@ -59,6 +59,22 @@ def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, re.Match[str]
     raise RuntimeError(f"{cmd[0]} did not start")
 
 
+def scrape(url: str, metric: str, **labels: str) -> float:
+    """The sum of a Prometheus metric's samples at ``url`` whose labels include ``labels``."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(metric + "{") and not line.startswith(metric + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -198,8 +214,9 @@ async def main() -> None:
         server, m = start(["apiserver", "--data-dir", tmp, "--port", "0"], r"listening on http://([\d.]+):(\d+)")
         addr = f"{m.group(1)}:{m.group(2)}"
         kubeconfig = write_kubeconfig(os.path.join(tmp, "bench-kubeconfig"), f"http://{addr}")
-        manager, _ = start(["controller-manager", "--kubeconfig", kubeconfig, "--port", "0",
-                            "--controllers", "replicaset,deployment"], r"serving /healthz")
+        manager, mm = start(["controller-manager", "--kubeconfig", kubeconfig, "--port", "0",
+                            "--controllers", "replicaset,deployment"], r"serving /healthz and /metrics on (http://[\d.]+:\d+)")
+        manager_metrics, server_metrics = f"{mm.group(1)}/metrics", f"http://{addr}/metrics"
         try:
             async with RestClient(ClientConfig(server=f"http://{addr}"), retry=RetryPolicy(initial=0.05, cap=1.0)) as client:
                 await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raw"}})
@@ -215,6 +232,11 @@ async def main() -> None:
                       f"{1000 * cpu / args.pods:.2f} ms/pod, API server {server_cpu:.1f} s = "
                       f"{1000 * server_cpu / args.pods:.2f} ms/pod; pod stream paused > 50 ms {n_gaps} times, "
                       f"{gaps:.2f} s in all)", flush=True)
+                syncs = scrape(manager_metrics, "workqueue_work_duration_seconds_count", name="replicaset")
+                puts = scrape(server_metrics, "apiserver_request_total", verb="PUT", resource="replicasets")
+                events = scrape(server_metrics, "apiserver_request_total", verb="POST", resource="events")
+                print(f"  its ReplicaSet syncs: {syncs:.0f}; ReplicaSet PUTs (status): {puts:.0f}; Events POSTed: {events:.0f}",
+                      flush=True)
                 if not args.deployments:
                     return
                 created, rolled, cpu, server_cpu = await deployments_rolled(
