@@ -88,8 +88,7 @@ def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str]
 def _no_endpoint_verdict(sp: ServicePort) -> str:
     """REJECT when the Service has no usable endpoint anywhere; DROP when it has some, but a
     ``Local`` traffic policy leaves none on this node (upstream: "has no local endpoints")."""
-    elsewhere = any(ep.ready or (ep.serving and ep.terminating) for ep in sp.all_endpoints)
-    return "drop" if elsewhere else "goto reject-chain"
+    return "drop" if sp.endpoints_elsewhere else "goto reject-chain"
 
 
 def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> str:
