@@ -35,8 +35,8 @@ Load balancing is ``numgen random mod N`` over the endpoints, as upstream.
 ``sessionAffinity: ClientIP`` as upstream's nftables mode: each endpoint
 chain adds the client's address to a timed set (``affinity-<chain>``,
 ``timeoutSeconds``), and the Service chain sends a client found in one of
-those sets back to that endpoint before load balancing. Not done here (a
-documented gap): flushing UDP conntrack entries of removed endpoints.
+those sets back to that endpoint before load balancing. Flushing the UDP/SCTP
+conntrack flows of removed endpoints is the backend's (:mod:`.conntrack`).
 """
 
 from __future__ import annotations
