@@ -224,6 +224,7 @@ class WatchCache:
         #: Node, a leader's Lease), by name: thousands of them must not each
         #: be tested against every event
         self.watchers_by_name: dict[str, set[CacheWatcher]] = {}
+        self._index_watchers = 0  # (counted, not summed: thousands of kubelets each watch their node's pods)
 
     # -- state ------------------------------------------------------------
 
@@ -355,7 +356,10 @@ class WatchCache:
         if watcher.name_value is not None:
             self.watchers_by_name.setdefault(watcher.name_value, set()).add(watcher)
         elif watcher.index_value is not None and self.index_field:
-            self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
+            group = self.watchers_by_index.setdefault(watcher.index_value, set())
+            if watcher not in group:
+                group.add(watcher)
+                self._index_watchers += 1
         elif watcher.namespace:
             self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
         else:
@@ -371,10 +375,23 @@ class WatchCache:
             if key is None:
                 continue
             group = table.get(key)
-            if group is not None:
+            if group is not None and watcher in group:
                 group.discard(watcher)
+                if table is self.watchers_by_index:
+                    self._index_watchers -= 1
                 if not group:
                     del table[key]
+
+    def interested_watchers(self, namespace: str, name: str) -> int:
+        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
+        tracker counts them for APF: those of the whole resource (with any field selector),
+        of the namespace, and of the name (an overestimate: selectors are not applied)."""
+        count = len(self.watchers_all) + self._index_watchers
+        if namespace:
+            count += len(self.watchers_by_ns.get(namespace, ()))
+        if name:
+            count += len(self.watchers_by_name.get(name, ()))
+        return count
 
     @property
     def watcher_count(self) -> int:
