@@ -99,6 +99,10 @@ class CacheEvent:
     obj: CachedObject  # new state; for DELETED the last state, rv = the delete's
     prev: CachedObject | None
     _prev_at_rv: bytes | None = field(default=None)
+    # what watchers queue, made once per event and shared by all of them
+    _added: tuple[str, bytes] | None = field(default=None)
+    _same: tuple[str, bytes] | None = field(default=None)
+    _left: tuple[str, bytes] | None = field(default=None)
 
     def prev_data_at_rv(self) -> bytes:
         """The previous state stamped with this event's RV: what a watcher
@@ -109,6 +113,28 @@ class CacheEvent:
             obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
             self._prev_at_rv = orjson.dumps(obj)
         return self._prev_at_rv
+
+    def as_added(self) -> tuple[str, bytes]:
+        """``(ADDED, new state)``: the object entered the selection."""
+        if self._added is None:
+            self._added = (ADDED, self.obj.data)
+        return self._added
+
+    def as_modified(self) -> tuple[str, bytes]:
+        """``(MODIFIED, new state)``: it was and still is selected."""
+        if self._same is None:
+            self._same = (self.type, self.obj.data)
+        return self._same
+
+    def as_deleted(self) -> tuple[str, bytes]:
+        """``(DELETED, last state)``: a selected object was deleted."""
+        return self.as_modified()
+
+    def as_left(self) -> tuple[str, bytes]:
+        """``(DELETED, previous state at this RV)``: it left the selection."""
+        if self._left is None:
+            self._left = (DELETED, self.prev_data_at_rv())
+        return self._left
 
 
 class CacheWatcher(Protocol):
@@ -122,12 +148,19 @@ class CacheWatcher(Protocol):
     def index_value(self) -> str | None:
         """The indexed field's value it is indexed under (None = not pinned)."""
 
-    def offer(self, event: CacheEvent) -> bool:
-        """Take the event if it concerns the watcher; never awaits. True when
-        the watcher queued something to be flushed after the batch."""
+    @property
+    def name_value(self) -> str | None:
+        """The one object name it watches (``metadata.name=X``; None = any)."""
 
-    def flush(self) -> None:
-        """Write what was queued by the batch just applied."""
+    def offer(self, event: CacheEvent, decisions: dict[Any, Any] | None = None) -> bool:
+        """Take the event if it concerns the watcher; never awaits. True when
+        the watcher queued something to be flushed after the batch.
+        ``decisions`` is one memo per event, shared by every watcher it is
+        offered to (watchers with equal selections decide once)."""
+
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None:
+        """Write what was queued by the batches just applied; ``frames`` is
+        shared by the watchers flushed together (one encoding per frame)."""
 
     def terminate(self) -> None:
         """End the watch (its client re-watches)."""
@@ -187,6 +220,11 @@ class WatchCache:
         self.watchers_all: set[CacheWatcher] = set()
         self.watchers_by_ns: dict[str, set[CacheWatcher]] = {}
         self.watchers_by_index: dict[str, set[CacheWatcher]] = {}
+        #: one-object watches (metadata.name=X: kube-proxy's and a kubelet's
+        #: Node, a leader's Lease), by name: thousands of them must not each
+        #: be tested against every event
+        self.watchers_by_name: dict[str, set[CacheWatcher]] = {}
+        self._index_watchers = 0  # (counted, not summed: thousands of kubelets each watch their node's pods)
 
     # -- state ------------------------------------------------------------
 
@@ -278,9 +316,12 @@ class WatchCache:
 
     # -- reads ------------------------------------------------------------
 
-    def candidates(self, namespace: str = "", index_value: str | None = None) -> Iterator[CachedObject]:
-        """Objects that may match a query, narrowed by the namespace and the
-        indexed field when the query pins them (unsorted)."""
+    def candidates(self, namespace: str = "", index_value: str | None = None, name: str | None = None) -> Iterator[CachedObject]:
+        """Objects that may match a query, narrowed by the name, the namespace
+        and the indexed field when the query pins them (unsorted)."""
+        if name is not None and (namespace or not self.definition.namespaced):
+            obj = self.objects.get(self.definition.key(namespace, name))
+            return iter(() if obj is None else (obj,))
         if index_value is not None and self.index_field:
             source = self.by_index.get(index_value, {}).values()
             if namespace:
@@ -309,8 +350,16 @@ class WatchCache:
     # -- watchers ---------------------------------------------------------
 
     def add_watcher(self, watcher: CacheWatcher) -> None:
-        if watcher.index_value is not None and self.index_field:
-            self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
+        """Index ``watcher`` under the narrowest thing its selection pins (a
+        name, the indexed field, a namespace, or nothing): an event is then
+        offered only to watchers indexed under its object's values."""
+        if watcher.name_value is not None:
+            self.watchers_by_name.setdefault(watcher.name_value, set()).add(watcher)
+        elif watcher.index_value is not None and self.index_field:
+            group = self.watchers_by_index.setdefault(watcher.index_value, set())
+            if watcher not in group:
+                group.add(watcher)
+                self._index_watchers += 1
         elif watcher.namespace:
             self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
         else:
@@ -319,16 +368,30 @@ class WatchCache:
     def remove_watcher(self, watcher: CacheWatcher) -> None:
         self.watchers_all.discard(watcher)
         for table, key in (
+            (self.watchers_by_name, watcher.name_value),
             (self.watchers_by_index, watcher.index_value),
             (self.watchers_by_ns, watcher.namespace),
         ):
             if key is None:
                 continue
             group = table.get(key)
-            if group is not None:
+            if group is not None and watcher in group:
                 group.discard(watcher)
+                if table is self.watchers_by_index:
+                    self._index_watchers -= 1
                 if not group:
                     del table[key]
+
+    def interested_watchers(self, namespace: str, name: str) -> int:
+        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
+        tracker counts them for APF: those of the whole resource (with any field selector),
+        of the namespace, and of the name (an overestimate: selectors are not applied)."""
+        count = len(self.watchers_all) + self._index_watchers
+        if namespace:
+            count += len(self.watchers_by_ns.get(namespace, ()))
+        if name:
+            count += len(self.watchers_by_name.get(name, ()))
+        return count
 
     @property
     def watcher_count(self) -> int:
@@ -336,6 +399,7 @@ class WatchCache:
             len(self.watchers_all)
             + sum(len(s) for s in self.watchers_by_ns.values())
             + sum(len(s) for s in self.watchers_by_index.values())
+            + sum(len(s) for s in self.watchers_by_name.values())
         )
 
     def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
@@ -356,11 +420,17 @@ class WatchCache:
                     group = self.watchers_by_index.get(old_value)
                     if group:
                         targets.append(group)
+        if self.watchers_by_name:
+            group = self.watchers_by_name.get(event.obj.name)  # a name never changes
+            if group:
+                targets.append(group)
         touched: list[CacheWatcher] = []
+        # watchers with equal selections decide once per event (see watcher)
+        decisions: dict[Any, Any] = {}
         for group in targets:
             for watcher in list(group):
                 try:
-                    if watcher.offer(event):
+                    if watcher.offer(event, decisions):
                         touched.append(watcher)
                 except Exception as err:  # this watcher's selectors or encoding: fail it alone
                     log.exception("watcher failed on an event; closing it", extra={"resource": self.definition.plural, "key": event.obj.key})
@@ -372,5 +442,7 @@ class WatchCache:
         for group in self.watchers_by_ns.values():
             out.extend(group)
         for group in self.watchers_by_index.values():
+            out.extend(group)
+        for group in self.watchers_by_name.values():
             out.extend(group)
         return out

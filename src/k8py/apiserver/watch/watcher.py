@@ -32,14 +32,25 @@ The queued events hold references to the cache's encoded bytes, shared by
 every watcher, so the bound is what the client is owed rather than memory
 the watcher holds alone (a converted or Table-printed watch encodes its own
 copy only when it writes).
+
+What an event means to a watcher depends only on the event and the
+watcher's selection (namespace, selectors, indexed values), so watchers with
+equal selections share one decision per event: ``selection`` is one shared
+object for all of them (interned), and the watch cache hands every watcher
+of one event the same ``decisions`` memo. The decision is a ``(type, bytes)``
+tuple that the watchers queue as is, so their queues hold the very same
+tuples and the stream can share the encoded frame too (``flush(frames)``,
+see ``handlers.watch_stream``). Only ``min_rv`` and the watcher's own state
+(terminated, live or not) are looked at per watcher.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Hashable, Protocol
 
 from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 
@@ -57,6 +68,15 @@ class Selection(Protocol):
     @property
     def index_value(self) -> str | None:
         """The value the selection pins the resource's indexed field to."""
+
+    @property
+    def name_value(self) -> str | None:
+        """The object name the selection pins (``metadata.name=X``), if any."""
+
+    @property
+    def selection_key(self) -> Hashable | None:
+        """Equal for selections that select the same objects; None when unknown
+        (the watcher then decides alone)."""
 
     def matches(self, obj: CachedObject) -> bool:
         """True if ``obj`` is selected."""
@@ -82,13 +102,40 @@ class WatchLimits:
 
 log = logging.getLogger(__name__)
 
-#: writes queued events to the stream now; False when it cannot (a slow client)
-Sink = Callable[[list[tuple[str, bytes]]], bool]
+#: writes queued events to the stream now; False when it cannot (a slow client).
+#: The second argument is the frames memo of the flush (see :meth:`Watcher.flush`).
+Sink = Callable[[list[tuple[str, bytes]], "dict[Any, bytes] | None"], bool]
+
+_UNDECIDED: Any = object()
+
+
+class SelectionToken:
+    """One per distinct selection: the key of the per-event decisions memo.
+    Identity-hashed, so a lookup costs no hashing of selectors."""
+
+    __slots__ = ("key", "__weakref__")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+
+
+_tokens: "weakref.WeakValueDictionary[Hashable, SelectionToken]" = weakref.WeakValueDictionary()
+
+
+def selection_token(query: Selection) -> SelectionToken:
+    """The token shared by every live watcher whose selection equals ``query``'s."""
+    key = getattr(query, "selection_key", None)
+    if key is None:
+        return SelectionToken(None)  # unknown: a token of its own
+    token = _tokens.get(key)
+    if token is None:
+        token = _tokens[key] = SelectionToken(key)
+    return token
 
 
 class Watcher:
     __slots__ = (
-        "query", "namespace", "index_value", "pending", "pending_bytes", "wake", "terminated", "overflowed",
+        "query", "namespace", "index_value", "name_value", "selection", "pending", "pending_bytes", "wake", "terminated", "overflowed",
         "max_pending_bytes", "min_rv", "sink", "failure",
     )
 
@@ -96,6 +143,9 @@ class Watcher:
         self.query = query
         self.namespace = query.namespace
         self.index_value = query.index_value
+        self.name_value: str | None = getattr(query, "name_value", None)
+        #: shared by the watchers with an equal selection (see the module docstring)
+        self.selection = selection_token(query)
         self.pending: list[tuple[str, bytes]] = []
         #: the bytes of the objects in ``pending``
         self.pending_bytes = 0
@@ -112,32 +162,47 @@ class Watcher:
         #: why this watcher was failed (its stream ends with an ERROR event saying so)
         self.failure: str | None = None
 
-    def offer(self, event: CacheEvent) -> bool:
+    def offer(self, event: CacheEvent, decisions: dict[SelectionToken, Any] | None = None) -> bool:
         """Queue what ``event`` means to this watcher; True if the queue now
-        wants a :meth:`flush` after the batch (the stream is live)."""
+        wants a :meth:`flush` after the batch (the stream is live).
+        ``decisions`` is the event's memo shared by the watchers it is
+        offered to (None: decide alone)."""
         if self.terminated or event.rv <= self.min_rv:
             return False
+        if decisions is None:
+            decision = self.decide(event)
+        else:
+            decision = decisions.get(self.selection, _UNDECIDED)
+            if decision is _UNDECIDED:
+                decision = decisions[self.selection] = self.decide(event)
+        if decision is None:
+            return False
+        return self._push(decision)
+
+    def decide(self, event: CacheEvent) -> "tuple[str, bytes] | None":
+        """What ``event`` means to this watcher's selection (the table in the
+        module docstring); the same for every watcher with an equal one."""
         q = self.query
         if event.type == ADDED:
             if q.matches(event.obj):
-                return self._push(ADDED, event.obj.data)
+                return event.as_added()
         elif event.type == MODIFIED:
             now_matches = q.matches(event.obj)
             before = event.prev is not None and q.matches(event.prev)
             if now_matches and before:
-                return self._push(MODIFIED, event.obj.data)
+                return event.as_modified()
             elif now_matches:
-                return self._push(ADDED, event.obj.data)
+                return event.as_added()
             elif before:
-                return self._push(DELETED, event.prev_data_at_rv())
+                return event.as_left()
         elif event.type == DELETED:
             if q.matches(event.obj):
-                return self._push(DELETED, event.obj.data)
-        return False
+                return event.as_deleted()
+        return None
 
-    def _push(self, type_: str, data: bytes) -> bool:
-        self.pending.append((type_, data))
-        self.pending_bytes += len(data)
+    def _push(self, item: tuple[str, bytes]) -> bool:
+        self.pending.append(item)
+        self.pending_bytes += len(item[1])
         if self.pending_bytes > self.max_pending_bytes:
             self.overflowed = True
             self.terminate()
@@ -147,14 +212,16 @@ class Watcher:
         self.wake.set()
         return False
 
-    def flush(self) -> None:
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None:
         """Write the queued events straight to the stream (the cacher calls
         this once per store batch), or hand them to the stream's task when
-        the connection is backed up."""
+        the connection is backed up. ``frames`` is shared by the watchers
+        flushed together: the sink keeps each encoded frame there, so
+        watchers owed the same events write the same bytes, encoded once."""
         if not self.pending or self.terminated or self.sink is None:
             return
         try:
-            written = self.sink(self.pending)
+            written = self.sink(self.pending, frames)
         except Exception as err:  # encoding for this watcher failed: it alone ends
             log.exception("writing watch events failed; closing the watch")
             self.fail(f"unable to encode watch events: {err!r}")
