@@ -88,7 +88,12 @@ class ControllerRefManager:
         match = matches or (lambda obj: self.selector.matches(_meta(obj).get("labels")))
         claimed: list[Any] = []
         errors: list[Exception] = []
+        uid = self._uid
         for obj in objects:
+            ref = controller_ref(obj)
+            if ref is not None and ref.get("uid") == uid and match(obj):
+                claimed.append(obj)  # ours and still matching: the common case, decided without a coroutine
+                continue
             try:
                 result = await self._claim_one(obj, match)
             except Exception as err:  # noqa: BLE001 - collected and re-raised below

@@ -7,11 +7,18 @@ One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
 1. read the ReplicaSet from the cache (gone: forget its expectations);
 2. claim the active pods of its namespace (adopt matching orphans, release
    owned pods that stopped matching; :mod:`controller_ref_manager`);
-3. only if its *expectations* are satisfied (every create and delete it asked
-   for has been seen in the pod cache) and it is not being deleted, manage
+3. only if its *expectations* allow it and it is not being deleted, manage
    replicas: create the missing pods in slow-start batches (1, 2, 4, ...), at
    most :data:`BURST_REPLICAS` per sync, or delete the surplus, least
-   valuable first (:mod:`pod_ranking`). Unlike upstream, which starts again
+   valuable first (:mod:`pod_ranking`). Deletions wait, as upstream, until
+   every create and delete asked for has been seen in the pod cache. Creates
+   need less: the pods the server has acknowledged creating and the cache
+   has not shown yet are counted beside the cache
+   (:meth:`~k8py.controllers.expectations.UIDTrackingExpectations.creations_in_flight`),
+   so the next 500 start as soon as the last sync ends instead of after the
+   watch has delivered all of the previous 500 (upstream drains the API
+   server to idle there, every 500 pods); a sync that still has creates to
+   do queues itself again at once. Unlike upstream, which starts again
    from 1 on every sync, the next sync of the same ReplicaSet starts from the
    biggest batch that fully succeeded: its template is known to work, and a
    scale-up of thousands of pods is then not paced by a dozen round trips
@@ -24,8 +31,8 @@ One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
 
 Why expectations matter: the pod informer lags the writes, so without them a
 second sync right after a create would count too few pods and create again.
-With them, a sync between the write and its watch event only refreshes
-status. A failed create or delete lowers the expectation at once (no event
+With them, a sync between the write and its watch event counts the pod as
+in flight. A failed create or delete lowers the expectation at once (no event
 will come for it).
 
 Pod events feed the queue: a pod with a controller reference queues its owner
@@ -166,6 +173,7 @@ class ReplicaSetController(KeyedController):
         self.lister = self.informer.lister
         self.pod_lister = self.pod_informer.lister
         ensure_controller_uid_index(self.pod_informer)
+        ensure_controller_uid_index(self.informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
         self.recorder = ctx.recorder(kind.component)
@@ -221,6 +229,7 @@ class ReplicaSetController(KeyedController):
                 return
             key = object_key(owner)
             self.expectations.creation_observed(key)
+            self.expectations.creation_seen(key, object_key(pod))
             self.queue.add(key)
             return
         for owner in self._matching_owners(pod):
@@ -264,6 +273,7 @@ class ReplicaSetController(KeyedController):
             return
         key = object_key(owner)
         self.expectations.deletion_observed_of(key, object_key(pod))
+        self.expectations.creation_seen(key, object_key(pod))
         self.queue.add(key)
 
     # -- sync ----------------------------------------------------------------------------
@@ -275,7 +285,8 @@ class ReplicaSetController(KeyedController):
             self.expectations.delete(key)
             self._batch_start.pop(key, None)
             return None
-        needs_sync = self.expectations.satisfied(key)
+        # None: a deletion is still unobserved, so replicas are not managed (upstream)
+        in_flight = self.expectations.creations_in_flight(key, self.pod_informer.indexer.__contains__)
         try:
             selector = self.kind.selector_of(rs)
         except StatusError as err:
@@ -286,9 +297,10 @@ class ReplicaSetController(KeyedController):
                                        recheck_owner(self.client, self.kind.resource, rs))
         pods = await manager.claim(active)
         manage_error: Exception | None = None
-        if needs_sync and not _meta(rs).get("deletionTimestamp"):
+        more_to_create = False
+        if in_flight is not None and not _meta(rs).get("deletionTimestamp"):
             try:
-                await self.manage_replicas(pods, rs, key)
+                more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
             except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
                 manage_error = err
         now = self.clock.now()
@@ -302,28 +314,36 @@ class ReplicaSetController(KeyedController):
             return None
         if manage_error is not None:
             raise manage_error
+        if more_to_create:
+            self.queue.add(key)  # the next burst at once, not when the watch catches up
         min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
         st = updated.get("status") or {}
         if min_ready > 0 and st.get("readyReplicas", 0) == _replicas(updated) and st.get("availableReplicas", 0) != _replicas(updated):
             return float(min_ready)
         return None
 
-    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str) -> None:
-        diff = len(pods) - _replicas(rs)
+    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> bool:
+        """Create or delete towards ``spec.replicas``, counting ``in_flight``
+        acknowledged creates the cache has not shown; True if more creates remain
+        after this burst."""
+        diff = len(pods) + in_flight - _replicas(rs)
         if diff < 0:
             count = min(-diff, self.burst_replicas)
-            self.expectations.expect_creations(key, count)
+            self.expectations.expect_more_creations(key, count)
             namespace = _meta(rs).get("namespace") or ""
             template = (rs.get("spec") or {}).get("template") or {}
             ref = new_controller_ref(rs, self.kind.resource)
 
             async def create() -> None:
                 try:
-                    await self.pod_control.create_pod(namespace, template, rs, self.kind.resource, ref)
+                    created = await self.pod_control.create_pod(namespace, template, rs, self.kind.resource, ref)
                 except Forbidden as err:
                     if "being terminated" in (err.message or ""):
                         return  # the namespace is going away: not a failure of ours
                     raise
+                pod_key = f"{namespace}/{created['metadata']['name']}"
+                if pod_key not in self.pod_informer.indexer:
+                    self.expectations.created(key, pod_key)
 
             initial = self._batch_start.get(key, SLOW_START_INITIAL_BATCH_SIZE)
             successes, error = await slow_start_batch(count, initial, create)
@@ -333,8 +353,8 @@ class ReplicaSetController(KeyedController):
                 self._batch_start.pop(key, None)
                 raise error
             self._batch_start[key] = _largest_batch(count, initial)
-            return
-        if diff > 0:
+            return -diff > count
+        if diff > 0 and in_flight == 0:
             count = min(diff, self.burst_replicas)
             related = self._related_pods(rs)
             victims = pods_to_delete(pods, related, count, self.clock.now())
@@ -354,17 +374,18 @@ class ReplicaSetController(KeyedController):
                         first = result if isinstance(result, Exception) else RuntimeError(repr(result))
             if first is not None:
                 raise first
+        return False
 
     def _related_pods(self, rs: Mapping[str, Any]) -> list[Any]:
         """Active pods of this ReplicaSet and of its siblings (same controller, e.g. one Deployment)."""
-        namespace = _meta(rs).get("namespace")
         owner = controller_ref(rs)
         uids = {_meta(rs).get("uid")}
         if owner is not None:
-            for other in self.lister.list(namespace=namespace):
-                other_ref = controller_ref(other)
-                if other_ref is not None and other_ref.get("uid") == owner.get("uid"):
-                    uids.add(_meta(other).get("uid"))
+            # the siblings through the index by controller uid, not a scan of the
+            # namespace (a thousand Deployments rolling in one namespace made every
+            # scale-down sync read every ReplicaSet)
+            for other in self.informer.indexer.by_index(CONTROLLER_UID_INDEX, owner.get("uid") or ""):
+                uids.add(_meta(other).get("uid"))
         pods = [p for uid in uids for p in self.pod_informer.indexer.by_index(CONTROLLER_UID_INDEX, uid or "")]
         return filter_active_pods(pods)
 

@@ -152,3 +152,18 @@ def test_a_member_is_not_caught_up_while_its_group_holds_items(configmaps):
     assert w.caught_up
     cache.remove_watcher(w)
     assert w.group is None
+
+
+def test_interested_watchers_counts_the_members_not_the_groups(pods):
+    cache = grouped(pods)
+    for _ in range(3):
+        live_watcher(cache, pods, namespace="ns1")
+    live_watcher(cache, pods, "app=web", namespace="ns1")
+    for node in ("n1", "n2"):
+        cache.add_watcher(Watcher(parse_query(pods, "", {"fieldSelector": f"spec.nodeName={node}"})))
+    everyone, _ = live_watcher(cache, pods, namespace="")
+    assert cache.interested_watchers("ns1", "a") == 4 + 2 + 1
+    assert cache.interested_watchers("ns2", "a") == 2 + 1
+    cache.remove_watcher(everyone)
+    cache.remove_watcher(everyone)
+    assert cache.interested_watchers("ns2", "a") == 2

@@ -158,6 +158,9 @@ class WatchCache:
         #: shared selection token) when a factory is given; see watcher_group
         self.group_factory = group_factory
         self.groups: dict[Any, WatchGroup] = {}
+        # watchers (not groups) registered per index place, counted rather
+        # than summed: thousands of kubelets each watch their node's pods
+        self._counts: dict[tuple[str, str], int] = {}
 
     # -- state ------------------------------------------------------------
 
@@ -294,33 +297,75 @@ class WatchCache:
             if group is None:
                 group = self.groups[token] = self.group_factory(watcher)
                 self._index(group)
-            group.join(watcher, self.revision)
+            if watcher not in group.members:
+                group.join(watcher, self.revision)
+                self._count(watcher, 1)
             return
-        self._index(watcher)
+        if self._index(watcher):
+            self._count(watcher, 1)
 
     def remove_watcher(self, watcher: CacheWatcher) -> None:
         token = getattr(watcher, "selection", None)
         group = self.groups.get(token) if token is not None else None
         if group is not None and watcher in group.members:
             group.leave(watcher)
+            self._count(watcher, -1)
             if not group.members:
                 del self.groups[token]
                 self._unindex_watcher(group)
             return
-        self._unindex_watcher(watcher)
+        if self._unindex_watcher(watcher):
+            self._count(watcher, -1)
 
-    def _index(self, watcher: CacheWatcher) -> None:
+    def _place(self, watcher: CacheWatcher) -> tuple[str, str]:
         if watcher.name_value is not None:
-            self.watchers_by_name.setdefault(watcher.name_value, set()).add(watcher)
-        elif watcher.index_value is not None and self.index_field:
-            self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
-        elif watcher.namespace:
-            self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
-        else:
-            self.watchers_all.add(watcher)
+            return ("name", watcher.name_value)
+        if watcher.index_value is not None and self.index_field:
+            return ("index", "")  # every indexed watcher may be reached (APF counts them all)
+        if watcher.namespace:
+            return ("ns", watcher.namespace)
+        return ("all", "")
 
-    def _unindex_watcher(self, watcher: CacheWatcher) -> None:
-        self.watchers_all.discard(watcher)
+    def _count(self, watcher: CacheWatcher, delta: int) -> None:
+        place = self._place(watcher)
+        n = self._counts.get(place, 0) + delta
+        if n:
+            self._counts[place] = n
+        else:
+            self._counts.pop(place, None)
+
+    def interested_watchers(self, namespace: str, name: str) -> int:
+        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
+        tracker counts them for APF: those of the whole resource (with any field selector),
+        of the namespace, and of the name (an overestimate: selectors are not applied)."""
+        counts = self._counts
+        count = counts.get(("all", ""), 0) + counts.get(("index", ""), 0)
+        if namespace:
+            count += counts.get(("ns", namespace), 0)
+        if name:
+            count += counts.get(("name", name), 0)
+        return count
+
+    def _index(self, watcher: CacheWatcher) -> bool:
+        """Index ``watcher`` (alone or a group); False if it already was."""
+        if watcher.name_value is not None:
+            table = self.watchers_by_name.setdefault(watcher.name_value, set())
+        elif watcher.index_value is not None and self.index_field:
+            table = self.watchers_by_index.setdefault(watcher.index_value, set())
+        elif watcher.namespace:
+            table = self.watchers_by_ns.setdefault(watcher.namespace, set())
+        else:
+            table = self.watchers_all
+        if watcher in table:
+            return False
+        table.add(watcher)
+        return True
+
+    def _unindex_watcher(self, watcher: CacheWatcher) -> bool:
+        """Take ``watcher`` out of the indexes; False if it was not in them."""
+        if watcher in self.watchers_all:
+            self.watchers_all.discard(watcher)
+            return True
         for table, key in (
             (self.watchers_by_name, watcher.name_value),
             (self.watchers_by_index, watcher.index_value),
@@ -329,10 +374,12 @@ class WatchCache:
             if key is None:
                 continue
             group = table.get(key)
-            if group is not None:
+            if group is not None and watcher in group:
                 group.discard(watcher)
                 if not group:
                     del table[key]
+                return True
+        return False
 
     def _indexed(self) -> Iterator[CacheWatcher]:
         yield from self.watchers_all
