@@ -16,7 +16,10 @@ As kube-controller-manager:
    made, started and listing while the others' credentials are still being
    made (upstream makes each controller's client as it starts it, in turn; a
    new cluster's node waited here for 26 service accounts and tokens, then
-   for some 40 lists, before its not-ready taint went). A shared informer a
+   for some 40 lists, before its not-ready taint went); the second round
+   waits until the first round's caches have synced (or
+   :data:`FIRST_ROUND_SYNC_TIMEOUT`), so that its requests do not compete
+   with those lists for this process and the API server. A shared informer a
    second-round controller asks for may be running already: its handlers
    are replayed what the cache holds, as client-go's;
 4. ``/healthz`` and ``/metrics`` are served from start-up, leader or not.
@@ -28,6 +31,7 @@ A controller whose ``run`` fails is logged and the manager fails with it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -56,6 +60,8 @@ LEASE_NAME = "kube-controller-manager"
 #: service account (serviceaccount, without which a pod gets no token volume)
 #: and its ``kube-root-ca.crt`` (root-ca-cert-publisher, which that volume projects)
 FIRST_CONTROLLERS = ("nodeipam", "nodelifecycle", "serviceaccount", "root-ca-cert-publisher")
+#: seconds the second round waits at most for the first round's caches
+FIRST_ROUND_SYNC_TIMEOUT = 5.0
 
 
 @dataclass
@@ -182,6 +188,8 @@ class ControllerManager:
                     for name in self._build_controllers(ctx, names):
                         group.create_task(self._run_one(name, self.controllers[name]), name=f"controller-{name}")
                     ctx.informers.start()
+                    if names is first and first:
+                        await self._first_round_synced(ctx)
                 if self.credentials is not None:
                     group.create_task(self.credentials.run(), name="controller-token-renewal")
                 self.started.set()
@@ -189,6 +197,16 @@ class ControllerManager:
             await ctx.informers.shutdown()
             if self.credentials is not None:
                 await self.credentials.close()
+
+    async def _first_round_synced(self, ctx: ControllerContext) -> None:
+        """Until the first round's informers have synced, at most
+        :data:`FIRST_ROUND_SYNC_TIMEOUT` seconds of real time: an ordering of
+        the start, never a condition of it (on a test's fake clock, whose time
+        moves only when the test moves it, it is not waited for at all)."""
+        if not isinstance(self.clock, RealClock):
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(ctx.informers.wait_for_cache_sync(), FIRST_ROUND_SYNC_TIMEOUT)
 
     @staticmethod
     async def _run_one(name: str, controller: Controller) -> None:
