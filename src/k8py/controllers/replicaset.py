@@ -49,7 +49,6 @@ from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
 from k8py.api.selectors import LabelSelector
-from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
@@ -387,8 +386,7 @@ class ReplicaSetController(KeyedController):
             wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
             if (current.get("status") or {}) == wanted:
                 return current
-            body = deep_copy(dict(current))
-            body["status"] = wanted
+            body = {**current, "status": wanted}  # only encoded, never changed: no deep copy
             try:
                 return await self.client.update_status(self.kind.resource, body)
             except Conflict:
