@@ -108,6 +108,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--container-runtime-endpoint", default="",
                    help="run pods on a CRI v1 runtime at unix:///path.sock (containerd) instead of k8py's process runtime; "
                         "the runtime's own CNI config networks the pods (needs grpcio: pip install 'k8py[grpc]')")
+    p.add_argument("--image-service-endpoint", default="",
+                   help="with --container-runtime-endpoint: the CRI ImageService at unix:///path.sock when it is not the "
+                        "runtime's own socket (default: the runtime endpoint)")
     p.add_argument("--cgroup-root", default="/k8py",
                    help="with --container-runtime-endpoint: the cgroup (cgroupfs) that pod cgroups go below")
     p.add_argument("--runtime-relist-period", type=float, default=1.0,
@@ -284,6 +287,10 @@ async def _main(args: argparse.Namespace) -> int:
 
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
+            if args.image_service_endpoint and not args.container_runtime_endpoint:
+                print("k8py kubelet: --image-service-endpoint is the CRI runtime's image socket: "
+                      "give --container-runtime-endpoint too (the process runtime pulls images itself)", file=sys.stderr)
+                return 2
             if args.container_runtime_endpoint:
                 runtime = await _cri_runtime(args, config, node_ip=config.address)
                 if runtime is None:
@@ -334,7 +341,7 @@ async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -
     from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
 
     try:
-        client = CRIClient(args.container_runtime_endpoint)
+        client = CRIClient(args.container_runtime_endpoint, image_endpoint=args.image_service_endpoint)
     except ValueError as e:
         print(f"k8py kubelet: {e}", file=sys.stderr)
         return None

@@ -193,3 +193,29 @@ def test_a_placed_pod_whose_labels_spec_or_node_change_is_placed_again():
     generation = cache.node("m").generation
     cache.update_pod(terminating)
     assert cache.node("m").generation > generation, "topology spread skips terminating pods: the node changed"
+
+
+async def test_a_pod_moved_by_an_event_leaves_backoff_when_its_backoff_ends_not_at_the_next_tick():
+    """A pod rejected at t=0.5 and moved by an event at t=0.8 leaves backoff at t=1.5, when
+    its one second ends: the queue's timer wakes for it, where whole-second ticks (at 1.0,
+    2.0) would have held it until t=2.0."""
+    import asyncio
+
+    hints = {"TaintToleration": [ClusterEventHint("Node", frozenset({"Update"}), None)]}
+    q, clock = _queue(hints=hints)
+    runner = asyncio.create_task(q.run(), name="queue-under-test")
+    try:
+        await clock.step(0.5)  # the queue's timer is half way through a one-second sleep
+        q.add(pod_obj("p"))
+        qpi = q.pop_nowait()
+        qpi.unschedulable_plugins = {"TaintToleration"}
+        assert q.add_unschedulable(qpi) == UNSCHEDULABLE
+        await clock.step(0.3)
+        assert q.move_on_event("Node", ("Update",)) == 1 and q.where("default/p") == BACKOFF
+        await clock.step(0.69)
+        assert q.where("default/p") == BACKOFF
+        await clock.step(0.02)  # t=1.51
+        assert q.where("default/p") == ACTIVE
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)

@@ -24,7 +24,9 @@ limits off); a Limited level's nominal share is ``ceil(total * shares / sum
 of shares)``, and every ``borrowing_period`` seconds :meth:`FlowControl.rebalance`
 moves seats from levels that can lend and do not need them to busy ones
 (:mod:`.borrowing`). A request takes the seats :mod:`.work_estimate` says (a
-LIST over many objects takes several). A refusal is 429, ``Retry-After: 1``
+LIST over many objects takes several; a mutating request more when many
+watchers will receive its event, and it keeps them a few milliseconds after
+it has answered). A refusal is 429, ``Retry-After: 1``
 and upstream's body ``Too many requests, please try again later.``.
 :meth:`FlowControl.run` does the re-sharing and keeps FlowSchemas' ``Dangling``
 condition (:mod:`.status`).
@@ -51,10 +53,12 @@ from k8py.apiserver.overload.classify import classify, flow_distinguisher, order
 from k8py.apiserver.overload.fair_queuing import QueueSet, flow_hash
 from k8py.apiserver.overload.metrics import FlowControlMetrics
 from k8py.apiserver.overload.status import DanglingConditions
-from k8py.apiserver.overload.work_estimate import list_seats
+from k8py.apiserver.overload.work_estimate import WorkEstimate, exempt_from_watch_events, list_seats, mutating_estimate
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
+
+_READ_ONLY = WorkEstimate()
 
 __all__ = ["FlowControl", "TOO_MANY", "flow_control_user", "FLOW_SCHEMA_UID", "PRIORITY_LEVEL_UID"]
 
@@ -257,6 +261,13 @@ class FlowControl:
         cache = self.cacher.caches.get(definition.storage_key_resource)
         return None if cache is None else len(cache.objects)
 
+    def _watch_count(self, a: Attributes) -> int:
+        definition = self.registry.get(a.api_group, a.api_version, a.resource)
+        if definition is None:
+            return 0
+        cache = self.cacher.caches.get(definition.storage_key_resource)
+        return 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
+
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         user = flow_control_user(request.get(USER_KEY, UNSECURED), request.headers.get("User-Agent", ""))
@@ -282,7 +293,16 @@ class FlowControl:
         if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
         qs = limited.queues
-        width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal) if a.verb == "list" else 1
+        estimate = _READ_ONLY
+        if a.verb == "list":
+            width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
+        elif exempt_from_watch_events(a):
+            width = 1
+        else:
+            watch_count = self._watch_count(a)
+            self.metrics.watch_count.labels(level_name, schema_name).observe(watch_count)
+            estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
+            width = estimate.max_seats
         self.metrics.work.labels(schema_name, level_name).observe(width)
         grant = qs.try_acquire(width, flow)
         if grant is None:
@@ -296,7 +316,11 @@ class FlowControl:
         try:
             return await self._run(request, handler)
         finally:
-            qs.release(grant)
+            if estimate.additional_latency > 0:
+                # the watch events it caused: the seats stay taken a while after the answer went out
+                asyncio.get_running_loop().call_later(estimate.additional_latency, qs.release, grant)
+            else:
+                qs.release(grant)
 
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         kind = "mutating" if request.method in _MUTATING else "readOnly"
