@@ -244,6 +244,9 @@ class Reflector:
                     continue
                 if event.is_initial_events_end:
                     self._replace(list(initial.values()), event.resource_version)
+                    # let the raw objects go now: the live watch after the list can last ten minutes, and this
+                    # frame with it (5,000 Nodes untransformed, kept beside their summaries, in the simulated kubelet)
+                    initial = {}
                     self._set_rv(event.resource_version)
                     self._last_sync_rv_unavailable = False
                     synced = True

@@ -45,11 +45,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
-from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.api.selectors import LabelSelector
 from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
@@ -61,7 +61,8 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
-from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_available, is_pod_ready
+from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_ready, parse_time, pod_ready_condition
+from k8py.controllers.selectors import selector_from_dict
 
 __all__ = [
     "ReplicaSetController",
@@ -80,14 +81,14 @@ BURST_REPLICAS = 500
 
 
 def _rs_selector(obj: Mapping[str, Any]) -> LabelSelector:
-    return label_selector_from_dict((obj.get("spec") or {}).get("selector"))
+    return selector_from_dict((obj.get("spec") or {}).get("selector"))
 
 
 def _rc_selector(obj: Mapping[str, Any]) -> LabelSelector:
     selector = (obj.get("spec") or {}).get("selector")
     if not selector:
         return LabelSelector.match_nothing()
-    return label_selector_from_dict({"matchLabels": selector})
+    return selector_from_dict({"matchLabels": selector})
 
 
 @dataclass(frozen=True)
@@ -120,16 +121,22 @@ def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Excep
     """The status ``rs`` should have given its claimed active ``pods`` (pure)."""
     spec = rs.get("spec") or {}
     min_ready = int(spec.get("minReadySeconds") or 0)
-    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    template_labels = (((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}).items()
+    min_ready_for = timedelta(seconds=min_ready)
     fully = ready = available = 0
+    # one pass, inlined: a sync of a ReplicaSet of 10,000 pods runs this for each
     for pod in pods:
-        labels = _meta(pod).get("labels") or {}
-        if all(labels.get(k) == v for k, v in template_labels.items()):
+        if template_labels <= ((pod.get("metadata") or {}).get("labels") or {}).items():
             fully += 1
-        if is_pod_ready(pod):
+        condition = pod_ready_condition(pod)
+        if condition is not None and condition.get("status") == "True":
             ready += 1
-            if is_pod_available(pod, min_ready, now):
+            if min_ready <= 0:
                 available += 1
+            else:
+                since = parse_time(condition.get("lastTransitionTime"))
+                if since is not None and since + min_ready_for <= now:
+                    available += 1
     old = rs.get("status") or {}
     conditions = [dict(c) for c in old.get("conditions") or ()]
     failure = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
