@@ -54,6 +54,7 @@ from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
+from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
@@ -183,6 +184,8 @@ class ReplicaSetController(KeyedController):
         ensure_controller_uid_index(self.informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
+        self._written: dict[str, Any] = {}
+        """key -> the ReplicaSet as our last status write returned it, until the cache has caught up with it."""
         self.recorder = ctx.recorder(kind.component)
         self.pod_control = PodControl(ctx.client, self.recorder)
         self.wait_for(self.informer, self.pod_informer)
@@ -197,6 +200,7 @@ class ReplicaSetController(KeyedController):
     def _delete_rs(self, obj: Any) -> None:
         key = object_key(obj)
         self.expectations.delete(key)
+        self._written.pop(key, None)
         self.queue.add(key)
 
     def _resolve(self, namespace: str, ref: Mapping[str, Any] | None) -> Any | None:
@@ -285,13 +289,33 @@ class ReplicaSetController(KeyedController):
 
     # -- sync ----------------------------------------------------------------------------
 
+    def _latest(self, key: str, cached: Any) -> Any:
+        """``cached``, or the newer ReplicaSet our last status write returned: a sync
+        that follows its own write at once (the next burst of a scale-up) would
+        otherwise PUT from a stale resourceVersion, and pay a conflict, a GET and
+        a second PUT every time."""
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        try:
+            newer = _meta(written).get("uid") == _meta(cached).get("uid") and \
+                int(_meta(written).get("resourceVersion") or 0) > int(_meta(cached).get("resourceVersion") or 0)
+        except ValueError:
+            newer = False
+        if not newer:
+            del self._written[key]  # the cache has it (or something newer): trust the cache again
+            return cached
+        return written
+
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         rs = self.lister.try_get(namespace, name)
         if rs is None:
             self.expectations.delete(key)
             self._batch_start.pop(key, None)
+            self._written.pop(key, None)
             return None
+        rs = self._latest(key, rs)
         # None: a deletion is still unobserved, so replicas are not managed (upstream)
         in_flight = self.expectations.creations_in_flight(key, self.pod_informer.indexer.__contains__)
         try:
@@ -314,6 +338,8 @@ class ReplicaSetController(KeyedController):
         status = calculate_status(rs, pods, manage_error, now)
         try:
             updated = await self.update_status(rs, status)
+            if updated is not rs:
+                self._written[key] = drop_managed_fields(updated)
         except Conflict:
             # the ReplicaSet changed again (its watch event queues this key): no backoff
             if manage_error is not None:
