@@ -75,6 +75,21 @@ def scrape(url: str, metric: str, **labels: str) -> float:
     return total
 
 
+def write_counts(url: str) -> dict[tuple[str, str], float]:
+    """API writes served so far at ``url`` (a server's /metrics), by (verb, resource)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    for m in re.finditer(r'^apiserver_request_total\{([^}]*)\} (\S+)$', text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE"):
+            key = (labels["verb"], labels.get("resource", ""))
+            counts[key] = counts.get(key, 0.0) + float(m.group(2))
+    return counts
+
+
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -142,6 +157,14 @@ async def replicaset_scale_up(client: RestClient, manager_pid: int, server_pid: 
     return done - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0, idle_gaps(began, arrivals)
 
 
+async def settled(client: RestClient, n: int) -> None:
+    """Until the ReplicaSet's status counts all ``n`` pods (so the sync counts are final)."""
+    for _ in range(600):
+        if ((await client.get(REPLICASETS, "rs-bench", "big")).get("status") or {}).get("replicas") == n:
+            return
+        await asyncio.sleep(0.1)
+
+
 def deployment(i: int, image: str) -> dict:
     labels = {"app": f"d{i}"}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"d{i}", "namespace": "deploy-bench"},
@@ -164,8 +187,8 @@ async def all_complete(client: RestClient, count: int, image: str) -> None:
         await asyncio.sleep(0.5)
 
 
-async def deployments_rolled(client: RestClient, count: int, manager_pid: int, server_pid: int,
-                             profile_to: str | None) -> tuple[float, float, float, float]:
+async def deployments_rolled(client: RestClient, count: int, manager_pid: int, server_pid: int, server_metrics: str,
+                             profile_to: str | None) -> tuple[float, float, float, float, dict[tuple[str, str], float]]:
     from tests.support.pod_driver import PodDriver
 
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "deploy-bench"}})
@@ -191,14 +214,16 @@ async def deployments_rolled(client: RestClient, count: int, manager_pid: int, s
 
         began = time.perf_counter()
         cpu0, server0 = cpu_seconds(manager_pid), cpu_seconds(server_pid)
+        writes0 = write_counts(server_metrics)
         spy = profile(manager_pid, profile_to) if profile_to else None
         try:
             await asyncio.gather(*(roll(i) for i in range(count)))
             await all_complete(client, count, "app:2")
         finally:
             stop_profile(spy)
-        return (created, time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0,
-                cpu_seconds(server_pid) - server0)
+        rolled, cpu, server_cpu = time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0
+        writes = {k: v - writes0.get(k, 0.0) for k, v in write_counts(server_metrics).items()}
+        return created, rolled, cpu, server_cpu, {k: v for k, v in writes.items() if v}
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -232,19 +257,24 @@ async def main() -> None:
                       f"{1000 * cpu / args.pods:.2f} ms/pod, API server {server_cpu:.1f} s = "
                       f"{1000 * server_cpu / args.pods:.2f} ms/pod; pod stream paused > 50 ms {n_gaps} times, "
                       f"{gaps:.2f} s in all)", flush=True)
+                await settled(client, args.pods)
                 syncs = scrape(manager_metrics, "workqueue_work_duration_seconds_count", name="replicaset")
                 puts = scrape(server_metrics, "apiserver_request_total", verb="PUT", resource="replicasets")
                 events = scrape(server_metrics, "apiserver_request_total", verb="POST", resource="events")
-                print(f"  its ReplicaSet syncs: {syncs:.0f}; ReplicaSet PUTs (status): {puts:.0f}; Events POSTed: {events:.0f}",
+                print(f"  ReplicaSet syncs until its status counted them all: {syncs:.0f}; its status PUTs: {puts:.0f}; "
+                      f"Events POSTed: {events:.0f}",
                       flush=True)
                 if not args.deployments:
                     return
-                created, rolled, cpu, server_cpu = await deployments_rolled(
-                    client, args.deployments, manager.pid, server.pid, args.profile and f"{args.profile}-deploy.txt")
+                created, rolled, cpu, server_cpu, writes = await deployments_rolled(
+                    client, args.deployments, manager.pid, server.pid, server_metrics,
+                    args.profile and f"{args.profile}-deploy.txt")
                 print(f"{args.deployments} Deployments x 3 created and available: {created:8.2f} s", flush=True)
                 print(f"{args.deployments} Deployments rolled at once, all complete: {rolled:8.2f} s "
                       f"(controller manager CPU {cpu:.1f} s = {1000 * cpu / args.deployments:.1f} ms/rollout, "
                       f"API server {server_cpu:.1f} s = {1000 * server_cpu / args.deployments:.1f} ms/rollout)", flush=True)
+                print("  API writes per rollout (the pod driver's status writes included): " + ", ".join(
+                    f"{verb} {resource} {n / args.deployments:.1f}" for (verb, resource), n in sorted(writes.items())), flush=True)
         finally:
             for proc in (manager, server):
                 proc.terminate()

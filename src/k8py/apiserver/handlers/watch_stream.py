@@ -410,7 +410,7 @@ async def _pump(
                 raise _SlowClient()
         if watcher.terminated or stream.gone:
             break
-        if bookmarks and clock.now() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
+        if bookmarks and clock.now() >= next_bookmark and watcher.caught_up and cache.revision >= watcher.min_rv:
             # nothing queued: every event up to the cache's revision has been
             # written or was not for this watcher (see the module docstring)
             stream.write(encoder.bookmark(cache.revision))

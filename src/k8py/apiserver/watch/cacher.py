@@ -54,6 +54,7 @@ from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinitio
 from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
 from k8py.apiserver.watch.clock import LoopClock, WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.apiserver.watch.watcher_group import WatcherGroup
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
 __all__ = ["Cacher", "resource_of_key"]
@@ -141,7 +142,7 @@ class Cacher:
         if cache is None:
             # a view (converter set) shares its stored kind's cache; the
             # stored kind re-sets the definition when it registers
-            cache = WatchCache(definition, capacity=self.capacity)
+            cache = WatchCache(definition, capacity=self.capacity, group_factory=WatcherGroup)
             cache.revision = cache.oldest_rv = self.revision
             self.caches[name] = cache
         elif definition.converter is None or getattr(definition.converter, "reads_stored_form", False):

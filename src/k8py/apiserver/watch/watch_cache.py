@@ -4,11 +4,9 @@ Fed by :class:`k8py.apiserver.watch.cacher.Cacher` (one store watch for all
 resources), it serves every list and watch of its resource without touching
 the store.
 
-What is kept, per object, is :class:`CachedObject`: the object's JSON with its
-``resourceVersion`` already set (encoded once, when the event arrives, and
-then shared by every list and every watcher), plus the few values selectors
-need (labels, selectable fields). Decoded dicts are not kept: they cost ~5×
-their JSON size in memory.
+What is kept, per object, is a :class:`~k8py.apiserver.watch.cached_object.CachedObject`
+(its JSON with its ``resourceVersion``, encoded once and shared by every list
+and watcher, plus what selectors read).
 
 Invariants:
 
@@ -23,7 +21,12 @@ Invariants:
 Fan-out is one-directional: ``apply`` offers the event to the watchers
 indexed under it (any :class:`CacheWatcher`) and returns the ones that want
 a flush; the caller (the cacher) flushes them once per store batch. A
-watcher never reaches back into the cache or the cacher.
+watcher never reaches back into the cache or the cacher. Watchers are
+indexed under the narrowest value their selection pins (object name,
+indexed field, namespace), so an event visits only those that may care;
+with a ``group_factory`` (the cacher gives one) watchers with equal
+selections are indexed as one :class:`WatchGroup`, which decides each event
+once for all of them (see ``watcher_group``).
 
 Faults stay local. A stored value that cannot be decoded raises
 :class:`UndecodableObject` from :meth:`WatchCache.apply` before anything
@@ -38,25 +41,19 @@ from __future__ import annotations
 
 import collections
 import logging
-import sys
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
-
-import orjson
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.watch.cached_object import ADDED, DELETED, MODIFIED, CachedObject, CacheEvent, build_cached_object
 from k8py.storage import EventType, WatchEvent
 
 __all__ = [
-    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "UndecodableObject",
-    "ADDED", "MODIFIED", "DELETED",
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "WatchGroup", "TooOldResourceVersion", "UndecodableObject",
+    "build_cached_object", "ADDED", "MODIFIED", "DELETED",
 ]
 
 log = logging.getLogger(__name__)
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
 
 
 class UndecodableObject(Exception):
@@ -74,67 +71,32 @@ class TooOldResourceVersion(Exception):
         self.oldest = oldest
 
 
-@dataclass(slots=True, eq=False)
-class CachedObject:
-    key: str
+
+class WatchGroup(Protocol):
+    """What the cache needs of a group of watchers with one selection
+    (:class:`k8py.apiserver.watch.watcher_group.WatcherGroup`): a
+    :class:`CacheWatcher` itself, plus membership."""
+
+    members: Any
+
+    def join(self, watcher: Any, revision: int) -> None:
+        """Add a watcher whose start covers everything up to ``revision``."""
+
+    def leave(self, watcher: Any) -> None:
+        """Remove a watcher."""
+
+    # and the CacheWatcher protocol (offer, flush, terminate, fail, indexes)
     namespace: str
-    name: str
-    rv: int
-    data: bytes  # the object's JSON, resourceVersion included
-    labels: dict[str, str]
-    fields: dict[str, str]  # selectable field -> value (only non-empty ones)
+    index_value: str | None
+    name_value: str | None
 
-    def field(self, path: str) -> str:
-        return self.fields.get(path, "")
+    def offer(self, event: "CacheEvent", decisions: dict[Any, Any] | None = None) -> bool: ...
 
-    def decode(self) -> dict[str, Any]:
-        """A fresh dict (callers may mutate it)."""
-        return orjson.loads(self.data)
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None: ...
 
+    def terminate(self) -> None: ...
 
-@dataclass(slots=True, eq=False)
-class CacheEvent:
-    type: str  # ADDED / MODIFIED / DELETED
-    rv: int
-    obj: CachedObject  # new state; for DELETED the last state, rv = the delete's
-    prev: CachedObject | None
-    _prev_at_rv: bytes | None = field(default=None)
-    # what watchers queue, made once per event and shared by all of them
-    _added: tuple[str, bytes] | None = field(default=None)
-    _same: tuple[str, bytes] | None = field(default=None)
-    _left: tuple[str, bytes] | None = field(default=None)
-
-    def prev_data_at_rv(self) -> bytes:
-        """The previous state stamped with this event's RV: what a watcher
-        whose selector stopped matching receives in its DELETED event."""
-        if self._prev_at_rv is None:
-            assert self.prev is not None
-            obj = orjson.loads(self.prev.data)
-            obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-            self._prev_at_rv = orjson.dumps(obj)
-        return self._prev_at_rv
-
-    def as_added(self) -> tuple[str, bytes]:
-        """``(ADDED, new state)``: the object entered the selection."""
-        if self._added is None:
-            self._added = (ADDED, self.obj.data)
-        return self._added
-
-    def as_modified(self) -> tuple[str, bytes]:
-        """``(MODIFIED, new state)``: it was and still is selected."""
-        if self._same is None:
-            self._same = (self.type, self.obj.data)
-        return self._same
-
-    def as_deleted(self) -> tuple[str, bytes]:
-        """``(DELETED, last state)``: a selected object was deleted."""
-        return self.as_modified()
-
-    def as_left(self) -> tuple[str, bytes]:
-        """``(DELETED, previous state at this RV)``: it left the selection."""
-        if self._left is None:
-            self._left = (DELETED, self.prev_data_at_rv())
-        return self._left
+    def fail(self, reason: str) -> None: ...
 
 
 class CacheWatcher(Protocol):
@@ -169,44 +131,12 @@ class CacheWatcher(Protocol):
         """End the watch with an ERROR event carrying ``reason``."""
 
 
-_NO_LABELS: dict[str, str] = {}
-
-
-def _intern(value: object) -> str:
-    return sys.intern(value) if isinstance(value, str) else str(value)
-
-
-def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, rv: int) -> CachedObject:
-    """Decode a stored value once, stamp its RV, and keep what selectors need."""
-    obj = orjson.loads(value)
-    meta = obj.get("metadata")
-    if meta is None:
-        meta = obj["metadata"] = {}
-    meta["resourceVersion"] = str(rv)
-    # selector values repeat across objects (phases, node names, label
-    # values): interning them keeps one copy, a large share of the per-object
-    # memory besides the JSON itself
-    fields: dict[str, str] = {}
-    for path, getter in definition.field_getters.items():
-        v = getter(obj)
-        if v:
-            fields[path] = _intern(v)
-    labels = meta.get("labels")
-    return CachedObject(
-        key=key,
-        namespace=_intern(meta.get("namespace", "")) if definition.namespaced else "",
-        name=meta.get("name", ""),
-        rv=rv,
-        data=orjson.dumps(obj),
-        labels={_intern(k): _intern(v) for k, v in labels.items()} if labels else _NO_LABELS,
-        fields=fields,
-    )
-
 
 class WatchCache:
     """Current state and recent history of one resource."""
 
-    def __init__(self, definition: ResourceDefinition, *, capacity: int = 10_000) -> None:
+    def __init__(self, definition: ResourceDefinition, *, capacity: int = 10_000,
+                 group_factory: Callable[[Any], WatchGroup] | None = None) -> None:
         self.definition = definition
         self.objects: dict[str, CachedObject] = {}
         self.by_namespace: dict[str, dict[str, CachedObject]] = {}
@@ -224,7 +154,13 @@ class WatchCache:
         #: Node, a leader's Lease), by name: thousands of them must not each
         #: be tested against every event
         self.watchers_by_name: dict[str, set[CacheWatcher]] = {}
-        self._index_watchers = 0  # (counted, not summed: thousands of kubelets each watch their node's pods)
+        #: watchers with equal selections are indexed as one group (by their
+        #: shared selection token) when a factory is given; see watcher_group
+        self.group_factory = group_factory
+        self.groups: dict[Any, WatchGroup] = {}
+        # watchers (not groups) registered per index place, counted rather
+        # than summed: thousands of kubelets each watch their node's pods
+        self._counts: dict[tuple[str, str], int] = {}
 
     # -- state ------------------------------------------------------------
 
@@ -350,23 +286,86 @@ class WatchCache:
     # -- watchers ---------------------------------------------------------
 
     def add_watcher(self, watcher: CacheWatcher) -> None:
-        """Index ``watcher`` under the narrowest thing its selection pins (a
-        name, the indexed field, a namespace, or nothing): an event is then
-        offered only to watchers indexed under its object's values."""
-        if watcher.name_value is not None:
-            self.watchers_by_name.setdefault(watcher.name_value, set()).add(watcher)
-        elif watcher.index_value is not None and self.index_field:
-            group = self.watchers_by_index.setdefault(watcher.index_value, set())
-            if watcher not in group:
-                group.add(watcher)
-                self._index_watchers += 1
-        elif watcher.namespace:
-            self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
-        else:
-            self.watchers_all.add(watcher)
+        """Register ``watcher`` for the events after the cache's revision: in
+        the group of its selection (when grouping and its selection is
+        known), else alone, indexed under the narrowest thing its selection
+        pins (a name, the indexed field, a namespace, or nothing): an event
+        is then offered only to what is indexed under its object's values."""
+        token = getattr(watcher, "selection", None)
+        if self.group_factory is not None and token is not None and token.key is not None:
+            group = self.groups.get(token)
+            if group is None:
+                group = self.groups[token] = self.group_factory(watcher)
+                self._index(group)
+            if watcher not in group.members:
+                group.join(watcher, self.revision)
+                self._count(watcher, 1)
+            return
+        if self._index(watcher):
+            self._count(watcher, 1)
 
     def remove_watcher(self, watcher: CacheWatcher) -> None:
-        self.watchers_all.discard(watcher)
+        token = getattr(watcher, "selection", None)
+        group = self.groups.get(token) if token is not None else None
+        if group is not None and watcher in group.members:
+            group.leave(watcher)
+            self._count(watcher, -1)
+            if not group.members:
+                del self.groups[token]
+                self._unindex_watcher(group)
+            return
+        if self._unindex_watcher(watcher):
+            self._count(watcher, -1)
+
+    def _place(self, watcher: CacheWatcher) -> tuple[str, str]:
+        if watcher.name_value is not None:
+            return ("name", watcher.name_value)
+        if watcher.index_value is not None and self.index_field:
+            return ("index", "")  # every indexed watcher may be reached (APF counts them all)
+        if watcher.namespace:
+            return ("ns", watcher.namespace)
+        return ("all", "")
+
+    def _count(self, watcher: CacheWatcher, delta: int) -> None:
+        place = self._place(watcher)
+        n = self._counts.get(place, 0) + delta
+        if n:
+            self._counts[place] = n
+        else:
+            self._counts.pop(place, None)
+
+    def interested_watchers(self, namespace: str, name: str) -> int:
+        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
+        tracker counts them for APF: those of the whole resource (with any field selector),
+        of the namespace, and of the name (an overestimate: selectors are not applied)."""
+        counts = self._counts
+        count = counts.get(("all", ""), 0) + counts.get(("index", ""), 0)
+        if namespace:
+            count += counts.get(("ns", namespace), 0)
+        if name:
+            count += counts.get(("name", name), 0)
+        return count
+
+    def _index(self, watcher: CacheWatcher) -> bool:
+        """Index ``watcher`` (alone or a group); False if it already was."""
+        if watcher.name_value is not None:
+            table = self.watchers_by_name.setdefault(watcher.name_value, set())
+        elif watcher.index_value is not None and self.index_field:
+            table = self.watchers_by_index.setdefault(watcher.index_value, set())
+        elif watcher.namespace:
+            table = self.watchers_by_ns.setdefault(watcher.namespace, set())
+        else:
+            table = self.watchers_all
+        if watcher in table:
+            return False
+        table.add(watcher)
+        return True
+
+    def _unindex_watcher(self, watcher: CacheWatcher) -> bool:
+        """Take ``watcher`` out of the indexes; False if it was not in them."""
+        if watcher in self.watchers_all:
+            self.watchers_all.discard(watcher)
+            return True
         for table, key in (
             (self.watchers_by_name, watcher.name_value),
             (self.watchers_by_index, watcher.index_value),
@@ -377,30 +376,20 @@ class WatchCache:
             group = table.get(key)
             if group is not None and watcher in group:
                 group.discard(watcher)
-                if table is self.watchers_by_index:
-                    self._index_watchers -= 1
                 if not group:
                     del table[key]
+                return True
+        return False
 
-    def interested_watchers(self, namespace: str, name: str) -> int:
-        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
-        tracker counts them for APF: those of the whole resource (with any field selector),
-        of the namespace, and of the name (an overestimate: selectors are not applied)."""
-        count = len(self.watchers_all) + self._index_watchers
-        if namespace:
-            count += len(self.watchers_by_ns.get(namespace, ()))
-        if name:
-            count += len(self.watchers_by_name.get(name, ()))
-        return count
+    def _indexed(self) -> Iterator[CacheWatcher]:
+        yield from self.watchers_all
+        for table in (self.watchers_by_ns, self.watchers_by_index, self.watchers_by_name):
+            for group in table.values():
+                yield from group
 
     @property
     def watcher_count(self) -> int:
-        return (
-            len(self.watchers_all)
-            + sum(len(s) for s in self.watchers_by_ns.values())
-            + sum(len(s) for s in self.watchers_by_index.values())
-            + sum(len(s) for s in self.watchers_by_name.values())
-        )
+        return len(self.all_watchers())
 
     def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
         targets: list[set[CacheWatcher]] = []
@@ -438,11 +427,12 @@ class WatchCache:
         return touched
 
     def all_watchers(self) -> list[CacheWatcher]:
-        out = list(self.watchers_all)
-        for group in self.watchers_by_ns.values():
-            out.extend(group)
-        for group in self.watchers_by_index.values():
-            out.extend(group)
-        for group in self.watchers_by_name.values():
-            out.extend(group)
+        """Every watcher registered (the members of groups, not the groups)."""
+        groups = {id(g) for g in self.groups.values()}
+        out: list[CacheWatcher] = []
+        for w in self._indexed():
+            if id(w) in groups:
+                out.extend(w.members)
+            else:
+                out.append(w)
         return out

@@ -54,7 +54,7 @@ from typing import Any, Callable, Hashable, Protocol
 
 from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 
-__all__ = ["Selection", "Sink", "Watcher", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
+__all__ = ["Selection", "SelectionToken", "Sink", "Watcher", "decide", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
 
 
 class Selection(Protocol):
@@ -133,9 +133,31 @@ def selection_token(query: Selection) -> SelectionToken:
     return token
 
 
+def decide(query: Selection, event: CacheEvent) -> tuple[str, bytes] | None:
+    """What ``event`` means to a watcher of ``query`` (the table in the module
+    docstring): the ``(type, bytes)`` to queue, shared by every watcher that
+    decides alike, or None."""
+    if event.type == ADDED:
+        if query.matches(event.obj):
+            return event.as_added()
+    elif event.type == MODIFIED:
+        now_matches = query.matches(event.obj)
+        before = event.prev is not None and query.matches(event.prev)
+        if now_matches and before:
+            return event.as_modified()
+        elif now_matches:
+            return event.as_added()
+        elif before:
+            return event.as_left()
+    elif event.type == DELETED:
+        if query.matches(event.obj):
+            return event.as_deleted()
+    return None
+
+
 class Watcher:
     __slots__ = (
-        "query", "namespace", "index_value", "name_value", "selection", "pending", "pending_bytes", "wake", "terminated", "overflowed",
+        "query", "namespace", "index_value", "name_value", "selection", "group", "pending", "pending_bytes", "wake", "terminated", "overflowed",
         "max_pending_bytes", "min_rv", "sink", "failure",
     )
 
@@ -146,6 +168,9 @@ class Watcher:
         self.name_value: str | None = getattr(query, "name_value", None)
         #: shared by the watchers with an equal selection (see the module docstring)
         self.selection = selection_token(query)
+        #: the group it is a member of (set by the group), whose queued items
+        #: are owed to it too until the group flushes
+        self.group: Any = None
         self.pending: list[tuple[str, bytes]] = []
         #: the bytes of the objects in ``pending``
         self.pending_bytes = 0
@@ -170,35 +195,18 @@ class Watcher:
         if self.terminated or event.rv <= self.min_rv:
             return False
         if decisions is None:
-            decision = self.decide(event)
+            decision = decide(self.query, event)
         else:
             decision = decisions.get(self.selection, _UNDECIDED)
             if decision is _UNDECIDED:
-                decision = decisions[self.selection] = self.decide(event)
+                decision = decisions[self.selection] = decide(self.query, event)
         if decision is None:
             return False
         return self._push(decision)
 
-    def decide(self, event: CacheEvent) -> "tuple[str, bytes] | None":
-        """What ``event`` means to this watcher's selection (the table in the
-        module docstring); the same for every watcher with an equal one."""
-        q = self.query
-        if event.type == ADDED:
-            if q.matches(event.obj):
-                return event.as_added()
-        elif event.type == MODIFIED:
-            now_matches = q.matches(event.obj)
-            before = event.prev is not None and q.matches(event.prev)
-            if now_matches and before:
-                return event.as_modified()
-            elif now_matches:
-                return event.as_added()
-            elif before:
-                return event.as_left()
-        elif event.type == DELETED:
-            if q.matches(event.obj):
-                return event.as_deleted()
-        return None
+    def decide(self, event: CacheEvent) -> tuple[str, bytes] | None:
+        """What ``event`` means to this watcher (see :func:`decide`)."""
+        return decide(self.query, event)
 
     def _push(self, item: tuple[str, bytes]) -> bool:
         self.pending.append(item)
@@ -211,6 +219,43 @@ class Watcher:
             return True
         self.wake.set()
         return False
+
+    def deliver(self, items: list[tuple[str, bytes]], rvs: list[int], nbytes: int,
+                frames: dict[Any, bytes] | None = None) -> None:
+        """Take a group's queued decisions (:mod:`.watcher_group`; shared with
+        the other members: never kept as is) and write them now when the
+        stream is live and nothing older is queued, else queue them behind
+        the backlog. Items at or below ``min_rv`` are skipped."""
+        if self.terminated:
+            return
+        if rvs[0] <= self.min_rv:
+            keep = [item for item, rv in zip(items, rvs) if rv > self.min_rv]
+            if not keep:
+                return
+            items, nbytes = keep, sum(len(d) for _, d in keep)
+        if not self.pending and self.sink is not None and nbytes <= self.max_pending_bytes:
+            self.pending_bytes = nbytes  # what the sink sees while it decides
+            try:
+                written = self.sink(items, frames)
+            except Exception as err:  # encoding for this watcher failed: it alone ends
+                log.exception("writing watch events failed; closing the watch")
+                self.fail(f"unable to encode watch events: {err!r}")
+                return
+            if written:
+                self.pending_bytes = 0
+                return
+            self.pending = list(items)  # a backed-up client: the stream's task writes them
+            self.wake.set()
+            return
+        self.pending.extend(items)
+        self.pending_bytes += nbytes
+        if self.pending_bytes > self.max_pending_bytes:
+            self.overflowed = True
+            self.terminate()
+        elif self.sink is not None:
+            self.flush(frames)
+        else:
+            self.wake.set()
 
     def flush(self, frames: dict[Any, bytes] | None = None) -> None:
         """Write the queued events straight to the stream (the cacher calls
@@ -251,6 +296,13 @@ class Watcher:
         del self.pending[:count]
         self.pending_bytes -= size
         return out
+
+    @property
+    def caught_up(self) -> bool:
+        """Nothing is owed to the client: every event up to the cache's
+        revision is written or was not for this watcher (so a bookmark at
+        that revision cannot overtake an event still to come)."""
+        return not self.pending and (self.group is None or not self.group.items)
 
     def terminate(self) -> None:
         self.terminated = True

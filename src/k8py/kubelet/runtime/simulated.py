@@ -49,7 +49,10 @@ def _annotation(annotations: Mapping[str, str], key: str, container: str) -> str
 
 
 class SimulatedRuntime:
-    def __init__(self, defaults: SimulationDefaults | None = None, *, node_ip: str = "127.0.0.1") -> None:
+    def __init__(self, defaults: SimulationDefaults | None = None, *, node_ip: str = "127.0.0.1",
+                 events: asyncio.Queue[ContainerEvent] | None = None) -> None:
+        """``events``: a queue shared by many runtimes (the simulated nodes, one PLEG for all of them);
+        the events carry their pod's uid."""
         self.defaults = defaults or SimulationDefaults()
         self.node_ip = node_ip
         self._sandboxes: dict[str, PodSandboxStatus] = {}
@@ -57,7 +60,8 @@ class SimulatedRuntime:
         self._plans: dict[str, tuple[float, float | None, int]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._exited: dict[str, asyncio.Event] = {}
-        self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained by the PLEG
+        # unbounded: one item per change, drained by the PLEG
+        self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue() if events is None else events
         self._ipam: PodIPAllocator | None = None
         self._images: set[str] = set()
 
