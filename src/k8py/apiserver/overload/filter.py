@@ -106,14 +106,28 @@ class _Level:
     demand: SeatDemand
 
 
+@dataclass(slots=True)
+class _Hit:
+    """What one kind of request resolves to while the configuration stands: classified once,
+    with its metric series bound (a prometheus ``labels()`` call costs microseconds)."""
+
+    schema: Object | None
+    flow: int
+    level_name: str = ""
+    uids: tuple[str, str] = ("", "")
+    limited: "_Level | None" = None
+    work: Any = None  # the work-estimate histogram's series
+    dispatched: Any = None  # the dispatched counter's series
+
+
 @dataclass
 class _Config:
     stamp: tuple[Any, ...]
     schemas: list[Object]
     levels: dict[str, Object]
     limited: dict[str, _Level] = field(default_factory=dict)
-    #: what a request's classification depends on -> (its schema, its flow's hash); bounded
-    classified: dict[tuple[Any, ...], tuple[Object | None, int]] = field(default_factory=dict)
+    #: what a request's classification depends on -> its hit (schema, flow hash, ...); bounded
+    classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
 
 
 def _stamp(cache: Any) -> tuple[int, int]:
@@ -136,15 +150,25 @@ class FlowControl:
         self._config: _Config | None = None
         self._levels: dict[str, _Level] = {}
         self.metrics = FlowControlMetrics(metrics)
+        #: the two watch caches the configuration is read from, once both exist (they are never replaced)
+        self._config_caches: tuple[Any, Any] | None = None
+        #: request kind ("mutating", "readOnly") -> its inflight gauge series
+        self._inflight: dict[str, Any] = {}
 
     # -- configuration from the watch cache --------------------------------------------------
 
     def _caches(self) -> tuple[Any, Any] | None:
+        if self._config_caches is not None:
+            return self._config_caches
         fs = self.registry.get(GROUP, VERSION, "flowschemas")
         pl = self.registry.get(GROUP, VERSION, "prioritylevelconfigurations")
         if fs is None or pl is None:
             return None
-        return self.cacher.cache_for(fs), self.cacher.cache_for(pl)
+        caches = self.cacher.cache_for(fs), self.cacher.cache_for(pl)
+        if self.cacher.caches.get(fs.storage_key_resource) is caches[0] and \
+                self.cacher.caches.get(pl.storage_key_resource) is caches[1]:
+            self._config_caches = caches
+        return caches
 
     def config(self) -> _Config:
         caches = self._caches()
@@ -266,41 +290,51 @@ class FlowControl:
                "" if a.resource_request else a.path)
         hit = config.classified.get(key)
         if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
-            schema = classify(config.schemas, a)
-            flow = flow_hash(schema["metadata"]["name"], flow_distinguisher(schema, a)) if schema is not None else 0
+            hit = self._classify(config, a)
             if len(config.classified) >= _CLASSIFIED_SIZE:
                 config.classified.clear()
-            hit = config.classified[key] = (schema, flow)
-        schema, flow = hit
-        if schema is None:  # only when the mandatory objects were deleted
+            config.classified[key] = hit
+        if hit.schema is None:  # only when the mandatory objects were deleted
             return await self._run(request, handler)
-        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
-        level = config.levels[level_name]
-        schema_name = schema["metadata"]["name"]
-        request[_PF_KEY] = (schema["metadata"].get("uid", ""), level["metadata"].get("uid", ""))
-        limited = config.limited.get(level_name)
+        request[_PF_KEY] = hit.uids
+        limited = hit.limited
         if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
         qs = limited.queues
         width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal) if a.verb == "list" else 1
-        self.metrics.work.labels(schema_name, level_name).observe(width)
-        grant = qs.try_acquire(width, flow)
+        hit.work.observe(width)
+        grant = qs.try_acquire(width, hit.flow)
         if grant is None:
+            schema_name = hit.schema["metadata"]["name"]
             started = self.clock()
-            grant, reason = await qs.acquire(flow, width)
-            self.metrics.wait.labels(schema_name, level_name, "false" if reason else "true").observe(self.clock() - started)
+            grant, reason = await qs.acquire(hit.flow, width)
+            self.metrics.wait.labels(schema_name, hit.level_name, "false" if reason else "true").observe(self.clock() - started)
             if reason:
-                self.metrics.rejected.labels(schema_name, level_name, reason).inc()
+                self.metrics.rejected.labels(schema_name, hit.level_name, reason).inc()
                 return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
-        self.metrics.dispatched.labels(schema_name, level_name).inc()
+        hit.dispatched.inc()
         try:
             return await self._run(request, handler)
         finally:
             qs.release(grant)
 
+    def _classify(self, config: _Config, a: Attributes) -> _Hit:
+        schema = classify(config.schemas, a)
+        if schema is None:
+            return _Hit(None, 0)
+        schema_name = schema["metadata"]["name"]
+        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
+        level = config.levels[level_name]
+        return _Hit(schema, flow_hash(schema_name, flow_distinguisher(schema, a)), level_name,
+                    (schema["metadata"].get("uid", ""), level["metadata"].get("uid", "")),
+                    config.limited.get(level_name), self.metrics.work.labels(schema_name, level_name),
+                    self.metrics.dispatched.labels(schema_name, level_name))
+
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         kind = "mutating" if request.method in _MUTATING else "readOnly"
-        gauge = self.metrics.inflight.labels(kind)
+        gauge = self._inflight.get(kind)
+        if gauge is None:
+            gauge = self._inflight[kind] = self.metrics.inflight.labels(kind)
         gauge.inc()
         try:
             return await handler(request)
