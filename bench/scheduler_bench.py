@@ -34,6 +34,7 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -283,6 +284,7 @@ def _measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[
 async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="k8py-sched-bench-")
     api = sched = None
+    spies: list[subprocess.Popen] = []
     try:
         api, url = start([python, "-m", "k8py", "apiserver", "--data-dir", data, "--port", "0"], r"listening on (http://\S+)")
         addr = url.split("//", 1)[1]
@@ -330,6 +332,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             kubelet = asyncio.create_task(play_kubelet(addr, await resource_version(addr, "sched-setup")))
         progress: dict[str, Any] = {}
         watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv, progress=progress))
+        spies = start_profilers(args.profile, kind, {"apiserver": api.pid, "scheduler": sched.pid, "load": os.getpid()})
         cpu0 = (cpu_seconds(api.pid), cpu_seconds(sched.pid), time.process_time())
         t0 = time.perf_counter()
         t_create = await post_all(addr, measured)
@@ -343,15 +346,39 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
             raise RuntimeError(f"timed out: {len(progress.get('bound', ()))}/{pods} bound; scheduler: {lines}") from None
         cpu = (cpu_seconds(api.pid) - cpu0[0], cpu_seconds(sched.pid) - cpu0[1], time.process_time() - cpu0[2])
+        stop_profilers(spies)
+        spies = []
         if kubelet is not None:
             kubelet.cancel()
         return {"cpu": cpu, "wall": t_last - t0, "kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
                 "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
                 "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1}
     finally:
+        stop_profilers(spies)
         stop(sched)
         stop(api)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def start_profilers(directory: str | None, kind: str, pids: dict[str, int]) -> list[subprocess.Popen]:
+    """``py-spy record`` on each process for the measured window (``--profile DIR``)."""
+    if not directory:
+        return []
+    os.makedirs(directory, exist_ok=True)
+    return [subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--nonblocking", "--rate", "50", "--format", "raw",
+                              "--output", os.path.join(directory, f"{kind}-{name}.raw")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name, pid in pids.items()]
+
+
+def stop_profilers(spies: list[subprocess.Popen]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for spy in spies:
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
 
 
 async def play_kubelet(addr: str, rv: str) -> None:
@@ -414,6 +441,7 @@ async def main() -> None:
     p.add_argument("--quick", action="store_true", help="500 nodes, 100 placed, 1,000 pods, 100 preemption nodes")
     p.add_argument("--no-events", action="store_true", help="run the scheduler with --no-events")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--profile", metavar="DIR", help="py-spy each process during the measured window into DIR/<workload>-<process>.raw")
     args = p.parse_args()
     if args.quick:
         args.nodes, args.init_pods, args.pods, args.preemption_nodes, args.constrained_pods = 500, 100, 1000, 100, 300
