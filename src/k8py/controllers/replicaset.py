@@ -45,12 +45,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
 from k8py.api.selectors import LabelSelector
-from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
@@ -62,7 +60,8 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
-from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_ready, parse_time, pod_ready_condition
+from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
+from k8py.controllers.replicaset_status import calculate_status, replicas_of
 from k8py.controllers.selectors import selector_from_dict
 
 __all__ = [
@@ -113,50 +112,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _replicas(rs: Mapping[str, Any]) -> int:
-    value = (rs.get("spec") or {}).get("replicas")
-    return 1 if value is None else int(value)
-
-
-def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Exception | None, now: datetime) -> dict[str, Any]:
-    """The status ``rs`` should have given its claimed active ``pods`` (pure)."""
-    spec = rs.get("spec") or {}
-    min_ready = int(spec.get("minReadySeconds") or 0)
-    template_labels = (((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}).items()
-    min_ready_for = timedelta(seconds=min_ready)
-    fully = ready = available = 0
-    # one pass, inlined: a sync of a ReplicaSet of 10,000 pods runs this for each
-    for pod in pods:
-        if template_labels <= ((pod.get("metadata") or {}).get("labels") or {}).items():
-            fully += 1
-        condition = pod_ready_condition(pod)
-        if condition is not None and condition.get("status") == "True":
-            ready += 1
-            if min_ready <= 0:
-                available += 1
-            else:
-                since = parse_time(condition.get("lastTransitionTime"))
-                if since is not None and since + min_ready_for <= now:
-                    available += 1
-    old = rs.get("status") or {}
-    conditions = [dict(c) for c in old.get("conditions") or ()]
-    failure = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
-    if manage_error is not None and failure is None:
-        reason = "FailedCreate" if len(pods) - _replicas(rs) < 0 else "FailedDelete"
-        message = getattr(manage_error, "message", None) or str(manage_error)
-        conditions.append({"type": "ReplicaFailure", "status": "True", "lastTransitionTime": format_time(now),
-                           "reason": reason, "message": message})
-    elif manage_error is None and failure is not None:
-        conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
-    status: dict[str, Any] = {"replicas": len(pods)}
-    for field, value in (("fullyLabeledReplicas", fully), ("readyReplicas", ready), ("availableReplicas", available)):
-        if value:
-            status[field] = value
-    if old.get("observedGeneration") is not None:
-        status["observedGeneration"] = old["observedGeneration"]
-    if conditions:
-        status["conditions"] = conditions
-    return status
+_replicas = replicas_of
 
 
 def _largest_batch(count: int, initial: int) -> int:
@@ -430,8 +386,7 @@ class ReplicaSetController(KeyedController):
             wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
             if (current.get("status") or {}) == wanted:
                 return current
-            body = deep_copy(dict(current))
-            body["status"] = wanted
+            body = {**current, "status": wanted}  # only encoded, never changed: no deep copy
             try:
                 return await self.client.update_status(self.kind.resource, body)
             except Conflict:
