@@ -59,6 +59,37 @@ def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, re.Match[str]
     raise RuntimeError(f"{cmd[0]} did not start")
 
 
+def scrape(url: str, metric: str, **labels: str) -> float:
+    """The sum of a Prometheus metric's samples at ``url`` whose labels include ``labels``."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(metric + "{") and not line.startswith(metric + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def write_counts(url: str) -> dict[tuple[str, str], float]:
+    """API writes served so far at ``url`` (a server's /metrics), by (verb, resource)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    counts: dict[tuple[str, str], float] = {}
+    for m in re.finditer(r'^apiserver_request_total\{([^}]*)\} (\S+)$', text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE"):
+            key = (labels["verb"], labels.get("resource", ""))
+            counts[key] = counts.get(key, 0.0) + float(m.group(2))
+    return counts
+
+
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -70,28 +101,68 @@ def template() -> dict:
     return {"metadata": {"labels": {"app": "bench-rs"}, "annotations": pod["metadata"]["annotations"]}, "spec": pod["spec"]}
 
 
-async def count_pods(client: RestClient, namespace: str, want: int, rv: str) -> float:
-    seen = 0
+async def count_pods(client: RestClient, namespace: str, want: int, rv: str, arrivals: list[float]) -> float:
     async with client.watch(PODS, namespace, resource_version=rv) as stream:
         async for event in stream:
             if event.type == "ADDED":
-                seen += 1
-                if seen >= want:
-                    return time.perf_counter()
+                arrivals.append(time.perf_counter())
+                if len(arrivals) >= want:
+                    return arrivals[-1]
     raise RuntimeError("watch ended")
 
 
-async def replicaset_scale_up(client: RestClient, manager_pid: int, server_pid: int, n: int) -> tuple[float, float, float]:
+def idle_gaps(began: float, arrivals: list[float], threshold: float = 0.05) -> tuple[float, int]:
+    """Seconds spent in pauses of the pod stream longer than ``threshold``, and how many:
+    time the controller left the API server without creates to do."""
+    total, count, last = 0.0, 0, began
+    for t in arrivals:
+        if t - last > threshold:
+            total += t - last
+            count += 1
+        last = t
+    return total, count
+
+
+def profile(pid: int, out: str) -> subprocess.Popen:
+    """py-spy sampling ``pid`` into ``out`` (folded stacks) until terminated."""
+    return subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
+                             "--nonblocking", "--output", out], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profile(spy: subprocess.Popen | None) -> None:
+    if spy is not None:
+        spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+
+
+async def replicaset_scale_up(client: RestClient, manager_pid: int, server_pid: int, n: int,
+                              profile_to: str | None) -> tuple[float, float, float, tuple[float, int]]:
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rs-bench"}})
     rv = (await client.list(PODS, "rs-bench"))["metadata"]["resourceVersion"]
-    watcher = asyncio.create_task(count_pods(client, "rs-bench", n, rv), name="count-pods")
+    arrivals: list[float] = []
+    watcher = asyncio.create_task(count_pods(client, "rs-bench", n, rv, arrivals), name="count-pods")
+    spy = profile(manager_pid, profile_to) if profile_to else None
     cpu0, server0 = cpu_seconds(manager_pid), cpu_seconds(server_pid)
     rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "big", "namespace": "rs-bench"},
           "spec": {"replicas": n, "selector": {"matchLabels": {"app": "bench-rs"}}, "template": template()}}
     began = time.perf_counter()
     await client.create(REPLICASETS, rs)
-    done = await asyncio.wait_for(watcher, timeout=max(120.0, n / 50))
-    return done - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0
+    try:
+        done = await asyncio.wait_for(watcher, timeout=max(120.0, n / 50))
+    finally:
+        stop_profile(spy)
+    return done - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0, idle_gaps(began, arrivals)
+
+
+async def settled(client: RestClient, n: int) -> None:
+    """Until the ReplicaSet's status counts all ``n`` pods (so the sync counts are final)."""
+    for _ in range(600):
+        if ((await client.get(REPLICASETS, "rs-bench", "big")).get("status") or {}).get("replicas") == n:
+            return
+        await asyncio.sleep(0.1)
 
 
 def deployment(i: int, image: str) -> dict:
@@ -116,7 +187,8 @@ async def all_complete(client: RestClient, count: int, image: str) -> None:
         await asyncio.sleep(0.5)
 
 
-async def deployments_rolled(client: RestClient, count: int, manager_pid: int, server_pid: int) -> tuple[float, float, float, float]:
+async def deployments_rolled(client: RestClient, count: int, manager_pid: int, server_pid: int, server_metrics: str,
+                             profile_to: str | None) -> tuple[float, float, float, float, dict[tuple[str, str], float]]:
     from tests.support.pod_driver import PodDriver
 
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "deploy-bench"}})
@@ -142,10 +214,16 @@ async def deployments_rolled(client: RestClient, count: int, manager_pid: int, s
 
         began = time.perf_counter()
         cpu0, server0 = cpu_seconds(manager_pid), cpu_seconds(server_pid)
-        await asyncio.gather(*(roll(i) for i in range(count)))
-        await all_complete(client, count, "app:2")
-        return (created, time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0,
-                cpu_seconds(server_pid) - server0)
+        writes0 = write_counts(server_metrics)
+        spy = profile(manager_pid, profile_to) if profile_to else None
+        try:
+            await asyncio.gather(*(roll(i) for i in range(count)))
+            await all_complete(client, count, "app:2")
+        finally:
+            stop_profile(spy)
+        rolled, cpu, server_cpu = time.perf_counter() - began, cpu_seconds(manager_pid) - cpu0, cpu_seconds(server_pid) - server0
+        writes = {k: v - writes0.get(k, 0.0) for k, v in write_counts(server_metrics).items()}
+        return created, rolled, cpu, server_cpu, {k: v for k, v in writes.items() if v}
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -154,14 +232,16 @@ async def deployments_rolled(client: RestClient, count: int, manager_pid: int, s
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10_000)
-    parser.add_argument("--deployments", type=int, default=1_000)
+    parser.add_argument("--deployments", type=int, default=1_000, help="0 skips the Deployment part")
+    parser.add_argument("--profile", metavar="PREFIX", help="py-spy the controller manager during each part into PREFIX-{rs,deploy}.txt")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         server, m = start(["apiserver", "--data-dir", tmp, "--port", "0"], r"listening on http://([\d.]+):(\d+)")
         addr = f"{m.group(1)}:{m.group(2)}"
         kubeconfig = write_kubeconfig(os.path.join(tmp, "bench-kubeconfig"), f"http://{addr}")
-        manager, _ = start(["controller-manager", "--kubeconfig", kubeconfig, "--port", "0",
-                            "--controllers", "replicaset,deployment"], r"serving /healthz")
+        manager, mm = start(["controller-manager", "--kubeconfig", kubeconfig, "--port", "0",
+                            "--controllers", "replicaset,deployment"], r"serving /healthz and /metrics on (http://[\d.]+:\d+)")
+        manager_metrics, server_metrics = f"{mm.group(1)}/metrics", f"http://{addr}/metrics"
         try:
             async with RestClient(ClientConfig(server=f"http://{addr}"), retry=RetryPolicy(initial=0.05, cap=1.0)) as client:
                 await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "raw"}})
@@ -169,17 +249,32 @@ async def main() -> None:
                 raw = await create_rate(addr, args.pods, "raw", name_prefix="raw")
                 print(f"raw pod creates (16 connections):          {raw:8.0f} pods/s "
                       f"(API server {1000 * (cpu_seconds(server.pid) - server0) / args.pods:.2f} ms/pod)", flush=True)
-                seconds, cpu, server_cpu = await replicaset_scale_up(client, manager.pid, server.pid, args.pods)
+                seconds, cpu, server_cpu, (gaps, n_gaps) = await replicaset_scale_up(
+                    client, manager.pid, server.pid, args.pods, args.profile and f"{args.profile}-rs.txt")
                 rate = args.pods / seconds
                 print(f"ReplicaSet 0 -> {args.pods} pods:               {seconds:8.2f} s  ({rate:.0f} pods/s, "
                       f"{100 * rate / raw:.0f}% of the raw rate; controller manager CPU {cpu:.1f} s = "
                       f"{1000 * cpu / args.pods:.2f} ms/pod, API server {server_cpu:.1f} s = "
-                      f"{1000 * server_cpu / args.pods:.2f} ms/pod)", flush=True)
-                created, rolled, cpu, server_cpu = await deployments_rolled(client, args.deployments, manager.pid, server.pid)
+                      f"{1000 * server_cpu / args.pods:.2f} ms/pod; pod stream paused > 50 ms {n_gaps} times, "
+                      f"{gaps:.2f} s in all)", flush=True)
+                await settled(client, args.pods)
+                syncs = scrape(manager_metrics, "workqueue_work_duration_seconds_count", name="replicaset")
+                puts = scrape(server_metrics, "apiserver_request_total", verb="PUT", resource="replicasets")
+                events = scrape(server_metrics, "apiserver_request_total", verb="POST", resource="events")
+                print(f"  ReplicaSet syncs until its status counted them all: {syncs:.0f}; its status PUTs: {puts:.0f}; "
+                      f"Events POSTed: {events:.0f}",
+                      flush=True)
+                if not args.deployments:
+                    return
+                created, rolled, cpu, server_cpu, writes = await deployments_rolled(
+                    client, args.deployments, manager.pid, server.pid, server_metrics,
+                    args.profile and f"{args.profile}-deploy.txt")
                 print(f"{args.deployments} Deployments x 3 created and available: {created:8.2f} s", flush=True)
                 print(f"{args.deployments} Deployments rolled at once, all complete: {rolled:8.2f} s "
                       f"(controller manager CPU {cpu:.1f} s = {1000 * cpu / args.deployments:.1f} ms/rollout, "
                       f"API server {server_cpu:.1f} s = {1000 * server_cpu / args.deployments:.1f} ms/rollout)", flush=True)
+                print("  API writes per rollout (the pod driver's status writes included): " + ", ".join(
+                    f"{verb} {resource} {n / args.deployments:.1f}" for (verb, resource), n in sorted(writes.items())), flush=True)
         finally:
             for proc in (manager, server):
                 proc.terminate()

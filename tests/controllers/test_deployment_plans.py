@@ -99,3 +99,22 @@ def test_templates_equal_ignoring_the_hash_label_and_the_hash_is_stable():
     assert rsutil.equal_ignore_hash(t, hashed)
     assert rsutil.template_hash(t, None) == rsutil.template_hash(dict(t), None) != rsutil.template_hash(t, 1)
     assert set(rsutil.template_hash(t, None)) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+def test_equal_ignore_hash_says_what_comparing_hashless_copies_says():
+    spec = {"containers": [{"name": "c", "image": "i"}]}
+    variants = [
+        {}, {"spec": spec}, {"metadata": {}, "spec": spec}, {"metadata": {"labels": {}}, "spec": spec},
+        {"metadata": {"labels": {"app": "d"}}, "spec": spec},
+        {"metadata": {"labels": {"app": "d", "pod-template-hash": "abc"}}, "spec": spec},
+        {"metadata": {"labels": {"pod-template-hash": "abc"}}, "spec": spec},
+        {"metadata": {"labels": {"app": "e", "pod-template-hash": "abc"}}, "spec": spec},
+        {"metadata": {"labels": {"app": "d"}, "annotations": {"a": "1"}}, "spec": spec},
+        {"metadata": {"labels": {"app": "d", "x": "y"}}, "spec": spec},
+        {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "j"}]}},
+        {"metadata": {"labels": {"app": "d"}}},
+    ]
+    for a in variants:
+        for b in variants:
+            want = rsutil.template_without_hash(a) == rsutil.template_without_hash(b)
+            assert rsutil.equal_ignore_hash(a, b) == want, (a, b)

@@ -55,6 +55,45 @@ async def test_a_sync_whose_creations_are_not_yet_seen_creates_nothing_more(clie
     assert controller.expectations.satisfied("default/web")
 
 
+async def test_creations_the_server_acknowledged_count_before_the_cache_shows_them(client):
+    """The next burst starts before the watch delivers the last one, and the
+    pods in flight are counted, so the total never passes spec.replicas."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx, burst_replicas=3)
+    rs = await client.create(REPLICASETS, replicaset("web", 7))
+    controller.informer.indexer.add(rs)
+    for created in (3, 6, 7, 7):  # the pod cache never sees any of them
+        await controller.sync("default/web")
+        assert len((await client.list(PODS, "default"))["items"]) == created
+    assert controller.expectations.get("default/web") == (7, 0)
+    # once some arrive, they count once: from the cache, no longer in flight
+    pods = (await client.list(PODS, "default"))["items"]
+    for p in pods[:4]:
+        controller.pod_informer.indexer.add(p)
+        controller._add_pod(p)
+    assert controller.expectations.creations_in_flight("default/web", controller.pod_informer.indexer.__contains__) == 3
+    await controller.sync("default/web")
+    assert len((await client.list(PODS, "default"))["items"]) == 7
+
+
+async def test_creations_wait_while_a_deletion_is_unobserved_and_trust_the_cache_once_expired(client):
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx)
+    rs = await client.create(REPLICASETS, replicaset("web", 2))
+    controller.informer.indexer.add(rs)
+    controller.expectations.expect_deletions_of("default/web", ["default/gone"])
+    await controller.sync("default/web")
+    assert (await client.list(PODS, "default"))["items"] == []  # upstream: nothing while a deletion is unseen
+    clock.advance(301)  # the record expires: the cache alone is trusted again
+    await controller.sync("default/web")
+    assert len((await client.list(PODS, "default"))["items"]) == 2
+    clock.advance(301)  # and the two unseen creations are forgotten with their record
+    await controller.sync("default/web")
+    assert len((await client.list(PODS, "default"))["items"]) == 4
+
+
 async def test_expectations_expire_after_five_minutes_of_the_clock():
     clock = FakeClock()
     exp = ControllerExpectations(clock=clock)
@@ -133,3 +172,35 @@ def test_the_next_sync_starts_from_the_biggest_batch_that_succeeded():
     assert _largest_batch(500, 1) == 245  # 1, 2, 4, ..., 128, then the 245 left
     assert _largest_batch(500, 245) == 255
     assert _largest_batch(1, 1) == 1
+
+
+async def test_a_sync_right_after_its_own_status_write_starts_from_what_it_wrote(client):
+    """The cache has not seen the status write yet: the next sync must not PUT
+    from the stale resourceVersion (a conflict, a GET and a second PUT each time)."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx, burst_replicas=2)
+    rs = await client.create(REPLICASETS, replicaset("web", 4))
+    controller.informer.indexer.add(rs)  # and never updated: the watch lags
+    puts = []
+    original = client.update_status
+
+    async def counting(resource, body, **kw):
+        puts.append(body["metadata"]["resourceVersion"])
+        return await original(resource, body, **kw)
+
+    client.update_status = counting
+    try:
+        for _ in range(3):
+            await controller.sync("default/web")
+            pods = (await client.list(PODS, "default"))["items"]
+            for p in pods:  # the pod cache keeps up; the ReplicaSet cache does not
+                if f"default/{p['metadata']['name']}" not in controller.pod_informer.indexer:
+                    controller.pod_informer.indexer.add(p)
+                    controller._add_pod(p)
+    finally:
+        client.update_status = original
+    assert len(pods) == 4
+    assert len(puts) == len(set(puts)) == 3, puts  # one PUT a sync, each from the version the last one returned
+    status = (await client.get(REPLICASETS, "default", "web"))["status"]
+    assert status["replicas"] == 4

@@ -4,6 +4,7 @@ A real API server and ``k8py kubelet`` (the process runtime), driven by the real
 
 - ``kubectl run -i`` makes a ``stdin: true, stdinOnce: true`` pod and attaches; when that
   attach's stdin ends the container reads EOF, and a later attach gets no stdin;
+- ``kubectl attach -it`` ends when its stdin ends, the container and its terminal running on;
 - a ``tty: true`` container keeps its terminal when the kubelet restarts and adopts it
   (the runtime's console holder keeps the pty master): ``kubectl attach -it`` still works
   and the session still reaches the container's log.
@@ -109,6 +110,45 @@ def test_attach_to_a_plain_stdin_container_ends_with_its_stdin_and_the_container
         time.sleep(0.2)
     assert "got: one" in logs and "got: two" in logs and "eof" not in logs, logs
     assert node.pod(ns, "echoer")["status"]["containerStatuses"][0]["restartCount"] == 0
+
+
+def test_attach_it_ends_when_the_clients_stdin_ends_and_the_terminal_stays_the_containers(node: Node, ns: str) -> None:
+    # upstream (containerd's attach): a tty attach whose stdin ends is over; the container and its
+    # terminal run on. kubectl's stdin is a terminal (so -t holds) whose other side then goes away,
+    # its output a pipe to read what the container's terminal shows
+    node.core.create_namespaced_pod(ns, pod_manifest("term", [{"name": "main", "image": "busybox", "command": ["sh"],
+                                                                "stdin": True, "tty": True}]))
+    node.wait_pod(ns, "term", ready, what="Ready")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 90, 0, 0))
+    proc = subprocess.Popen([KUBECTL, "attach", "-it", "term", "-n", ns], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=_env(node), start_new_session=True)
+    os.close(slave)
+    try:
+        assert proc.stdout is not None
+        seen = _read_until(proc.stdout.fileno(), proc, b"", lambda s: b"If you don't see a command prompt" in s)
+        deadline = time.monotonic() + 60
+        while b"ATTACHED-42" not in seen and time.monotonic() < deadline:
+            os.write(master, b"echo ATTACHED-$((6*7))\n")
+            seen = _read_until(proc.stdout.fileno(), proc, seen, lambda s: b"ATTACHED-42" in s, timeout=3)
+        assert b"ATTACHED-42" in seen, seen
+        os.close(master)  # kubectl's stdin ends (EIO): it closes the session's stdin stream
+        master = -1
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"kubectl attach -it still ran 30 s after its stdin ended: {seen!r}") from None
+        assert code == 0, seen + proc.stdout.read()
+    finally:
+        proc.kill()
+        proc.wait()
+        if master >= 0:
+            os.close(master)
+    status = node.pod(ns, "term")["status"]["containerStatuses"][0]
+    assert "running" in status["state"] and status["restartCount"] == 0, status
+    # and the container still runs (its shell did not read an end of input)
+    out = node.kubectl.run("exec", "term", "-n", ns, "--", "sh", "-c", "echo alive", timeout=60)
+    assert out.stdout == "alive\n"
 
 
 def test_attach_it_reaches_a_terminal_the_restarted_kubelet_adopted(tmp_path) -> None:

@@ -73,8 +73,13 @@ def test_the_cluster_works_with_each_component_holding_only_its_upstream_permiss
         core.create_namespaced_config_map("doomed", {"metadata": {"name": "x"}})
         core.delete_namespace("doomed")
         _eventually(lambda: "doomed" not in [n.metadata.name for n in core.list_namespace().items])
-        accounts = {s.metadata.name for s in core.list_namespaced_service_account("kube-system").items}
-        assert {"replicaset-controller", "deployment-controller", "namespace-controller", "generic-garbage-collector"} <= accounts
+        accounts = {s.metadata.name: int(s.metadata.resource_version)
+                    for s in core.list_namespaced_service_account("kube-system").items}
+        assert {"replicaset-controller", "deployment-controller", "namespace-controller", "generic-garbage-collector"} <= set(accounts)
+        # what a new node and its first pod wait for is made (and started) before the others
+        first = {"node-controller", "service-account-controller", "root-ca-cert-publisher"}
+        others = {name: rv for name, rv in accounts.items() if name not in first and name != "default"}
+        assert max(accounts[name] for name in first) < min(others.values()), accounts
     finally:
         api.close()
         for proc in procs.values():

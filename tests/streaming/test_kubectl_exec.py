@@ -107,9 +107,19 @@ def test_exec_it_runs_in_a_terminal_and_resizes(cluster):
 
     try:
         read_until(b"#")  # the shell's prompt: kubectl has put the terminal in raw mode by then
-        os.write(master, b"test -t 0 && echo IS-A-TTY; stty size\n")
-        read_until(b"IS-A-TTY\r\n")
-        read_until(b"33 101")
+        os.write(master, b"test -t 0 && echo TTY-$((6*7))\n")  # the answer, not the echoed line, says 42
+        read_until(b"TTY-42")
+        # kubectl sends the terminal's size on its resize stream beside stdin, in no set order (as
+        # client-go's resize queue), and the command starts before any resize (as upstream's CRI
+        # streaming server): a command typed at once may run before the size arrives
+        deadline = time.monotonic() + 30
+        while b"33 101" not in seen:
+            assert time.monotonic() < deadline, seen
+            os.write(master, b"stty size\n")
+            try:
+                read_until(b"33 101", timeout=2)
+            except AssertionError:
+                pass
         # the terminal changes size: kubectl (told by SIGWINCH; the pty is not its controlling
         # terminal here) sends a resize message, and the command's pty follows
         fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 132, 0, 0))

@@ -97,10 +97,18 @@ def test_exec_exit_codes_stdin_and_a_terminal(node: Node, ns: str) -> None:
     try:
         # type only once the shell prompts: kubectl has put the terminal in raw mode by then
         seen = read_until(master, proc, b"", lambda s: s.rstrip().endswith((b"#", b"$")))
-        os.write(master, b"test -t 1 && echo TTY-YES; stty size; exit 9\n")
+        os.write(master, b"test -t 1 && echo TTY-$((6*7))\n")  # the answer, not the echoed line, says 42
+        seen = read_until(master, proc, seen, lambda s: b"TTY-42" in s)
+        # the terminal's size travels on kubectl's resize stream, in no set order with stdin, and
+        # the command starts before any resize (as upstream): ask until it has arrived
+        deadline = time.monotonic() + 30
+        while b"40 120" not in seen and time.monotonic() < deadline:
+            os.write(master, b"stty size\n")
+            seen = read_until(master, proc, seen, lambda s: b"40 120" in s, timeout=2)
+        os.write(master, b"exit 9\n")
         seen = read_until(master, proc, seen, lambda s: False)  # until kubectl is done
         assert proc.wait(timeout=30) == 9, seen
-        assert b"TTY-YES" in seen and b"40 120" in seen
+        assert b"TTY-42" in seen and b"40 120" in seen
     finally:
         proc.kill()
         proc.wait()

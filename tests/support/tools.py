@@ -66,6 +66,8 @@ def pod_network_missing() -> str | None:
         return f"CNI plugins {missing} not in /usr/lib/cni (Debian's containernetworking-plugins)"
     if shutil.which("nft") is None:
         return "nft not on PATH (Debian's nftables)"
+    if shutil.which("conntrack") is None:
+        return "conntrack not on PATH (Debian's conntrack; the nftables proxy's UDP flow cleanup)"
     return None
 
 

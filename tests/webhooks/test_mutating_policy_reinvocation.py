@@ -83,3 +83,33 @@ def test_an_if_needed_policy_runs_again_after_a_mutating_webhook_changed_the_obj
     # the IfNeeded policy saw the webhook's label in the reinvocation pass; the Never one did not run again
     assert meta["annotations"] == {"seen-if-needed": "0,1", "seen-never": "0"}
     assert len(calls) == 1  # the webhook is Never: called once, though a policy changed the object after it
+
+
+SIDECAR = ("Object{spec: Object.spec{containers: object.spec.containers.exists(c, c.name == 'sidecar') ? [] : "
+           "[Object.spec.containers{name: 'sidecar', image: 'busybox'}]}}")
+
+
+def test_the_in_tree_plugins_run_again_after_a_policy_injected_a_container(kubectl):
+    """Upstream's reinvoker runs the whole mutating chain again: the container a policy added gets the
+    service-account token mount and the LimitRange defaults the in-tree plugins gave the others."""
+    kubectl.run("create", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "default"}},
+        {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults", "namespace": "default"},
+         "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "50m"}, "default": {"cpu": "100m"}}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "inject"},
+         "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                                          "resources": ["pods"]}]},
+                  "reinvocationPolicy": "Never",
+                  "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": SIDECAR}}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding",
+         "metadata": {"name": "inject"}, "spec": {"policyName": "inject"}}]))
+    kubectl.run("get", "mutatingadmissionpolicies,mutatingadmissionpolicybindings,limitranges,serviceaccounts")
+    kubectl.run("run", "app", "--image=busybox", "--restart=Never", "--", "sleep", "1")
+    spec = json.loads(kubectl.run("get", "pod", "app", "-o", "json").stdout)["spec"]
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {"app", "sidecar"}
+    for name in ("app", "sidecar"):
+        mounts = [m["mountPath"] for m in containers[name].get("volumeMounts") or ()]
+        assert mounts == ["/var/run/secrets/kubernetes.io/serviceaccount"], (name, mounts)
+        assert containers[name]["resources"] == {"requests": {"cpu": "50m"}, "limits": {"cpu": "100m"}}, name
+    assert len([v for v in spec["volumes"] if v["name"].startswith("kube-api-access-")]) == 1

@@ -268,7 +268,8 @@ class Invalid(StatusError):
     ) -> Invalid:
         """``Pod "x" is invalid: spec.containers: Required value`` (upstream NewInvalid)."""
         qualified_kind = f"{kind}.{group}" if group else kind
-        parts = [f"{c.field}: {c.message}" if c.field else c.message for c in causes]
+        # the message lists each distinct error once (ErrorList.ToAggregate); the causes keep them all
+        parts = list(dict.fromkeys(f"{c.field}: {c.message}" if c.field else c.message for c in causes))
         if len(parts) == 1:
             summary = parts[0]
         else:

@@ -108,6 +108,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--container-runtime-endpoint", default="",
                    help="run pods on a CRI v1 runtime at unix:///path.sock (containerd) instead of k8py's process runtime; "
                         "the runtime's own CNI config networks the pods (needs grpcio: pip install 'k8py[grpc]')")
+    p.add_argument("--image-service-endpoint", default="",
+                   help="with --container-runtime-endpoint: the CRI ImageService at unix:///path.sock when it is not the "
+                        "runtime's own socket (default: the runtime endpoint)")
     p.add_argument("--cgroup-root", default="/k8py",
                    help="with --container-runtime-endpoint: the cgroup (cgroupfs) that pod cgroups go below")
     p.add_argument("--runtime-relist-period", type=float, default=1.0,
@@ -161,6 +164,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
         "rotate_certificates": args.rotate_certificates, "cert_dir": args.cert_dir or None,
         "server_tls_bootstrap": args.server_tls_bootstrap,
+        "container_runtime_endpoint": args.container_runtime_endpoint or None,
+        "image_service_endpoint": args.image_service_endpoint or None,
         "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
         "authorization_mode": args.authorization_mode,
         "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
@@ -284,7 +289,11 @@ async def _main(args: argparse.Namespace) -> int:
 
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
-            if args.container_runtime_endpoint:
+            if config.image_service_endpoint and not config.container_runtime_endpoint:
+                print("k8py kubelet: --image-service-endpoint is the CRI runtime's image socket: "
+                      "give --container-runtime-endpoint too (the process runtime pulls images itself)", file=sys.stderr)
+                return 2
+            if config.container_runtime_endpoint:
                 runtime = await _cri_runtime(args, config, node_ip=config.address)
                 if runtime is None:
                     return 2
@@ -334,7 +343,7 @@ async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -
     from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
 
     try:
-        client = CRIClient(args.container_runtime_endpoint)
+        client = CRIClient(config.container_runtime_endpoint, image_endpoint=config.image_service_endpoint)
     except ValueError as e:
         print(f"k8py kubelet: {e}", file=sys.stderr)
         return None

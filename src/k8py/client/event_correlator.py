@@ -33,7 +33,9 @@ comes from ``clock.now()``, intervals and token refill from
 
 from __future__ import annotations
 
-import copy
+import functools
+import math
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -66,7 +68,14 @@ COMBINED_PREFIX = "(combined from similar events): "
 
 def rfc3339(when: datetime) -> str:
     """A metav1.Time string (whole seconds): ``2026-11-30T08:00:00Z``."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # formatted once per second: a controller creating a thousand pods a
+    # second records an event for each, and strftime was a tenth of that cost
+    return _rfc3339_second(math.floor(when.timestamp()))
+
+
+@functools.lru_cache(maxsize=8)
+def _rfc3339_second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
 
 
 def event_name(object_name: str, when: datetime) -> str:
@@ -249,8 +258,10 @@ class EventLogger:
 
     def observe(self, event: Event, key: str) -> tuple[Event, dict[str, Any] | None]:
         """The event to write and, if it repeats a written one, the patch for it."""
-        event = copy.deepcopy(event)
-        meta = event.setdefault("metadata", {})
+        # only the top level and metadata change below; the nested parts
+        # (involvedObject, source) are never written to, so they are shared
+        event = {**event, "metadata": dict(event.get("metadata") or {})}
+        meta = event["metadata"]
         last = self._seen.get(key)
         patch = None
         if last is not None and last.count > 0:

@@ -16,11 +16,12 @@ Invariants:
   first (or adopted: ``k8py up`` forks it out of itself before it imports
   this module) and supervised like a component (:mod:`.zygote_client`), so
   that k8py is imported once rather than once per component, and the
-  certificates are made while the zygote imports; a component the zygote
+  certificates are made while the zygote imports (:mod:`.pki_child`); a component the zygote
   cannot fork is started as its own interpreter instead;
 - a component that exits while the cluster is not stopping is started again
   after a backoff (``backoff_initial`` doubling to ``backoff_max``; reset once
-  it has run ``backoff_reset`` seconds), and ``restarts`` counts it;
+  it has run ``backoff_reset`` seconds), and ``restarts`` counts it
+  (:mod:`.component_process` runs each process; this module decides when);
 - the API server exiting before it was ever ready is fatal (a port in use, a
   broken data directory): :class:`StartError` carries its log's tail;
 - a node's container runtime (``containerd/<node>``, :attr:`ComponentSpec.early`)
@@ -37,31 +38,28 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import ssl
-import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from k8py.cluster.readiness import Prober, ready_nodes
-
-#: kubeadm's name for it
-NODE_ROTATION_BINDING = "kubeadm:node-autoapprove-certificate-rotation"
+from k8py.cluster import dns_address
 from k8py.cluster.addresses import (
     DEFAULT_SERVICE_CIDR, all_ports, dns_ip, kubernetes_service_ip, pick_cluster_cidr, pick_service_cidr, service_cidr_for,
 )
+from k8py.cluster.bootstrap_objects import NODE_ROTATION_BINDING, ensure_node_certificate_rotation
 from k8py.cluster.commands import component_specs, zygote_spec
-from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec
-from k8py.cluster import dns_address
+from k8py.cluster.component_process import Backoff, ComponentProcess, terminate
 from k8py.cluster.containerd import ContainerdLayout
 from k8py.cluster.containerd_cleanup import cleanup as containerd_cleanup
+from k8py.cluster.pki import ClusterPKI
+from k8py.cluster.pki_child import PKIError, ensure_in_child
+from k8py.cluster.readiness import Prober, ready_nodes
+from k8py.cluster.spec import SIMULATED_NODE, ClusterSpec, ComponentSpec
 from k8py.cluster.state import read_state, write_state
 from k8py.cluster.sweep import sweep
-from k8py.cluster.pki import ClusterPKI
-from k8py.cluster.zygote_client import ForkedProcess, AdoptedChild, ZygoteClient, ZygoteUnavailable
+from k8py.cluster.zygote_client import AdoptedChild, ZygoteClient
 
-__all__ = ["Supervisor", "StartError", "log_tail"]
+__all__ = ["Supervisor", "StartError", "log_tail", "NODE_ROTATION_BINDING"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,17 +76,6 @@ def log_tail(path: str, lines: int = 15) -> str:
         return ""
 
 
-@dataclass
-class _Running:
-    spec: ComponentSpec
-    proc: asyncio.subprocess.Process | ForkedProcess | AdoptedChild | None = None
-    restarts: int = 0
-    state: str = "pending"
-    healthy: bool = False
-    started_at: float = 0.0
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
-
-
 class Supervisor:
     """See the module docstring. ``on_progress`` gets each progress line;
     ``zygote_pid``: the zygote, already started by the caller (a child of this
@@ -100,7 +87,7 @@ class Supervisor:
                  stop_grace: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._on_progress = on_progress
-        self.backoff_initial, self.backoff_max, self.backoff_reset = backoff_initial, backoff_max, backoff_reset
+        self.backoff = Backoff(backoff_initial, backoff_max, backoff_reset)
         self.stop_grace = stop_grace
         self._clock = clock
         self._t0 = clock()
@@ -114,9 +101,9 @@ class Supervisor:
         else:
             self.service_cidr = previous.get("serviceCIDR") or (DEFAULT_SERVICE_CIDR if previous else pick_service_cidr(spec))
         self.ports = all_ports(spec, previous.get("ports"), service_cidr=self.service_cidr)
-        self.components = [_Running(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
-                                                                service_cidr=self.service_cidr)]
-        self.zygote = _Running(zygote_spec(spec)) if spec.zygote else None
+        self.components = [ComponentProcess(c) for c in component_specs(spec, self.ports, cluster_cidr=self.cluster_cidr,
+                                                                         service_cidr=self.service_cidr)]
+        self.zygote = ComponentProcess(zygote_spec(spec)) if spec.zygote else None
         self._early_zygote = zygote_pid
         self._zygote_client: ZygoteClient | None = None
         self.ready = asyncio.Event()
@@ -146,7 +133,7 @@ class Supervisor:
             "expectedNodes": self.spec.expected_nodes, "progress": self._progress,
             # a containerd k8py did not start: k8py down removes this cluster's pods from it
             "containerRuntimeEndpoint": self.spec.container_runtime_endpoint, "nodes": self.spec.node_names(),
-            "components": {r.spec.name: {"pid": r.proc.pid if r.proc and r.proc.returncode is None else None, "state": r.state,
+            "components": {r.spec.name: {"pid": r.pid, "state": r.state,
                                          "restarts": r.restarts, "log": r.spec.log, "health": r.spec.health}
                            for r in self._all()},
         }
@@ -154,78 +141,44 @@ class Supervisor:
 
     # -- processes ----------------------------------------------------------------
 
-    def _all(self) -> list[_Running]:
+    def _all(self) -> list[ComponentProcess]:
         return [*([self.zygote] if self.zygote is not None else []), *self.components]
 
-    async def _fork(self, r: _Running) -> ForkedProcess | None:
-        """``r`` forked by the zygote, or None when it is not there (then a subprocess)."""
-        k8py = [sys.executable, "-m", "k8py"]
-        if self._zygote_client is None or r is self.zygote or r.spec.argv[:3] != k8py:
-            return None
-        try:
-            return await self._zygote_client.spawn(r.spec.argv[3:], r.spec.log)
-        except ZygoteUnavailable as err:
-            logger.warning("starting a component as its own process", extra={"component": r.spec.name, "reason": str(err)})
-            return None
-
-    async def _spawn(self, r: _Running) -> None:
-        with open(r.spec.log, "ab") as log:
-            log.write(f"--- k8py up: starting {r.spec.name} (restart {r.restarts}) at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
-            log.flush()
-            r.proc = await self._fork(r) or await asyncio.create_subprocess_exec(
-                *r.spec.argv, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True)
-        r.started_at = self._clock()
-        r.state = "starting"
+    async def _spawn(self, r: ComponentProcess) -> None:
+        await r.spawn(None if r is self.zygote else self._zygote_client, self._clock)
         self._write_state()
 
-    async def _keep_running(self, r: _Running) -> None:
-        failures = 0
-        while True:
-            assert r.proc is not None
-            code = await r.proc.wait()
-            if self._stopping:
-                r.state = "stopped"
-                return
-            if not r.healthy and r.spec.name == "apiserver" and not self.ready.is_set():
-                r.state = "failed"
-                return
-            failures = 1 if self._clock() - r.started_at > self.backoff_reset else failures + 1
-            delay = min(self.backoff_initial * 2 ** (failures - 1), self.backoff_max)
-            r.state, r.healthy = "restarting", False
-            self.progress(f"{r.spec.name} exited with code {code}; restarting in {delay:.1f}s (log: {r.spec.log})")
-            await asyncio.sleep(delay)
-            if self._stopping:
-                r.state = "stopped"
-                return
-            r.restarts += 1
+    def _start(self, r: ComponentProcess) -> None:
+        """Supervise ``r`` (already spawned): restarts, and its first health answer."""
+        def fatal() -> bool:  # the API server failing before it was ever ready: nothing to restart into
+            return not r.healthy and r.spec.name == "apiserver" and not self.ready.is_set()
+
+        async def respawn() -> None:
             await self._spawn(r)
             asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
-    async def _watch_health(self, r: _Running) -> None:
-        """Poll the component's health URL until it answers once (a component
-        without one counts as up once started)."""
-        if not r.spec.health:
+        def on_exit(code: int, delay: float) -> None:
+            self.progress(f"{r.spec.name} exited with code {code}; restarting in {delay:.1f}s (log: {r.spec.log})")
+
+        r.task = asyncio.create_task(
+            r.keep_running(backoff=self.backoff, clock=self._clock, stopping=lambda: self._stopping, fatal=fatal,
+                           respawn=respawn, on_exit=on_exit),
+            name=f"supervise-{r.spec.name}")
+        asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
+
+    async def _watch_health(self, r: ComponentProcess) -> None:
+        if not r.spec.health:  # up once started (the zygote: before there is a certificate to probe with)
             r.healthy, r.state = True, "running"
             self.progress(f"{r.spec.name} started (pid {r.proc.pid if r.proc else '?'})")
             return
-        delay = 0.02
         prober = self._prober()
         try:
-            while r.proc is not None and r.proc.returncode is None and not self._stopping:
-                if await prober.ok(r.spec.health):
-                    r.healthy, r.state = True, "running"
-                    self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
-                    self.progress(f"{r.spec.name} up (pid {r.proc.pid})" + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
-                    return
-                await asyncio.sleep(delay)
-                delay = min(delay * 1.5, 0.1)
+            if await r.wait_healthy(prober, lambda: self._stopping):
+                self.timings.setdefault(r.spec.name, round(self.elapsed(), 3))
+                self.progress(f"{r.spec.name} up (pid {r.proc.pid})"  # type: ignore[union-attr]
+                              + (f" at {r.spec.health.rsplit('/', 1)[0]}" if r.spec.name.startswith("apiserver") else ""))
         finally:
             prober.close()
-
-    def _start(self, r: _Running) -> None:
-        r.task = asyncio.create_task(self._keep_running(r), name=f"supervise-{r.spec.name}")
-        asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
 
     def _prober(self) -> Prober:
         """HTTP(S) as the cluster admin, trusting the cluster CA (health checks, Node readiness)."""
@@ -260,7 +213,13 @@ class Supervisor:
                                  f"Its log ({api.spec.log}) ends:\n{log_tail(api.spec.log)}")
             self._check_deadline(deadline, "the API server to be ready", api.spec)
             await asyncio.sleep(0.01)
-        await self._node_certificate_rotation()
+        prober = self._prober()
+        try:
+            warning = await ensure_node_certificate_rotation(prober, self.api_url)
+        finally:
+            prober.close()
+        if warning:
+            self.progress(warning)
         while not all(r.healthy for r in early):  # a kubelet started before its runtime would only exit
             self._check_deadline(deadline, "the nodes' container runtimes", next(r.spec for r in early if not r.healthy))
             await asyncio.sleep(0.01)
@@ -279,57 +238,14 @@ class Supervisor:
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
 
-    async def _node_certificate_rotation(self) -> None:
-        """What kubeadm binds so that kubelets' client-certificate renewals (they run with
-        ``--rotate-certificates``) are approved by csrapproving: system:nodes may ask for
-        ``selfnodeclient``. Created once; a cluster that has it already answers 409."""
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": NODE_ROTATION_BINDING},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                               "name": "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
-                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}
-        prober = self._prober()
-        try:
-            answer = await prober.post_json(f"{self.api_url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-        finally:
-            prober.close()
-        if answer is None or answer[0] not in (201, 409):
-            self.progress(f"warning: could not create the ClusterRoleBinding {NODE_ROTATION_BINDING} "
-                          f"({answer[0] if answer else 'no answer'}): kubelets' certificate renewals will wait for "
-                          "kubectl certificate approve")
-
     async def _make_pki(self) -> None:
-        """:meth:`ClusterPKI.ensure` in a child forked for it: making and checking
-        certificates imports cryptography, some 4 MB this long-lived process would
-        keep for nothing once they are made. (Forked before this process runs any
-        thread of its own; the child only makes files and exits.) The child's
-        error comes back as its message."""
-        kwargs = {"api_url": self.api_url, "bind": self.spec.bind, "service_ip": kubernetes_service_ip(self.service_cidr),
-                  "nodes": self.spec.certificate_nodes(), "simulated": SIMULATED_NODE if self.spec.simulated_nodes else ""}
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
-            code = 1
-            try:
-                os.close(read_fd)
-                signal.set_wakeup_fd(-1)
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(sig, signal.SIG_DFL)
-                self.pki.ensure(**kwargs)
-                code = 0
-            except BaseException as err:  # noqa: BLE001 - handed to the parent
-                os.write(write_fd, f"{type(err).__name__}: {err}".encode(errors="replace")[:4000])
-            finally:
-                os._exit(code)
-        os.close(write_fd)
+        """:meth:`ClusterPKI.ensure` in a child forked for it (:mod:`.pki_child`)."""
         try:
-            code = await AdoptedChild(pid).wait()
-            message = os.read(read_fd, 4096).decode(errors="replace")
-        finally:
-            os.close(read_fd)
-        if code != 0:
-            raise StartError(f"could not make the cluster's certificates and kubeconfigs in {self.pki.dir}: "
-                             f"{message or f'the process making them exited with code {code}'}")
+            await ensure_in_child(self.pki, api_url=self.api_url, bind=self.spec.bind,
+                                  service_ip=kubernetes_service_ip(self.service_cidr), nodes=self.spec.certificate_nodes(),
+                                  simulated=SIMULATED_NODE if self.spec.simulated_nodes else "")
+        except PKIError as err:
+            raise StartError(f"could not make the cluster's certificates and kubeconfigs in {self.pki.dir}: {err}") from None
 
     async def _launch_zygote(self) -> None:
         zygote = self.zygote
@@ -347,7 +263,7 @@ class Supervisor:
         if zygote is None:
             return
         client = ZygoteClient(zygote.spec.argv[-1])
-        if await client.wait_ready(15.0, alive=lambda: zygote.proc is not None and zygote.proc.returncode is None):
+        if await client.wait_ready(15.0, alive=zygote.alive):
             self._zygote_client = client
         else:
             self.progress(f"the zygote did not start (log: {zygote.spec.log}); starting each component as its own process")
@@ -392,10 +308,10 @@ class Supervisor:
             return
         self._stopping = True
         self.progress("stopping")
-        await self._terminate([r for r in self.components if not r.spec.name.startswith("apiserver")])
-        await self._terminate([r for r in self.components if r.spec.name.startswith("apiserver")])
+        await terminate([r for r in self.components if not r.spec.name.startswith("apiserver")], self.stop_grace)
+        await terminate([r for r in self.components if r.spec.name.startswith("apiserver")], self.stop_grace)
         if self.zygote is not None:
-            await self._terminate([self.zygote])
+            await terminate([self.zygote], self.stop_grace)
         for r in self._all():
             if r.task is not None:
                 r.task.cancel()
@@ -411,20 +327,3 @@ class Supervisor:
                     self.progress(f"removed the containerd state of {node}: {', '.join(removed)}")
         self.progress(f"stopped (and {len(left)} container processes)" if left else "stopped")
         self._write_state(stopped=True)
-
-    async def _terminate(self, group: list[_Running]) -> None:
-        live = [r for r in group if r.proc is not None and r.proc.returncode is None]
-        for r in live:
-            with contextlib.suppress(ProcessLookupError):
-                r.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        if not live:
-            return
-        waits = [asyncio.create_task(r.proc.wait(), name=f"wait-{r.spec.name}") for r in live]  # type: ignore[union-attr]
-        _done, pending = await asyncio.wait(waits, timeout=self.stop_grace)
-        for r in live:
-            if r.proc is not None and r.proc.returncode is None:
-                logger.warning("component did not stop in time; killing it", extra={"component": r.spec.name})
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(r.proc.pid, signal.SIGKILL)
-        if pending:
-            await asyncio.wait(pending)

@@ -11,7 +11,17 @@ As kube-controller-manager:
 3. every enabled controller's factory is called with the context (they ask
    for informers and register handlers), then the informers start, then each
    controller's ``run()`` runs as a named task (``controller-<name>``); each
-   waits for its own caches before starting workers;
+   waits for its own caches before starting workers. This goes in two rounds:
+   :data:`FIRST_CONTROLLERS` (what a new Node and its first pod wait for) are
+   made, started and listing while the others' credentials are still being
+   made (upstream makes each controller's client as it starts it, in turn; a
+   new cluster's node waited here for 26 service accounts and tokens, then
+   for some 40 lists, before its not-ready taint went); the second round
+   waits until the first round's caches have synced (or
+   :data:`FIRST_ROUND_SYNC_TIMEOUT`), so that its requests do not compete
+   with those lists for this process and the API server. A shared informer a
+   second-round controller asks for may be running already: its handlers
+   are replayed what the cache holds, as client-go's;
 4. ``/healthz`` and ``/metrics`` are served from start-up, leader or not.
 
 A controller whose ``run`` fails is logged and the manager fails with it
@@ -21,6 +31,7 @@ A controller whose ``run`` fails is logged and the manager fails with it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -44,6 +55,13 @@ logger = logging.getLogger(__name__)
 
 LEASE_NAMESPACE = "kube-system"
 LEASE_NAME = "kube-controller-manager"
+#: started first (see the module docstring): the node's podCIDR (nodeipam), the
+#: lifting of its not-ready taint (nodelifecycle), the namespace's ``default``
+#: service account (serviceaccount, without which a pod gets no token volume)
+#: and its ``kube-root-ca.crt`` (root-ca-cert-publisher, which that volume projects)
+FIRST_CONTROLLERS = ("nodeipam", "nodelifecycle", "serviceaccount", "root-ca-cert-publisher")
+#: seconds the second round waits at most for the first round's caches
+FIRST_ROUND_SYNC_TIMEOUT = 5.0
 
 
 @dataclass
@@ -126,12 +144,22 @@ class ControllerManager:
 
     def build(self) -> ControllerContext:
         """Build the context and every enabled controller (no tasks yet)."""
+        ctx = self._new_context()
+        self._build_controllers(ctx, self.names)
+        return ctx
+
+    def _new_context(self) -> ControllerContext:
         informers = InformerFactory(self.client, transform=drop_managed_fields, clock=self.clock)
-        ctx = ControllerContext(
+        self.context = ControllerContext(
             client=self.client, informers=informers, broadcaster=self.broadcaster, clock=self.clock,
             options=self.options, metrics_provider=self.metrics_provider, registry=self.registry,
         )
-        for name in self.names:
+        return self.context
+
+    def _build_controllers(self, ctx: ControllerContext, names: list[str]) -> list[str]:
+        """Build ``names`` on ``ctx``; returns those built."""
+        built = []
+        for name in names:
             factory = load_factory(name)
             if factory is None:
                 continue
@@ -142,27 +170,43 @@ class ControllerManager:
             if controller is None:  # its configuration is missing (csrsigning without a CA): not started, as upstream
                 continue
             self.controllers[name] = controller
+            built.append(name)
             logger.info("built controller", extra={"controller": name})
-        self.context = ctx
-        return ctx
+        return built
 
     async def run_controllers(self) -> None:
         if self.options.use_service_account_credentials:
             self.credentials = ServiceAccountClients(self.client)
-            await self.credentials.prepare(self.names)
-        ctx = self.build()
+        ctx = self._new_context()
+        first = [n for n in self.names if n in FIRST_CONTROLLERS]
+        rounds = [first, [n for n in self.names if n not in first]]
         try:
             async with asyncio.TaskGroup() as group:
+                for names in rounds:
+                    if self.credentials is not None:
+                        await self.credentials.prepare(names)
+                    for name in self._build_controllers(ctx, names):
+                        group.create_task(self._run_one(name, self.controllers[name]), name=f"controller-{name}")
+                    ctx.informers.start()
+                    if names is first and first:
+                        await self._first_round_synced(ctx)
                 if self.credentials is not None:
                     group.create_task(self.credentials.run(), name="controller-token-renewal")
-                ctx.informers.start()
-                for name, controller in self.controllers.items():
-                    group.create_task(self._run_one(name, controller), name=f"controller-{name}")
                 self.started.set()
         finally:
             await ctx.informers.shutdown()
             if self.credentials is not None:
                 await self.credentials.close()
+
+    async def _first_round_synced(self, ctx: ControllerContext) -> None:
+        """Until the first round's informers have synced, at most
+        :data:`FIRST_ROUND_SYNC_TIMEOUT` seconds of real time: an ordering of
+        the start, never a condition of it (on a test's fake clock, whose time
+        moves only when the test moves it, it is not waited for at all)."""
+        if not isinstance(self.clock, RealClock):
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(ctx.informers.wait_for_cache_sync(), FIRST_ROUND_SYNC_TIMEOUT)
 
     @staticmethod
     async def _run_one(name: str, controller: Controller) -> None:

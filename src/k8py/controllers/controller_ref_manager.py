@@ -29,6 +29,7 @@ from k8py.client.resource import Resource
 from k8py.client.rest import PatchType, RestClient
 from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref, new_controller_ref
+from k8py.controllers.selectors import labels_matcher
 
 __all__ = ["ControllerRefManager", "recheck_owner"]
 
@@ -85,10 +86,19 @@ class ControllerRefManager:
         Raises the first adoption/release error after handling every object
         (the others still claimed), so that the caller's sync is retried.
         """
-        match = matches or (lambda obj: self.selector.matches(_meta(obj).get("labels")))
+        if matches is None:
+            labels_match = labels_matcher(self.selector)
+            match: Callable[[Any], bool] = lambda obj: labels_match((obj.get("metadata") or {}).get("labels"))  # noqa: E731
+        else:
+            match = matches
         claimed: list[Any] = []
         errors: list[Exception] = []
+        uid = self._uid
         for obj in objects:
+            ref = controller_ref(obj)
+            if ref is not None and ref.get("uid") == uid and match(obj):
+                claimed.append(obj)  # ours and still matching: the common case, decided without a coroutine
+                continue
             try:
                 result = await self._claim_one(obj, match)
             except Exception as err:  # noqa: BLE001 - collected and re-raised below

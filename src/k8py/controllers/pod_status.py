@@ -53,8 +53,13 @@ def is_pod_active(pod: Mapping[str, Any]) -> bool:
     return not is_pod_terminated(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp")
 
 
+_TERMINAL = ("Succeeded", "Failed")
+
+
 def filter_active_pods(pods: list[Any]) -> list[Any]:
-    return [p for p in pods if is_pod_active(p)]
+    # is_pod_active inlined: this runs over every pod of a ReplicaSet on each sync
+    return [p for p in pods if (p.get("status") or {}).get("phase") not in _TERMINAL
+            and not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 
 def pod_ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -7,11 +7,18 @@ One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
 1. read the ReplicaSet from the cache (gone: forget its expectations);
 2. claim the active pods of its namespace (adopt matching orphans, release
    owned pods that stopped matching; :mod:`controller_ref_manager`);
-3. only if its *expectations* are satisfied (every create and delete it asked
-   for has been seen in the pod cache) and it is not being deleted, manage
+3. only if its *expectations* allow it and it is not being deleted, manage
    replicas: create the missing pods in slow-start batches (1, 2, 4, ...), at
    most :data:`BURST_REPLICAS` per sync, or delete the surplus, least
-   valuable first (:mod:`pod_ranking`). Unlike upstream, which starts again
+   valuable first (:mod:`pod_ranking`). Deletions wait, as upstream, until
+   every create and delete asked for has been seen in the pod cache. Creates
+   need less: the pods the server has acknowledged creating and the cache
+   has not shown yet are counted beside the cache
+   (:meth:`~k8py.controllers.expectations.UIDTrackingExpectations.creations_in_flight`),
+   so the next 500 start as soon as the last sync ends instead of after the
+   watch has delivered all of the previous 500 (upstream drains the API
+   server to idle there, every 500 pods); a sync that still has creates to
+   do queues itself again at once. Unlike upstream, which starts again
    from 1 on every sync, the next sync of the same ReplicaSet starts from the
    biggest batch that fully succeeded: its template is known to work, and a
    scale-up of thousands of pods is then not paced by a dozen round trips
@@ -24,8 +31,8 @@ One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
 
 Why expectations matter: the pod informer lags the writes, so without them a
 second sync right after a create would count too few pods and create again.
-With them, a sync between the write and its watch event only refreshes
-status. A failed create or delete lowers the expectation at once (no event
+With them, a sync between the write and its watch event counts the pod as
+in flight. A failed create or delete lowers the expectation at once (no event
 will come for it).
 
 Pod events feed the queue: a pod with a controller reference queues its owner
@@ -38,15 +45,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
-from k8py.api.selectors import LabelSelector, label_selector_from_dict
-from k8py.client.indexer import deep_copy
+from k8py.api.selectors import LabelSelector
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
+from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
@@ -54,7 +60,9 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
-from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_available, is_pod_ready
+from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
+from k8py.controllers.replicaset_status import calculate_status, replicas_of
+from k8py.controllers.selectors import selector_from_dict
 
 __all__ = [
     "ReplicaSetController",
@@ -73,14 +81,14 @@ BURST_REPLICAS = 500
 
 
 def _rs_selector(obj: Mapping[str, Any]) -> LabelSelector:
-    return label_selector_from_dict((obj.get("spec") or {}).get("selector"))
+    return selector_from_dict((obj.get("spec") or {}).get("selector"))
 
 
 def _rc_selector(obj: Mapping[str, Any]) -> LabelSelector:
     selector = (obj.get("spec") or {}).get("selector")
     if not selector:
         return LabelSelector.match_nothing()
-    return label_selector_from_dict({"matchLabels": selector})
+    return selector_from_dict({"matchLabels": selector})
 
 
 @dataclass(frozen=True)
@@ -104,44 +112,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _replicas(rs: Mapping[str, Any]) -> int:
-    value = (rs.get("spec") or {}).get("replicas")
-    return 1 if value is None else int(value)
-
-
-def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Exception | None, now: datetime) -> dict[str, Any]:
-    """The status ``rs`` should have given its claimed active ``pods`` (pure)."""
-    spec = rs.get("spec") or {}
-    min_ready = int(spec.get("minReadySeconds") or 0)
-    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    fully = ready = available = 0
-    for pod in pods:
-        labels = _meta(pod).get("labels") or {}
-        if all(labels.get(k) == v for k, v in template_labels.items()):
-            fully += 1
-        if is_pod_ready(pod):
-            ready += 1
-            if is_pod_available(pod, min_ready, now):
-                available += 1
-    old = rs.get("status") or {}
-    conditions = [dict(c) for c in old.get("conditions") or ()]
-    failure = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
-    if manage_error is not None and failure is None:
-        reason = "FailedCreate" if len(pods) - _replicas(rs) < 0 else "FailedDelete"
-        message = getattr(manage_error, "message", None) or str(manage_error)
-        conditions.append({"type": "ReplicaFailure", "status": "True", "lastTransitionTime": format_time(now),
-                           "reason": reason, "message": message})
-    elif manage_error is None and failure is not None:
-        conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
-    status: dict[str, Any] = {"replicas": len(pods)}
-    for field, value in (("fullyLabeledReplicas", fully), ("readyReplicas", ready), ("availableReplicas", available)):
-        if value:
-            status[field] = value
-    if old.get("observedGeneration") is not None:
-        status["observedGeneration"] = old["observedGeneration"]
-    if conditions:
-        status["conditions"] = conditions
-    return status
+_replicas = replicas_of
 
 
 def _largest_batch(count: int, initial: int) -> int:
@@ -166,8 +137,11 @@ class ReplicaSetController(KeyedController):
         self.lister = self.informer.lister
         self.pod_lister = self.pod_informer.lister
         ensure_controller_uid_index(self.pod_informer)
+        ensure_controller_uid_index(self.informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
+        self._written: dict[str, Any] = {}
+        """key -> the ReplicaSet as our last status write returned it, until the cache has caught up with it."""
         self.recorder = ctx.recorder(kind.component)
         self.pod_control = PodControl(ctx.client, self.recorder)
         self.wait_for(self.informer, self.pod_informer)
@@ -182,6 +156,7 @@ class ReplicaSetController(KeyedController):
     def _delete_rs(self, obj: Any) -> None:
         key = object_key(obj)
         self.expectations.delete(key)
+        self._written.pop(key, None)
         self.queue.add(key)
 
     def _resolve(self, namespace: str, ref: Mapping[str, Any] | None) -> Any | None:
@@ -221,6 +196,7 @@ class ReplicaSetController(KeyedController):
                 return
             key = object_key(owner)
             self.expectations.creation_observed(key)
+            self.expectations.creation_seen(key, object_key(pod))
             self.queue.add(key)
             return
         for owner in self._matching_owners(pod):
@@ -264,9 +240,28 @@ class ReplicaSetController(KeyedController):
             return
         key = object_key(owner)
         self.expectations.deletion_observed_of(key, object_key(pod))
+        self.expectations.creation_seen(key, object_key(pod))
         self.queue.add(key)
 
     # -- sync ----------------------------------------------------------------------------
+
+    def _latest(self, key: str, cached: Any) -> Any:
+        """``cached``, or the newer ReplicaSet our last status write returned: a sync
+        that follows its own write at once (the next burst of a scale-up) would
+        otherwise PUT from a stale resourceVersion, and pay a conflict, a GET and
+        a second PUT every time."""
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        try:
+            newer = _meta(written).get("uid") == _meta(cached).get("uid") and \
+                int(_meta(written).get("resourceVersion") or 0) > int(_meta(cached).get("resourceVersion") or 0)
+        except ValueError:
+            newer = False
+        if not newer:
+            del self._written[key]  # the cache has it (or something newer): trust the cache again
+            return cached
+        return written
 
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
@@ -274,8 +269,11 @@ class ReplicaSetController(KeyedController):
         if rs is None:
             self.expectations.delete(key)
             self._batch_start.pop(key, None)
+            self._written.pop(key, None)
             return None
-        needs_sync = self.expectations.satisfied(key)
+        rs = self._latest(key, rs)
+        # None: a deletion is still unobserved, so replicas are not managed (upstream)
+        in_flight = self.expectations.creations_in_flight(key, self.pod_informer.indexer.__contains__)
         try:
             selector = self.kind.selector_of(rs)
         except StatusError as err:
@@ -286,15 +284,18 @@ class ReplicaSetController(KeyedController):
                                        recheck_owner(self.client, self.kind.resource, rs))
         pods = await manager.claim(active)
         manage_error: Exception | None = None
-        if needs_sync and not _meta(rs).get("deletionTimestamp"):
+        more_to_create = False
+        if in_flight is not None and not _meta(rs).get("deletionTimestamp"):
             try:
-                await self.manage_replicas(pods, rs, key)
+                more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
             except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
                 manage_error = err
         now = self.clock.now()
         status = calculate_status(rs, pods, manage_error, now)
         try:
             updated = await self.update_status(rs, status)
+            if updated is not rs:
+                self._written[key] = drop_managed_fields(updated)
         except Conflict:
             # the ReplicaSet changed again (its watch event queues this key): no backoff
             if manage_error is not None:
@@ -302,28 +303,36 @@ class ReplicaSetController(KeyedController):
             return None
         if manage_error is not None:
             raise manage_error
+        if more_to_create:
+            self.queue.add(key)  # the next burst at once, not when the watch catches up
         min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
         st = updated.get("status") or {}
         if min_ready > 0 and st.get("readyReplicas", 0) == _replicas(updated) and st.get("availableReplicas", 0) != _replicas(updated):
             return float(min_ready)
         return None
 
-    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str) -> None:
-        diff = len(pods) - _replicas(rs)
+    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> bool:
+        """Create or delete towards ``spec.replicas``, counting ``in_flight``
+        acknowledged creates the cache has not shown; True if more creates remain
+        after this burst."""
+        diff = len(pods) + in_flight - _replicas(rs)
         if diff < 0:
             count = min(-diff, self.burst_replicas)
-            self.expectations.expect_creations(key, count)
+            self.expectations.expect_more_creations(key, count)
             namespace = _meta(rs).get("namespace") or ""
             template = (rs.get("spec") or {}).get("template") or {}
             ref = new_controller_ref(rs, self.kind.resource)
 
             async def create() -> None:
                 try:
-                    await self.pod_control.create_pod(namespace, template, rs, self.kind.resource, ref)
+                    created = await self.pod_control.create_pod(namespace, template, rs, self.kind.resource, ref)
                 except Forbidden as err:
                     if "being terminated" in (err.message or ""):
                         return  # the namespace is going away: not a failure of ours
                     raise
+                pod_key = f"{namespace}/{created['metadata']['name']}"
+                if pod_key not in self.pod_informer.indexer:
+                    self.expectations.created(key, pod_key)
 
             initial = self._batch_start.get(key, SLOW_START_INITIAL_BATCH_SIZE)
             successes, error = await slow_start_batch(count, initial, create)
@@ -333,8 +342,8 @@ class ReplicaSetController(KeyedController):
                 self._batch_start.pop(key, None)
                 raise error
             self._batch_start[key] = _largest_batch(count, initial)
-            return
-        if diff > 0:
+            return -diff > count
+        if diff > 0 and in_flight == 0:
             count = min(diff, self.burst_replicas)
             related = self._related_pods(rs)
             victims = pods_to_delete(pods, related, count, self.clock.now())
@@ -354,17 +363,18 @@ class ReplicaSetController(KeyedController):
                         first = result if isinstance(result, Exception) else RuntimeError(repr(result))
             if first is not None:
                 raise first
+        return False
 
     def _related_pods(self, rs: Mapping[str, Any]) -> list[Any]:
         """Active pods of this ReplicaSet and of its siblings (same controller, e.g. one Deployment)."""
-        namespace = _meta(rs).get("namespace")
         owner = controller_ref(rs)
         uids = {_meta(rs).get("uid")}
         if owner is not None:
-            for other in self.lister.list(namespace=namespace):
-                other_ref = controller_ref(other)
-                if other_ref is not None and other_ref.get("uid") == owner.get("uid"):
-                    uids.add(_meta(other).get("uid"))
+            # the siblings through the index by controller uid, not a scan of the
+            # namespace (a thousand Deployments rolling in one namespace made every
+            # scale-down sync read every ReplicaSet)
+            for other in self.informer.indexer.by_index(CONTROLLER_UID_INDEX, owner.get("uid") or ""):
+                uids.add(_meta(other).get("uid"))
         pods = [p for uid in uids for p in self.pod_informer.indexer.by_index(CONTROLLER_UID_INDEX, uid or "")]
         return filter_active_pods(pods)
 
@@ -376,8 +386,7 @@ class ReplicaSetController(KeyedController):
             wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
             if (current.get("status") or {}) == wanted:
                 return current
-            body = deep_copy(dict(current))
-            body["status"] = wanted
+            body = {**current, "status": wanted}  # only encoded, never changed: no deep copy
             try:
                 return await self.client.update_status(self.kind.resource, body)
             except Conflict:

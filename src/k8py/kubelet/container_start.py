@@ -41,7 +41,7 @@ __all__ = ["start_container", "next_attempt", "pull_policy", "format_duration", 
 #: upstream's annotation on every container it creates: the run's restart count (what crictl shows)
 RESTART_COUNT_ANNOTATION = "io.kubernetes.container.restartCount"
 #: a container's log files, ``<restart count>.log`` and its rotations (``.<YYYYMMDD-HHMMSS>``, upstream's ``.gz``)
-_LOG_NAME = re.compile(r"^(\d+)\.log(\.\d{8}-\d{6}|\.\d+\.gz)?$")
+_LOG_NAME = re.compile(r"^(\d+)\.log(\.\d{8}-\d{6}(\.\d+)?(\.gz)?|\.\d+\.gz)?$")
 
 
 def pull_policy(container: Mapping[str, Any]) -> str:

@@ -12,6 +12,14 @@ Start-up order, each step before the next:
    runtime only ever knows containers this kubelet started);
 5. pod workers, PLEG, status manager, node status, Lease, the eviction
    manager and the event broadcaster run until cancelled.
+
+Shutdown (cancellation, the CLI's SIGTERM) undoes it in reverse, the HTTP
+server first: the streams it serves (``logs -f``, exec, attach,
+port-forward) never end on their own, so they are cut after
+:data:`STREAM_SHUTDOWN_GRACE` instead of aiohttp's 60 s wait for each
+(which held a SIGTERM'd kubelet for a minute while one ``kubectl
+port-forward`` was open). An exec'd command ends with its stream; the
+containers keep running for the next kubelet on this root dir to adopt.
 """
 
 from __future__ import annotations
@@ -52,9 +60,13 @@ from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.token_manager import TokenManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["Kubelet"]
+__all__ = ["Kubelet", "STREAM_SHUTDOWN_GRACE"]
 
 logger = logging.getLogger(__name__)
+
+#: seconds a stopping kubelet lets in-flight requests finish before it cancels them
+#: (aiohttp waits this long for the handlers, then as long again for their cancellation)
+STREAM_SHUTDOWN_GRACE = 1.0
 
 
 class Kubelet:
@@ -216,7 +228,8 @@ class Kubelet:
         #: the cluster-issued serving certificate (serverTLSBootstrap), renewed in run()
         self.serving_certificate = server_tls.serving_certificate(self.config, self.client)
         ssl_context, middlewares = server_tls.serving_options(self.config, self.client, serving=self.serving_certificate)
-        self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
+        self._runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None,
+                                     shutdown_timeout=STREAM_SHUTDOWN_GRACE)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.address, self.config.port, ssl_context=ssl_context)
         await site.start()
@@ -288,13 +301,13 @@ class Kubelet:
                 self.ready.set()
                 logger.info("kubelet running", extra={"node": self.config.node_name, "port": self.port})
         finally:
+            if self._runner is not None:  # first: its streams read the runtime, which closes below
+                await self._runner.cleanup()
             await self.syncer.prober.close()
             await self.informers.shutdown()
             close = getattr(self.runtime, "close", None)
             if close is not None:
                 await close()
-            if self._runner is not None:
-                await self._runner.cleanup()
 
     async def _wait_for_pod_cidr(self) -> None:
         """Give node IPAM up to ``pod_cidr_wait`` seconds to set spec.podCIDR."""

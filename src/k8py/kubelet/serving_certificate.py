@@ -5,10 +5,16 @@ HTTPS server gets its certificate from the API, as upstream's serving
 certificate manager does:
 
 - at start, ``<cert-dir>/kubelet-server-current.pem`` (certificate and key)
-  if it is there and not expired; else a self-signed stand-in for the node's
-  names until the cluster's is issued (upstream serves nothing until then;
-  k8py's stand-in keeps ``/healthz`` and the API server's retries simple —
-  clients that verify against the cluster CA refuse it, as they should);
+  if it is there and not expired; else nothing: until the cluster's
+  certificate is issued the server listens but every TLS handshake is
+  aborted with an ``internal_error`` alert, as upstream's ``GetCertificate``
+  ("no serving certificate available for the kubelet") makes Go's TLS stack
+  do — the kubelet presents no certificate it cannot vouch for, and clients
+  (the API server's logs/exec requests, a probe of ``/healthz`` on the port)
+  fail until it can. (asyncio's TLS transport closes a failed server
+  handshake without flushing the alert OpenSSL wrote, so a client of k8py's
+  kubelet sees the connection reset during the handshake instead of the
+  ``tls: internal error`` alert; either way no certificate is presented);
 - then a CSR for signer ``kubernetes.io/kubelet-serving``: ``system:node:<name>``
   in ``system:nodes``, usages ``digital signature`` and ``server auth``, the
   node's name as DNS name and its address as IP SAN, made with the node's own
@@ -52,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 SERVING_SIGNER = "kubernetes.io/kubelet-serving"
 SERVING_PEM = "kubelet-server-current.pem"
-_STAND_IN = "kubelet-server-bootstrap.pem"
 _USAGES = ("digital signature", "server auth")
 
 
@@ -92,15 +97,16 @@ class ServingCertificate:
             self.context.verify_mode = ssl.CERT_OPTIONAL
         self._cert: x509.Certificate | None = None
         self._r = rng()
-        if not self._load_current():
-            self._stand_in()
+        self._refused = 0
+        self.context.sni_callback = self._no_certificate_yet  # called on every ClientHello, SNI or not
+        self._load_current()
 
     @property
     def pem_path(self) -> str:
         return os.path.join(self.cert_dir, SERVING_PEM)
 
     def certificate(self) -> x509.Certificate | None:
-        """The cluster-issued certificate the server presents now (None while it has only its stand-in)."""
+        """The cluster-issued certificate the server presents now (None until there is one: no TLS is served)."""
         return self._cert
 
     def deadline(self) -> dt.datetime | None:
@@ -119,12 +125,16 @@ class ServingCertificate:
         self._cert = cert
         return True
 
-    def _stand_in(self) -> None:
-        cert_pem, key_pem = certs.generate_self_signed_cert_key(self.ips[0] if self.ips else "127.0.0.1",
-                                                                alternate_ips=self.ips[1:], alternate_dns=self.dns_names)
-        path = os.path.join(self.cert_dir, _STAND_IN)
-        certs.write_pem(path, cert_pem + key_pem, private=True)
-        self.context.load_cert_chain(path)
+    def _no_certificate_yet(self, sock: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> int | None:
+        """Abort the handshake while there is no certificate from the cluster (upstream's GetCertificate error)."""
+        if self._cert is not None:
+            return None
+        self._refused += 1
+        if self._refused == 1 or self._refused % 100 == 0:
+            logger.warning("no serving certificate available for the kubelet: TLS handshake refused until the cluster "
+                           "issues one (approve the node's kubernetes.io/kubelet-serving CSR)",
+                           extra={"node": self.node_name, "refused": self._refused})
+        return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
 
     async def rotate(self) -> x509.Certificate:
         """Ask the cluster for a serving certificate now, wait for it, and serve with it."""

@@ -83,6 +83,12 @@ class ServicePort:
     def key(self) -> ServicePortKey:
         return (self.namespace, self.name, self.port_name)
 
+    @property
+    def endpoints_elsewhere(self) -> bool:
+        """Some endpoint could serve, on any node: a port a ``Local`` policy leaves
+        without endpoints here drops new connections then, rather than refusing them."""
+        return any(ep.ready or (ep.serving and ep.terminating) for ep in self.all_endpoints)
+
     def __str__(self) -> str:
         suffix = f":{self.port_name}" if self.port_name else ""
         return f"{self.namespace}/{self.name}{suffix}"

@@ -15,6 +15,10 @@ Invariants:
 - a listener exists exactly while its service port has a usable endpoint:
   when the last one goes the listener is closed, so a new connection is
   refused at once (upstream's REJECT) rather than accepted and hung;
+- a port that a ``Local`` traffic policy leaves without endpoints on this
+  node while other nodes have some is a :mod:`.blackhole` instead: new
+  connections are dropped (SYNs unanswered, datagrams discarded), as
+  upstream's "has no local endpoints" DROP;
 - a listener reads the *current* table entry at each new connection, so an
   endpoint removed by a sync is never picked afterwards (connections already
   relayed to it carry on until either side closes, as upstream's conntrack);
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from k8py.proxy.balancer import Balancer
+from k8py.proxy.blackhole import TCPBlackhole, UDPBlackhole
 from k8py.proxy.service_table import Endpoint, ServicePort, ServicePortKey
 from k8py.proxy.tcp_relay import ClientSide
 from k8py.proxy.udp_relay import UDPListener
@@ -65,10 +70,24 @@ def _allowed(client_ip: str, ranges: tuple[ipaddress.IPv4Network, ...]) -> bool:
     return any(address in r for r in ranges)
 
 
+async def _open_soon(hole: TCPBlackhole | UDPBlackhole) -> None:
+    """Open ``hole``; a UDP listener closed in the same sync releases its socket
+    only on a later turn of the loop, so an address in use is retried a few turns."""
+    for _ in range(5):
+        try:
+            return await hole.open()
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE:
+                raise
+        await asyncio.sleep(0)
+    await hole.open()
+
+
 class UserspaceBackend:
     def __init__(self, *, udp_idle_timeout: float = 60.0, on_connection=None) -> None:  # type: ignore[no-untyped-def]
         self._table: Mapping[ServicePortKey, ServicePort] = {}
         self._listeners: dict[ListenKey, _Listener] = {}
+        self._blackholes: dict[ListenKey, TCPBlackhole | UDPBlackhole] = {}
         self._failed: set[ListenKey] = set()
         self.udp_idle_timeout = udp_idle_timeout
         self._on_connection = on_connection
@@ -77,6 +96,10 @@ class UserspaceBackend:
     @property
     def listening(self) -> list[ListenKey]:
         return sorted(self._listeners)
+
+    @property
+    def dropping(self) -> list[ListenKey]:
+        return sorted(self._blackholes)
 
     def _endpoints(self, listener: _Listener) -> tuple[Endpoint, ...]:
         entry = self._table.get(listener.service)
@@ -96,21 +119,27 @@ class UserspaceBackend:
             self._table = table
             wanted: dict[ListenKey, tuple[ServicePort, bool]] = {}
             firewalls: dict[ListenKey, tuple[ipaddress.IPv4Network, ...]] = {}
+            drops: dict[ListenKey, ServicePort] = {}
             for entry in table.values():
-                if entry.cluster_endpoints:
-                    for ip in entry.cluster_ips:
-                        wanted[(ip, entry.port, entry.protocol)] = (entry, False)
-                if entry.node_port and entry.external_endpoints:
-                    for address in node_addresses:
-                        wanted.setdefault((address, entry.node_port, entry.protocol), (entry, True))
+                cluster = [(ip, entry.port, entry.protocol) for ip in entry.cluster_ips]
+                external = [(a, entry.node_port, entry.protocol) for a in node_addresses if entry.node_port]
+                external += [(a, entry.port, entry.protocol) for a in entry.external_ips + entry.load_balancer_ips]
+                for keys, endpoints, is_external in ((cluster, entry.cluster_endpoints, False), (external, entry.external_endpoints, True)):
+                    for key in keys:
+                        if endpoints:
+                            wanted.setdefault(key, (entry, is_external))
+                        elif entry.endpoints_elsewhere:
+                            drops.setdefault(key, entry)
                 if entry.external_endpoints:
-                    for address in entry.external_ips + entry.load_balancer_ips:
-                        wanted.setdefault((address, entry.port, entry.protocol), (entry, True))
                     ranges = tuple(ipaddress.IPv4Network(r) for r in entry.source_ranges)
                     for address in entry.load_balancer_ips:
                         firewalls[(address, entry.port, entry.protocol)] = ranges
+            drops = {k: v for k, v in drops.items() if k not in wanted}
             for key in [k for k in self._listeners if k not in wanted or self._listeners[k].service != wanted[k][0].key]:
                 self._close(key)
+            for key in [k for k in self._blackholes if k not in drops]:
+                self._blackholes.pop(key).close()
+                logger.info("stopped dropping a service port", extra={"listen": f"{key[0]}:{key[1]}/{key[2]}"})
             for key, (entry, external) in wanted.items():
                 listener = self._listeners.get(key)
                 if listener is not None:
@@ -122,7 +151,27 @@ class UserspaceBackend:
                         listener.udp.expire()
                     continue
                 await self._open(key, entry, external, firewalls.get(key, ()))
-            self._failed &= set(wanted)
+            for key, entry in drops.items():
+                if key not in self._blackholes:
+                    await self._open_blackhole(key, entry)
+            self._failed &= set(wanted) | set(drops)
+
+    async def _open_blackhole(self, key: ListenKey, entry: ServicePort) -> None:
+        address, port, protocol = key
+        if protocol not in ("TCP", "UDP"):
+            return
+        hole = TCPBlackhole(address, port) if protocol == "TCP" else UDPBlackhole(address, port)
+        try:
+            await _open_soon(hole)
+        except OSError as err:
+            if key not in self._failed:
+                logger.warning("cannot drop a service port's traffic; will retry", extra={
+                    "service": str(entry), "listen": f"{address}:{port}/{protocol}", "reason": str(err)})
+                self._failed.add(key)
+            return
+        self._failed.discard(key)
+        self._blackholes[key] = hole
+        logger.info("dropping a service port: no local endpoints", extra={"service": str(entry), "listen": f"{address}:{port}/{protocol}"})
 
     async def _open(self, key: ListenKey, entry: ServicePort, external: bool, allowed: tuple[ipaddress.IPv4Network, ...] = ()) -> None:
         address, port, protocol = key
@@ -166,4 +215,7 @@ class UserspaceBackend:
         async with self._lock:
             for key in list(self._listeners):
                 self._close(key)
+            for hole in self._blackholes.values():
+                hole.close()
+            self._blackholes.clear()
             self._table = {}

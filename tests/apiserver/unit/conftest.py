@@ -38,6 +38,11 @@ def configmaps(registry: Registry) -> ResourceDefinition:
 
 
 @pytest.fixture
+def nodes(registry: Registry) -> ResourceDefinition:
+    return definition(registry, "nodes")
+
+
+@pytest.fixture
 async def memory() -> AsyncIterator[MemoryStorage]:
     store = MemoryStorage()
     await store.start()

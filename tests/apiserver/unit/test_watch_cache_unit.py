@@ -22,18 +22,20 @@ from tests.support.watch_events import delete, obj, put
 class Recorder:
     """A CacheWatcher that records what it is offered (the protocol, nothing more)."""
 
-    def __init__(self, namespace: str = "", index_value: str | None = None, *, wants_flush: bool = True) -> None:
+    def __init__(self, namespace: str = "", index_value: str | None = None, *, wants_flush: bool = True,
+                 name_value: str | None = None) -> None:
         self.namespace = namespace
         self.index_value = index_value
+        self.name_value = name_value
         self.wants_flush = wants_flush
         self.offered: list[tuple[str, str, int]] = []
         self.terminated = False
 
-    def offer(self, event: CacheEvent) -> bool:
+    def offer(self, event: CacheEvent, decisions: dict | None = None) -> bool:
         self.offered.append((event.type, event.obj.name, event.rv))
         return self.wants_flush
 
-    def flush(self) -> None:
+    def flush(self, frames: dict | None = None) -> None:
         pass
 
     def terminate(self) -> None:
@@ -126,6 +128,35 @@ def test_fan_out_visits_only_the_watchers_indexed_under_the_event(pods):
     assert ns2.offered == []
     assert node1.offered == [(ADDED, "a", 2), (MODIFIED, "a", 3)]
     assert node2.offered == [(MODIFIED, "a", 3)]
+
+
+def test_one_object_watches_are_offered_only_their_objects_events(nodes):
+    cache = WatchCache(nodes)
+    watchers = {n: Recorder(name_value=n) for n in ("n0", "n1", "n2")}
+    for w in watchers.values():
+        cache.add_watcher(w)
+    cache.apply(put(nodes, obj("n1", ""), 2))
+    cache.apply(put(nodes, obj("n1", ""), 3))
+    cache.apply(delete(nodes, obj("n1", ""), 4))
+    cache.apply(put(nodes, obj("other", ""), 5))
+    assert watchers["n1"].offered == [(ADDED, "n1", 2), (MODIFIED, "n1", 3), (DELETED, "n1", 4)]
+    assert watchers["n0"].offered == watchers["n2"].offered == []
+    cache.remove_watcher(watchers["n1"])
+    assert "n1" not in cache.watchers_by_name and cache.watcher_count == 2
+
+
+def test_candidates_of_one_name_are_looked_up_not_scanned(configmaps, nodes):
+    cms = WatchCache(configmaps)
+    for i, ns in enumerate(("a", "b")):
+        cms.apply(put(configmaps, obj("x", ns), 2 + i))
+    assert [(o.namespace, o.name) for o in cms.candidates("b", name="x")] == [("b", "x")]
+    assert list(cms.candidates("c", name="x")) == []
+    # every namespace: the name narrows nothing, the query's own match does
+    assert sorted(o.namespace for o in cms.candidates(name="x")) == ["a", "b"]
+    cluster = WatchCache(nodes)
+    cluster.apply(put(nodes, obj("n1", ""), 2))
+    assert [o.name for o in cluster.candidates(name="n1")] == ["n1"]
+    assert list(cluster.candidates(name="n2")) == []
 
 
 def test_apply_returns_exactly_the_watchers_that_want_a_flush(configmaps):

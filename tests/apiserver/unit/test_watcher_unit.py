@@ -73,7 +73,7 @@ def test_with_a_sink_the_batch_is_flushed_in_one_write(configmaps):
     cache = WatchCache(configmaps)
     w = watcher_on(cache, configmaps)
     writes: list[list[tuple[str, bytes]]] = []
-    w.sink = lambda events: writes.append(list(events)) or True
+    w.sink = lambda events, frames: writes.append(list(events)) or True
     touched = set(cache.apply(put(configmaps, cm("a"), 2))) | set(cache.apply(put(configmaps, cm("b"), 3)))
     assert touched == {w}
     assert writes == []  # offer never writes; the flush after the batch does
@@ -85,7 +85,7 @@ def test_with_a_sink_the_batch_is_flushed_in_one_write(configmaps):
 def test_a_backed_up_sink_leaves_the_events_to_the_stream_task(configmaps):
     cache = WatchCache(configmaps)
     w = watcher_on(cache, configmaps)
-    w.sink = lambda events: False  # the client's buffer is over its high-water mark
+    w.sink = lambda events, frames: False  # the client's buffer is over its high-water mark
     cache.apply(put(configmaps, cm("a"), 2))
     w.flush()
     assert w.wake.is_set()
@@ -104,3 +104,30 @@ def test_a_watcher_past_its_bound_is_terminated_and_gets_nothing_more(configmaps
     before = len(w.pending)
     assert w.offer(cache.ring[-1]) is False
     assert len(w.pending) == before
+
+
+def test_watchers_with_equal_selections_queue_the_same_decision(configmaps):
+    cache = WatchCache(configmaps)
+    a, b = watcher_on(cache, configmaps, "app=web"), watcher_on(cache, configmaps, "app=web")
+    other = watcher_on(cache, configmaps, "app=db")
+    assert a.selection is b.selection and a.selection is not other.selection
+    cache.apply(put(configmaps, cm("x", app="web"), 2))
+    cache.apply(put(configmaps, cm("x", app="db"), 3))  # leaves app=web, enters app=db
+    pa, pb, po = a.take(), b.take(), other.take()
+    assert [t for t, _ in pa] == [ADDED, DELETED] and [t for t, _ in po] == [ADDED]
+    # one decision per event for both: the very same queued tuples (so one encoded frame)
+    assert all(x is y for x, y in zip(pa, pb, strict=True))
+
+
+def test_a_flush_hands_every_sink_the_same_frames_memo(configmaps):
+    cache = WatchCache(configmaps)
+    seen: list[tuple[list, dict]] = []
+    watchers = [watcher_on(cache, configmaps) for _ in range(3)]
+    for w in watchers:
+        w.sink = lambda events, frames: seen.append((list(events), frames)) or True
+    cache.apply(put(configmaps, cm("a"), 2))
+    frames: dict = {}
+    for w in watchers:
+        w.flush(frames)
+    assert len(seen) == 3 and all(f is frames for _, f in seen)
+    assert seen[0][0][0] is seen[1][0][0] is seen[2][0][0]

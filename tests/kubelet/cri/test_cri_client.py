@@ -102,3 +102,27 @@ async def test_pod_lifecycle(containerd: Containerd, registry: Registry, tmp_pat
         assert sid not in {s.id for s in await cri.list_pod_sandbox()}
         with pytest.raises(NotFoundError):
             await cri.pod_sandbox_status(sid)
+
+
+async def test_an_image_service_endpoint_of_its_own_carries_the_image_calls(containerd: Containerd, tmp_path) -> None:
+    """``--image-service-endpoint``: the ImageService on another socket, the RuntimeService where it was."""
+    runtime_socket = containerd.endpoint[len("unix://"):]
+    elsewhere = os.path.join("/tmp", f"k8img-{uuid.uuid4().hex[:8]}.sock")
+    os.symlink(runtime_socket, elsewhere)  # the same containerd reached by another path: its own channel
+    try:
+        async with CRIClient(containerd.endpoint, image_endpoint=f"unix://{elsewhere}") as cri:
+            assert cri.image_endpoint == f"unix://{elsewhere}"
+            assert (await cri.version()).runtime_name == "containerd"
+            assert isinstance(await cri.list_images(), list)
+        os.unlink(elsewhere)  # now nothing answers there: image calls fail, runtime calls still work
+        async with CRIClient(containerd.endpoint, image_endpoint=f"unix://{elsewhere}", timeout=5) as cri:
+            assert (await cri.version()).runtime_name == "containerd"
+            with pytest.raises(CRIError) as failed:
+                await cri.list_images()
+            assert failed.value.method == "ListImages"
+        async with CRIClient(containerd.endpoint) as cri:  # default: the runtime's own socket serves images
+            assert cri.image_endpoint == containerd.endpoint
+            assert isinstance(await cri.list_images(), list)
+    finally:
+        if os.path.lexists(elsewhere):
+            os.unlink(elsewhere)

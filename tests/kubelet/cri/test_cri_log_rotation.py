@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import gzip
 import os
 import uuid
 
@@ -49,7 +50,10 @@ async def test_a_log_past_its_limit_is_rotated_and_reopened_keeping_max_files(co
             rotated = sorted(glob.glob(live + ".*"))
             assert [c for c, _ in rotation.rotated] == [cid] * 4
             assert len(rotated) == 2, f"at most containerLogMaxFiles (3) files, the live one included: {rotated}"
-            assert rotated == [t for _, t in rotation.rotated[-2:]], "the oldest rotated files went first"
+            older, newest = rotation.rotated[-2][1], rotation.rotated[-1][1]
+            # the oldest went first; the rotations before the newest are gzip-compressed, as upstream's
+            assert rotated == [older + ".gz", newest], rotated
+            assert gzip.open(older + ".gz", "rt").readline().split(" ", 3)[1] == "stdout"
             with open(rotated[-1]) as f:
                 first = f.readline().split(" ", 3)
             assert first[1] == "stdout" and first[2] == "F" and first[3].startswith("line "), first  # CRI records

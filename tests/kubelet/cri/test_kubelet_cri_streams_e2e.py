@@ -86,10 +86,18 @@ def test_kubectl_exec_with_a_terminal(cri_node: Node, ref: str) -> None:
     run_pod(cri_node, ref, "tty", "exec sleep 3600")
     proc, master = pty_session(["exec", "-it", "-n", NS, "tty", "--", "/bin/sh"], cri_node.kubectl.env)
     try:
-        os.write(master, b"test -t 1 && echo TTY-YES; busybox stty size; exit 9\n")
-        seen = read_until(master, proc, b"", lambda s: False, timeout=60)  # until kubectl is done
+        os.write(master, b"test -t 1 && echo TTY-$((6*7))\n")  # the answer, not the echoed line, says 42
+        seen = read_until(master, proc, b"", lambda s: b"TTY-42" in s, timeout=60)
+        # the terminal's size travels on kubectl's resize stream, in no set order with stdin, and
+        # containerd starts the command before it applies a resize: ask until it has arrived
+        deadline = time.monotonic() + 30
+        while b"40 120" not in seen and time.monotonic() < deadline:
+            os.write(master, b"busybox stty size\n")
+            seen = read_until(master, proc, seen, lambda s: b"40 120" in s, timeout=2)
+        os.write(master, b"exit 9\n")
+        seen = read_until(master, proc, seen, lambda s: False, timeout=60)  # until kubectl is done
         assert proc.wait(timeout=30) == 9, seen
-        assert b"TTY-YES" in seen and b"40 120" in seen, seen
+        assert b"TTY-42" in seen and b"40 120" in seen, seen
     finally:
         proc.kill()
         proc.wait()

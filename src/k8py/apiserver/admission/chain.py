@@ -13,9 +13,11 @@ Upstream's ``admission.chainAdmissionHandler`` and its reinvocation handler:
 - :meth:`AdmissionChain.admit` calls ``admit`` of every mutating plugin, in
   the chain's order (upstream's recommended order, see ``plugins.ORDER``);
   a plugin may change ``attributes.object``; when a reinvocable plugin (a
-  mutating policy or webhook) changed it, every plugin with a ``reinvoke``
-  method is then called through that once more, in order
-  (:mod:`.reinvocation`: ``IfNeeded`` mutators that ran before a change run again);
+  mutating policy or webhook) changed it, the mutating chain runs once more,
+  in order, as upstream's reinvoker does: the in-tree plugins' ``admit``
+  again (they are idempotent: they fill in only what is missing), and the
+  policy and webhook plugins' ``reinvoke`` (:mod:`.reinvocation`: their
+  ``IfNeeded`` mutators that ran before a change run again);
 - :meth:`AdmissionChain.validate` then calls ``validate`` of every
   validating plugin, in the same order; a validating plugin must not change
   the object;
@@ -111,11 +113,16 @@ class AdmissionChain:
             await plugin.admit(attributes)  # type: ignore[attr-defined]
         context = attributes.reinvocation
         if context.should_reinvoke and not context.is_reinvoke:
+            # upstream's reinvoker calls the whole mutating chain again: the in-tree plugins run once
+            # more (a container a policy or webhook injected gets its defaults and token mount), the
+            # policy and webhook plugins run only their mutators that need it
             context.is_reinvoke = True
             for plugin in plugins:
                 reinvoke = getattr(plugin, "reinvoke", None)
                 if reinvoke is not None:
                     await reinvoke(attributes)
+                else:
+                    await plugin.admit(attributes)  # type: ignore[attr-defined]
 
     async def validate(self, attributes: AdmissionAttributes) -> None:
         for plugin in self._plugins(False, attributes):

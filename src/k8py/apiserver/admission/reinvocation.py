@@ -8,12 +8,14 @@ change (``pending``) and those that ran since (``invoked``). A plugin that
 changed the object sets ``should_reinvoke``.
 
 After the chain's mutating pass, if ``should_reinvoke`` is set, the chain
-calls ``reinvoke`` of every plugin that has one, in order, once: a plugin
-calls its pending mutators again, and its invoked ones too when someone else
-changed the object since its ``last_output`` — so a policy that defaulted a field from a label sees
-the label a webhook added after it. Nobody is called a third time. (Upstream
-also runs the in-tree mutating plugins again in that pass; k8py does not, as
-its in-tree plugins do not depend on what webhooks and policies change.)
+runs its mutating plugins once more, in order: the in-tree ones' ``admit``
+(as upstream's reinvoker, which calls the whole chain again: a sidecar a
+webhook injected gets its LimitRanger defaults and service-account token
+mount), and ``reinvoke`` of every plugin that has one: it calls its pending
+mutators again, and its invoked ones too when someone else (a later plugin,
+or an in-tree one in this pass) changed the object since its
+``last_output`` — so a policy that defaulted a field from a label sees the
+label a webhook added after it. Nobody is called a third time.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ async def list_objects(
 
 
 def _sorted_matches(cache: WatchCache, query: Query) -> list:
-    objs = [o for o in cache.candidates(query.namespace, query.index_value) if query.matches(o)]
+    objs = [o for o in cache.candidates(query.namespace, query.index_value, query.name_value) if query.matches(o)]
     objs.sort(key=lambda o: o.key)
     return objs
 

@@ -9,7 +9,7 @@ upstream's 400 (``field label not supported: <f>``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 from k8py.api.errors import BadRequest
 from k8py.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
@@ -33,6 +33,15 @@ class Query:
     #: a view's field names -> the stored form's (events.k8s.io regarding.name
     #: -> involvedObject.name): cached objects carry the stored form's fields
     aliases: Mapping[str, str] = field(default_factory=dict)
+    #: the one object name the query pins (metadata.name=X), so one-object
+    #: watches are indexed by name
+    name_value: str | None = None
+
+    @property
+    def selection_key(self) -> Hashable:
+        """Equal for queries that select the same objects (watchers with
+        equal keys share each event's decision)."""
+        return (id(self.definition), self.namespace, self.labels, self.fields, tuple(sorted(self.aliases.items())))
 
     @property
     def selects_everything(self) -> bool:
@@ -80,4 +89,5 @@ def parse_query(definition: ResourceDefinition, namespace: str, params: Mapping[
     if definition.indexed_field:
         index_value = fields.equality_value(definition.indexed_field)
     aliases = dict(definition.converter.field_aliases) if definition.converter is not None else {}
-    return Query(definition, namespace if definition.namespaced else "", labels, fields, index_value, aliases)
+    name_value = fields.equality_value("metadata.name")
+    return Query(definition, namespace if definition.namespaced else "", labels, fields, index_value, aliases, name_value)

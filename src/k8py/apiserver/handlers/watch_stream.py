@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 
 _PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
 _SUFFIX = b"}\n"
+_SHARED = object()  # marks the share keys of plain JSON encoders
 _INITIAL_CHUNK = 512  # initial ADDED events per write
 #: a client with more than this unread stops getting direct writes from the
 #: cacher; its task waits until it is under the low mark
@@ -107,9 +108,23 @@ class _Encoder:
             out[i] = (events[i][0], orjson.dumps(obj))
         return out
 
+    @property
+    def share_key(self) -> Any:
+        """Equal for encoders that turn the same events into the same bytes
+        (None: this one's output is its own, e.g. a Table watch numbers its
+        first frame apart). Watchers with equal keys owed the same events in
+        one flush write one shared frame."""
+        if self.fmt.kind == "table" or self.slow:
+            return None
+        return (_SHARED, self.definition.converter)
+
     def lines(self, events: list[tuple[str, bytes]]) -> bytes:
         if self.on_sent is not None:
             self.on_sent(events)
+        return self.encode(events)
+
+    def encode(self, events: list[tuple[str, bytes]]) -> bytes:
+        """The wire lines of ``events`` (no chunk framing)."""
         converter = self.definition.converter
         if converter is not None and not self.slow:  # a view of another kind's stored form
             events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
@@ -198,7 +213,7 @@ async def serve_watch(
                 raise too_large_rv(rv, cacher.revision)
         # snapshot and registration happen with no await between them: no event is lost or doubled
         start_rv = cache.revision
-        initial = [(ADDED, o.data) for o in cache.candidates(query.namespace, query.index_value) if query.matches(o)]
+        initial = [(ADDED, o.data) for o in cache.candidates(query.namespace, query.index_value, query.name_value) if query.matches(o)]
         cache.add_watcher(watcher)
     else:
         rv = parse_rv(rv_param)
@@ -246,13 +261,26 @@ async def serve_watch(
         if send_initial and not watcher.terminated:
             stream.write(encoder.bookmark(start_rv, initial_events_end=True))
 
-        def sink(events: list[tuple[str, bytes]]) -> bool:
+        share_key = encoder.share_key
+
+        def sink(events: list[tuple[str, bytes]], frames: dict[Any, bytes] | None = None) -> bool:
             if stream.gone:
                 watcher.terminate()
                 return True
             if stream.backed_up or watcher.pending_bytes > limits.frame_bytes or encoder.slow:
                 return False  # the task below writes them, in frames, as the client catches up
-            stream.write(encoder.lines(events))
+            if frames is None or share_key is None:
+                stream.write(encoder.lines(events))
+                return True
+            # watchers owed the same events (the very same queued tuples, see
+            # watcher) write the same chunk, encoded and framed once per flush
+            key = (share_key, tuple(events))
+            frame = frames.get(key)
+            if frame is None:
+                frame = frames[key] = _chunk(encoder.encode(events))
+            if encoder.on_sent is not None:
+                encoder.on_sent(events)
+            stream.write_chunk(frame)
             return True
 
         watcher.sink = sink  # from here on the cacher writes live events directly
@@ -307,11 +335,14 @@ class _ChunkedStream:
         return self.transport.get_write_buffer_size() > _HIGH_WATER  # type: ignore[attr-defined]
 
     def write(self, data: bytes) -> None:
-        if not data:
-            return  # an empty frame would end the stream
+        if data:  # an empty frame would end the stream
+            self.write_chunk(_chunk(data))
+
+    def write_chunk(self, chunk: bytes) -> None:
+        """Write a frame already in chunked encoding (:func:`_chunk`)."""
         if self.gone:
             raise ConnectionResetError("the watch client went away")
-        self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
+        self.transport.write(chunk)  # type: ignore[union-attr]
 
     async def drained(self, timeout: float, watcher: Watcher) -> bool:
         """Wait until the client has taken most of what was written; False
@@ -325,6 +356,11 @@ class _ChunkedStream:
         if self.gone:
             raise ConnectionResetError("the watch client went away")
         return True
+
+
+def _chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of the chunked transfer encoding (not empty)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
 
 
 class _SlowClient(Exception):
@@ -374,7 +410,7 @@ async def _pump(
                 raise _SlowClient()
         if watcher.terminated or stream.gone:
             break
-        if bookmarks and clock.now() >= next_bookmark and not watcher.pending and cache.revision >= watcher.min_rv:
+        if bookmarks and clock.now() >= next_bookmark and watcher.caught_up and cache.revision >= watcher.min_rv:
             # nothing queued: every event up to the cache's revision has been
             # written or was not for this watcher (see the module docstring)
             stream.write(encoder.bookmark(cache.revision))

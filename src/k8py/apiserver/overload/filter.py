@@ -24,7 +24,9 @@ limits off); a Limited level's nominal share is ``ceil(total * shares / sum
 of shares)``, and every ``borrowing_period`` seconds :meth:`FlowControl.rebalance`
 moves seats from levels that can lend and do not need them to busy ones
 (:mod:`.borrowing`). A request takes the seats :mod:`.work_estimate` says (a
-LIST over many objects takes several). A refusal is 429, ``Retry-After: 1``
+LIST over many objects takes several; a mutating request more when many
+watchers will receive its event, and it keeps them a few milliseconds after
+it has answered). A refusal is 429, ``Retry-After: 1``
 and upstream's body ``Too many requests, please try again later.``.
 :meth:`FlowControl.run` does the re-sharing and keeps FlowSchemas' ``Dangling``
 condition (:mod:`.status`).
@@ -51,10 +53,12 @@ from k8py.apiserver.overload.classify import classify, flow_distinguisher, order
 from k8py.apiserver.overload.fair_queuing import QueueSet, flow_hash
 from k8py.apiserver.overload.metrics import FlowControlMetrics
 from k8py.apiserver.overload.status import DanglingConditions
-from k8py.apiserver.overload.work_estimate import list_seats
+from k8py.apiserver.overload.work_estimate import WorkEstimate, exempt_from_watch_events, list_seats, mutating_estimate
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.watch.cacher import Cacher
+
+_READ_ONLY = WorkEstimate()
 
 __all__ = ["FlowControl", "TOO_MANY", "flow_control_user", "FLOW_SCHEMA_UID", "PRIORITY_LEVEL_UID"]
 
@@ -109,15 +113,22 @@ class _Level:
 @dataclass(slots=True)
 class _Hit:
     """What one kind of request resolves to while the configuration stands: classified once,
-    with its metric series bound (a prometheus ``labels()`` call costs microseconds)."""
+    its metric series bound the first time each is used (a prometheus ``labels()`` call costs
+    microseconds; binding none before use keeps /metrics to the series requests touched)."""
 
     schema: Object | None
     flow: int
     level_name: str = ""
+    schema_name: str = ""
     uids: tuple[str, str] = ("", "")
     limited: "_Level | None" = None
-    work: Any = None  # the work-estimate histogram's series
-    dispatched: Any = None  # the dispatched counter's series
+    series: dict[str, Any] = field(default_factory=dict)
+
+    def metric(self, name: str, family: Any, *labels: str) -> Any:
+        child = self.series.get(name)
+        if child is None:
+            child = self.series[name] = family.labels(*labels)
+        return child
 
 
 @dataclass
@@ -281,6 +292,13 @@ class FlowControl:
         cache = self.cacher.caches.get(definition.storage_key_resource)
         return None if cache is None else len(cache.objects)
 
+    def _watch_count(self, a: Attributes) -> int:
+        definition = self.registry.get(a.api_group, a.api_version, a.resource)
+        if definition is None:
+            return 0
+        cache = self.cacher.caches.get(definition.storage_key_resource)
+        return 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
+
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         user = flow_control_user(request.get(USER_KEY, UNSECURED), request.headers.get("User-Agent", ""))
@@ -301,22 +319,35 @@ class FlowControl:
         if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
         qs = limited.queues
-        width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal) if a.verb == "list" else 1
-        hit.work.observe(width)
+        estimate = _READ_ONLY
+        if a.verb == "list":
+            width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
+        elif exempt_from_watch_events(a):
+            width = 1
+        else:
+            watch_count = self._watch_count(a)
+            hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name).observe(watch_count)
+            estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
+            width = estimate.max_seats
+        hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name).observe(width)
         grant = qs.try_acquire(width, hit.flow)
         if grant is None:
-            schema_name = hit.schema["metadata"]["name"]
+            schema_name = hit.schema_name
             started = self.clock()
             grant, reason = await qs.acquire(hit.flow, width)
             self.metrics.wait.labels(schema_name, hit.level_name, "false" if reason else "true").observe(self.clock() - started)
             if reason:
                 self.metrics.rejected.labels(schema_name, hit.level_name, reason).inc()
                 return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
-        hit.dispatched.inc()
+        hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name).inc()
         try:
             return await self._run(request, handler)
         finally:
-            qs.release(grant)
+            if estimate.additional_latency > 0:
+                # the watch events it caused: the seats stay taken a while after the answer went out
+                asyncio.get_running_loop().call_later(estimate.additional_latency, qs.release, grant)
+            else:
+                qs.release(grant)
 
     def _classify(self, config: _Config, a: Attributes) -> _Hit:
         schema = classify(config.schemas, a)
@@ -325,10 +356,9 @@ class FlowControl:
         schema_name = schema["metadata"]["name"]
         level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
         level = config.levels[level_name]
-        return _Hit(schema, flow_hash(schema_name, flow_distinguisher(schema, a)), level_name,
+        return _Hit(schema, flow_hash(schema_name, flow_distinguisher(schema, a)), level_name, schema_name,
                     (schema["metadata"].get("uid", ""), level["metadata"].get("uid", "")),
-                    config.limited.get(level_name), self.metrics.work.labels(schema_name, level_name),
-                    self.metrics.dispatched.labels(schema_name, level_name))
+                    config.limited.get(level_name))
 
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         kind = "mutating" if request.method in _MUTATING else "readOnly"

@@ -4,7 +4,8 @@ Counted per request: ``apiserver_flowcontrol_rejected_requests_total``
 (flow_schema, priority_level, reason), ``..._dispatched_requests_total``
 (flow_schema, priority_level), ``..._request_wait_duration_seconds``
 (flow_schema, priority_level, execute) and ``..._work_estimated_seats``
-(flow_schema, priority_level) histograms; ``apiserver_current_inflight_requests``
+(flow_schema, priority_level) and ``..._watch_count_samples`` (priority_level,
+flow_schema) histograms; ``apiserver_current_inflight_requests``
 (request_kind). Read when scraped, per priority level:
 ``..._current_executing_requests``, ``..._current_executing_seats``,
 ``..._current_inqueue_requests``, ``..._current_inqueue_seats``. Set when the
@@ -44,6 +45,8 @@ class FlowControlMetrics:
                               buckets=(0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30))
         self.work = Histogram(_P + "work_estimated_seats", "Seats estimated for each request.", _FLOW, registry=r,
                               buckets=(1, 2, 4, 10))
+        self.watch_count = Histogram(_P + "watch_count_samples", "Watchers a mutating request's event reaches.",
+                                     ["priority_level", "flow_schema"], registry=r, buckets=(0, 100, 1000))
         self.executing = Gauge(_P + "current_executing_requests", "Requests holding seats.", _LEVEL, registry=r)
         self.executing_seats = Gauge(_P + "current_executing_seats", "Seats held by executing requests.", _LEVEL, registry=r)
         self.inqueue = Gauge(_P + "current_inqueue_requests", "Requests waiting in a queue.", _LEVEL, registry=r)

@@ -16,19 +16,64 @@ namespaces), read when the request arrives; a resource that has no cache here
 (an aggregated API's, served by another server) takes the minimum, as upstream
 does for counts it does not know. Watches take one seat (they are long-running
 and do not wait for one at all, see the filter).
+
+A mutating request (create, update, patch, delete, deletecollection) also pays
+for the watch events it causes (upstream's mutating work estimator): with ``N``
+watchers interested in its object (watching the resource everywhere, in its
+namespace, or its name), and ``N`` at least ``WATCHES_PER_SEAT`` (10), it
+keeps ``ceil(N / 10)`` seats (at most the level's maximum) for
+``EVENT_ADDITIONAL_DURATION`` (5 ms) times that count over the seats it keeps,
+*after* it has answered: the client does not wait, the level's capacity does.
+``serviceaccounts/token`` makes no event and pays nothing extra.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from k8py.apiserver.authz.attributes import Attributes
 
-__all__ = ["list_seats", "OBJECTS_PER_SEAT", "MAX_LIST_SEATS"]
+__all__ = ["list_seats", "mutating_estimate", "exempt_from_watch_events", "WorkEstimate", "OBJECTS_PER_SEAT", "MAX_LIST_SEATS", "WATCHES_PER_SEAT",
+           "EVENT_ADDITIONAL_DURATION", "MUTATING_VERBS"]
 
 OBJECTS_PER_SEAT = 100
 MAX_LIST_SEATS = 10
+WATCHES_PER_SEAT = 10
+EVENT_ADDITIONAL_DURATION = 0.005
+MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """Upstream's ``WorkEstimate``: seats while the request runs, seats kept for
+    ``additional_latency`` seconds after it has answered (the watch events it caused)."""
+
+    initial_seats: int = 1
+    final_seats: int = 0
+    additional_latency: float = 0.0
+
+    @property
+    def max_seats(self) -> int:
+        return max(self.initial_seats, self.final_seats)
+
+
+def exempt_from_watch_events(a: Attributes) -> bool:
+    """Requests that pay nothing for watchers: reads, and ``serviceaccounts/token`` (it makes no event)."""
+    if a.verb not in MUTATING_VERBS or not a.resource_request:
+        return True
+    return a.resource == "serviceaccounts" and a.subresource == "token"
+
+
+def mutating_estimate(watch_count: int, max_seats: int = MAX_LIST_SEATS) -> WorkEstimate:
+    """A mutating request's estimate from the count of watchers its change will reach."""
+    if watch_count < WATCHES_PER_SEAT:
+        return WorkEstimate()
+    seats = math.ceil(watch_count / WATCHES_PER_SEAT)
+    work = seats * EVENT_ADDITIONAL_DURATION  # seat-seconds, reshaped into at most max_seats wide
+    kept = max(1, min(seats, max_seats, MAX_LIST_SEATS))
+    return WorkEstimate(1, kept, work / kept)
 
 
 def list_seats(a: Attributes, query: Mapping[str, str], count: Callable[[Attributes], int | None],

@@ -6,6 +6,8 @@ stored object (the v2 form), two API versions, converted as upstream does.
   its unset rules filled in (up: 0 s window, 4 pods or 100% per 15 s; down:
   100% per 15 s, no window so the controller's flag applies), an absent one
   stays absent (the controller then uses upstream's older rules).
+- validation is ``k8py.apiserver.validation.autoscaling`` (on the stored v2
+  form, whichever version was written).
 - v1 is a view (``converter``): ``targetCPUUtilizationPercentage`` is the v2
   CPU Utilization metric, ``status.currentCPUUtilizationPercentage`` the
   current one; what v1 cannot say (other metrics, behavior, conditions,
@@ -65,72 +67,13 @@ class HPAStrategy(StandardStrategy):
             behavior["scaleUp"] = _rules(behavior.get("scaleUp"), _SCALE_UP)
             behavior["scaleDown"] = _rules(behavior.get("scaleDown"), _SCALE_DOWN)
 
-    def validate(self, obj: Object) -> list[Cause]:
-        return super().validate(obj) + self._spec(obj)
-
-    def validate_update(self, obj: Object, old: Object) -> list[Cause]:
-        return super().validate_update(obj, old) + self._spec(obj)
-
-    @staticmethod
-    def _spec(obj: Object) -> list[Cause]:
-        spec = obj.get("spec") or {}
-        causes = []
-        low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
-        if not isinstance(high, int) or high < 1:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {high}: must be greater than or equal to 1", "spec.maxReplicas"))
-        elif isinstance(low, int) and low > high:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {high}: must be greater than or equal to `minReplicas`", "spec.maxReplicas"))
-        if isinstance(low, int) and low < 1:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {low}: must be greater than or equal to 1", "spec.minReplicas"))
-        ref = spec.get("scaleTargetRef") or {}
-        if not ref.get("kind"):
-            causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.kind"))
-        if not ref.get("name"):
-            causes.append(Cause("FieldValueRequired", "Required value", "spec.scaleTargetRef.name"))
-        behavior = spec.get("behavior")
-        if isinstance(behavior, dict):
-            for direction in ("scaleUp", "scaleDown"):
-                if isinstance(behavior.get(direction), dict):
-                    causes += _scaling_rules(behavior[direction], f"spec.behavior.{direction}")
-        return causes
+    def _semantic(self, obj: Object, old: Object | None) -> list[Cause]:
+        """Checked in the v2 form, whichever version was written (upstream validates its internal form)."""
+        return super()._semantic(_as_v2(obj), None if old is None else _as_v2(old))
 
 
-def _go(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else str(value)
-
-
-def _scaling_rules(rules: Object, path: str) -> list[Cause]:
-    """Upstream ``validateScalingRules`` / ``validateScalingPolicy``."""
-    causes = []
-    window = rules.get("stabilizationWindowSeconds")
-    if isinstance(window, int) and window < 0:
-        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be greater than or equal to zero",
-                            f"{path}.stabilizationWindowSeconds"))
-    elif isinstance(window, int) and window > 3600:
-        causes.append(Cause("FieldValueInvalid", f"Invalid value: {window}: must be less than or equal to 3600",
-                            f"{path}.stabilizationWindowSeconds"))
-    select = rules.get("selectPolicy")
-    if select is not None and select not in ("Disabled", "Max", "Min"):
-        causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(select)}: supported values: "Disabled", "Max", "Min"',
-                            f"{path}.selectPolicy"))
-    policies = rules.get("policies")
-    if not policies:
-        causes.append(Cause("FieldValueRequired", "Required value: must specify at least one Policy", f"{path}.policies"))
-    for i, policy in enumerate(policies or ()):
-        at = f"{path}.policies[{i}]"
-        if not isinstance(policy, dict):
-            continue
-        kind, value, period = policy.get("type"), policy.get("value"), policy.get("periodSeconds")
-        if kind not in ("Pods", "Percent"):
-            causes.append(Cause("FieldValueNotSupported", f'Unsupported value: {_go(kind or "")}: supported values: "Percent", "Pods"',
-                                f"{at}.type"))
-        if not isinstance(value, int) or value <= 0:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(value or 0)}: must be greater than zero", f"{at}.value"))
-        if not isinstance(period, int) or period <= 0:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go(period or 0)}: must be greater than zero", f"{at}.periodSeconds"))
-        elif period > 1800:
-            causes.append(Cause("FieldValueInvalid", f"Invalid value: {period}: must be less than or equal to 1800", f"{at}.periodSeconds"))
-    return causes
+def _as_v2(obj: Object) -> Object:
+    return AutoscalingV1Converter().to_storage(obj) if obj.get("apiVersion") == "autoscaling/v1" else obj
 
 
 class AutoscalingV1Converter:

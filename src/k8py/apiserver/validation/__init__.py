@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from k8py.api.errors import Cause
 
-from k8py.apiserver.validation import apps, batch, certificates, core
+from k8py.apiserver.validation import apps, autoscaling, batch, certificates, core
 
 __all__ = ["validate"]
 
@@ -28,6 +28,7 @@ Validator = Callable[[dict[str, Any], dict[str, Any] | None], list[Cause]]
 _BY_GROUP: dict[str, dict[str, Validator]] = {
     "": core.VALIDATORS,
     "apps": apps.VALIDATORS,
+    "autoscaling": autoscaling.VALIDATORS,
     "batch": batch.VALIDATORS,
     "certificates.k8s.io": certificates.VALIDATORS,
 }

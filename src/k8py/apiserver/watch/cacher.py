@@ -23,6 +23,9 @@ Invariants:
 - a store watch that merely *lagged* (:class:`~k8py.storage.WatchLaggedError`:
   everything up to its revision was delivered) is resumed from there, with
   no reload and no watcher ended;
+- watchers are flushed once the loop runs again after a batch (``call_soon``),
+  so batches the store delivered together go out in one write per watcher;
+  nothing waits on a timer, and a watcher never sees events out of order;
 - one bad thing never ends every watch: a watcher whose encoding or
   selectors fail gets an ERROR event and is closed alone (see the watch
   cache); a stored value that cannot be decoded is logged, counted in
@@ -45,12 +48,13 @@ import asyncio
 import heapq
 import itertools
 import logging
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
 from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
 from k8py.apiserver.watch.clock import LoopClock, WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.apiserver.watch.watcher_group import WatcherGroup
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
 __all__ = ["Cacher", "resource_of_key"]
@@ -90,6 +94,9 @@ class Cacher:
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
         self._lock = asyncio.Lock()
+        #: watchers queued to by batches not flushed yet, and the flush to come
+        self._touched: set[CacheWatcher] = set()
+        self._flush_handle: asyncio.Handle | None = None
         self._task: asyncio.Task[None] | None = None
         #: run-time registrations whose cache is still loading, by storage resource
         self._loading: dict[str, asyncio.Task[None]] = {}
@@ -135,7 +142,7 @@ class Cacher:
         if cache is None:
             # a view (converter set) shares its stored kind's cache; the
             # stored kind re-sets the definition when it registers
-            cache = WatchCache(definition, capacity=self.capacity)
+            cache = WatchCache(definition, capacity=self.capacity, group_factory=WatcherGroup)
             cache.revision = cache.oldest_rv = self.revision
             self.caches[name] = cache
         elif definition.converter is None or getattr(definition.converter, "reads_stored_form", False):
@@ -261,7 +268,8 @@ class Cacher:
 
     def _apply(self, batch: WatchBatch) -> None:
         # watchers with events queued by this batch: flushed once, after it
-        touched: set[CacheWatcher] = set()
+        # and any batch applied before the loop runs the flush
+        touched = self._touched
         for event in batch.events:
             cache = self.caches.get(resource_of_key(event.kv.key))
             if cache is None:
@@ -278,10 +286,19 @@ class Cacher:
             self.revision = batch.revision
             for cache in self.caches.values():
                 cache.advance(batch.revision)
-        # one write per watcher per batch, everything it got in the batch
-        for watcher in touched:
-            watcher.flush()
+        if touched and self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
         self._wake_waiters()
+
+    def _flush(self) -> None:
+        """One write per watcher for everything the batches applied since the
+        last flush brought it; the encoded frames are shared by the watchers
+        owed the same events (one encoding, not one per watcher)."""
+        self._flush_handle = None
+        touched, self._touched = self._touched, set()
+        frames: dict[Any, bytes] = {}
+        for watcher in touched:
+            watcher.flush(frames)
 
     # -- consistent reads ---------------------------------------------------
 

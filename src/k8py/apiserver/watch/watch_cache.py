@@ -4,11 +4,9 @@ Fed by :class:`k8py.apiserver.watch.cacher.Cacher` (one store watch for all
 resources), it serves every list and watch of its resource without touching
 the store.
 
-What is kept, per object, is :class:`CachedObject`: the object's JSON with its
-``resourceVersion`` already set (encoded once, when the event arrives, and
-then shared by every list and every watcher), plus the few values selectors
-need (labels, selectable fields). Decoded dicts are not kept: they cost ~5×
-their JSON size in memory.
+What is kept, per object, is a :class:`~k8py.apiserver.watch.cached_object.CachedObject`
+(its JSON with its ``resourceVersion``, encoded once and shared by every list
+and watcher, plus what selectors read).
 
 Invariants:
 
@@ -23,7 +21,12 @@ Invariants:
 Fan-out is one-directional: ``apply`` offers the event to the watchers
 indexed under it (any :class:`CacheWatcher`) and returns the ones that want
 a flush; the caller (the cacher) flushes them once per store batch. A
-watcher never reaches back into the cache or the cacher.
+watcher never reaches back into the cache or the cacher. Watchers are
+indexed under the narrowest value their selection pins (object name,
+indexed field, namespace), so an event visits only those that may care;
+with a ``group_factory`` (the cacher gives one) watchers with equal
+selections are indexed as one :class:`WatchGroup`, which decides each event
+once for all of them (see ``watcher_group``).
 
 Faults stay local. A stored value that cannot be decoded raises
 :class:`UndecodableObject` from :meth:`WatchCache.apply` before anything
@@ -38,25 +41,19 @@ from __future__ import annotations
 
 import collections
 import logging
-import sys
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
-
-import orjson
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from k8py.apiserver.registry import ResourceDefinition
+from k8py.apiserver.watch.cached_object import ADDED, DELETED, MODIFIED, CachedObject, CacheEvent, build_cached_object
 from k8py.storage import EventType, WatchEvent
 
 __all__ = [
-    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "TooOldResourceVersion", "UndecodableObject",
-    "ADDED", "MODIFIED", "DELETED",
+    "CachedObject", "CacheEvent", "CacheWatcher", "WatchCache", "WatchGroup", "TooOldResourceVersion", "UndecodableObject",
+    "build_cached_object", "ADDED", "MODIFIED", "DELETED",
 ]
 
 log = logging.getLogger(__name__)
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
 
 
 class UndecodableObject(Exception):
@@ -74,41 +71,32 @@ class TooOldResourceVersion(Exception):
         self.oldest = oldest
 
 
-@dataclass(slots=True, eq=False)
-class CachedObject:
-    key: str
+
+class WatchGroup(Protocol):
+    """What the cache needs of a group of watchers with one selection
+    (:class:`k8py.apiserver.watch.watcher_group.WatcherGroup`): a
+    :class:`CacheWatcher` itself, plus membership."""
+
+    members: Any
+
+    def join(self, watcher: Any, revision: int) -> None:
+        """Add a watcher whose start covers everything up to ``revision``."""
+
+    def leave(self, watcher: Any) -> None:
+        """Remove a watcher."""
+
+    # and the CacheWatcher protocol (offer, flush, terminate, fail, indexes)
     namespace: str
-    name: str
-    rv: int
-    data: bytes  # the object's JSON, resourceVersion included
-    labels: dict[str, str]
-    fields: dict[str, str]  # selectable field -> value (only non-empty ones)
+    index_value: str | None
+    name_value: str | None
 
-    def field(self, path: str) -> str:
-        return self.fields.get(path, "")
+    def offer(self, event: "CacheEvent", decisions: dict[Any, Any] | None = None) -> bool: ...
 
-    def decode(self) -> dict[str, Any]:
-        """A fresh dict (callers may mutate it)."""
-        return orjson.loads(self.data)
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None: ...
 
+    def terminate(self) -> None: ...
 
-@dataclass(slots=True, eq=False)
-class CacheEvent:
-    type: str  # ADDED / MODIFIED / DELETED
-    rv: int
-    obj: CachedObject  # new state; for DELETED the last state, rv = the delete's
-    prev: CachedObject | None
-    _prev_at_rv: bytes | None = field(default=None)
-
-    def prev_data_at_rv(self) -> bytes:
-        """The previous state stamped with this event's RV: what a watcher
-        whose selector stopped matching receives in its DELETED event."""
-        if self._prev_at_rv is None:
-            assert self.prev is not None
-            obj = orjson.loads(self.prev.data)
-            obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-            self._prev_at_rv = orjson.dumps(obj)
-        return self._prev_at_rv
+    def fail(self, reason: str) -> None: ...
 
 
 class CacheWatcher(Protocol):
@@ -122,12 +110,19 @@ class CacheWatcher(Protocol):
     def index_value(self) -> str | None:
         """The indexed field's value it is indexed under (None = not pinned)."""
 
-    def offer(self, event: CacheEvent) -> bool:
-        """Take the event if it concerns the watcher; never awaits. True when
-        the watcher queued something to be flushed after the batch."""
+    @property
+    def name_value(self) -> str | None:
+        """The one object name it watches (``metadata.name=X``; None = any)."""
 
-    def flush(self) -> None:
-        """Write what was queued by the batch just applied."""
+    def offer(self, event: CacheEvent, decisions: dict[Any, Any] | None = None) -> bool:
+        """Take the event if it concerns the watcher; never awaits. True when
+        the watcher queued something to be flushed after the batch.
+        ``decisions`` is one memo per event, shared by every watcher it is
+        offered to (watchers with equal selections decide once)."""
+
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None:
+        """Write what was queued by the batches just applied; ``frames`` is
+        shared by the watchers flushed together (one encoding per frame)."""
 
     def terminate(self) -> None:
         """End the watch (its client re-watches)."""
@@ -136,44 +131,12 @@ class CacheWatcher(Protocol):
         """End the watch with an ERROR event carrying ``reason``."""
 
 
-_NO_LABELS: dict[str, str] = {}
-
-
-def _intern(value: object) -> str:
-    return sys.intern(value) if isinstance(value, str) else str(value)
-
-
-def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, rv: int) -> CachedObject:
-    """Decode a stored value once, stamp its RV, and keep what selectors need."""
-    obj = orjson.loads(value)
-    meta = obj.get("metadata")
-    if meta is None:
-        meta = obj["metadata"] = {}
-    meta["resourceVersion"] = str(rv)
-    # selector values repeat across objects (phases, node names, label
-    # values): interning them keeps one copy, a large share of the per-object
-    # memory besides the JSON itself
-    fields: dict[str, str] = {}
-    for path, getter in definition.field_getters.items():
-        v = getter(obj)
-        if v:
-            fields[path] = _intern(v)
-    labels = meta.get("labels")
-    return CachedObject(
-        key=key,
-        namespace=_intern(meta.get("namespace", "")) if definition.namespaced else "",
-        name=meta.get("name", ""),
-        rv=rv,
-        data=orjson.dumps(obj),
-        labels={_intern(k): _intern(v) for k, v in labels.items()} if labels else _NO_LABELS,
-        fields=fields,
-    )
-
 
 class WatchCache:
     """Current state and recent history of one resource."""
 
-    def __init__(self, definition: ResourceDefinition, *, capacity: int = 10_000) -> None:
+    def __init__(self, definition: ResourceDefinition, *, capacity: int = 10_000,
+                 group_factory: Callable[[Any], WatchGroup] | None = None) -> None:
         self.definition = definition
         self.objects: dict[str, CachedObject] = {}
         self.by_namespace: dict[str, dict[str, CachedObject]] = {}
@@ -187,6 +150,17 @@ class WatchCache:
         self.watchers_all: set[CacheWatcher] = set()
         self.watchers_by_ns: dict[str, set[CacheWatcher]] = {}
         self.watchers_by_index: dict[str, set[CacheWatcher]] = {}
+        #: one-object watches (metadata.name=X: kube-proxy's and a kubelet's
+        #: Node, a leader's Lease), by name: thousands of them must not each
+        #: be tested against every event
+        self.watchers_by_name: dict[str, set[CacheWatcher]] = {}
+        #: watchers with equal selections are indexed as one group (by their
+        #: shared selection token) when a factory is given; see watcher_group
+        self.group_factory = group_factory
+        self.groups: dict[Any, WatchGroup] = {}
+        # watchers (not groups) registered per index place, counted rather
+        # than summed: thousands of kubelets each watch their node's pods
+        self._counts: dict[tuple[str, str], int] = {}
 
     # -- state ------------------------------------------------------------
 
@@ -278,9 +252,12 @@ class WatchCache:
 
     # -- reads ------------------------------------------------------------
 
-    def candidates(self, namespace: str = "", index_value: str | None = None) -> Iterator[CachedObject]:
-        """Objects that may match a query, narrowed by the namespace and the
-        indexed field when the query pins them (unsorted)."""
+    def candidates(self, namespace: str = "", index_value: str | None = None, name: str | None = None) -> Iterator[CachedObject]:
+        """Objects that may match a query, narrowed by the name, the namespace
+        and the indexed field when the query pins them (unsorted)."""
+        if name is not None and (namespace or not self.definition.namespaced):
+            obj = self.objects.get(self.definition.key(namespace, name))
+            return iter(() if obj is None else (obj,))
         if index_value is not None and self.index_field:
             source = self.by_index.get(index_value, {}).values()
             if namespace:
@@ -309,34 +286,110 @@ class WatchCache:
     # -- watchers ---------------------------------------------------------
 
     def add_watcher(self, watcher: CacheWatcher) -> None:
-        if watcher.index_value is not None and self.index_field:
-            self.watchers_by_index.setdefault(watcher.index_value, set()).add(watcher)
-        elif watcher.namespace:
-            self.watchers_by_ns.setdefault(watcher.namespace, set()).add(watcher)
-        else:
-            self.watchers_all.add(watcher)
+        """Register ``watcher`` for the events after the cache's revision: in
+        the group of its selection (when grouping and its selection is
+        known), else alone, indexed under the narrowest thing its selection
+        pins (a name, the indexed field, a namespace, or nothing): an event
+        is then offered only to what is indexed under its object's values."""
+        token = getattr(watcher, "selection", None)
+        if self.group_factory is not None and token is not None and token.key is not None:
+            group = self.groups.get(token)
+            if group is None:
+                group = self.groups[token] = self.group_factory(watcher)
+                self._index(group)
+            if watcher not in group.members:
+                group.join(watcher, self.revision)
+                self._count(watcher, 1)
+            return
+        if self._index(watcher):
+            self._count(watcher, 1)
 
     def remove_watcher(self, watcher: CacheWatcher) -> None:
-        self.watchers_all.discard(watcher)
+        token = getattr(watcher, "selection", None)
+        group = self.groups.get(token) if token is not None else None
+        if group is not None and watcher in group.members:
+            group.leave(watcher)
+            self._count(watcher, -1)
+            if not group.members:
+                del self.groups[token]
+                self._unindex_watcher(group)
+            return
+        if self._unindex_watcher(watcher):
+            self._count(watcher, -1)
+
+    def _place(self, watcher: CacheWatcher) -> tuple[str, str]:
+        if watcher.name_value is not None:
+            return ("name", watcher.name_value)
+        if watcher.index_value is not None and self.index_field:
+            return ("index", "")  # every indexed watcher may be reached (APF counts them all)
+        if watcher.namespace:
+            return ("ns", watcher.namespace)
+        return ("all", "")
+
+    def _count(self, watcher: CacheWatcher, delta: int) -> None:
+        place = self._place(watcher)
+        n = self._counts.get(place, 0) + delta
+        if n:
+            self._counts[place] = n
+        else:
+            self._counts.pop(place, None)
+
+    def interested_watchers(self, namespace: str, name: str) -> int:
+        """How many watchers a change of ``namespace``/``name`` may reach, as upstream's watch
+        tracker counts them for APF: those of the whole resource (with any field selector),
+        of the namespace, and of the name (an overestimate: selectors are not applied)."""
+        counts = self._counts
+        count = counts.get(("all", ""), 0) + counts.get(("index", ""), 0)
+        if namespace:
+            count += counts.get(("ns", namespace), 0)
+        if name:
+            count += counts.get(("name", name), 0)
+        return count
+
+    def _index(self, watcher: CacheWatcher) -> bool:
+        """Index ``watcher`` (alone or a group); False if it already was."""
+        if watcher.name_value is not None:
+            table = self.watchers_by_name.setdefault(watcher.name_value, set())
+        elif watcher.index_value is not None and self.index_field:
+            table = self.watchers_by_index.setdefault(watcher.index_value, set())
+        elif watcher.namespace:
+            table = self.watchers_by_ns.setdefault(watcher.namespace, set())
+        else:
+            table = self.watchers_all
+        if watcher in table:
+            return False
+        table.add(watcher)
+        return True
+
+    def _unindex_watcher(self, watcher: CacheWatcher) -> bool:
+        """Take ``watcher`` out of the indexes; False if it was not in them."""
+        if watcher in self.watchers_all:
+            self.watchers_all.discard(watcher)
+            return True
         for table, key in (
+            (self.watchers_by_name, watcher.name_value),
             (self.watchers_by_index, watcher.index_value),
             (self.watchers_by_ns, watcher.namespace),
         ):
             if key is None:
                 continue
             group = table.get(key)
-            if group is not None:
+            if group is not None and watcher in group:
                 group.discard(watcher)
                 if not group:
                     del table[key]
+                return True
+        return False
+
+    def _indexed(self) -> Iterator[CacheWatcher]:
+        yield from self.watchers_all
+        for table in (self.watchers_by_ns, self.watchers_by_index, self.watchers_by_name):
+            for group in table.values():
+                yield from group
 
     @property
     def watcher_count(self) -> int:
-        return (
-            len(self.watchers_all)
-            + sum(len(s) for s in self.watchers_by_ns.values())
-            + sum(len(s) for s in self.watchers_by_index.values())
-        )
+        return len(self.all_watchers())
 
     def _dispatch(self, event: CacheEvent) -> list[CacheWatcher]:
         targets: list[set[CacheWatcher]] = []
@@ -356,11 +409,17 @@ class WatchCache:
                     group = self.watchers_by_index.get(old_value)
                     if group:
                         targets.append(group)
+        if self.watchers_by_name:
+            group = self.watchers_by_name.get(event.obj.name)  # a name never changes
+            if group:
+                targets.append(group)
         touched: list[CacheWatcher] = []
+        # watchers with equal selections decide once per event (see watcher)
+        decisions: dict[Any, Any] = {}
         for group in targets:
             for watcher in list(group):
                 try:
-                    if watcher.offer(event):
+                    if watcher.offer(event, decisions):
                         touched.append(watcher)
                 except Exception as err:  # this watcher's selectors or encoding: fail it alone
                     log.exception("watcher failed on an event; closing it", extra={"resource": self.definition.plural, "key": event.obj.key})
@@ -368,9 +427,12 @@ class WatchCache:
         return touched
 
     def all_watchers(self) -> list[CacheWatcher]:
-        out = list(self.watchers_all)
-        for group in self.watchers_by_ns.values():
-            out.extend(group)
-        for group in self.watchers_by_index.values():
-            out.extend(group)
+        """Every watcher registered (the members of groups, not the groups)."""
+        groups = {id(g) for g in self.groups.values()}
+        out: list[CacheWatcher] = []
+        for w in self._indexed():
+            if id(w) in groups:
+                out.extend(w.members)
+            else:
+                out.append(w)
         return out

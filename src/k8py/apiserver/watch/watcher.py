@@ -32,18 +32,29 @@ The queued events hold references to the cache's encoded bytes, shared by
 every watcher, so the bound is what the client is owed rather than memory
 the watcher holds alone (a converted or Table-printed watch encodes its own
 copy only when it writes).
+
+What an event means to a watcher depends only on the event and the
+watcher's selection (namespace, selectors, indexed values), so watchers with
+equal selections share one decision per event: ``selection`` is one shared
+object for all of them (interned), and the watch cache hands every watcher
+of one event the same ``decisions`` memo. The decision is a ``(type, bytes)``
+tuple that the watchers queue as is, so their queues hold the very same
+tuples and the stream can share the encoded frame too (``flush(frames)``,
+see ``handlers.watch_stream``). Only ``min_rv`` and the watcher's own state
+(terminated, live or not) are looked at per watcher.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Hashable, Protocol
 
 from k8py.apiserver.watch.watch_cache import ADDED, DELETED, MODIFIED, CacheEvent, CachedObject
 
-__all__ = ["Selection", "Sink", "Watcher", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
+__all__ = ["Selection", "SelectionToken", "Sink", "Watcher", "decide", "WatchLimits", "MAX_PENDING_BYTES", "SLOW_CLIENT_TIMEOUT"]
 
 
 class Selection(Protocol):
@@ -57,6 +68,15 @@ class Selection(Protocol):
     @property
     def index_value(self) -> str | None:
         """The value the selection pins the resource's indexed field to."""
+
+    @property
+    def name_value(self) -> str | None:
+        """The object name the selection pins (``metadata.name=X``), if any."""
+
+    @property
+    def selection_key(self) -> Hashable | None:
+        """Equal for selections that select the same objects; None when unknown
+        (the watcher then decides alone)."""
 
     def matches(self, obj: CachedObject) -> bool:
         """True if ``obj`` is selected."""
@@ -82,13 +102,62 @@ class WatchLimits:
 
 log = logging.getLogger(__name__)
 
-#: writes queued events to the stream now; False when it cannot (a slow client)
-Sink = Callable[[list[tuple[str, bytes]]], bool]
+#: writes queued events to the stream now; False when it cannot (a slow client).
+#: The second argument is the frames memo of the flush (see :meth:`Watcher.flush`).
+Sink = Callable[[list[tuple[str, bytes]], "dict[Any, bytes] | None"], bool]
+
+_UNDECIDED: Any = object()
+
+
+class SelectionToken:
+    """One per distinct selection: the key of the per-event decisions memo.
+    Identity-hashed, so a lookup costs no hashing of selectors."""
+
+    __slots__ = ("key", "__weakref__")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+
+
+_tokens: "weakref.WeakValueDictionary[Hashable, SelectionToken]" = weakref.WeakValueDictionary()
+
+
+def selection_token(query: Selection) -> SelectionToken:
+    """The token shared by every live watcher whose selection equals ``query``'s."""
+    key = getattr(query, "selection_key", None)
+    if key is None:
+        return SelectionToken(None)  # unknown: a token of its own
+    token = _tokens.get(key)
+    if token is None:
+        token = _tokens[key] = SelectionToken(key)
+    return token
+
+
+def decide(query: Selection, event: CacheEvent) -> tuple[str, bytes] | None:
+    """What ``event`` means to a watcher of ``query`` (the table in the module
+    docstring): the ``(type, bytes)`` to queue, shared by every watcher that
+    decides alike, or None."""
+    if event.type == ADDED:
+        if query.matches(event.obj):
+            return event.as_added()
+    elif event.type == MODIFIED:
+        now_matches = query.matches(event.obj)
+        before = event.prev is not None and query.matches(event.prev)
+        if now_matches and before:
+            return event.as_modified()
+        elif now_matches:
+            return event.as_added()
+        elif before:
+            return event.as_left()
+    elif event.type == DELETED:
+        if query.matches(event.obj):
+            return event.as_deleted()
+    return None
 
 
 class Watcher:
     __slots__ = (
-        "query", "namespace", "index_value", "pending", "pending_bytes", "wake", "terminated", "overflowed",
+        "query", "namespace", "index_value", "name_value", "selection", "group", "pending", "pending_bytes", "wake", "terminated", "overflowed",
         "max_pending_bytes", "min_rv", "sink", "failure",
     )
 
@@ -96,6 +165,12 @@ class Watcher:
         self.query = query
         self.namespace = query.namespace
         self.index_value = query.index_value
+        self.name_value: str | None = getattr(query, "name_value", None)
+        #: shared by the watchers with an equal selection (see the module docstring)
+        self.selection = selection_token(query)
+        #: the group it is a member of (set by the group), whose queued items
+        #: are owed to it too until the group flushes
+        self.group: Any = None
         self.pending: list[tuple[str, bytes]] = []
         #: the bytes of the objects in ``pending``
         self.pending_bytes = 0
@@ -112,32 +187,30 @@ class Watcher:
         #: why this watcher was failed (its stream ends with an ERROR event saying so)
         self.failure: str | None = None
 
-    def offer(self, event: CacheEvent) -> bool:
+    def offer(self, event: CacheEvent, decisions: dict[SelectionToken, Any] | None = None) -> bool:
         """Queue what ``event`` means to this watcher; True if the queue now
-        wants a :meth:`flush` after the batch (the stream is live)."""
+        wants a :meth:`flush` after the batch (the stream is live).
+        ``decisions`` is the event's memo shared by the watchers it is
+        offered to (None: decide alone)."""
         if self.terminated or event.rv <= self.min_rv:
             return False
-        q = self.query
-        if event.type == ADDED:
-            if q.matches(event.obj):
-                return self._push(ADDED, event.obj.data)
-        elif event.type == MODIFIED:
-            now_matches = q.matches(event.obj)
-            before = event.prev is not None and q.matches(event.prev)
-            if now_matches and before:
-                return self._push(MODIFIED, event.obj.data)
-            elif now_matches:
-                return self._push(ADDED, event.obj.data)
-            elif before:
-                return self._push(DELETED, event.prev_data_at_rv())
-        elif event.type == DELETED:
-            if q.matches(event.obj):
-                return self._push(DELETED, event.obj.data)
-        return False
+        if decisions is None:
+            decision = decide(self.query, event)
+        else:
+            decision = decisions.get(self.selection, _UNDECIDED)
+            if decision is _UNDECIDED:
+                decision = decisions[self.selection] = decide(self.query, event)
+        if decision is None:
+            return False
+        return self._push(decision)
 
-    def _push(self, type_: str, data: bytes) -> bool:
-        self.pending.append((type_, data))
-        self.pending_bytes += len(data)
+    def decide(self, event: CacheEvent) -> tuple[str, bytes] | None:
+        """What ``event`` means to this watcher (see :func:`decide`)."""
+        return decide(self.query, event)
+
+    def _push(self, item: tuple[str, bytes]) -> bool:
+        self.pending.append(item)
+        self.pending_bytes += len(item[1])
         if self.pending_bytes > self.max_pending_bytes:
             self.overflowed = True
             self.terminate()
@@ -147,14 +220,53 @@ class Watcher:
         self.wake.set()
         return False
 
-    def flush(self) -> None:
+    def deliver(self, items: list[tuple[str, bytes]], rvs: list[int], nbytes: int,
+                frames: dict[Any, bytes] | None = None) -> None:
+        """Take a group's queued decisions (:mod:`.watcher_group`; shared with
+        the other members: never kept as is) and write them now when the
+        stream is live and nothing older is queued, else queue them behind
+        the backlog. Items at or below ``min_rv`` are skipped."""
+        if self.terminated:
+            return
+        if rvs[0] <= self.min_rv:
+            keep = [item for item, rv in zip(items, rvs) if rv > self.min_rv]
+            if not keep:
+                return
+            items, nbytes = keep, sum(len(d) for _, d in keep)
+        if not self.pending and self.sink is not None and nbytes <= self.max_pending_bytes:
+            self.pending_bytes = nbytes  # what the sink sees while it decides
+            try:
+                written = self.sink(items, frames)
+            except Exception as err:  # encoding for this watcher failed: it alone ends
+                log.exception("writing watch events failed; closing the watch")
+                self.fail(f"unable to encode watch events: {err!r}")
+                return
+            if written:
+                self.pending_bytes = 0
+                return
+            self.pending = list(items)  # a backed-up client: the stream's task writes them
+            self.wake.set()
+            return
+        self.pending.extend(items)
+        self.pending_bytes += nbytes
+        if self.pending_bytes > self.max_pending_bytes:
+            self.overflowed = True
+            self.terminate()
+        elif self.sink is not None:
+            self.flush(frames)
+        else:
+            self.wake.set()
+
+    def flush(self, frames: dict[Any, bytes] | None = None) -> None:
         """Write the queued events straight to the stream (the cacher calls
         this once per store batch), or hand them to the stream's task when
-        the connection is backed up."""
+        the connection is backed up. ``frames`` is shared by the watchers
+        flushed together: the sink keeps each encoded frame there, so
+        watchers owed the same events write the same bytes, encoded once."""
         if not self.pending or self.terminated or self.sink is None:
             return
         try:
-            written = self.sink(self.pending)
+            written = self.sink(self.pending, frames)
         except Exception as err:  # encoding for this watcher failed: it alone ends
             log.exception("writing watch events failed; closing the watch")
             self.fail(f"unable to encode watch events: {err!r}")
@@ -184,6 +296,13 @@ class Watcher:
         del self.pending[:count]
         self.pending_bytes -= size
         return out
+
+    @property
+    def caught_up(self) -> bool:
+        """Nothing is owed to the client: every event up to the cache's
+        revision is written or was not for this watcher (so a bookmark at
+        that revision cannot overtake an event still to come)."""
+        return not self.pending and (self.group is None or not self.group.items)
 
     def terminate(self) -> None:
         self.terminated = True

@@ -32,7 +32,7 @@ import logging
 from typing import Any, Mapping
 
 from k8py.api.errors import AlreadyExists, Conflict, StatusError
-from k8py.api.selectors import LabelSelector, label_selector_from_dict
+from k8py.api.selectors import LabelSelector
 from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, split_key
 from k8py.client.resources import DEPLOYMENTS, PODS, REPLICASETS
@@ -49,6 +49,7 @@ from k8py.controllers.deployment.scaling import (
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
+from k8py.controllers.selectors import selector_from_dict
 
 __all__ = ["DeploymentController"]
 
@@ -86,7 +87,7 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         out = []
         for d in self.lister.list(namespace=_meta(rs).get("namespace")):
             try:
-                selector = label_selector_from_dict((d.get("spec") or {}).get("selector"))
+                selector = selector_from_dict((d.get("spec") or {}).get("selector"))
             except StatusError:
                 continue
             if not selector.empty and selector.matches(labels):
@@ -174,7 +175,7 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
                 d.setdefault("status", {})["observedGeneration"] = _meta(d).get("generation")
                 await self._write_status(d)
             return None
-        selector = label_selector_from_dict(selector_dict)
+        selector = selector_from_dict(selector_dict)
         rss = await self._claim_replica_sets(d, selector)
         if _meta(d).get("deletionTimestamp"):
             await self._sync_status_only(d, rss)
@@ -202,12 +203,13 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
     # -- the new ReplicaSet --------------------------------------------------------------
 
     async def _new_and_old(self, d: dict[str, Any], rss: list[Any], *, create: bool) -> tuple[Any | None, list[Any]]:
-        old = rsutil.find_old_replica_sets(d, rss)
-        new = await self._get_new_replica_set(d, rss, old, create=create)
+        existing = rsutil.find_new_replica_set(d, rss)
+        old = rsutil.find_old_replica_sets(d, rss, existing)
+        new = await self._get_new_replica_set(d, rss, old, existing, create=create)
         return new, old
 
-    async def _get_new_replica_set(self, d: dict[str, Any], rss: list[Any], old: list[Any], *, create: bool) -> Any | None:
-        existing = rsutil.find_new_replica_set(d, rss)
+    async def _get_new_replica_set(self, d: dict[str, Any], rss: list[Any], old: list[Any], existing: Any | None, *,
+                                   create: bool) -> Any | None:
         new_revision = rsutil.max_revision(old) + 1
         spec = d.get("spec") or {}
         now = self.clock.now()
@@ -296,8 +298,10 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         old_size = rsutil.replicas_of(rs)
         if old_size == size and not rsutil.replicas_annotations_need_update(rs, desired, maximum):
             return False, rs
-        body = deep_copy(rs)
-        body["spec"]["replicas"] = size
+        # copies of just the parts that change (the body is only encoded)
+        meta = _meta(rs)
+        body = {**rs, "metadata": {**meta, "annotations": dict(meta.get("annotations") or {})},
+                "spec": {**(rs.get("spec") or {}), "replicas": size}}
         rsutil.set_replicas_annotations(body, desired, maximum)
         updated = await self.client.update(REPLICASETS, body)
         if old_size != size:

@@ -98,7 +98,26 @@ def template_without_hash(template: Obj) -> dict[str, Any]:
 
 
 def equal_ignore_hash(a: Obj, b: Obj) -> bool:
-    return template_without_hash(a) == template_without_hash(b)
+    """Whether two pod templates are equal but for the pod-template-hash label
+    (what comparing two :func:`template_without_hash` copies says, without the
+    copies: every sync compares the Deployment's template with each of its
+    ReplicaSets')."""
+    meta_a, meta_b = a.get("metadata"), b.get("metadata")
+    if len(a) != len(b) or any(v != b.get(k, _MISSING) for k, v in a.items() if k != "metadata"):
+        return False
+    if meta_a is None or meta_b is None or not isinstance(meta_a, dict) or not isinstance(meta_b, dict):
+        return meta_a == meta_b and ("metadata" in a) == ("metadata" in b)
+    if len(meta_a) != len(meta_b) or any(v != meta_b.get(k, _MISSING) for k, v in meta_a.items() if k != "labels"):
+        return False
+    labels_a, labels_b = meta_a.get("labels"), meta_b.get("labels")
+    if not isinstance(labels_a, dict) or not isinstance(labels_b, dict):
+        return labels_a == labels_b
+    if len(labels_a) - (POD_TEMPLATE_HASH_LABEL in labels_a) != len(labels_b) - (POD_TEMPLATE_HASH_LABEL in labels_b):
+        return False
+    return all(k == POD_TEMPLATE_HASH_LABEL or labels_b.get(k, _MISSING) == v for k, v in labels_a.items())
+
+
+_MISSING = object()
 
 
 def by_creation(rss: list[Any]) -> list[Any]:
@@ -117,8 +136,10 @@ def find_new_replica_set(deployment: Obj, rss: list[Any]) -> Any | None:
     return None
 
 
-def find_old_replica_sets(deployment: Obj, rss: list[Any]) -> list[Any]:
-    new = find_new_replica_set(deployment, rss)
+def find_old_replica_sets(deployment: Obj, rss: list[Any], new: Any | None = _MISSING) -> list[Any]:
+    """Every ReplicaSet but the new one (``new``: already found by the caller)."""
+    if new is _MISSING:
+        new = find_new_replica_set(deployment, rss)
     return [rs for rs in rss if rs is not new]
 
 

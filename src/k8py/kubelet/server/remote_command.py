@@ -31,7 +31,9 @@ container exits. For any other container without a terminal the session ends the
 containerd's attach does (``echo x | kubectl attach -i`` returns). A ``tty: true``
 container attached with ``tty`` uses its own terminal instead (the runtime's
 :class:`~k8py.kubelet.runtime.protocols.TerminalRuntime`): raw output as it comes,
-typed input and resizes into its pty.
+typed input and resizes into its pty; that session ends with its stdin too (containerd
+streams on past an attach's stdin only for a ``stdinOnce`` container without a terminal),
+the terminal staying the container's.
 """
 
 from __future__ import annotations
@@ -285,15 +287,22 @@ async def _attach_terminal(ws: web.WebSocketResponse, terminal: ContainerTermina
         if stdin:
             await terminal.write(data)
 
+    stdin_over = asyncio.Event()
+
+    def close_stdin() -> None:  # the client's stdin ended (v5): so does the session, not the container's terminal
+        if stdin:
+            stdin_over.set()
+
     try:
         async with asyncio.TaskGroup() as tg:
             out = tg.create_task(send_output(), name="attach-tty-output")
-            reader = tg.create_task(_read_client(ws, protocol=protocol, on_stdin=typed, on_close_stdin=lambda: None,
+            reader = tg.create_task(_read_client(ws, protocol=protocol, on_stdin=typed, on_close_stdin=close_stdin,
                                                  on_resize=terminal.resize), name="attach-tty-client")
-            done, _ = await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
-            out.cancel()
-            reader.cancel()
-        if out in done and not ws.closed:
+            over = tg.create_task(stdin_over.wait(), name="attach-tty-stdin-over")
+            done, _ = await asyncio.wait((out, reader, over), return_when=asyncio.FIRST_COMPLETED)
+            for task in (out, reader, over):
+                task.cancel()
+        if (out in done or over in done) and not ws.closed:
             await send_status(ws, protocol, ch.exit_status(0))
     except* ConnectionError:
         log.debug("attach client went away", extra={"container": where})

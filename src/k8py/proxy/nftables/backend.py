@@ -3,8 +3,9 @@
 ``sync`` renders the whole table (:func:`~k8py.proxy.nftables.ruleset.render`)
 and pipes it to ``nft -f -``; nft applies a file atomically, so a failed
 sync changes nothing and is raised (the proxier retries on the next
-change). ``close`` deletes the table: a stopped proxy leaves no rule
-behind. Needs root (CAP_NET_ADMIN) and the ``nft`` command; :func:`available`
+change). After each applied sync the UDP/SCTP flows the change left stale
+are flushed from conntrack (:mod:`.conntrack`). ``close`` deletes the table:
+a stopped proxy leaves no rule behind. Needs root (CAP_NET_ADMIN) and the ``nft`` command; :func:`available`
 says why not.
 """
 
@@ -16,7 +17,7 @@ import os
 import shutil
 from typing import Mapping, Sequence
 
-from k8py.proxy.nftables import ruleset
+from k8py.proxy.nftables import conntrack, ruleset
 from k8py.proxy.service_table import ServicePort, ServicePortKey
 
 __all__ = ["NftablesBackend", "NftablesError", "available"]
@@ -48,9 +49,12 @@ class NftablesBackend:
     def __init__(self, node_name: str, table: str = "") -> None:
         self.table = table or ruleset.table_name(node_name)
         self.syncs = 0
+        self._applied: Mapping[ServicePortKey, ServicePort] = {}
 
     async def sync(self, table: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> None:
         await nft(ruleset.render(self.table, table, node_addresses))
+        before, self._applied = self._applied, dict(table)
+        await conntrack.flush(conntrack.stale_flows(before, table))
         self.syncs += 1
         logger.info("nftables rules synced", extra={"table": self.table, "service_ports": len(table)})
 

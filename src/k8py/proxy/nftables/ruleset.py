@@ -35,8 +35,8 @@ Load balancing is ``numgen random mod N`` over the endpoints, as upstream.
 ``sessionAffinity: ClientIP`` as upstream's nftables mode: each endpoint
 chain adds the client's address to a timed set (``affinity-<chain>``,
 ``timeoutSeconds``), and the Service chain sends a client found in one of
-those sets back to that endpoint before load balancing. Not done here (a
-documented gap): flushing UDP conntrack entries of removed endpoints.
+those sets back to that endpoint before load balancing. Flushing the UDP/SCTP
+conntrack flows of removed endpoints is the backend's (:mod:`.conntrack`).
 """
 
 from __future__ import annotations
@@ -88,8 +88,7 @@ def _lb(name: str, endpoints: Sequence[Endpoint], comment: str, lines: list[str]
 def _no_endpoint_verdict(sp: ServicePort) -> str:
     """REJECT when the Service has no usable endpoint anywhere; DROP when it has some, but a
     ``Local`` traffic policy leaves none on this node (upstream: "has no local endpoints")."""
-    elsewhere = any(ep.ready or (ep.serving and ep.terminating) for ep in sp.all_endpoints)
-    return "drop" if elsewhere else "goto reject-chain"
+    return "drop" if sp.endpoints_elsewhere else "goto reject-chain"
 
 
 def render(table: str, services: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> str:

@@ -7,7 +7,11 @@ Four places a pending pod can be (exactly one at a time, keyed ``ns/name``):
   hands out its head and waits while it is empty;
 - **backoff**: pods that failed and wait out ``initial_backoff * 2**(attempts-1)``
   (capped at ``max_backoff``) from their last failure; ``flush_backoff``
-  (every second from :meth:`run`) moves the expired ones to active;
+  moves the expired ones to active. :meth:`run` calls it when the earliest
+  backoff ends (and at least every second), where upstream's ticks every
+  second: a pod moved by an event with 0.2 s of backoff left waits 0.2 s,
+  not up to 1.2 s (a new cluster's first pod, tried before its node's
+  not-ready taint went, waited that second);
 - **unschedulable**: pods no node fits. A cluster event moves one back (to
   backoff if its backoff has not expired, else active) only when a plugin
   that rejected it registered that event and its queueing hint says the
@@ -89,6 +93,8 @@ class SchedulingQueue:
         self._in_flight: dict[str, QueuedPodInfo] = {}
         self._seq = itertools.count()
         self._wakeup = asyncio.Event()
+        #: set when a backoff ends sooner than :meth:`run` is asleep for
+        self._backoff_sooner = asyncio.Event()
         self.scheduling_cycle = 0
         self.move_request_cycle = -1
         self.nominated: dict[str, dict[str, PodInfo]] = {}
@@ -127,6 +133,8 @@ class SchedulingQueue:
         qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
         self._backoff_pods[qpi.key] = qpi
         heapq.heappush(self._backoff, (qpi.backoff_expiry, next(self._seq), qpi.key))
+        if self._backoff[0][2] == qpi.key:
+            self._backoff_sooner.set()
 
     def _forget(self, key: str) -> QueuedPodInfo | None:
         entry = self._active_entries.pop(key, None)
@@ -335,14 +343,28 @@ class SchedulingQueue:
         return len(stale)
 
     async def run(self) -> None:
-        """Flush backoff every second and leftover unschedulable pods every 30 s, until cancelled."""
-        ticks = 0
+        """Flush backoff when the earliest backoff ends (at least every second) and
+        leftover unschedulable pods every 30 s, until cancelled."""
+        last_leftover = self.clock.monotonic()
         while True:
-            await self.clock.sleep(1.0)
-            ticks += 1
+            now = self.clock.monotonic()
+            delay = min(1.0, max(0.0, self._backoff[0][0] - now)) if self._backoff else 1.0
+            self._backoff_sooner.clear()
+            await self._sleep_or_sooner(delay)
             self.flush_backoff()
-            if ticks % 30 == 0:
+            if self.clock.monotonic() - last_leftover >= 30.0:
+                last_leftover = self.clock.monotonic()
                 self.flush_unschedulable_leftover()
+
+    async def _sleep_or_sooner(self, delay: float) -> None:
+        """Sleep ``delay`` on the queue's clock, or less if a backoff that ends sooner is pushed."""
+        sleep = asyncio.create_task(self.clock.sleep(delay), name="scheduling-queue-backoff-sleep")
+        sooner = asyncio.create_task(self._backoff_sooner.wait(), name="scheduling-queue-backoff-sooner")
+        try:
+            await asyncio.wait((sleep, sooner), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleep.cancel()
+            sooner.cancel()
 
     # -- nominator ------------------------------------------------------------------------------
 

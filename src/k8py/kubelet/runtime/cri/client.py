@@ -8,8 +8,9 @@ for ``NOT_FOUND``, :class:`CRIError` otherwise, carrying the gRPC code and the
 runtime's message so the operator sees what containerd said).
 
 Invariants:
-- the endpoint is ``unix:///absolute/path.sock`` (upstream's
-  ``--container-runtime-endpoint`` form); anything else is refused up front;
+- the endpoints are ``unix:///absolute/path.sock`` (upstream's
+  ``--container-runtime-endpoint`` / ``--image-service-endpoint`` form);
+  anything else is refused up front;
 - calls never block the event loop (``grpc.aio``); cancellation propagates;
 - :meth:`CRIClient.close` closes the channel; the client is an async context
   manager.
@@ -70,17 +71,27 @@ def _subscribe_request(filters: list[str]) -> bytes:
 
 
 class CRIClient:
-    """Both CRI services on one channel; every method is a coroutine taking and returning protobuf messages."""
+    """Both CRI services; every method is a coroutine taking and returning protobuf messages.
 
-    def __init__(self, endpoint: str, *, timeout: float = 120.0) -> None:
+    ``image_endpoint`` (upstream's ``--image-service-endpoint``) puts the
+    ImageService on a socket of its own; empty or equal to ``endpoint``, both
+    services share one channel (upstream's default)."""
+
+    def __init__(self, endpoint: str, *, image_endpoint: str = "", timeout: float = 120.0) -> None:
         self.endpoint = parse_endpoint(endpoint)
+        self.image_endpoint = parse_endpoint(image_endpoint) if image_endpoint else self.endpoint
         self.timeout = timeout
-        self._channel = aio.insecure_channel(self.endpoint, options=[("grpc.max_receive_message_length", 16 << 20)])
+        options = [("grpc.max_receive_message_length", 16 << 20)]
+        self._channel = aio.insecure_channel(self.endpoint, options=options)
+        self._image_channel = (self._channel if self.image_endpoint == self.endpoint
+                               else aio.insecure_channel(self.image_endpoint, options=options))
         self._runtime = pb_grpc.RuntimeServiceStub(self._channel)
-        self._images = pb_grpc.ImageServiceStub(self._channel)
+        self._images = pb_grpc.ImageServiceStub(self._image_channel)
 
     async def close(self) -> None:
         await self._channel.close()
+        if self._image_channel is not self._channel:
+            await self._image_channel.close()
 
     async def __aenter__(self) -> "CRIClient":
         return self

@@ -7,19 +7,19 @@ one larger than ``max_size`` (``containerLogMaxSize``) is renamed
 ``<log>.<YYYYMMDD-HHMMSS>`` and the runtime is told to open a fresh file
 (CRI ``ReopenContainerLog``); if the runtime refuses, the file is renamed back.
 Before each rotation the oldest rotated files go, so that at most
-``max_files`` (``containerLogMaxFiles``, the live one included) remain.
-The rotated names are the process runtime's (:mod:`k8py.kubelet.runtime.process.log_pump`),
-which ``kubectl logs`` reads in order. Unlike upstream, rotated files are not
-compressed.
+``max_files`` (``containerLogMaxFiles``, the live one included) remain, and
+the rotated files left are gzip-compressed (``<path>.<stamp>.gz``), so only
+the newest rotated file is plain (:mod:`k8py.kubelet.runtime.rotated_logs`,
+upstream's ``rotateLog``). The rotated names are the process runtime's
+(:mod:`k8py.kubelet.runtime.process.log_pump`); ``kubectl logs`` reads the live file.
 
 Invariant: only the files of the container's own log path are touched
-(``<path>`` and ``<path>.<stamp>``).
+(``<path>``, ``<path>.<stamp>`` and ``<path>.<stamp>.gz``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
 import time
@@ -27,6 +27,7 @@ from typing import Callable
 
 from k8py.kubelet.runtime.cri.client import CRIClient, CRIError, pb
 from k8py.kubelet.runtime.protocols import NotFoundError
+from k8py.kubelet.runtime.rotated_logs import prepare_rotation
 
 __all__ = ["ContainerLogRotation"]
 
@@ -71,18 +72,10 @@ class ContainerLogRotation:
             if size > self.max_size:
                 await self.rotate(c.id, path)
 
-    def _rotated(self, path: str) -> list[str]:
-        return sorted(p for p in glob.glob(glob.escape(path) + ".*") if p[len(path) + 1:].replace("-", "").isdigit())
-
     async def rotate(self, container_id: str, path: str) -> None:
-        rotated = self._rotated(path)
-        for old in rotated[:max(0, len(rotated) - (self.max_files - 2))]:
-            try:
-                os.unlink(old)
-            except FileNotFoundError:
-                pass
+        await asyncio.to_thread(prepare_rotation, path, self.max_files)
         target = f"{path}.{time.strftime('%Y%m%d-%H%M%S', time.gmtime(self.clock()))}"
-        if os.path.exists(target):  # rotated twice within a second: this round waits for the next
+        if os.path.exists(target) or os.path.exists(target + ".gz"):  # rotated twice within a second: this round waits for the next
             return
         os.rename(path, target)
         try:

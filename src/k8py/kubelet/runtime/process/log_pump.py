@@ -15,8 +15,10 @@ closes is written as an ``F`` record. A ``tty: true`` container has one stream, 
 master, read the same way (:meth:`ContainerLog.follow_fd`) and handed to attach as well.
 
 Rotation: once the file passes ``max_size`` bytes it is renamed
-``<attempt>.log.<YYYYMMDD-HHMMSS>`` and a fresh file opened; only the newest
-``max_files`` files (the live one included) are kept.
+``<attempt>.log.<YYYYMMDD-HHMMSS>`` and a fresh file opened; then, in a
+thread, the rotated files but the newest are gzip-compressed and only the
+newest ``max_files`` files (the live one included) are kept
+(:mod:`k8py.kubelet.runtime.rotated_logs`, upstream's policy).
 
 Invariant: records of one stream keep their order; stdout and stderr
 interleave in arrival order. :meth:`ContainerLog.closed` is set once both
@@ -27,17 +29,22 @@ reported as complete).
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
+import threading
 import time
 from typing import Callable
+
+from k8py.kubelet.runtime.rotated_logs import compact_rotated, rotation_target
 
 __all__ = ["ContainerLog", "cri_timestamp"]
 
 logger = logging.getLogger(__name__)
 
 _READ = 65536
+#: one compaction at a time, whichever log: two ContainerLogs of one path (a kubelet that adopted a
+#: container while the old one's thread still ran) must not compress the same file at once
+_COMPACTING = threading.Lock()
 
 
 def cri_timestamp(ns: int | None = None) -> str:
@@ -59,6 +66,8 @@ class ContainerLog:
         self._fds: dict[str, int] = {}
         self._taps: dict[str, Callable[[bytes], None]] = {}
         self.closed = asyncio.Event()
+        #: the last rotation's compaction (a thread's future), for tests and shutdown
+        self.compaction: asyncio.Future[None] | None = None
 
     def follow(self, stream: str, fifo: str) -> None:
         """Start reading ``fifo`` (stdout or stderr) from the running loop."""
@@ -137,20 +146,29 @@ class ContainerLog:
     def _rotate(self) -> None:
         self._file.close()
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        target = f"{self.path}.{stamp}"
-        n = 0
-        while os.path.exists(target):
-            n += 1
-            target = f"{self.path}.{stamp}.{n}"
-        os.rename(self.path, target)
-        rotated = sorted(glob.glob(glob.escape(self.path) + ".*"), key=os.path.getmtime)
-        for old in rotated[: max(0, len(rotated) - (self.max_files - 1))]:
-            try:
-                os.unlink(old)
-            except FileNotFoundError:
-                pass
+        # no lock with a compaction under way: it only renames a file to its .gz (the same place in
+        # the order) and removes the oldest, so the newest name is stable
+        os.rename(self.path, rotation_target(self.path, stamp))
         self._file = open(self.path, "ab", buffering=0)
         self._size = 0
+        self._compact()
+
+    def _compact(self) -> None:
+        """Older rotated files compressed and the excess removed, in a thread: a gzip of
+        ``max_size`` bytes must not stall the loop that pumps every container's output."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): do it here
+            self._compact_now()
+            return
+        self.compaction = loop.run_in_executor(None, self._compact_now)
+
+    def _compact_now(self) -> None:
+        with _COMPACTING:
+            try:
+                compact_rotated(self.path, self.max_files)
+            except OSError as err:
+                logger.warning("could not compress or remove rotated container logs", extra={"log": self.path, "error": str(err)})
 
     def close(self) -> None:
         for stream in list(self._fds):
