@@ -97,6 +97,11 @@ def lease_renew_interval(configured: float, duration: float, count: int) -> floa
 
 logger = logging.getLogger(__name__)
 
+#: heartbeats in flight at once: as many as the heartbeat client's connection pool has connections
+#: (on a loaded machine a renewal takes a good part of a second: at 5,000 nodes, 250 renewals a
+#: second need a hundred in flight, or they fall behind their phases)
+_HEARTBEAT_CONCURRENCY = 100
+
 _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
                      disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
                      boot_id="simulated", machine_id="simulated")
@@ -165,9 +170,14 @@ class SimulatedNode:
         if not self.status.pod_cidr:
             await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
 
-    def heartbeats(self, schedule: HeartbeatSchedule) -> None:
-        """The Lease renewal and the status check, on the shared schedule (each at a phase of its own)."""
+    def lease_heartbeat(self, schedule: HeartbeatSchedule) -> None:
+        """The Lease renewal on the shared schedule, at a phase of its own: added as soon as the Node is
+        registered (the node lifecycle controller's grace runs from when it first sees the Node; waiting
+        for the other 4,999 to register took longer than that on a loaded machine)."""
         schedule.add(f"lease-{self.config.node_name}", self.lease.interval, self.lease.beat)
+
+    def status_heartbeat(self, schedule: HeartbeatSchedule) -> None:
+        """The status check on the shared schedule (once the Node informer has synced: it reads it)."""
         schedule.add(f"node-status-{self.config.node_name}", self.config.node_status_update_frequency, self.status.beat)
 
 
@@ -192,7 +202,7 @@ class SimulatedNodes:
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
-        self.schedule = HeartbeatSchedule(concurrency=64)
+        self.schedule = HeartbeatSchedule(concurrency=_HEARTBEAT_CONCURRENCY)
         #: every node's runtime puts its container events here, for the one PLEG of all nodes
         self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
         #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)
@@ -251,8 +261,7 @@ class SimulatedNodes:
             async def register(n: SimulatedNode) -> None:
                 async with limit:
                     await n.register(self.port)
-
-            await asyncio.gather(*(register(n) for n in self.nodes))
+                n.lease_heartbeat(self.schedule)
 
             def on_pod(pod: dict[str, Any]) -> None:
                 n = self._node_of(pod)
@@ -268,9 +277,10 @@ class SimulatedNodes:
 
             self.pod_informer.add_event_handler(on_add=on_pod, on_update=lambda _o, p: on_pod(p), on_delete=on_delete)
             async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.schedule.run(), name="simulated-heartbeats")
+                await asyncio.gather(*(register(n) for n in self.nodes))
                 tg.create_task(self.broadcaster.run(), name="simulated-events")
                 tg.create_task(self.status.run(), name="simulated-status-manager")
-                tg.create_task(self.schedule.run(), name="simulated-heartbeats")
                 tg.create_task(self.pleg.run(), name="simulated-pleg")
                 self.informers.start()
                 self.node_informers.start()
@@ -278,7 +288,7 @@ class SimulatedNodes:
                 await self.node_informers.wait_for_cache_sync()
                 for n in self.nodes:
                     n.workers.attach(tg)  # each pod's worker a task of this group: no task a node
-                    n.heartbeats(self.schedule)
+                    n.status_heartbeat(self.schedule)
                 self.ready.set()
                 logger.info("simulated nodes running", extra={"nodes": self.count})
         finally:

@@ -59,7 +59,6 @@ class SimulatedRuntime:
         self._containers: dict[str, ContainerStatus] = {}
         self._plans: dict[str, tuple[float, float | None, int]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._exited: dict[str, asyncio.Event] = {}
         # unbounded: one item per change, drained by the PLEG
         self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue() if events is None else events
         self._ipam: PodIPAllocator | None = None
@@ -136,7 +135,6 @@ class SimulatedRuntime:
                              labels=dict(config.labels), log_path=os.devnull)
         self._containers[cid] = cs
         self._plans[cid] = (latency, run_s, code)
-        self._exited[cid] = asyncio.Event()
         self._emit(ContainerEventType.CREATED, cs)
         return cid
 
@@ -163,7 +161,6 @@ class SimulatedRuntime:
         self._timers.pop(cid, None)
         cs = self._containers[cid] = replace(cs, state=ContainerState.EXITED, finished_at=time.time(), exit_code=code,
                                              reason="Completed" if code == 0 else "Error")
-        self._exited[cid].set()
         self._emit(ContainerEventType.STOPPED, cs)
 
     async def stop_container(self, container_id: str, timeout: float) -> None:
@@ -182,7 +179,6 @@ class SimulatedRuntime:
         if timer is not None:
             timer.cancel()
         self._plans.pop(container_id, None)
-        self._exited.pop(container_id, None)
         self._emit(ContainerEventType.DELETED, cs)
 
     async def container_status(self, container_id: str) -> ContainerStatus:
