@@ -210,9 +210,11 @@ def main() -> int:
         _stop(procs)
         # containers of the process runtime keep running after a kubelet stops: stop ours
         _kill_recorded(f"{tmp}/kubelet")
-        from k8py.kubelet.cgroups.tree import CgroupTree
+        from k8py.kubelet.cgroups.tree import CgroupTree, node_cgroup_name
 
-        CgroupTree("bench").close()  # the emptied QoS and pod levels, and k8py-bench itself
+        # the emptied QoS and pod levels, and the kubelet's k8py-bench-<tag of its root dir> itself
+        # (an untagged CgroupTree("bench") is another tree, made and removed here, leaving the kubelet's)
+        CgroupTree(node_cgroup_name("bench", f"{tmp}/kubelet")).close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

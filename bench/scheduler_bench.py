@@ -2,8 +2,9 @@
 
 The API server and the scheduler run as their own processes (``python -m k8py
 apiserver`` / ``python -m k8py scheduler``); this process creates the nodes,
-the already-placed pods, then the pods to schedule (16 connections, raw
-asyncio HTTP), and watches them bind. Figures, per workload:
+the already-placed pods, then the pods to schedule (pre-encoded POSTs, 4 in
+flight on each of 16 connections: ``pipelined_posts``, as cheap as a client
+can be, since it shares the cores), and watches them bind. Figures, per workload:
 
 - **pods/s end to end**: from the first measured pod created to the last bound;
 - the create rate alone (how fast this process got the pods in);
@@ -13,7 +14,8 @@ and, once per run, where the time goes:
 
 - **scheduling cycle alone**: filter + score + assume per pod, in this
   process, on the same node and pod shapes, no API at all;
-- **bind floor**: ``pods/binding`` POSTs alone (16 connections), no scheduler.
+- **bind floor**: ``pods/binding`` POSTs alone (pipelined the same way), no scheduler;
+- each process's CPU per measured pod (API server, scheduler, this load generator).
 
 Workloads (``--workloads``): ``basic`` (SchedulingBasic: 4-cpu/32Gi nodes,
 100m/500Mi pods), ``antiaffinity`` (SchedulingPodAntiAffinity: required
@@ -31,20 +33,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from http_load import HttpConnection  # noqa: E402
+from pipelined_posts import BoundWatcher, post_all, post_prepared, prepare  # noqa: E402
 
 CONNECTIONS = 16
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -142,28 +147,6 @@ def stop(proc: subprocess.Popen | None) -> None:
 
 # -- HTTP load -----------------------------------------------------------------------------------
 
-async def post_all(addr: str, requests: list[tuple[str, bytes]], connections: int = CONNECTIONS) -> float:
-    """POST every (path, body) over ``connections`` keep-alive connections; returns seconds."""
-    conns = [await HttpConnection.open(addr) for _ in range(connections)]
-    it = iter(requests)
-    failures: list[bytes] = []
-
-    async def worker(conn: HttpConnection) -> None:
-        for path, body in it:
-            status, reply = await conn.request("POST", path, body)
-            if status >= 300 and status != 409:
-                failures.append(reply[:300])
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(c) for c in conns))
-    elapsed = time.perf_counter() - started
-    for c in conns:
-        c.close()
-    if failures:
-        raise RuntimeError(f"{len(failures)} requests failed, first: {failures[0]!r}")
-    return elapsed
-
-
 async def get_json(addr: str, path: str) -> Any:
     conn = await HttpConnection.open(addr)
     try:
@@ -193,39 +176,6 @@ async def metric(url: str, name: str) -> float:
         if line.startswith(name):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-async def watch_bound(addr: str, namespace: str, want: int, rv: str, on_event: Callable[[dict], Any] | None = None,
-                      progress: dict | None = None) -> float:
-    """Until ``want`` pods of ``namespace`` have a nodeName; returns the time (perf_counter) the last bound."""
-    host, port = addr.rsplit(":", 1)
-    reader, writer = await asyncio.open_connection(host, int(port), limit=2**26)
-    path = f"/api/v1/namespaces/{namespace}/pods?watch=true&resourceVersion={rv}"
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n".encode())
-    while (await reader.readline()) not in (b"\r\n", b""):
-        pass
-    bound: set[str] = set()
-    if progress is not None:
-        progress["bound"] = bound
-    buf = b""
-    try:
-        while len(bound) < want:
-            size = int((await reader.readline()).strip(), 16)
-            buf += await reader.readexactly(size)
-            await reader.readline()
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if not line:
-                    continue
-                event = orjson.loads(line)
-                obj = event["object"]
-                if on_event is not None:
-                    await on_event(event)
-                if (obj.get("spec") or {}).get("nodeName") and event["type"] != "DELETED":
-                    bound.add(obj["metadata"]["name"])
-        return time.perf_counter()
-    finally:
-        writer.close()
 
 
 async def resource_version(addr: str, namespace: str) -> str:
@@ -262,11 +212,20 @@ def cycle_alone(nodes: int, placed: int, pods: int, kind: str) -> float:
     infos = [PodInfo(_measured_pod(kind, f"p-{i}", "sched-test")) for i in range(pods)]
     for n, info in enumerate(infos):
         info.pod["metadata"]["uid"] = f"uid-{n}"
-    started = time.perf_counter()
-    for info in infos:
-        result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node, changes=cache)
-        cache.assume_pod(info.with_node(result.node_name))
-    return pods / (time.perf_counter() - started)
+    # collections as the scheduler process tunes them (k8py.cli.scheduler), or this
+    # figure would count full collections over this process's heap
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+    try:
+        started = time.perf_counter()
+        for info in infos:
+            result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node, changes=cache)
+            cache.assume_pod(info.with_node(result.node_name))
+        return pods / (time.perf_counter() - started)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def _measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[str, Any]:
@@ -283,6 +242,7 @@ def _measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[
 async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="k8py-sched-bench-")
     api = sched = None
+    spies: list[subprocess.Popen] = []
     try:
         api, url = start([python, "-m", "k8py", "apiserver", "--data-dir", data, "--port", "0"], r"listening on (http://\S+)")
         addr = url.split("//", 1)[1]
@@ -328,12 +288,14 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         kubelet = None
         if kind == "preemption":
             kubelet = asyncio.create_task(play_kubelet(addr, await resource_version(addr, "sched-setup")))
-        progress: dict[str, Any] = {}
-        watcher = asyncio.create_task(watch_bound(addr, "sched-test", pods, rv, progress=progress))
+        prepared = prepare(addr, measured)
+        bound = BoundWatcher(addr, "sched-test", pods, rv)
+        watcher = asyncio.create_task(bound.run(), name="bench-bound-watcher")
+        spies = start_profilers(args.profile, kind, {"apiserver": api.pid, "scheduler": sched.pid, "load": os.getpid()})
         cpu0 = (cpu_seconds(api.pid), cpu_seconds(sched.pid), time.process_time())
         t0 = time.perf_counter()
-        t_create = await post_all(addr, measured)
-        log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(progress.get('bound', ()))} bound so far")
+        t_create = await post_prepared(addr, prepared, connections=CONNECTIONS)
+        log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(bound.bound)} bound so far")
         try:
             t_last = await asyncio.wait_for(watcher, args.timeout)
         except TimeoutError:
@@ -341,17 +303,41 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             _, text = await conn.request("GET", "/metrics")
             conn.close()
             lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
-            raise RuntimeError(f"timed out: {len(progress.get('bound', ()))}/{pods} bound; scheduler: {lines}") from None
+            raise RuntimeError(f"timed out: {len(bound.bound)}/{pods} bound; scheduler: {lines}") from None
         cpu = (cpu_seconds(api.pid) - cpu0[0], cpu_seconds(sched.pid) - cpu0[1], time.process_time() - cpu0[2])
+        stop_profilers(spies)
+        spies = []
         if kubelet is not None:
             kubelet.cancel()
         return {"cpu": cpu, "wall": t_last - t0, "kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
                 "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
                 "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1}
     finally:
+        stop_profilers(spies)
         stop(sched)
         stop(api)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def start_profilers(directory: str | None, kind: str, pids: dict[str, int]) -> list[subprocess.Popen]:
+    """``py-spy record`` on each process for the measured window (``--profile DIR``)."""
+    if not directory:
+        return []
+    os.makedirs(directory, exist_ok=True)
+    return [subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--nonblocking", "--rate", "50", "--format", "raw",
+                              "--output", os.path.join(directory, f"{kind}-{name}.raw")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name, pid in pids.items()]
+
+
+def stop_profilers(spies: list[subprocess.Popen]) -> None:
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    for spy in spies:
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
 
 
 async def play_kubelet(addr: str, rv: str) -> None:
@@ -414,6 +400,7 @@ async def main() -> None:
     p.add_argument("--quick", action="store_true", help="500 nodes, 100 placed, 1,000 pods, 100 preemption nodes")
     p.add_argument("--no-events", action="store_true", help="run the scheduler with --no-events")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--profile", metavar="DIR", help="py-spy each process during the measured window into DIR/<workload>-<process>.raw")
     args = p.parse_args()
     if args.quick:
         args.nodes, args.init_pods, args.pods, args.preemption_nodes, args.constrained_pods = 500, 100, 1000, 100, 300
@@ -433,7 +420,8 @@ async def main() -> None:
         api_cpu, sched_cpu, load_cpu = r["cpu"]
         print(f"[{kind}]   CPU while measured ({r['wall']:.1f}s wall): API server {api_cpu:.1f}s "
               f"({api_cpu * 1000 / r['pods']:.2f} ms/pod), scheduler {sched_cpu:.1f}s ({sched_cpu * 1000 / r['pods']:.2f} ms/pod), "
-              f"load generator {load_cpu:.1f}s", flush=True)
+              f"load generator {load_cpu:.1f}s ({load_cpu * 1000 / r['pods']:.2f} ms/pod); "
+              f"machine load average {os.getloadavg()[0]:.1f}", flush=True)
     binds, creates = await bind_floor(args, python)
     print(f"bind floor (pods/binding alone, {CONNECTIONS} connections): {binds:,.0f} binds/s; "
           f"pod creates alone: {creates:,.0f}/s", flush=True)

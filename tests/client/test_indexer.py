@@ -201,3 +201,27 @@ def test_deep_copy_is_independent_and_equal() -> None:
 def test_deep_copy_falls_back_for_values_json_cannot_carry(odd: dict[Any, Any]) -> None:
     clone = deep_copy(odd)
     assert clone == odd and clone is not odd
+
+
+def test_swap_stores_the_object_and_returns_the_one_it_replaced() -> None:
+    store = Indexer(indexers={"by-node": index_by_field("spec.nodeName")})
+    first = {**pod("a"), "spec": {"nodeName": "n1"}}
+    second = {**pod("a"), "spec": {"nodeName": "n2"}}
+    assert store.swap(first) is None
+    assert store.swap(second) is first
+    assert store.get_by_key("default/a") is second
+    assert store.index_keys("by-node", "n1") == [] and store.index_keys("by-node", "n2") == ["default/a"]
+
+
+def test_swap_that_an_index_function_refuses_changes_nothing() -> None:
+    def broken(obj: Any) -> list[str]:
+        if obj["metadata"].get("labels"):
+            raise ValueError("no")
+        return []
+
+    store = Indexer(indexers={"broken": broken})
+    a = pod("a")
+    store.swap(a)
+    with pytest.raises(ValueError):
+        store.swap({**pod("a"), "metadata": {**pod("a")["metadata"], "labels": {"x": "y"}}})
+    assert store.get_by_key("default/a") is a

@@ -6,8 +6,10 @@ long enough for the server's small watch history (``watch_cache_capacity``)
 to roll past the informer's resourceVersion, forcing 410 Expired and
 relists. Meanwhile writers create, update and delete 1,000 ConfigMaps
 directly (the whole workload, however long a loaded machine takes), then
-keep patching the survivors until the informer has been cut ten times
-(however quickly a fast machine got through the workload). At the end:
+keep patching the survivors until the informer has been cut ten times and
+has relisted (however quickly a fast machine got through the workload). A
+partition lasts until the writers have written more than the history holds,
+so it forces a relist however slowly a loaded machine writes. At the end:
 
 - the informer's cache equals the server's state exactly (names, resource
   versions and data);
@@ -78,41 +80,62 @@ class OrderedRecorder:
         self.view.pop(key, None)
 
 
-async def _writer(client: RestClient, index: int, rng: random.Random) -> int:
+class Progress:
+    """The writes made so far, counted by every writer (the partitions wait on it)."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+
+async def _writer(client: RestClient, index: int, rng: random.Random, progress: Progress) -> int:
     writes = 0
     for i in range(index, OBJECTS, WRITERS):
         name = f"cm-{i:05d}"
         await client.create(CONFIGMAPS, {"metadata": {"name": name, "namespace": NAMESPACE}, "data": {"v": "0"}})
         writes += 1
+        progress.writes += 1
         for v in range(rng.randint(0, 2)):
             await client.patch(CONFIGMAPS, NAMESPACE, name, {"data": {"v": str(v + 1)}})
             writes += 1
+            progress.writes += 1
         if rng.random() < 0.3:
             await client.delete(CONFIGMAPS, NAMESPACE, name)
             writes += 1
+            progress.writes += 1
     return writes
 
 
-async def _keep_writing_until_cut(client: RestClient, proxy: FaultProxy, cuts: int) -> int:
-    """Patch the surviving objects until the proxy has cut ``cuts`` informer connections.
+async def _keep_writing_until_cut(client: RestClient, proxy: FaultProxy, informer: SharedIndexInformer, cuts: int,
+                                  progress: Progress) -> int:
+    """Patch the surviving objects until the proxy has cut ``cuts`` informer connections and the informer relisted.
 
     On a fast machine the fixed workload can finish before the chaos has cut
     the informer often; this keeps the informer under writes and cuts until it
-    has been, so every run tests the same amount of chaos."""
+    has been, so every run tests the same amount of chaos. (A partition in
+    progress ends only after enough writes: these are what end it.)"""
     names = [o["metadata"]["name"] for o in (await client.list(CONFIGMAPS, NAMESPACE))["items"]]
     writes = 0
-    while proxy.cuts < cuts and names:
+    while (proxy.cuts < cuts or informer.reflector.relist_count < 1) and names:
         await client.patch(CONFIGMAPS, NAMESPACE, names[writes % len(names)], {"data": {"tail": str(writes)}})
         writes += 1
+        progress.writes += 1
     return writes
 
 
-async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
-    """Every so often refuse connections long enough for the history to roll over."""
+async def _partitions(proxy: FaultProxy, rng: random.Random, progress: Progress, history: int) -> None:
+    """Every so often refuse connections until the history has rolled past the informer.
+
+    A partition ends once more writes than the server's history holds were
+    made while it lasted (and not before a short random time), so the
+    informer's resourceVersion is too old when it comes back: 410 Expired and
+    a relist, on a fast machine or a loaded one alike."""
     while True:
         await asyncio.sleep(rng.uniform(0.8, 1.6))
         proxy.block()
+        start = progress.writes
         await asyncio.sleep(rng.uniform(0.3, 0.6))
+        while progress.writes - start <= history + history // 2:
+            await asyncio.sleep(0.02)
         proxy.unblock()
 
 
@@ -121,7 +144,9 @@ async def _partitions(proxy: FaultProxy, rng: random.Random) -> None:
 @pytest.mark.parametrize("use_watch_list", [True, False], ids=["streaming-list", "list-then-watch"])
 async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp_path, use_watch_list):
     rng = random.Random(4)
-    with ServerThread(sqlite_storage(str(tmp_path / "data")), watch_cache_capacity=100, bookmark_interval=0.5) as server:
+    history = 100
+    progress = Progress()
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), watch_cache_capacity=history, bookmark_interval=0.5) as server:
         async with RestClient(ClientConfig(server=server.url)) as writer_client, FaultProxy(server.url, seed=7) as proxy:
             informer_client = RestClient(ClientConfig(server=proxy.url), retry=RetryPolicy(max_attempts=3, initial=0.02, cap=0.1))
             informer = SharedIndexInformer(informer_client, CONFIGMAPS, namespace=NAMESPACE, use_watch_list=use_watch_list,
@@ -133,9 +158,9 @@ async def test_informer_cache_converges_under_cut_connections_and_compaction(tmp
             try:
                 assert await informer.wait_for_cache_sync(timeout=10)
                 tasks.append(asyncio.create_task(proxy.chaos(mean_interval=0.25), name="chaos-cuts"))
-                tasks.append(asyncio.create_task(_partitions(proxy, rng), name="chaos-partitions"))
-                writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w)) for w in range(WRITERS))))
-                writes += await _keep_writing_until_cut(writer_client, proxy, cuts=10)
+                tasks.append(asyncio.create_task(_partitions(proxy, rng, progress, history), name="chaos-partitions"))
+                writes = sum(await asyncio.gather(*(_writer(writer_client, w, random.Random(w), progress) for w in range(WRITERS))))
+                writes += await _keep_writing_until_cut(writer_client, proxy, informer, cuts=10, progress=progress)
                 for task in tasks[1:]:
                     task.cancel()
                 proxy.unblock()

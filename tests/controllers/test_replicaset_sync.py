@@ -172,3 +172,70 @@ def test_the_next_sync_starts_from_the_biggest_batch_that_succeeded():
     assert _largest_batch(500, 1) == 245  # 1, 2, 4, ..., 128, then the 245 left
     assert _largest_batch(500, 245) == 255
     assert _largest_batch(1, 1) == 1
+
+
+async def test_a_sync_right_after_its_own_status_write_starts_from_what_it_wrote(client):
+    """The cache has not seen the status write yet: the next sync must not PUT
+    from the stale resourceVersion (a conflict, a GET and a second PUT each time)."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx, burst_replicas=2)
+    rs = await client.create(REPLICASETS, replicaset("web", 4))
+    controller.informer.indexer.add(rs)  # and never updated: the watch lags
+    puts = []
+    original = client.update_status
+
+    async def counting(resource, body, **kw):
+        puts.append(body["metadata"]["resourceVersion"])
+        return await original(resource, body, **kw)
+
+    client.update_status = counting
+    try:
+        for _ in range(3):
+            await controller.sync("default/web")
+            pods = (await client.list(PODS, "default"))["items"]
+            for p in pods:  # the pod cache keeps up; the ReplicaSet cache does not
+                if f"default/{p['metadata']['name']}" not in controller.pod_informer.indexer:
+                    controller.pod_informer.indexer.add(p)
+                    controller._add_pod(p)
+    finally:
+        client.update_status = original
+    assert len(pods) == 4
+    assert len(puts) == len(set(puts)) == 3, puts  # one PUT a sync, each from the version the last one returned
+    status = (await client.get(REPLICASETS, "default", "web"))["status"]
+    assert status["replicas"] == 4
+
+
+async def test_a_scale_writes_observed_generation_with_the_counts_it_brings(client):
+    """Upstream writes observedGeneration alone right after the create, then the
+    count once the pod is seen; here the two go in one status write."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx)
+
+    async def observe_all() -> None:
+        controller.informer.indexer.update(await client.get(REPLICASETS, "default", "web"))
+        for p in (await client.list(PODS, "default"))["items"]:
+            if f"default/{p['metadata']['name']}" not in controller.pod_informer.indexer:
+                controller.pod_informer.indexer.add(p)
+                controller._add_pod(p)
+
+    controller.informer.indexer.add(await client.create(REPLICASETS, replicaset("web", 1)))
+    await controller.sync("default/web")
+    await observe_all()
+    await controller.sync("default/web")
+    await observe_all()
+    before = await client.get(REPLICASETS, "default", "web")
+    assert before["status"] == {"replicas": 1, "fullyLabeledReplicas": 1, "observedGeneration": 1}
+
+    await client.patch(REPLICASETS, "default", "web", {"spec": {"replicas": 2}})
+    controller.informer.indexer.update(await client.get(REPLICASETS, "default", "web"))
+    await controller.sync("default/web")  # creates the second pod; the counts have not moved yet
+    after_create = await client.get(REPLICASETS, "default", "web")
+    assert len((await client.list(PODS, "default"))["items"]) == 2
+    assert after_create["status"] == before["status"]  # nothing written: the pod's event brings the next sync
+    await observe_all()
+    await controller.sync("default/web")
+    final = await client.get(REPLICASETS, "default", "web")
+    assert final["status"] == {"replicas": 2, "fullyLabeledReplicas": 2, "observedGeneration": 2}
+    assert int(final["metadata"]["resourceVersion"]) > int(after_create["metadata"]["resourceVersion"])

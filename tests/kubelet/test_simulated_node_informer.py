@@ -64,12 +64,17 @@ async def test_status_updates_read_the_informer_and_still_correct_a_drift(tmp_pa
                     await target.status.update()  # nothing changed: no request at all
                 assert _node_gets(server.url) == gets
 
-                # the node lifecycle controller marks the node Unknown; the reporter sees it in the informer
+                # the node lifecycle controller marks the node Unknown; the reporter sees it in the informer.
+                # Its own periodic update may see it first and correct it (then the informer shows Unknown
+                # only for a moment): so wait for the informer to have caught up with the patch, not for
+                # the transient Unknown, and let the test's update correct it if the loop has not
                 node = await client.get(NODES, None, "sim-1")
                 conditions = [dict(c, status="Unknown") if c["type"] == "Ready" else c for c in node["status"]["conditions"]]
-                await client.patch(NODES, None, "sim-1", {"status": {"conditions": conditions}},
-                                   patch_type=PatchType.STRATEGIC, subresource="status")
-                await _until(lambda: _ready(nodes.node_informer.lister.try_get(None, "sim-1")) == "Unknown")
+                patched = await client.patch(NODES, None, "sim-1", {"status": {"conditions": conditions}},
+                                             patch_type=PatchType.STRATEGIC, subresource="status")
+                assert _ready(patched) == "Unknown"
+                rv = int(patched["metadata"]["resourceVersion"])
+                await _until(lambda: int(nodes.node_informer.lister.try_get(None, "sim-1")["metadata"]["resourceVersion"]) >= rv)
                 await target.status.update()
                 assert _ready(await client.get(NODES, None, "sim-1")) == "True"
                 assert _node_gets(server.url) == gets + 2  # the test's own two GETs, none by the reporter

@@ -39,6 +39,10 @@ def run_down(args: argparse.Namespace) -> int:
         if pid_alive(state["pid"]):
             os.kill(state["pid"], signal.SIGKILL)
     elif not processes_of(data_dir):
+        # nothing runs, but a cluster killed (or only stopped) may have left its host state: remove it
+        from k8py.kubelet.node_cleanup import cleanup_under
+
+        cleanup_under(os.path.join(data_dir, "kubelet"))
         print(f"k8py down: no cluster is running in {data_dir}")
         return 0
     for name, comp in ((state or {}).get("components") or {}).items():

@@ -164,6 +164,8 @@ def build_config(args: argparse.Namespace, *, node_name: str | None = None) -> A
         "image_minimum_gc_age": args.minimum_image_gc_age, "image_gc_period": args.image_gc_period,
         "rotate_certificates": args.rotate_certificates, "cert_dir": args.cert_dir or None,
         "server_tls_bootstrap": args.server_tls_bootstrap,
+        "container_runtime_endpoint": args.container_runtime_endpoint or None,
+        "image_service_endpoint": args.image_service_endpoint or None,
         "anonymous_auth": args.anonymous_auth, "authentication_token_webhook": args.authentication_token_webhook,
         "authorization_mode": args.authorization_mode,
         "authentication_token_webhook_cache_ttl": args.authentication_token_webhook_cache_ttl,
@@ -287,11 +289,11 @@ async def _main(args: argparse.Namespace) -> int:
 
             write_owner(config.root_dir, config.node_name, args.pod_network)  # k8py down removes what this node makes on the host
             catalog = ImageCatalog.from_file(config.image_catalog)
-            if args.image_service_endpoint and not args.container_runtime_endpoint:
+            if config.image_service_endpoint and not config.container_runtime_endpoint:
                 print("k8py kubelet: --image-service-endpoint is the CRI runtime's image socket: "
                       "give --container-runtime-endpoint too (the process runtime pulls images itself)", file=sys.stderr)
                 return 2
-            if args.container_runtime_endpoint:
+            if config.container_runtime_endpoint:
                 runtime = await _cri_runtime(args, config, node_ip=config.address)
                 if runtime is None:
                     return 2
@@ -341,7 +343,7 @@ async def _cri_runtime(args: argparse.Namespace, config: Any, *, node_ip: str) -
     from k8py.kubelet.runtime.protocols import RuntimeErrorStatus
 
     try:
-        client = CRIClient(args.container_runtime_endpoint, image_endpoint=args.image_service_endpoint)
+        client = CRIClient(config.container_runtime_endpoint, image_endpoint=config.image_service_endpoint)
     except ValueError as e:
         print(f"k8py kubelet: {e}", file=sys.stderr)
         return None

@@ -276,6 +276,10 @@ def run_up(args: argparse.Namespace) -> int:
                 if os.waitpid(zygote, os.WNOHANG)[0] == 0:
                     os.kill(zygote, signal.SIGTERM)
                     os.waitpid(zygote, 0)
+    from k8py.kubelet.node_cleanup import remove_empty_cgroups_under
+
+    # the swept containers' cgroups, and their kubelets' trees at the machine's cgroup roots: empty now
+    remove_empty_cgroups_under(os.path.join(spec.data_dir, "kubelet"))
     if spec.runs_containerd:
         cleanup_containerd(spec.data_dir)  # what the supervisor could not remove, and the machine's ip_forward
     elif spec.container_runtime_endpoint and os.geteuid() == 0:

@@ -54,8 +54,7 @@ import builtins
 import enum
 import logging
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Callable, Iterable, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from k8py.client.keys import DeletedFinalStateUnknown, KeyFunc, ObjectsRejected, object_key
 
@@ -83,10 +82,11 @@ class DeltaType(str, enum.Enum):
     SYNC = "Sync"  # periodic resync; the object is unchanged
 
 
-@dataclass(frozen=True, slots=True)
-class Delta:
+class Delta(NamedTuple):
     """One change: the object's state *after* it (for ``Deleted``, the last
-    state before it, or a :class:`DeletedFinalStateUnknown`)."""
+    state before it, or a :class:`DeletedFinalStateUnknown`). Immutable; a
+    named tuple because one is made per watch event (a frozen dataclass costs
+    twice as much to build)."""
 
     type: DeltaType
     object: Any
@@ -167,6 +167,8 @@ class DeltaFIFO:
 
     def key_of(self, obj: Any) -> str:
         """The key of an object, a tombstone, or a non-empty :data:`Deltas`."""
+        if type(obj) is dict:  # the hot path: an object from a watch or a list
+            return self._key_func(obj)
         if isinstance(obj, list):
             if not obj:
                 raise ValueError("zero-length Deltas object; can't get key")
@@ -332,14 +334,19 @@ class DeltaFIFO:
         key = self.key_of(obj)
         if self._transformer is not None:
             obj = self._transformer(obj)
+        delta = _new_delta(Delta, (action, obj))  # Delta(action, obj) without its Python-level __new__
         deltas = self._items.get(key)
         if deltas is None:
-            self._items[key] = [Delta(action, obj)]
+            self._items[key] = [delta]
             self._queue.append(key)
         else:
-            deltas.append(Delta(action, obj))
-            _dedup_last_two(deltas)
+            deltas.append(delta)
+            if action is DeltaType.DELETED:
+                _dedup_last_two(deltas)
         self._changed.set()
+
+
+_new_delta = tuple.__new__
 
 
 def _dedup_last_two(deltas: Deltas) -> None:

@@ -76,6 +76,11 @@ class SeriesEventRecorder:
         if event_type not in (NORMAL, WARNING):
             logger.error("unsupported event type", extra={"type": event_type, "reason": reason})
             return
+        if self._broadcaster.is_full():
+            # it would be dropped on arrival: not built (a scheduler binding 700 pods/s
+            # past a 50/s write rate emits all but a few of its Events into a full queue)
+            self._broadcaster.drop(reason)
+            return
         try:
             ref = object_reference(regarding, resource=resource)
             related_ref = object_reference(related) if related is not None else None
@@ -126,14 +131,21 @@ class SeriesEventBroadcaster:
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
-            self.dropped += 1
-            # one warning per 1000 drops: a flood of drops must not become a flood of logs
-            # (formatting a warning per event cost the scheduler more than scoring the pod)
-            if self.dropped % 1000 == 1:
-                logger.warning("dropping event: too many queued events",
-                               extra={"reason": event.get("reason"), "dropped": self.dropped})
+            self.drop(event.get("reason"))
             return False
         return True
+
+    def is_full(self) -> bool:
+        """Whether an event enqueued now would be dropped."""
+        return self._queue.full()
+
+    def drop(self, reason: str | None) -> None:
+        """Count an event dropped for want of room in the queue."""
+        self.dropped += 1
+        # one warning per 1000 drops: a flood of drops must not become a flood of logs
+        # (formatting a warning per event cost the scheduler more than scoring the pod)
+        if self.dropped % 1000 == 1:
+            logger.warning("dropping event: too many queued events", extra={"reason": reason, "dropped": self.dropped})
 
     async def flush(self) -> None:
         await self._queue.join()

@@ -34,6 +34,7 @@ limit); the rest wait for a connection.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import zlib
 from typing import AsyncIterator, Mapping
@@ -45,6 +46,8 @@ from k8py.client.transport import AiohttpTransport, HTTPRequest, HTTPResponse, T
 __all__ = ["Http1Transport"]
 
 _PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+#: a path of only these characters is what ``quote(path, safe=_PATH_SAFE)`` returns unchanged
+_UNQUOTED_PATH = re.compile(r"[A-Za-z0-9/:@!$&'()*+,;=._~%-]*").fullmatch
 _MAX_HEADER_BYTES = 256 * 1024
 
 
@@ -63,6 +66,16 @@ class _Headers(dict[str, str]):
 
 _dict_get = dict.get
 _dict_set = dict.__setitem__
+
+
+def _header_lines(headers: Mapping[str, str]) -> str:
+    """``Name: value\\r\\n`` lines; a line break in a name or value is refused (header injection)."""
+    out = []
+    for name, value in headers.items():
+        if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+            raise ValueError(f"header {name!r} contains a line break")
+        out.append(f"{name}: {value}\r\n")
+    return "".join(out)
 
 
 class _Response:
@@ -136,6 +149,8 @@ class Http1Transport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
+        self._fixed_key: tuple[str, dict[str, str]] | None = None
+        self._fixed = ""
 
     # -- the contract -----------------------------------------------------------------
 
@@ -206,21 +221,25 @@ class Http1Transport:
     # -- one exchange ---------------------------------------------------------------------
 
     def _head(self, request: HTTPRequest) -> bytes:
-        target = quote(self._prefix + request.path, safe=_PATH_SAFE)
+        path = self._prefix + request.path
+        # quote() walks the path in Python; a path it would leave as is (nearly all) skips it
+        target = path if _UNQUOTED_PATH(path) else quote(path, safe=_PATH_SAFE)
         if request.params:
             target += "?" + urlencode(list(request.params))
-        lines = [f"{request.method} {target} HTTP/1.1", f"Host: {self._host_header}",
-                 f"User-Agent: {self._config.user_agent}"]
-        headers = {**self._config.auth_headers(), **request.headers}
-        for name, value in headers.items():
-            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
-                raise ValueError(f"header {name!r} contains a line break")
-            lines.append(f"{name}: {value}")
+        auth = self._config.auth_headers()
+        fixed_key = (self._config.user_agent, auth)
+        if fixed_key != self._fixed_key:  # Host, User-Agent and credentials, built once per change
+            self._fixed = _header_lines({"Host": self._host_header, "User-Agent": self._config.user_agent, **auth})
+            self._fixed_key = fixed_key
+        if auth and not auth.keys().isdisjoint(request.headers):  # the request's own credentials win
+            lines = _header_lines({"Host": self._host_header, "User-Agent": self._config.user_agent,
+                                   **auth, **request.headers})
+        else:
+            lines = self._fixed + _header_lines(request.headers)
         body = request.body
         if body is not None or request.method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        lines.append("\r\n")
-        return "\r\n".join(lines).encode("latin-1")
+            lines += f"Content-Length: {len(body or b'')}\r\n"
+        return f"{request.method} {target} HTTP/1.1\r\n{lines}\r\n".encode("latin-1")
 
     async def _exchange(self, conn: _Connection, head: bytes, request: HTTPRequest) -> tuple[int, _Headers, bytes, bool]:
         writer, reader = conn.writer, conn.reader

@@ -179,6 +179,18 @@ class Indexer:
 
     update = add  # client-go: Update and Add are the same operation on a store
 
+    def swap(self, obj: Any) -> Any | None:
+        """``add`` that returns the object it replaced (``None`` if the key was new).
+
+        One key computation and one lock where ``get`` then ``update`` take
+        two of each: the informer does this for every object change.
+        """
+        key = self._key_func(obj)
+        with self._lock:
+            old = self._items.get(key)
+            self._put_locked(key, obj)
+            return old
+
     def delete(self, obj: Any) -> None:
         """Remove the object's key (a tombstone deletes the key it carries)."""
         key = self._key_func(obj)
@@ -306,7 +318,7 @@ class Indexer:
         return [func(obj) for func in self._indexers.values()]
 
     def _put_locked(self, key: str, obj: Any) -> None:
-        new_values = self._index_values_locked(obj)  # raises before anything changes
+        new_values = [func(obj) for func in self._indexers.values()]  # raises before anything changes
         old = self._items.get(key)
         self._items[key] = obj
         self._update_indices_locked(old, obj, key, new_values)

@@ -171,21 +171,23 @@ class ProcessorListener:
 
     async def run(self) -> None:
         """Deliver notifications until cancelled."""
+        handler = self.handler
         while True:
-            note = self._next()
+            note = self._buffer.popleft() if self._buffer else self._next()
             if note is None:
                 self._idle.set()
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             try:
-                if note.kind == ADD:
-                    result = self.handler.on_add(note.new)
-                elif note.kind == UPDATE:
-                    result = self.handler.on_update(note.old, note.new)
+                kind = note.kind
+                if kind == UPDATE:
+                    result = handler.on_update(note.old, note.new)
+                elif kind == ADD:
+                    result = handler.on_add(note.new)
                 else:
-                    result = self.handler.on_delete(note.new)
-                if inspect.isawaitable(result):
+                    result = handler.on_delete(note.new)
+                if result is not None and inspect.isawaitable(result):
                     await result
             except asyncio.CancelledError:
                 raise

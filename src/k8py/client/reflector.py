@@ -53,7 +53,10 @@ still syncs; any other unexpected error in a cycle is logged, counted in
 backoff. Only cancellation ends :meth:`Reflector.run`.
 
 Concurrency: a reflector is one task (``run``); the store is only called
-from it, synchronously.
+from it, synchronously. It takes a watch's events a read at a time
+(:meth:`~k8py.client.watch_stream.WatchStream.batches`) and applies them in
+order, moving its resourceVersion to the last one's: the same store calls as
+one event at a time, for less of the per-event overhead every watch pays.
 """
 
 from __future__ import annotations
@@ -237,21 +240,27 @@ class Reflector:
         synced = False
         got_event = False
         try:
-            async for event in stream:
+            async for events in stream.batches():
                 got_event = True
                 if synced:
-                    self._apply(event)
+                    self._apply_all(events)
                     continue
-                if event.is_initial_events_end:
-                    self._replace(list(initial.values()), event.resource_version)
-                    self._set_rv(event.resource_version)
-                    self._last_sync_rv_unavailable = False
-                    synced = True
-                elif event.type in (ADDED, MODIFIED):
-                    obj = self._with_type(event.object)
-                    initial[_key(obj)] = obj
-                elif event.type == DELETED:
-                    initial.pop(_key(event.object), None)
+                for position, event in enumerate(events):
+                    if event.is_initial_events_end:
+                        self._replace(list(initial.values()), event.resource_version)
+                        # let the raw objects go now: the live watch after the list can last ten minutes, and this
+                        # frame with it (5,000 Nodes untransformed, kept beside their summaries, in the simulated kubelet)
+                        initial = {}
+                        self._set_rv(event.resource_version)
+                        self._last_sync_rv_unavailable = False
+                        synced = True
+                        self._apply_all(events[position + 1:])
+                        break
+                    if event.type in (ADDED, MODIFIED):
+                        obj = self._with_type(event.object)
+                        initial[_key(obj)] = obj
+                    elif event.type == DELETED:
+                        initial.pop(_key(event.object), None)
         except TransportError:
             if synced:
                 return True  # synced; the live part broke: resume watching from the last RV
@@ -292,8 +301,8 @@ class Reflector:
             )
             self.watch_count += 1
             try:
-                async for event in stream:
-                    self._apply(event)
+                async for events in stream.batches():
+                    self._apply_all(events)
             except TransportError as err:
                 logger.debug("watch broke; resuming", extra={"reflector": self.name, "rv": self._last_sync_rv, "error": str(err)})
                 await self._backoff.wait()
@@ -315,22 +324,35 @@ class Reflector:
             for obj, err in rejected.errors:
                 logger.error("list item refused by the store; skipped", extra={"reflector": self.name, "key": _key(obj) if isinstance(obj, dict) else None, "error": repr(err)})
 
-    def _apply(self, event: WatchEvent) -> None:
-        try:
-            if event.type == ADDED:
-                self.store.add(self._with_type(event.object))
-            elif event.type == MODIFIED:
-                self.store.update(self._with_type(event.object))
-            elif event.type == DELETED:
-                self.store.delete(self._with_type(event.object))
-            elif event.type != BOOKMARK:
-                logger.warning("unexpected watch event type", extra={"reflector": self.name, "type": event.type})
-                return
-        except Exception as err:
-            # client-go: "unable to add watch event object to store"; the watch goes on
-            self.store_errors += 1
-            logger.error("watch event refused by the store; skipped", extra={"reflector": self.name, "type": event.type, "error": repr(err)})
-        self._set_rv(event.resource_version)
+    def _apply_all(self, events: list[WatchEvent]) -> None:
+        """Apply one read's events in order; the resourceVersion moves to the last one's."""
+        if not events:
+            return
+        store = self.store
+        actions = {ADDED: store.add, MODIFIED: store.update, DELETED: store.delete}
+        kind, api_version = self.resource.kind, self.resource.api_version
+        rv = ""
+        for event_type, obj in events:
+            action = actions.get(event_type)
+            if action is not None:
+                # _with_type, inlined: this loop runs for every object change watched
+                if "kind" not in obj and kind:
+                    obj["kind"] = kind
+                if "apiVersion" not in obj:
+                    obj["apiVersion"] = api_version
+                try:
+                    action(obj)
+                except Exception as err:
+                    # client-go: "unable to add watch event object to store"; the watch goes on
+                    self.store_errors += 1
+                    logger.error("watch event refused by the store; skipped",
+                                 extra={"reflector": self.name, "type": event_type, "error": repr(err)})
+            elif event_type != BOOKMARK:
+                logger.warning("unexpected watch event type", extra={"reflector": self.name, "type": event_type})
+                continue
+            meta = obj.get("metadata")
+            rv = (meta.get("resourceVersion") if type(meta) is dict else None) or rv
+        self._set_rv(rv)
 
     def _set_rv(self, rv: str) -> None:
         if rv:

@@ -20,16 +20,21 @@ Path segments are percent-encoded, so a name can never escape its segment.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
 __all__ = ["Resource"]
 
 
+#: what ``quote(value, safe="")`` leaves as is: nearly every name, so the quoting is skipped
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
+
+
 def _segment(value: str) -> str:
     if not value or value in (".", ".."):
         raise ValueError(f"invalid path segment: {value!r}")
-    return quote(value, safe="")
+    return value if _UNRESERVED(value) else quote(value, safe="")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import builtins
 import logging
 import random
+from types import MappingProxyType
 from typing import Any, AsyncIterator, Callable, Mapping
 
 import orjson
@@ -53,6 +54,11 @@ __all__ = ["RestClient", "PatchType", "RetryPolicy"]  # the last two live in res
 logger = logging.getLogger(__name__)
 
 _JSON = "application/json"
+# the headers of nearly every request, shared (transports only read a request's headers)
+_ACCEPT_JSON: Mapping[str, str] = MappingProxyType({"Accept": _JSON})
+_SEND_JSON: Mapping[str, str] = MappingProxyType({"Accept": _JSON, "Content-Type": _JSON})
+
+
 def _selector_params(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
     params = []
     if label_selector:
@@ -116,11 +122,14 @@ class RestClient:
     ) -> HTTPResponse:
         """Send with retries; return a 2xx response or raise. ``stream`` leaves the body unread."""
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
-        headers = {"Accept": _JSON}
-        if data is not None:
-            headers["Content-Type"] = content_type
-        request = HTTPRequest(method, path, tuple(params or ()), headers, data, timeout)
-        backoff = Backoff(initial=self.retry.initial, cap=self.retry.cap, jitter=0.5, clock=self._clock, rng=self._rng)
+        if data is None:
+            headers = _ACCEPT_JSON
+        elif content_type == _JSON:
+            headers = _SEND_JSON
+        else:
+            headers = {"Accept": _JSON, "Content-Type": content_type}
+        request = HTTPRequest(method, path, tuple(params) if params else (), headers, data, timeout)
+        backoff: Backoff | None = None  # made on the first retry: most requests never need one
         attempt = 0
         while True:
             attempt += 1
@@ -131,6 +140,7 @@ class RestClient:
                 if last_try or (err.request_sent and method != "GET"):
                     raise
                 logger.debug("retrying after transport error", extra={"method": method, "path": path, "error": str(err)})
+                backoff = backoff or self._new_backoff()
                 await backoff.wait()
                 continue
             if 200 <= response.status < 300:
@@ -141,9 +151,13 @@ class RestClient:
             retryable = response.status == 429 or (response.status >= 500 and (wait is not None or method == "GET"))
             if last_try or not retryable:
                 raise error
+            backoff = backoff or self._new_backoff()
             delay = max(backoff.next_delay(), wait or 0.0)
             logger.debug("retrying after HTTP error", extra={"method": method, "path": path, "code": response.status})
             await self._clock.sleep(delay)
+
+    def _new_backoff(self) -> Backoff:
+        return Backoff(initial=self.retry.initial, cap=self.retry.cap, jitter=0.5, clock=self._clock, rng=self._rng)
 
     async def request_json(self, method: str, path: str, **kw: Any) -> Any:
         response = await self.send(method, path, **kw)

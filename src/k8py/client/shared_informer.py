@@ -242,21 +242,24 @@ class SharedIndexInformer:
                 logger.error("delta refused by the cache; skipped", extra={"informer": self.resource.qualified, "type": delta.type.value, "error": repr(err)})
 
     def _process_delta(self, delta: Delta) -> None:
-        obj = delta.object
-        if delta.type is DeltaType.DELETED:
+        delta_type, obj = delta
+        if delta_type is DeltaType.DELETED:
             old = self.indexer.get(obj)
             self.indexer.delete(obj)
             if old is None and isinstance(obj, DeletedFinalStateUnknown) and obj.obj is None:
                 return
             self._distribute(Notification(DELETE, None, obj), sync=False)
             return
-        old = self.indexer.get(obj)
-        self.indexer.update(obj)
+        old = self.indexer.swap(obj)
         if old is None:
-            self._distribute(Notification(ADD, None, obj), sync=False)
+            note = Notification(ADD, None, obj)
+        elif delta_type is DeltaType.SYNC or (delta_type is DeltaType.REPLACED and _rv(old) == _rv(obj)):
+            self._distribute(Notification(UPDATE, old, obj), sync=True)
             return
-        is_sync = delta.type is DeltaType.SYNC or (delta.type is DeltaType.REPLACED and _rv(old) == _rv(obj))
-        self._distribute(Notification(UPDATE, old, obj), sync=is_sync)
+        else:
+            note = Notification(UPDATE, old, obj)
+        for listener in self._listeners:  # _distribute(note, sync=False), inlined: once per object change
+            listener.offer(note)
 
     def _distribute(self, note: Notification, *, sync: bool) -> None:
         for listener in self._syncing if sync else self._listeners:

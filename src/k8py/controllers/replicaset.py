@@ -45,15 +45,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from k8py.api.errors import Conflict, Forbidden, NotFound, StatusError
 from k8py.api.selectors import LabelSelector
-from k8py.client.indexer import deep_copy
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
+from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
@@ -61,7 +60,8 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
-from k8py.controllers.pod_status import filter_active_pods, format_time, is_pod_ready, parse_time, pod_ready_condition
+from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
+from k8py.controllers.replicaset_status import calculate_status, replicas_of
 from k8py.controllers.selectors import selector_from_dict
 
 __all__ = [
@@ -112,50 +112,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
 
 
-def _replicas(rs: Mapping[str, Any]) -> int:
-    value = (rs.get("spec") or {}).get("replicas")
-    return 1 if value is None else int(value)
-
-
-def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Exception | None, now: datetime) -> dict[str, Any]:
-    """The status ``rs`` should have given its claimed active ``pods`` (pure)."""
-    spec = rs.get("spec") or {}
-    min_ready = int(spec.get("minReadySeconds") or 0)
-    template_labels = (((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}).items()
-    min_ready_for = timedelta(seconds=min_ready)
-    fully = ready = available = 0
-    # one pass, inlined: a sync of a ReplicaSet of 10,000 pods runs this for each
-    for pod in pods:
-        if template_labels <= ((pod.get("metadata") or {}).get("labels") or {}).items():
-            fully += 1
-        condition = pod_ready_condition(pod)
-        if condition is not None and condition.get("status") == "True":
-            ready += 1
-            if min_ready <= 0:
-                available += 1
-            else:
-                since = parse_time(condition.get("lastTransitionTime"))
-                if since is not None and since + min_ready_for <= now:
-                    available += 1
-    old = rs.get("status") or {}
-    conditions = [dict(c) for c in old.get("conditions") or ()]
-    failure = next((c for c in conditions if c.get("type") == "ReplicaFailure"), None)
-    if manage_error is not None and failure is None:
-        reason = "FailedCreate" if len(pods) - _replicas(rs) < 0 else "FailedDelete"
-        message = getattr(manage_error, "message", None) or str(manage_error)
-        conditions.append({"type": "ReplicaFailure", "status": "True", "lastTransitionTime": format_time(now),
-                           "reason": reason, "message": message})
-    elif manage_error is None and failure is not None:
-        conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
-    status: dict[str, Any] = {"replicas": len(pods)}
-    for field, value in (("fullyLabeledReplicas", fully), ("readyReplicas", ready), ("availableReplicas", available)):
-        if value:
-            status[field] = value
-    if old.get("observedGeneration") is not None:
-        status["observedGeneration"] = old["observedGeneration"]
-    if conditions:
-        status["conditions"] = conditions
-    return status
+_replicas = replicas_of
 
 
 def _largest_batch(count: int, initial: int) -> int:
@@ -183,6 +140,8 @@ class ReplicaSetController(KeyedController):
         ensure_controller_uid_index(self.informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
+        self._written: dict[str, Any] = {}
+        """key -> the ReplicaSet as our last status write returned it, until the cache has caught up with it."""
         self.recorder = ctx.recorder(kind.component)
         self.pod_control = PodControl(ctx.client, self.recorder)
         self.wait_for(self.informer, self.pod_informer)
@@ -197,6 +156,7 @@ class ReplicaSetController(KeyedController):
     def _delete_rs(self, obj: Any) -> None:
         key = object_key(obj)
         self.expectations.delete(key)
+        self._written.pop(key, None)
         self.queue.add(key)
 
     def _resolve(self, namespace: str, ref: Mapping[str, Any] | None) -> Any | None:
@@ -285,13 +245,33 @@ class ReplicaSetController(KeyedController):
 
     # -- sync ----------------------------------------------------------------------------
 
+    def _latest(self, key: str, cached: Any) -> Any:
+        """``cached``, or the newer ReplicaSet our last status write returned: a sync
+        that follows its own write at once (the next burst of a scale-up) would
+        otherwise PUT from a stale resourceVersion, and pay a conflict, a GET and
+        a second PUT every time."""
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        try:
+            newer = _meta(written).get("uid") == _meta(cached).get("uid") and \
+                int(_meta(written).get("resourceVersion") or 0) > int(_meta(cached).get("resourceVersion") or 0)
+        except ValueError:
+            newer = False
+        if not newer:
+            del self._written[key]  # the cache has it (or something newer): trust the cache again
+            return cached
+        return written
+
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         rs = self.lister.try_get(namespace, name)
         if rs is None:
             self.expectations.delete(key)
             self._batch_start.pop(key, None)
+            self._written.pop(key, None)
             return None
+        rs = self._latest(key, rs)
         # None: a deletion is still unobserved, so replicas are not managed (upstream)
         in_flight = self.expectations.creations_in_flight(key, self.pod_informer.indexer.__contains__)
         try:
@@ -304,16 +284,25 @@ class ReplicaSetController(KeyedController):
                                        recheck_owner(self.client, self.kind.resource, rs))
         pods = await manager.claim(active)
         manage_error: Exception | None = None
-        more_to_create = False
+        writes, more_to_create = 0, False
         if in_flight is not None and not _meta(rs).get("deletionTimestamp"):
             try:
-                more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
+                writes, more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
             except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
                 manage_error = err
         now = self.clock.now()
         status = calculate_status(rs, pods, manage_error, now)
+        if writes and not more_to_create and _only_observed_generation_differs(rs, status):
+            # The pods just created or deleted will change the counts when their
+            # watch events arrive, and each event queues this key: that sync
+            # writes observedGeneration together with them. Upstream writes it
+            # alone first, one PUT (and one ReplicaSet event for every watcher)
+            # more per scale; the next sync is never more than a watch event away.
+            return None
         try:
             updated = await self.update_status(rs, status)
+            if updated is not rs:
+                self._written[key] = drop_managed_fields(updated)
         except Conflict:
             # the ReplicaSet changed again (its watch event queues this key): no backoff
             if manage_error is not None:
@@ -329,10 +318,10 @@ class ReplicaSetController(KeyedController):
             return float(min_ready)
         return None
 
-    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> bool:
+    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> tuple[int, bool]:
         """Create or delete towards ``spec.replicas``, counting ``in_flight``
-        acknowledged creates the cache has not shown; True if more creates remain
-        after this burst."""
+        acknowledged creates the cache has not shown: ``(pods created or deleted,
+        whether more creates remain after this burst)``. Raises the first failure."""
         diff = len(pods) + in_flight - _replicas(rs)
         if diff < 0:
             count = min(-diff, self.burst_replicas)
@@ -360,7 +349,7 @@ class ReplicaSetController(KeyedController):
                 self._batch_start.pop(key, None)
                 raise error
             self._batch_start[key] = _largest_batch(count, initial)
-            return -diff > count
+            return successes, -diff > count
         if diff > 0 and in_flight == 0:
             count = min(diff, self.burst_replicas)
             related = self._related_pods(rs)
@@ -381,7 +370,8 @@ class ReplicaSetController(KeyedController):
                         first = result if isinstance(result, Exception) else RuntimeError(repr(result))
             if first is not None:
                 raise first
-        return False
+            return len(victims), False
+        return 0, False
 
     def _related_pods(self, rs: Mapping[str, Any]) -> list[Any]:
         """Active pods of this ReplicaSet and of its siblings (same controller, e.g. one Deployment)."""
@@ -404,8 +394,7 @@ class ReplicaSetController(KeyedController):
             wanted = {**status, **({"observedGeneration": generation} if generation is not None else {})}
             if (current.get("status") or {}) == wanted:
                 return current
-            body = deep_copy(dict(current))
-            body["status"] = wanted
+            body = {**current, "status": wanted}  # only encoded, never changed: no deep copy
             try:
                 return await self.client.update_status(self.kind.resource, body)
             except Conflict:
@@ -415,6 +404,13 @@ class ReplicaSetController(KeyedController):
                 current = await self.client.get(self.kind.resource, meta.get("namespace"), meta["name"])
                 generation = _meta(current).get("generation")
         return current
+
+
+def _only_observed_generation_differs(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether writing ``status`` would change nothing but ``observedGeneration``."""
+    old = rs.get("status") or {}
+    return {k: v for k, v in old.items() if k != "observedGeneration"} == \
+        {k: v for k, v in status.items() if k != "observedGeneration"}
 
 
 def new_controller(ctx: ControllerContext) -> ReplicaSetController:

@@ -86,6 +86,10 @@ class KubeletConfig:
     backoff_max: float = 300.0
     #: a container that ran this long resets its backoff
     backoff_reset: float = 600.0
+    #: ``containerRuntimeEndpoint`` / ``imageServiceEndpoint``: a CRI runtime's sockets (empty: k8py's
+    #: process runtime; an empty image endpoint is the runtime's, as upstream)
+    container_runtime_endpoint: str = ""
+    image_service_endpoint: str = ""
     container_log_max_size: int = 10 * 1024 * 1024
     container_log_max_files: int = 5
     static_pod_path: str = ""
@@ -169,6 +173,8 @@ _FILE_FIELDS: Mapping[str, tuple[str, Any]] = {
     "address": ("address", str),
     "port": ("port", int),
     "staticPodPath": ("static_pod_path", str),
+    "containerRuntimeEndpoint": ("container_runtime_endpoint", str),
+    "imageServiceEndpoint": ("image_service_endpoint", str),
     "containerLogMaxSize": ("container_log_max_size", parse_quantity_bytes),
     "containerLogMaxFiles": ("container_log_max_files", int),
     "nodeLeaseDurationSeconds": ("node_lease_duration_seconds", int),

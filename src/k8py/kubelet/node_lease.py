@@ -83,14 +83,18 @@ class NodeLease:
             self._lease = None
             raise
 
+    async def beat(self) -> float | None:
+        """One renewal: ``None`` when it went through, else how soon to try again (logged)."""
+        try:
+            await self.renew()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            logger.warning("node lease renewal failed", extra={"node": self.node_name, "error": str(err)})
+            return min(self.interval, 1.0)
+        return None
+
     async def run(self) -> None:
         while True:
-            try:
-                await self.renew()
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:
-                logger.warning("node lease renewal failed", extra={"node": self.node_name, "error": str(err)})
-                await asyncio.sleep(min(self.interval, 1.0))
-                continue
-            await asyncio.sleep(self.interval)
+            retry = await self.beat()
+            await asyncio.sleep(self.interval if retry is None else retry)

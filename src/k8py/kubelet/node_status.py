@@ -294,15 +294,19 @@ class NodeStatusReporter:
             self._built_key = key
         return self._built_node
 
+    async def beat(self) -> float | None:
+        """One look at the status: ``None`` for the next period, or how soon to look again."""
+        try:
+            await self.update()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # retried at the next tick; the Lease says we are alive
+            logger.warning("node status update failed", extra={"node": self.config.node_name, "error": str(err)})
+        # a runtime not ready yet (containerd without its CNI config until the pod CIDR comes) is looked at
+        # again soon: the node goes Ready as soon as it is, not a whole period later
+        return min(1.0, self.config.node_status_update_frequency) if self.not_ready else None
+
     async def run(self) -> None:
         while True:
-            try:
-                await self.update()
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:  # the loop retries at the next tick; the Lease says we are alive
-                logger.warning("node status update failed", extra={"node": self.config.node_name, "error": str(err)})
-            # a runtime not ready yet (containerd without its CNI config until the pod CIDR comes) is looked at
-            # again soon: the node goes Ready as soon as it is, not a whole period later
-            await asyncio.sleep(min(1.0, self.config.node_status_update_frequency) if self.not_ready
-                                else self.config.node_status_update_frequency)
+            retry = await self.beat()
+            await asyncio.sleep(self.config.node_status_update_frequency if retry is None else retry)

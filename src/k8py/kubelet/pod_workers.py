@@ -96,7 +96,6 @@ class PodWorkers:
         self.syncer = syncer
         self.workers: dict[str, PodWorker] = {}
         self._group: asyncio.TaskGroup | None = None
-        self._ready = asyncio.Event()
 
     def update_pod(self, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
@@ -125,13 +124,16 @@ class PodWorkers:
         assert self._group is not None
         w.task = self._group.create_task(self._work(w), name=f"pod-worker-{w.key}")
 
+    def attach(self, group: asyncio.TaskGroup) -> None:
+        """Run the workers as tasks of ``group`` (the simulated nodes share one group: no task a node)."""
+        self._group = group
+        for w in list(self.workers.values()):
+            if w.task is None:
+                self._start(w)
+
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
-            self._group = tg
-            for w in list(self.workers.values()):
-                if w.task is None:
-                    self._start(w)
-            self._ready.set()
+            self.attach(tg)
             await asyncio.Event().wait()
 
     async def _work(self, w: PodWorker) -> None:

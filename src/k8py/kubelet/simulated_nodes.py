@@ -2,7 +2,7 @@
 
 Each node is real as far as the API server can tell: its own Node object
 (registered with fixed capacity: 32 CPUs, 256Gi, ``maxPods``), its own
-Lease renewed every 10 s, and its own pod workers, PLEG and
+Lease renewed every 10 s, and its own pod workers and
 :class:`~k8py.kubelet.runtime.simulated.SimulatedRuntime`, so its pods go
 through the same lifecycle code as on a real node. What is shared, to keep
 the API server's load at what N real kubelets would cause or less:
@@ -17,7 +17,11 @@ the API server's load at what N real kubelets would cause or less:
   status reporter compares (its ``podCIDR`` and its conditions), which the
   reporters read instead of each GETting its Node at every update (at 5,000
   nodes, 170 GETs a second);
-- one status manager and one event broadcaster;
+- one PLEG (every node's runtime puts its container events on one queue, and
+  an event's pod uid finds the node that runs it) and one task group for all
+  the nodes' pod workers: no task is a node's own, only each pod's worker;
+- one status manager (which deletes a pod being deleted without writing its final status first, as
+  kwok, unless the pod has finalizers) and one event broadcaster;
 - one HTTP server (/healthz, /metrics) whose port every Node advertises;
 - one heartbeat client for the Leases and the Node status, apart from the
   client of pods and Events, as upstream's kubelet has (its
@@ -31,8 +35,13 @@ An unchanged simulated Node re-posts its status every 10 minutes
 kubelet's 5: the Lease is the heartbeat, and at 5,000 nodes the 5-minute
 report alone is 17 writes a second.
 
-Start-up registers the nodes at most ``concurrency`` at a time, and spreads
-the Lease renewals over the first interval. Lease renewals are the steady
+Start-up registers the nodes at most ``concurrency`` at a time. The Lease
+renewals and status checks of all nodes run on one
+:class:`~k8py.kubelet.heartbeat_schedule.HeartbeatSchedule` (one task, not two
+a node), each at a fixed phase of its period drawn at random, so that they are
+spread evenly over the period and stay so when the API server stalls (a loop
+per node, sleeping after each renewal, lines up behind a stall and renews in
+bursts from then on). Lease renewals are the steady
 load of a large simulated cluster (each one a write the API server stores
 and sends to every Lease watcher): a node renews every
 ``node_lease_renew_interval`` (10 s) as a kubelet does, but with more than
@@ -46,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
@@ -60,13 +68,14 @@ from k8py.client.rest import RestClient
 from k8py.client.shared_informer import drop_managed_fields
 from k8py.kubelet import server, server_tls
 from k8py.kubelet.config import KubeletConfig
+from k8py.kubelet.heartbeat_schedule import HeartbeatSchedule
 from k8py.kubelet.metrics import KubeletMetrics
 from k8py.kubelet.node_lease import NodeLease
 from k8py.kubelet.node_status import HostReadings, NodeStatusReporter
 from k8py.kubelet.pleg import PLEG
 from k8py.kubelet.pod_sync import PodSyncer
 from k8py.kubelet.pod_workers import PodWorkers
-from k8py.kubelet.runtime.protocols import ContainerStatus
+from k8py.kubelet.runtime.protocols import ContainerEvent, ContainerStatus
 from k8py.kubelet.runtime.simulated import SimulatedRuntime, SimulationDefaults
 from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
@@ -87,6 +96,11 @@ def lease_renew_interval(configured: float, duration: float, count: int) -> floa
     return max(configured, min(count / MAX_RENEWALS_PER_SECOND, duration / 2))
 
 logger = logging.getLogger(__name__)
+
+#: heartbeats in flight at once: as many as the heartbeat client's connection pool has connections
+#: (on a loaded machine a renewal takes a good part of a second: at 5,000 nodes, 250 renewals a
+#: second need a hundred in flight, or they fall behind their phases)
+_HEARTBEAT_CONCURRENCY = 100
 
 _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
                      disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
@@ -122,25 +136,26 @@ class SimulatedNode:
                               node_status_update_frequency=max(base.node_status_update_frequency, 30.0),
                               node_status_report_frequency=max(base.node_status_report_frequency, NODE_STATUS_REPORT_SECONDS),
                               pod_cidr=_fallback_pod_cidr(index))
-        self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address)
+        self.runtime = SimulatedRuntime(parent.defaults, node_ip=base.address, events=parent.container_events)
         self.syncer = PodSyncer(runtime=self.runtime, config=self.config, status=parent.status,
                                 volumes=VolumeManager(self.config.pods_dir, get=parent.no_object, node_alloc=dict),
                                 event=parent.event, get_object=parent.no_object, services=lambda: [], node_allocatable=dict,
                                 wake=self._wake, metrics=parent.metrics)
         self.workers = PodWorkers(self.syncer)
-        self.pleg = PLEG(self.runtime, wake=self._wake, all_pods=lambda: list(self.workers.workers), relist_period=300)
         self.lease = NodeLease(parent.heartbeat, self.config.node_name, duration=base.node_lease_duration_seconds,
                                interval=parent.lease_interval, node_uid=self._node_uid)
         self.status = NodeStatusReporter(parent.heartbeat, self.config, runtime_version="k8py-simulated://0.1.0", port=0,
                                          host=lambda: _HOST, images=self._images, on_pod_cidr=self._on_pod_cidr,
                                          cached_node=lambda: parent.node_informer.lister.try_get(None, self.config.node_name))
-        self.node: dict[str, Any] = {}
+        #: the Node's uid, for the Lease's owner reference (the created Node itself is not kept: at 5,000
+        #: nodes, 5,000 full Node objects that nothing reads)
+        self.uid = ""
 
     def _wake(self, uid: str) -> None:
         self.workers.wake(uid)
 
     async def _node_uid(self) -> str:
-        return str((self.node.get("metadata") or {}).get("uid", ""))
+        return self.uid
 
     async def _images(self) -> list[Any]:
         return list(await self.runtime.list_images())
@@ -150,18 +165,21 @@ class SimulatedNode:
 
     async def register(self, port: int) -> None:
         self.status.port = port
-        self.node = await self.status.register()
+        self.uid = str(((await self.status.register()).get("metadata") or {}).get("uid", ""))
         self.lease.create_first = self.status.created
         if not self.status.pod_cidr:
             await self.runtime.update_runtime_config(pod_cidr=self.config.pod_cidr)
 
-    async def run(self, interval_jitter: float) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.workers.run(), name=f"pod-workers-{self.config.node_name}")
-            tg.create_task(self.pleg.run(), name=f"pleg-{self.config.node_name}")
-            await asyncio.sleep(interval_jitter)
-            tg.create_task(self.lease.run(), name=f"lease-{self.config.node_name}")
-            tg.create_task(self.status.run(), name=f"node-status-{self.config.node_name}")
+    def lease_heartbeat(self, schedule: HeartbeatSchedule) -> None:
+        """The Lease renewal on the shared schedule, at a phase of its own: added as soon as the Node is
+        registered (the node lifecycle controller's grace runs from when it first sees the Node; waiting
+        for the other 4,999 to register took longer than that on a loaded machine)."""
+        schedule.add(f"lease-{self.config.node_name}", self.lease.interval, self.lease.beat)
+
+    def status_heartbeat(self, schedule: HeartbeatSchedule) -> None:
+        """The status check on the shared schedule (once the Node informer has synced: it reads it)."""
+        schedule.add(f"node-status-{self.config.node_name}", self.config.node_status_update_frequency, self.status.beat)
+
 
 
 class SimulatedNodes:
@@ -178,13 +196,20 @@ class SimulatedNodes:
         self.metrics = KubeletMetrics(self.registry)
         self.broadcaster = EventBroadcaster(client)
         self.recorder = self.broadcaster.new_recorder("kubelet", host=config.node_name)
-        self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32))
+        self.status = StatusManager(client, concurrency=max(config.status_concurrency, 32), final_status_when_deleted=False)
         self.informers = InformerFactory(client, transform=drop_managed_fields)
         self.pod_informer = self.informers.informer(PODS, field_selector="spec.nodeName!=")
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
+        self.schedule = HeartbeatSchedule(concurrency=_HEARTBEAT_CONCURRENCY)
+        #: every node's runtime puts its container events here, for the one PLEG of all nodes
+        self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
+        #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)
+        self._pod_nodes: dict[str, SimulatedNode] = {}
         self.nodes = [SimulatedNode(self, i) for i in range(count)]
+        self.pleg = PLEG(self.nodes[0].runtime if self.nodes else SimulatedRuntime(events=self.container_events),
+                         wake=self._wake_pod, all_pods=self._pod_uids, relist_period=300)
         self._by_name = {n.config.node_name: n for n in self.nodes}
         self.ready = asyncio.Event()
         self.port = 0
@@ -194,6 +219,20 @@ class SimulatedNodes:
 
     async def no_object(self, kind: str, namespace: str, name: str) -> None:
         return None
+
+    def _wake_pod(self, uid: str) -> None:
+        n = self._pod_nodes.get(uid)
+        if n is not None:
+            if uid in n.workers.workers:
+                n.workers.wake(uid)
+            else:
+                del self._pod_nodes[uid]  # its worker is gone
+
+    def _pod_uids(self) -> list[str]:
+        """Every pod with a worker (the PLEG's relist), forgetting those whose worker is gone."""
+        for uid in [u for u, n in self._pod_nodes.items() if u not in n.workers.workers]:
+            del self._pod_nodes[uid]
+        return list(self._pod_nodes)
 
     def _node_of(self, pod: Mapping[str, Any]) -> SimulatedNode | None:
         return self._by_name.get(((pod.get("spec") or {}).get("nodeName")) or "")
@@ -222,13 +261,13 @@ class SimulatedNodes:
             async def register(n: SimulatedNode) -> None:
                 async with limit:
                     await n.register(self.port)
-
-            await asyncio.gather(*(register(n) for n in self.nodes))
+                n.lease_heartbeat(self.schedule)
 
             def on_pod(pod: dict[str, Any]) -> None:
                 n = self._node_of(pod)
                 if n is not None:
                     n.workers.update_pod(pod)
+                    self._pod_nodes[pod["metadata"]["uid"]] = n
 
             def on_delete(obj: Any) -> None:
                 pod = getattr(obj, "obj", obj)
@@ -238,15 +277,18 @@ class SimulatedNodes:
 
             self.pod_informer.add_event_handler(on_add=on_pod, on_update=lambda _o, p: on_pod(p), on_delete=on_delete)
             async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.schedule.run(), name="simulated-heartbeats")
+                await asyncio.gather(*(register(n) for n in self.nodes))
                 tg.create_task(self.broadcaster.run(), name="simulated-events")
                 tg.create_task(self.status.run(), name="simulated-status-manager")
+                tg.create_task(self.pleg.run(), name="simulated-pleg")
                 self.informers.start()
                 self.node_informers.start()
                 await self.informers.wait_for_cache_sync()
                 await self.node_informers.wait_for_cache_sync()
-                interval = self.lease_interval
                 for n in self.nodes:
-                    tg.create_task(n.run(random.uniform(0, interval)), name=f"simulated-{n.config.node_name}")
+                    n.workers.attach(tg)  # each pod's worker a task of this group: no task a node
+                    n.status_heartbeat(self.schedule)
                 self.ready.set()
                 logger.info("simulated nodes running", extra={"nodes": self.count})
         finally:

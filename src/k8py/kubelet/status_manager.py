@@ -15,7 +15,14 @@ it keeps only the newest per pod and one writer task sends them:
 It also finishes deletions, as upstream's does: once a pod with a
 ``deletionTimestamp`` is terminated on this node (``terminated``) and its
 final status is written, it deletes the pod with grace period 0 and a UID
-precondition.
+precondition. With ``final_status_when_deleted=False`` (the simulated nodes,
+as kwok) a pod being deleted that has no finalizers is deleted at once,
+without its final status: once the delete with grace 0 is through the pod is
+gone, and the status would be written only for its DELETED event — at
+10,000 pods deleted, 10,000 writes and as many watch events to every pod
+watcher for nothing. A pod with finalizers stays after the delete, so whoever
+holds them (the Job controller's tracking finalizer counts phases) gets its
+final status first, as on a real node.
 """
 
 from __future__ import annotations
@@ -64,11 +71,14 @@ class _Entry:
     sent_version: int = 0
     delete_when_done: bool = False
     deleted: bool = False
+    #: being deleted, no finalizers, and the manager does not write a deleted pod's final status
+    skip_final_status: bool = False
 
 
 class StatusManager:
-    def __init__(self, client: RestClient, *, concurrency: int = 16) -> None:
+    def __init__(self, client: RestClient, *, concurrency: int = 16, final_status_when_deleted: bool = True) -> None:
         self.client = client
+        self.final_status_when_deleted = final_status_when_deleted
         self._entries: dict[str, _Entry] = {}
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
@@ -99,6 +109,7 @@ class StatusManager:
         e = self._entries.get(pod["metadata"]["uid"])
         if e is not None and pod["metadata"].get("deletionTimestamp") and not e.deleted:
             e.delete_when_done = True
+            e.skip_final_status = not self.final_status_when_deleted and not pod["metadata"].get("finalizers")
             self._mark(pod["metadata"]["uid"])
 
     def forget(self, uid: str) -> None:
@@ -132,6 +143,10 @@ class StatusManager:
                 if e is None:
                     return
                 version, status = e.version, e.status
+                if e.skip_final_status and e.delete_when_done and not e.deleted:
+                    e.sent_version = version
+                    await self._delete(uid, e)
+                    return
                 if status != e.sent:
                     patch = merge_diff(e.sent, status)
                     try:

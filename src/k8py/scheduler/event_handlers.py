@@ -86,7 +86,7 @@ class EventHandlers:
             self.s.on_cluster_event("AssignedPod", ("Add",), None, pod)
         elif self._responsible(pod) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
             where = self.s.queue.add(pod)
-            self.s.metrics.incoming_pods.labels(queue=where, event="PodAdd").inc()
+            self.s.metrics.incoming(where, "PodAdd")
 
     def on_pod_update(self, old: Object, new: Object) -> None:
         key = _key(new)

@@ -17,7 +17,7 @@ process, as in tests, do not collide); ``/metrics`` serves it.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -48,6 +48,29 @@ class SchedulerMetrics:
                                      ["queue", "event"], registry=r)
         self.binding_duration = Histogram("scheduler_binding_duration_seconds", "Latency of the bind call",
                                           buckets=_ATTEMPT_BUCKETS, registry=r)
+
+        self._attempts: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._incoming: dict[tuple[str, str], Any] = {}
+
+    # the per-pod updates: ``labels()`` validates and locks on every call, so
+    # the children of the few label sets a scheduler uses are looked up once
+
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One scheduling attempt ended: ``schedule_attempts`` and ``attempt_duration``."""
+        children = self._attempts.get((result, profile))
+        if children is None:
+            children = self._attempts[(result, profile)] = (
+                self.schedule_attempts.labels(result=result, profile=profile),
+                self.attempt_duration.labels(result=result, profile=profile))
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def incoming(self, queue: str, event: str, pods: int = 1) -> None:
+        """``pods`` entered ``queue`` on ``event`` (``scheduler_queue_incoming_pods_total``)."""
+        child = self._incoming.get((queue, event))
+        if child is None:
+            child = self._incoming[(queue, event)] = self.incoming_pods.labels(queue=queue, event=event)
+        child.inc(pods)
 
     def sample_queue(self, counts: Callable[[], dict[str, int]]) -> None:
         for queue in ("active", "backoff", "unschedulable", "gated"):

@@ -161,7 +161,7 @@ class Scheduler:
         moved = self.queue.move_on_event(resource, actions, old, new)
         if moved:
             event = f"{resource}{actions[0]}"
-            self.metrics.incoming_pods.labels(queue="active", event=event).inc(moved)
+            self.metrics.incoming("active", event, moved)
 
     def reject_waiting_pod(self, pod: Object, message: str) -> None:
         waiting = self.waiting_pods.get((pod.get("metadata") or {}).get("uid") or "")
@@ -314,8 +314,7 @@ class Scheduler:
         self.cache.finish_binding(assumed.key, self.clock.monotonic())
         self.queue.done(assumed.key)
         elapsed = self.clock.monotonic() - start
-        self.metrics.schedule_attempts.labels(result="scheduled", profile=fwk.profile_name).inc()
-        self.metrics.attempt_duration.labels(result="scheduled", profile=fwk.profile_name).observe(elapsed)
+        self.metrics.attempt("scheduled", fwk.profile_name, elapsed)
         self.metrics.pod_attempts.observe(qpi.attempts)
         if self.recorder is not None:
             self.recorder.eventf(assumed.pod, None, "Normal", "Scheduled", "Binding",
@@ -327,8 +326,7 @@ class Scheduler:
         pod = qpi.info
         error = status.code is Code.ERROR
         result = "error" if error else "unschedulable"
-        self.metrics.schedule_attempts.labels(result=result, profile=fwk.profile_name).inc()
-        self.metrics.attempt_duration.labels(result=result, profile=fwk.profile_name).observe(self.clock.monotonic() - start)
+        self.metrics.attempt(result, fwk.profile_name, self.clock.monotonic() - start)
         current = self.pod_informer.indexer.get_by_key(pod.key)
         if current is None or (current.get("spec") or {}).get("nodeName"):
             self.queue.done(pod.key)

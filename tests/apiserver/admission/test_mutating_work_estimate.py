@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import pytest
 
 from k8py.apiserver.authn.user import UNSECURED
 from k8py.apiserver.authz.attributes import Attributes
+from k8py.apiserver.overload import work_estimate
 from k8py.apiserver.overload.work_estimate import WorkEstimate, exempt_from_watch_events, mutating_estimate
 from tests.support.servers import ServerThread, sqlite_storage
 
@@ -47,7 +49,7 @@ def _sample(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-async def test_a_create_seen_by_many_watchers_is_estimated_wider(server) -> None:
+async def test_a_create_seen_by_many_watchers_is_estimated_wider_and_keeps_its_seats_after_answering(server, monkeypatch) -> None:
     user = {"User-Agent": "someone/1.0"}  # an ordinary user: global-default
     seats = "apiserver_flowcontrol_work_estimated_seats_sum"
     labels = {"flow_schema": "global-default", "priority_level": "global-default"}
@@ -75,6 +77,18 @@ async def test_a_create_seen_by_many_watchers_is_estimated_wider(server) -> None
                 await asyncio.sleep(0.05)
             else:
                 raise AssertionError("a create with 12 watchers was never estimated at 2 seats")
+            # the seats outlive the answer by the events' estimated time (5 ms here stretched to 15 s to see it)
+            monkeypatch.setattr(work_estimate, "EVENT_ADDITIONAL_DURATION", 15.0)
+            assert server.server is not None
+            level = server.server.overload.config().limited["global-default"].queues
+            r = await http.post("/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "held"}})
+            assert r.status == 201
+            assert level.seats_in_use >= 2, "the write gave its seats back as it answered"
+            deadline = time.monotonic() + 90
+            while level.seats_in_use and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert level.seats_in_use == 0, "the write's seats were never given back"
+            monkeypatch.undo()
             text = await (await http.get("/metrics")).text()
             assert _sample(text, "apiserver_flowcontrol_watch_count_samples_count",
                            priority_level="global-default", flow_schema="global-default") >= 2

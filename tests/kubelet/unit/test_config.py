@@ -45,6 +45,18 @@ def test_certificate_settings_come_from_the_file_or_the_flags(tmp_path) -> None:
     assert not kubelet_cli.build_config(_args()).server_tls_bootstrap
 
 
+def test_the_cri_endpoints_come_from_the_file_or_the_flags(tmp_path) -> None:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text("kind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix:///run/a.sock\n"
+                    "imageServiceEndpoint: unix:///run/images.sock\n")
+    config = kubelet_cli.build_config(_args("--config", str(path)))
+    assert (config.container_runtime_endpoint, config.image_service_endpoint) == ("unix:///run/a.sock", "unix:///run/images.sock")
+    flagged = kubelet_cli.build_config(_args("--config", str(path), "--image-service-endpoint", "unix:///run/b.sock"))
+    assert (flagged.container_runtime_endpoint, flagged.image_service_endpoint) == ("unix:///run/a.sock", "unix:///run/b.sock")
+    bare = kubelet_cli.build_config(_args())
+    assert (bare.container_runtime_endpoint, bare.image_service_endpoint) == ("", "")  # the process runtime
+
+
 def test_bad_inputs_say_what_to_do() -> None:
     with pytest.raises(SystemExit, match="key=value:Effect"):
         kubelet_cli.build_config(_args("--register-with-taints", "oops"))
@@ -63,3 +75,19 @@ def test_the_node_object_carries_capacity_labels_taints_and_conditions() -> None
     assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 1234 and st["nodeInfo"]["kubeletVersion"].startswith("v1.32.")
     conds = {c["type"]: c["status"] for c in node_conditions(host)}
     assert conds == {"MemoryPressure": "True", "DiskPressure": "True", "PIDPressure": "False", "Ready": "True"}
+
+
+def test_an_image_service_endpoint_without_a_runtime_endpoint_is_refused(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.kube import Kubectl
+    from tests.support.servers import ServerThread, sqlite_storage
+
+    with ServerThread(sqlite_storage(str(tmp_path / "data"))) as server:
+        kubeconfig = Kubectl(server.url, str(tmp_path / "home")).kubeconfig
+        done = subprocess.run([sys.executable, "-m", "k8py", "kubelet", "--kubeconfig", kubeconfig, "--root-dir", str(tmp_path / "k"),
+                               "--node-name", "n1", "--port", "0", "--image-service-endpoint", "unix:///run/images.sock"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--image-service-endpoint is the CRI runtime's image socket: give --container-runtime-endpoint too" in done.stderr

@@ -147,6 +147,54 @@ def test_aggregate_follows_only_the_nodes_that_changed():
     assert agg.refresh(cache) == {}
 
 
+def _bound(pending: dict, node: str, rv: str) -> dict:
+    """The pod as the informer sees it once bound: nodeName, a new resourceVersion, PodScheduled."""
+    return {**pending, "metadata": {**pending["metadata"], "resourceVersion": rv},
+            "spec": {**pending["spec"], "nodeName": node},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
+
+
+def test_the_bound_pod_confirms_its_assumption_without_touching_the_node():
+    from k8py.scheduler.framework.types import PodInfo
+    cache = SchedulerCache()
+    cache.add_node(node_obj("n", cpu="2"))
+    pending = {**pod_obj("p", cpu="1", labels={"app": "a"}), "metadata": {"name": "p", "namespace": "default", "uid": "u",
+                                                                         "resourceVersion": "5", "labels": {"app": "a"}}}
+    assumed = PodInfo(pending).with_node("n")
+    cache.assume_pod(assumed)
+    generation = cache.node("n").generation
+    confirmed = cache.add_pod(_bound(pending, "n", "6"))
+    assert not cache.is_assumed("default/p")
+    assert cache.node("n").generation == generation, "nothing the node's sums or plugins read changed"
+    assert cache.node("n").pods["default/p"] is confirmed and confirmed.pod["metadata"]["resourceVersion"] == "6"
+    assert confirmed.requests.milli_cpu == 1000 and cache.node("n").requested.milli_cpu == 1000
+    # a status-only update of the placed pod is the same
+    cache.update_pod({**confirmed.pod, "metadata": {**confirmed.pod["metadata"], "resourceVersion": "7"},
+                      "status": {"phase": "Running"}})
+    assert cache.node("n").generation == generation and cache.node("n").requested.milli_cpu == 1000
+
+
+def test_a_placed_pod_whose_labels_spec_or_node_change_is_placed_again():
+    from k8py.scheduler.framework.types import PodInfo
+    cache = SchedulerCache()
+    cache.add_node(node_obj("n", cpu="4"))
+    cache.add_node(node_obj("m", cpu="4"))
+    pending = {**pod_obj("p", cpu="1"), "metadata": {"name": "p", "namespace": "default", "uid": "u"}}
+    cache.assume_pod(PodInfo(pending).with_node("n"))
+    generation = cache.node("n").generation
+    relabelled = _bound(pending, "n", "6")
+    relabelled["metadata"]["labels"] = {"app": "b"}
+    assert cache.add_pod(relabelled).labels == {"app": "b"}
+    assert cache.node("n").generation > generation
+    moved = _bound(pending, "m", "7")
+    cache.add_pod(moved)
+    assert cache.node("n").requested.milli_cpu == 0 and cache.node("m").requested.milli_cpu == 1000
+    terminating = {**moved, "metadata": {**moved["metadata"], "deletionTimestamp": "2026-12-01T00:00:00Z"}}
+    generation = cache.node("m").generation
+    cache.update_pod(terminating)
+    assert cache.node("m").generation > generation, "topology spread skips terminating pods: the node changed"
+
+
 async def test_a_pod_moved_by_an_event_leaves_backoff_when_its_backoff_ends_not_at_the_next_tick():
     """A pod rejected at t=0.5 and moved by an event at t=0.8 leaves backoff at t=1.5, when
     its one second ends: the queue's timer wakes for it, where whole-second ticks (at 1.0,

@@ -17,6 +17,7 @@ versions, no store reads).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Callable
 
@@ -58,6 +59,7 @@ class DanglingConditions:
         if seen == self._seen:
             return
         names = seen[1]
+        writes = []
         for cached in list(schemas.values()):
             fs = orjson.loads(cached.data)
             level = ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") or ""
@@ -65,11 +67,17 @@ class DanglingConditions:
             old = next((c for c in (fs.get("status") or {}).get("conditions") or () if c.get("type") == "Dangling"), None)
             if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == wanted:
                 continue
-            try:
-                await self.store.guaranteed_update(schemas_def, "", cached.name, self._mutation(wanted), subresource="status")
-            except (NotFound, Conflict):
-                continue
+            writes.append(self._write(schemas_def, cached.name, wanted))
+        # at once: the store commits them as one group (a server just started writes
+        # every bootstrap FlowSchema's first status before it says ready)
+        await asyncio.gather(*writes)
         self._seen = seen
+
+    async def _write(self, schemas_def: Any, name: str, wanted: tuple[str, str, str]) -> None:
+        try:
+            await self.store.guaranteed_update(schemas_def, "", name, self._mutation(wanted), subresource="status")
+        except (NotFound, Conflict):
+            pass
 
     def _mutation(self, wanted: tuple[str, str, str]) -> Callable[[Object], Object]:
         status, reason, message = wanted

@@ -298,8 +298,10 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         old_size = rsutil.replicas_of(rs)
         if old_size == size and not rsutil.replicas_annotations_need_update(rs, desired, maximum):
             return False, rs
-        body = deep_copy(rs)
-        body["spec"]["replicas"] = size
+        # copies of just the parts that change (the body is only encoded)
+        meta = _meta(rs)
+        body = {**rs, "metadata": {**meta, "annotations": dict(meta.get("annotations") or {})},
+                "spec": {**(rs.get("spec") or {}), "replicas": size}}
         rsutil.set_replicas_annotations(body, desired, maximum)
         updated = await self.client.update(REPLICASETS, body)
         if old_size != size:

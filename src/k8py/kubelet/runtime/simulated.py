@@ -49,15 +49,18 @@ def _annotation(annotations: Mapping[str, str], key: str, container: str) -> str
 
 
 class SimulatedRuntime:
-    def __init__(self, defaults: SimulationDefaults | None = None, *, node_ip: str = "127.0.0.1") -> None:
+    def __init__(self, defaults: SimulationDefaults | None = None, *, node_ip: str = "127.0.0.1",
+                 events: asyncio.Queue[ContainerEvent] | None = None) -> None:
+        """``events``: a queue shared by many runtimes (the simulated nodes, one PLEG for all of them);
+        the events carry their pod's uid."""
         self.defaults = defaults or SimulationDefaults()
         self.node_ip = node_ip
         self._sandboxes: dict[str, PodSandboxStatus] = {}
         self._containers: dict[str, ContainerStatus] = {}
         self._plans: dict[str, tuple[float, float | None, int]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._exited: dict[str, asyncio.Event] = {}
-        self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained by the PLEG
+        # unbounded: one item per change, drained by the PLEG
+        self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue() if events is None else events
         self._ipam: PodIPAllocator | None = None
         self._images: set[str] = set()
 
@@ -132,7 +135,6 @@ class SimulatedRuntime:
                              labels=dict(config.labels), log_path=os.devnull)
         self._containers[cid] = cs
         self._plans[cid] = (latency, run_s, code)
-        self._exited[cid] = asyncio.Event()
         self._emit(ContainerEventType.CREATED, cs)
         return cid
 
@@ -159,7 +161,6 @@ class SimulatedRuntime:
         self._timers.pop(cid, None)
         cs = self._containers[cid] = replace(cs, state=ContainerState.EXITED, finished_at=time.time(), exit_code=code,
                                              reason="Completed" if code == 0 else "Error")
-        self._exited[cid].set()
         self._emit(ContainerEventType.STOPPED, cs)
 
     async def stop_container(self, container_id: str, timeout: float) -> None:
@@ -178,7 +179,6 @@ class SimulatedRuntime:
         if timer is not None:
             timer.cancel()
         self._plans.pop(container_id, None)
-        self._exited.pop(container_id, None)
         self._emit(ContainerEventType.DELETED, cs)
 
     async def container_status(self, container_id: str) -> ContainerStatus:

@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from k8py.scheduler.framework.types import _GENERATIONS, NodeInfo, PodInfo
+from k8py.scheduler.framework.types import _GENERATIONS, NodeInfo, PodInfo, same_for_scheduling
 
 __all__ = ["SchedulerCache"]
 
@@ -203,11 +203,27 @@ class SchedulerCache:
             self._drop_ghost(node)
 
     def add_pod(self, pod: Object) -> PodInfo:
-        """A pod with ``spec.nodeName`` seen by the informer (confirms an assumption)."""
-        info = PodInfo(pod)
-        state = self._pods.get(info.key)
+        """A pod with ``spec.nodeName`` seen by the informer (confirms an assumption).
+
+        The common case, the bound pod confirming its assumption (or a status
+        update of a placed pod), changes nothing the node's sums or the
+        plugins read: the cached view is refreshed in place and the node's
+        generation kept, so the next cycle reuses what it knew of the node.
+        """
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        state = self._pods.get(key)
         if state is not None:
+            cached = state.info
+            if cached.node_name == ((pod.get("spec") or {}).get("nodeName") or "") and same_for_scheduling(cached.pod, pod):
+                node = self._infos.get(cached.node_name)
+                if node is not None and node.pods.get(key) is cached:
+                    info = cached.refreshed(pod)
+                    node.refresh_pod(info)
+                    self._pods[key] = _PodState(info, assumed=False)
+                    return info
             self._remove(state.info)
+        info = PodInfo(pod)
         self._place(info)
         self._pods[info.key] = _PodState(info, assumed=False)
         return info

@@ -26,7 +26,8 @@ from typing import Any
 
 from k8py.api.quantity import quantity_milli_value, quantity_value
 
-__all__ = ["PodInfo", "NodeInfo", "Resources", "pod_requests", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST"]
+__all__ = ["PodInfo", "NodeInfo", "Resources", "pod_requests", "same_for_scheduling", "DEFAULT_MILLI_CPU_REQUEST",
+           "DEFAULT_MEMORY_REQUEST"]
 
 Object = dict[str, Any]
 
@@ -235,8 +236,35 @@ class PodInfo:
         info.memo = dict(self.memo)
         return info
 
+    def refreshed(self, pod: Object) -> PodInfo:
+        """This view over a newer object of the same pod whose spec and metadata
+        are unchanged but for what every write moves (see
+        :func:`same_for_scheduling`): what it derives from them still holds."""
+        info = PodInfo.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            setattr(info, slot, getattr(self, slot))
+        info.pod = pod
+        info.memo = dict(self.memo)
+        return info
+
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+#: metadata every write may change that no PodInfo field, plugin or cache sum reads
+_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields", "generation"})
+
+
+def same_for_scheduling(old: Object, new: Object) -> bool:
+    """Whether ``new`` (a later object of the same pod) schedules like ``old``:
+    equal spec, equal metadata but for :data:`_VOLATILE_METADATA`. Status may
+    differ (the bound pod's PodScheduled condition, a kubelet's updates): the
+    cache's sums and the plugins' per-node results do not read it."""
+    if old.get("spec") != new.get("spec"):
+        return False
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return ({k: v for k, v in old_meta.items() if k not in _VOLATILE_METADATA}
+            == {k: v for k, v in new_meta.items() if k not in _VOLATILE_METADATA})
 
 
 class NodeInfo:
@@ -302,6 +330,17 @@ class NodeInfo:
             ips = self.used_ports.setdefault((protocol, port), {})
             ips[ip] = ips.get(ip, 0) + 1
         self.generation = next(_GENERATIONS)
+
+    def refresh_pod(self, info: PodInfo) -> None:
+        """Point at a newer view of a pod already here that schedules the same
+        (:meth:`PodInfo.refreshed`): sums and ``generation`` stay, so nothing
+        computed from this node is invalidated."""
+        key = info.key
+        self.pods[key] = info
+        if key in self.pods_with_affinity:
+            self.pods_with_affinity[key] = info
+        if key in self.pods_with_required_anti_affinity:
+            self.pods_with_required_anti_affinity[key] = info
 
     def remove_pod(self, key: str) -> PodInfo | None:
         info = self.pods.pop(key, None)

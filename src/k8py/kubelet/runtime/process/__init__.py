@@ -13,6 +13,7 @@
   files with rotation;
 - :mod:`.records` — the on-disk state that lets a restarted kubelet adopt
   the containers it started (and never touch others); :mod:`.adoption` — adopting them;
-- :mod:`.runtime` — :class:`~.runtime.ProcessRuntime`, the protocols' implementation;
+- :mod:`.runtime` — :class:`~.runtime.ProcessRuntime`, the protocols' implementation, with its pod
+  sandbox calls in :mod:`.sandbox_lifecycle` and its streaming calls in :mod:`.streaming`;
 - :mod:`.nginx` — the small built-in web server the ``nginx`` image runs.
 """

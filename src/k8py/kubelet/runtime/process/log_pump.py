@@ -42,6 +42,9 @@ __all__ = ["ContainerLog", "cri_timestamp"]
 logger = logging.getLogger(__name__)
 
 _READ = 65536
+#: one compaction at a time, whichever log: two ContainerLogs of one path (a kubelet that adopted a
+#: container while the old one's thread still ran) must not compress the same file at once
+_COMPACTING = threading.Lock()
 
 
 def cri_timestamp(ns: int | None = None) -> str:
@@ -63,7 +66,6 @@ class ContainerLog:
         self._fds: dict[str, int] = {}
         self._taps: dict[str, Callable[[bytes], None]] = {}
         self.closed = asyncio.Event()
-        self._compacting = threading.Lock()
         #: the last rotation's compaction (a thread's future), for tests and shutdown
         self.compaction: asyncio.Future[None] | None = None
 
@@ -162,7 +164,7 @@ class ContainerLog:
         self.compaction = loop.run_in_executor(None, self._compact_now)
 
     def _compact_now(self) -> None:
-        with self._compacting:
+        with _COMPACTING:
             try:
                 compact_rotated(self.path, self.max_files)
             except OSError as err:

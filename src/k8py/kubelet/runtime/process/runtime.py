@@ -1,6 +1,7 @@
 """ProcessRuntime: the runtime protocols over host processes.
 
-See the package docstring for the pieces. Concurrency: every method runs on
+See the package docstring for the pieces; the sandbox calls are in
+:mod:`.sandbox_lifecycle`, the streaming ones in :mod:`.streaming`. Concurrency: every method runs on
 the kubelet's event loop; one waiter task per running container turns the
 process's exit into an EXITED state and a STOPPED event at once (the
 kubelet is the parent; for adopted containers a pidfd says when they end).
@@ -14,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import shutil
 import signal
 import time
@@ -22,19 +22,21 @@ from typing import Any, AsyncIterator, Sequence
 
 import k8py
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import adoption, console_holder, container_exec, launcher, oci_container, spawn
+from k8py.kubelet.runtime.process import adoption, launcher, oci_container, spawn
 from k8py.kubelet.runtime.process.container_record import add_image_dirs, new_record, status_of
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
-from k8py.kubelet.runtime.process.host_ports import HostPorts, check_mappings
+from k8py.kubelet.runtime.process.host_ports import HostPorts
 from k8py.kubelet.runtime.process.image_service import ProcessImages
 from k8py.kubelet.runtime.process.images import ImageCatalog
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
+from k8py.kubelet.runtime.process.sandbox_lifecycle import SandboxLifecycle
 from k8py.kubelet.runtime.process.sandboxes import Sandboxes
+from k8py.kubelet.runtime.process.streaming import StreamingEndpoints
 from k8py.kubelet.runtime.process.terminal import Terminal
 from k8py.kubelet.runtime.process.records import disk_usage, is_same_process, process_start_ticks, read_records, write_record
 from k8py.kubelet.runtime.protocols import (
-    ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, ExecResult, ExecSpec, Image,
-    ImageSpec, NotFoundError, PodSandboxConfig, PodSandboxStatus, RuntimeErrorStatus, RuntimeInfo, SandboxState,
+    ContainerConfig, ContainerEvent, ContainerEventType, ContainerState, ContainerStatus, Image, ImageSpec, NotFoundError,
+    PodSandboxConfig, RuntimeErrorStatus, RuntimeInfo, SandboxState,
 )
 
 __all__ = ["ProcessRuntime"]
@@ -44,7 +46,7 @@ logger = logging.getLogger(__name__)
 RUNTIME_NAME = "k8py-process"
 
 
-class ProcessRuntime:
+class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
     def __init__(self, state_dir: str, *, catalog: ImageCatalog | None = None, use_bwrap: bool = True,
                  node_ip: str = "127.0.0.1", log_max_size: int = 10 * 1024 * 1024, log_max_files: int = 5,
                  cgroup_name: str = "kubelet", use_cgroups: bool = True, images: ProcessImages | None = None,
@@ -132,61 +134,6 @@ class ProcessRuntime:
 
     def _emit(self, kind: ContainerEventType, rec: dict[str, Any]) -> None:
         self._events.put_nowait(ContainerEvent(kind, rec["id"], rec["sandbox_id"], rec["pod_uid"], time.time()))
-
-    # -- sandboxes -------------------------------------------------------------------------
-
-    async def update_runtime_config(self, *, pod_cidr: str) -> None:
-        self.sandboxes.set_cidr(pod_cidr)
-        if self.network is not None:
-            await self.network.set_cidr(pod_cidr)
-
-    async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
-        try:
-            self.cgroups.ensure_pod(config.cgroup_parent, config.resources)
-        except OSError as err:
-            raise RuntimeErrorStatus("FailedCreatePodSandBox", f"cannot create the pod cgroup {config.cgroup_parent}: {err}") from err
-        if self.network is None or config.host_network:
-            loopback_ports = self.network is None and not config.host_network and any(m[2] for m in config.port_mappings)
-            if loopback_ports:
-                check_mappings(config.port_mappings)
-            sid = self.sandboxes.create(config)
-            if loopback_ports:
-                try:
-                    await self.host_ports.open(sid, self.sandboxes.get(sid)["ip"], config.port_mappings)
-                except RuntimeErrorStatus:
-                    self.sandboxes.mark_stopped(sid)
-                    self.sandboxes.delete(sid)
-                    raise
-            return sid
-        sid = secrets.token_hex(32)
-        return self.sandboxes.create(config, network=await self.network.setup(sid, config), sid=sid)
-
-    async def stop_pod_sandbox(self, sandbox_id: str) -> None:
-        self.sandboxes.get(sandbox_id)
-        self.host_ports.close(sandbox_id)
-        running = [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id and c["state"] == ContainerState.RUNNING.value]
-        await asyncio.gather(*(self.stop_container(c["id"], 0) for c in running))
-        sb = self.sandboxes.get(sandbox_id)
-        if self.network is not None and sb.get("netns"):
-            await self.network.teardown(sandbox_id, sb["netns"])  # idempotent: a second stop is cheap
-        self.sandboxes.mark_stopped(sandbox_id)
-
-    async def remove_pod_sandbox(self, sandbox_id: str) -> None:
-        if sandbox_id not in self.sandboxes.records:
-            return
-        await self.stop_pod_sandbox(sandbox_id)
-        for c in [c for c in self._containers.values() if c["sandbox_id"] == sandbox_id]:
-            await self.remove_container(c["id"])
-        parent = self.sandboxes.get(sandbox_id)["config"].get("cgroup_parent", "")
-        self.sandboxes.delete(sandbox_id)
-        if parent and not any(sb["config"].get("cgroup_parent") == parent for sb in self.sandboxes.records.values()):
-            self.cgroups.remove_pod(parent)
-
-    async def pod_sandbox_status(self, sandbox_id: str) -> PodSandboxStatus:
-        return self.sandboxes.status(self.sandboxes.get(sandbox_id))
-
-    async def list_pod_sandboxes(self) -> Sequence[PodSandboxStatus]:
-        return [self.sandboxes.status(sb) for sb in self.sandboxes.records.values()]
 
     # -- containers -----------------------------------------------------------------------
 
@@ -279,7 +226,9 @@ class ProcessRuntime:
         if terminal is not None:
             terminal.close()
         dirs = rec.get("cgroups") or []
-        if code == 137 and CgroupManager.oom_killed(dirs):
+        if not reason and CgroupManager.oom_killed(dirs):
+            # as containerd: an OOM kill in the container's cgroup makes it OOMKilled, whatever the exit
+            # code (a child killed, the main process exiting 1 on it, is OOMKilled too)
             reason = "OOMKilled"
         CgroupManager.remove(dirs)
         rec.update(state=ContainerState.EXITED.value, finished_at=time.time(), exit_code=code, pid=0,
@@ -342,53 +291,6 @@ class ProcessRuntime:
     def writable_layer_bytes(self, container_id: str) -> int:
         """Disk the container's own layer holds (its directory: image-dir copies, an overlay's upper layer)."""
         return disk_usage(self._cdir(container_id))
-
-    # -- streaming ------------------------------------------------------------------------
-
-    async def exec_spec(self, container_id: str, cmd: Sequence[str], *, tty: bool = False) -> ExecSpec:
-        rec = self._rec(container_id)
-        if rec["state"] != ContainerState.RUNNING.value:
-            raise RuntimeErrorStatus("ContainerNotRunning", f"container {rec['name']} is not running")
-        spec = container_exec.exec_spec(rec, cmd, ns_init=self._ns_init(rec), fallback_cwd=self._cdir(container_id))
-        netns = self.sandboxes.records.get(rec["sandbox_id"], {}).get("netns", "")
-        return ExecSpec(CNIPodNetwork.wrap(netns, spec.argv), spec.env, spec.cwd) if netns else spec
-
-    async def exec_sync(self, container_id: str, cmd: Sequence[str], timeout: float) -> ExecResult:
-        return await container_exec.run(await self.exec_spec(container_id, cmd), timeout)
-
-    async def port_forward_address(self, sandbox_id: str, port: int) -> tuple[str, int]:
-        return self.sandboxes.get(sandbox_id)["ip"] or self.node_ip, port
-
-    def attach_fifo(self, container_id: str) -> str | None:
-        """None too once a ``stdinOnce`` container's stdin was closed: later attaches get no stdin."""
-        rec = self._rec(container_id)
-        if not rec["stdin"] or rec.get("tty") or rec.get("stdin_closed"):
-            return None
-        return os.path.join(self._cdir(container_id), "stdin.fifo")
-
-    async def close_stdin(self, container_id: str) -> bool:
-        """An attach's stdin ended. For a ``stdinOnce`` container that closes the container's stdin
-        for good (it reads EOF once the attach has closed its own writer), as containerd does; for
-        others nothing happens. A ``tty`` container keeps its terminal (containerd's choice too)."""
-        rec = self._rec(container_id)
-        if not (rec["stdin"] and rec.get("stdin_once")) or rec.get("tty"):
-            return False
-        if rec.get("stdin_closed"):
-            return True
-        rec["stdin_closed"] = True
-        self._save(rec)
-        if rec["state"] != ContainerState.RUNNING.value:
-            return True
-        try:
-            await asyncio.to_thread(console_holder.close_stdin, self._cdir(container_id))
-        except OSError as err:
-            logger.warning("stdin of a stdinOnce container not closed", extra={"container": container_id, "error": str(err)})
-        return True
-
-    def attach_terminal(self, container_id: str) -> Terminal | None:
-        """The running ``tty: true`` container's terminal (None without one, or once adopted)."""
-        self._rec(container_id)
-        return self._terminals.get(container_id)
 
     # -- images ---------------------------------------------------------------------------
 
