@@ -204,3 +204,38 @@ async def test_a_sync_right_after_its_own_status_write_starts_from_what_it_wrote
     assert len(puts) == len(set(puts)) == 3, puts  # one PUT a sync, each from the version the last one returned
     status = (await client.get(REPLICASETS, "default", "web"))["status"]
     assert status["replicas"] == 4
+
+
+async def test_a_scale_writes_observed_generation_with_the_counts_it_brings(client):
+    """Upstream writes observedGeneration alone right after the create, then the
+    count once the pod is seen; here the two go in one status write."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx)
+
+    async def observe_all() -> None:
+        controller.informer.indexer.update(await client.get(REPLICASETS, "default", "web"))
+        for p in (await client.list(PODS, "default"))["items"]:
+            if f"default/{p['metadata']['name']}" not in controller.pod_informer.indexer:
+                controller.pod_informer.indexer.add(p)
+                controller._add_pod(p)
+
+    controller.informer.indexer.add(await client.create(REPLICASETS, replicaset("web", 1)))
+    await controller.sync("default/web")
+    await observe_all()
+    await controller.sync("default/web")
+    await observe_all()
+    before = await client.get(REPLICASETS, "default", "web")
+    assert before["status"] == {"replicas": 1, "fullyLabeledReplicas": 1, "observedGeneration": 1}
+
+    await client.patch(REPLICASETS, "default", "web", {"spec": {"replicas": 2}})
+    controller.informer.indexer.update(await client.get(REPLICASETS, "default", "web"))
+    await controller.sync("default/web")  # creates the second pod; the counts have not moved yet
+    after_create = await client.get(REPLICASETS, "default", "web")
+    assert len((await client.list(PODS, "default"))["items"]) == 2
+    assert after_create["status"] == before["status"]  # nothing written: the pod's event brings the next sync
+    await observe_all()
+    await controller.sync("default/web")
+    final = await client.get(REPLICASETS, "default", "web")
+    assert final["status"] == {"replicas": 2, "fullyLabeledReplicas": 2, "observedGeneration": 2}
+    assert int(final["metadata"]["resourceVersion"]) > int(after_create["metadata"]["resourceVersion"])

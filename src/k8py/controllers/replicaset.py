@@ -284,14 +284,21 @@ class ReplicaSetController(KeyedController):
                                        recheck_owner(self.client, self.kind.resource, rs))
         pods = await manager.claim(active)
         manage_error: Exception | None = None
-        more_to_create = False
+        writes, more_to_create = 0, False
         if in_flight is not None and not _meta(rs).get("deletionTimestamp"):
             try:
-                more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
+                writes, more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
             except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
                 manage_error = err
         now = self.clock.now()
         status = calculate_status(rs, pods, manage_error, now)
+        if writes and not more_to_create and _only_observed_generation_differs(rs, status):
+            # The pods just created or deleted will change the counts when their
+            # watch events arrive, and each event queues this key: that sync
+            # writes observedGeneration together with them. Upstream writes it
+            # alone first, one PUT (and one ReplicaSet event for every watcher)
+            # more per scale; the next sync is never more than a watch event away.
+            return None
         try:
             updated = await self.update_status(rs, status)
             if updated is not rs:
@@ -311,10 +318,10 @@ class ReplicaSetController(KeyedController):
             return float(min_ready)
         return None
 
-    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> bool:
+    async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> tuple[int, bool]:
         """Create or delete towards ``spec.replicas``, counting ``in_flight``
-        acknowledged creates the cache has not shown; True if more creates remain
-        after this burst."""
+        acknowledged creates the cache has not shown: ``(pods created or deleted,
+        whether more creates remain after this burst)``. Raises the first failure."""
         diff = len(pods) + in_flight - _replicas(rs)
         if diff < 0:
             count = min(-diff, self.burst_replicas)
@@ -342,7 +349,7 @@ class ReplicaSetController(KeyedController):
                 self._batch_start.pop(key, None)
                 raise error
             self._batch_start[key] = _largest_batch(count, initial)
-            return -diff > count
+            return successes, -diff > count
         if diff > 0 and in_flight == 0:
             count = min(diff, self.burst_replicas)
             related = self._related_pods(rs)
@@ -363,7 +370,8 @@ class ReplicaSetController(KeyedController):
                         first = result if isinstance(result, Exception) else RuntimeError(repr(result))
             if first is not None:
                 raise first
-        return False
+            return len(victims), False
+        return 0, False
 
     def _related_pods(self, rs: Mapping[str, Any]) -> list[Any]:
         """Active pods of this ReplicaSet and of its siblings (same controller, e.g. one Deployment)."""
@@ -396,6 +404,13 @@ class ReplicaSetController(KeyedController):
                 current = await self.client.get(self.kind.resource, meta.get("namespace"), meta["name"])
                 generation = _meta(current).get("generation")
         return current
+
+
+def _only_observed_generation_differs(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether writing ``status`` would change nothing but ``observedGeneration``."""
+    old = rs.get("status") or {}
+    return {k: v for k, v in old.items() if k != "observedGeneration"} == \
+        {k: v for k, v in status.items() if k != "observedGeneration"}
 
 
 def new_controller(ctx: ControllerContext) -> ReplicaSetController:

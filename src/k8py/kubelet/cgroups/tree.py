@@ -22,8 +22,8 @@ pod<uid>/<container>``.
   tree is disabled and limits are only recorded.
 
 A container joins its directories before its first instruction (argv prefix
-``sh -c 'echo $$ > …/cgroup.procs; exec "$@"'``). An exit with 137 whose
-memory cgroup counts an ``oom_kill`` is an OOM kill. Directories are
+``sh -c 'echo $$ > …/cgroup.procs; exec "$@"'``). A container whose memory
+cgroup counts an ``oom_kill`` was OOM-killed (containerd's rule: whatever its exit code). Directories are
 removed leaf first once empty; :meth:`CgroupTree.cleanup` removes the whole
 ``k8py-<name>`` subtree (processes still in it are killed first).
 """

@@ -226,7 +226,9 @@ class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
         if terminal is not None:
             terminal.close()
         dirs = rec.get("cgroups") or []
-        if code == 137 and CgroupManager.oom_killed(dirs):
+        if not reason and CgroupManager.oom_killed(dirs):
+            # as containerd: an OOM kill in the container's cgroup makes it OOMKilled, whatever the exit
+            # code (a child killed, the main process exiting 1 on it, is OOMKilled too)
             reason = "OOMKilled"
         CgroupManager.remove(dirs)
         rec.update(state=ContainerState.EXITED.value, finished_at=time.time(), exit_code=code, pid=0,
