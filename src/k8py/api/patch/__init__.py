@@ -34,6 +34,7 @@ from k8py.api.patch.apply import record_update, server_side_apply
 from k8py.api.patch.json_patch import apply_json_patch
 from k8py.api.patch.merge_patch import apply_merge_patch, create_merge_patch
 from k8py.api.patch.strategic_diff import create_two_way_merge_patch
+from k8py.api.patch.json_values import deep_copy
 from k8py.api.patch.strategic_merge import apply_strategic_merge_patch
 
 __all__ = [
@@ -105,12 +106,15 @@ def apply_patch(
     *,
     schema_name: str | None,
     allow_strategic: bool = True,
+    owned: bool = False,
 ) -> dict[str, Any]:
     """Apply a non-apply ``PATCH`` body to ``original``; return the new object.
 
     ``schema_name`` is the definition (``io.k8s.api.core.v1.Pod``) that drives
     strategic merge; ``allow_strategic=False`` makes strategic merge a 415, as
-    upstream answers for custom resources.
+    upstream answers for custom resources. ``owned``: ``original`` is the
+    caller's private copy, which a strategic merge may then change in place
+    (the caller must not use it afterwards).
     """
     media = _media_type(content_type)
     if media not in (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH) or (
@@ -134,7 +138,9 @@ def apply_patch(
             raise BadRequest(
                 f"json: cannot unmarshal {_go_kind(patch)} into Go value of type map[string]interface {{}}"
             )
-        result = apply_strategic_merge_patch(original, patch, schema_name)
+        # the patch was decoded just now: nobody else holds it, only the original may need a copy
+        result = apply_strategic_merge_patch(original if owned else deep_copy(original), patch, schema_name,
+                                             owned=True)
     if not isinstance(result, dict):
         raise BadRequest("the patch did not produce an object")
     return result

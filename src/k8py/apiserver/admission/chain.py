@@ -5,6 +5,11 @@ Upstream's ``admission.chainAdmissionHandler`` and its reinvocation handler:
 - a plugin *handles* some operations (:meth:`AdmissionPlugin.handles`); the
   chain asks once per operation, when it is built, and keeps per operation
   the plugins to call, so a request pays only for the plugins that care;
+  a plugin may also say which resources it *concerns* (an optional
+  ``concerns(group, resource, subresource)``, True when absent): the chain asks
+  once per (operation, resource, subresource) and keeps the answer, so a
+  pods/binding or a Lease update does not call the plugins of pods
+  themselves only to see them return (a call each, every write);
 - :meth:`AdmissionChain.admit` calls ``admit`` of every mutating plugin, in
   the chain's order (upstream's recommended order, see ``plugins.ORDER``);
   a plugin may change ``attributes.object``; when a reinvocable plugin (a
@@ -40,6 +45,11 @@ class AdmissionPlugin(Protocol):
     def handles(self, operation: Operation) -> bool: ...
 
 
+def _concerns(plugin: object, group: str, resource: str, subresource: str) -> bool:
+    concerns = getattr(plugin, "concerns", None)
+    return True if concerns is None else bool(concerns(group, resource, subresource))
+
+
 @runtime_checkable
 class MutatingPlugin(Protocol):
     name: str
@@ -69,6 +79,19 @@ class AdmissionChain:
                           for op in Operation}
         self._validating = {op: tuple(p for p in self.plugins if isinstance(p, ValidatingPlugin) and p.handles(op))
                             for op in Operation}
+        #: (mutating?, operation, group, resource, subresource) -> the plugins concerned, in order
+        self._concerned: dict[tuple[bool, Operation, str, str, str], tuple[AdmissionPlugin, ...]] = {}
+
+    def _plugins(self, mutating: bool, attributes: AdmissionAttributes) -> tuple[AdmissionPlugin, ...]:
+        group, resource, sub = attributes.resource.group, attributes.resource.resource, attributes.subresource
+        key = (mutating, attributes.operation, group, resource, sub)
+        plugins = self._concerned.get(key)
+        if plugins is None:
+            table = self._mutating if mutating else self._validating
+            plugins = tuple(p for p in table[attributes.operation] if _concerns(p, group, resource, sub))
+            if len(self._concerned) < 4096:  # resources are few; custom ones may come and go
+                self._concerned[key] = plugins
+        return plugins
 
     @property
     def names(self) -> list[str]:
@@ -85,7 +108,7 @@ class AdmissionChain:
         return bool(self._mutating[operation])
 
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        plugins = self._mutating[attributes.operation]
+        plugins = self._plugins(True, attributes)
         for plugin in plugins:
             await plugin.admit(attributes)  # type: ignore[attr-defined]
         context = attributes.reinvocation
@@ -102,5 +125,5 @@ class AdmissionChain:
                     await plugin.admit(attributes)  # type: ignore[attr-defined]
 
     async def validate(self, attributes: AdmissionAttributes) -> None:
-        for plugin in self._validating[attributes.operation]:
+        for plugin in self._plugins(False, attributes):
             await plugin.validate(attributes)  # type: ignore[attr-defined]

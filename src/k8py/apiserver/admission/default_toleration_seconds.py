@@ -41,6 +41,10 @@ class DefaultTolerationSeconds:
     def handles(self, operation: Operation) -> bool:
         return operation is Operation.CREATE
 
+    def concerns(self, group: str, resource: str, subresource: str) -> bool:
+        """Pods themselves only (what ``is_core("pods")`` lets through)."""
+        return group == "" and resource == "pods" and not subresource
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
         if attributes.object is not None and attributes.definition is not None and attributes.is_core("pods"):
             self.admit_new(attributes.definition, attributes.object)

@@ -36,6 +36,7 @@ import orjson
 from k8py.api.errors import Cause, Forbidden, NotFound
 from k8py.apiserver.admission.attributes import AdmissionAttributes, Operation
 from k8py.apiserver.watch.cacher import Cacher
+from k8py.apiserver.watch.watch_cache import CachedObject
 from k8py.apiserver.store.object_store import ObjectStore
 from k8py.apiserver.registry import Registry, ResourceDefinition
 
@@ -63,6 +64,9 @@ class NamespaceLifecycle:
         self._clock = clock
         #: namespace -> until when its admission reads the store, not the cache
         self._live_lookup: dict[str, float] = {}
+        #: the last cached namespace decoded, per key: (its cached entry, the object); decoding
+        #: a namespace for every write in it was most of this plugin's cost
+        self._decoded: dict[str, tuple[CachedObject, Object]] = {}
 
     @property
     def _namespaces(self) -> ResourceDefinition:
@@ -96,7 +100,7 @@ class NamespaceLifecycle:
         ns_def = self._namespaces
         key = ns_def.key("", namespace)
         cached = self.cacher.cache_for(ns_def).objects.get(key)
-        ns = cached.decode() if cached is not None else None
+        ns = self._decode(key, cached) if cached is not None else None
         if ns is not None and self._needs_live_lookup(namespace) and not (ns.get("metadata") or {}).get("deletionTimestamp"):
             ns = None  # deleted here moments ago, but the cache still shows it active: ask the store
         if ns is None:
@@ -104,6 +108,18 @@ class NamespaceLifecycle:
             if kv is None:
                 raise NotFound.for_object("namespaces", namespace)
             ns = orjson.loads(kv.value)
+        return ns
+
+    def _decode(self, key: str, cached: CachedObject) -> Object:
+        """The cached namespace as an object, decoded once per version the cache holds (the
+        cache replaces an entry when the namespace changes; callers only read it)."""
+        known = self._decoded.get(key)
+        if known is not None and known[0] is cached:
+            return known[1]
+        ns = cached.decode()
+        if len(self._decoded) >= 10_000:
+            self._decoded.clear()
+        self._decoded[key] = (cached, ns)
         return ns
 
     def _needs_live_lookup(self, namespace: str) -> bool:

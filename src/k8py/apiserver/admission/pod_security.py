@@ -133,6 +133,10 @@ class PodSecurity:
     def handles(self, operation: Operation) -> bool:
         return operation in (Operation.CREATE, Operation.UPDATE)
 
+    def concerns(self, group: str, resource: str, subresource: str) -> bool:
+        """Namespaces, pods and the kinds with pod templates, not their subresources (``validate`` passes the rest)."""
+        return not subresource and ((group == "" and resource in ("namespaces", "pods")) or (group, resource) in TEMPLATES)
+
     async def validate(self, a: AdmissionAttributes) -> None:
         if a.subresource:
             return

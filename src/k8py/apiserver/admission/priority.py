@@ -36,6 +36,10 @@ class PriorityAdmission:
     def handles(self, operation: Operation) -> bool:
         return operation in (Operation.CREATE, Operation.UPDATE)
 
+    def concerns(self, group: str, resource: str, subresource: str) -> bool:
+        """Objects themselves, not their subresources (``admit`` passes those)."""
+        return not subresource
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
         obj = attributes.object
         if obj is None or attributes.subresource or attributes.definition is None:

@@ -72,6 +72,10 @@ class ResourceQuotaAdmission:
     def handles(self, operation: Operation) -> bool:
         return operation in (Operation.CREATE, Operation.UPDATE)
 
+    def concerns(self, group: str, resource: str, subresource: str) -> bool:
+        """Objects themselves, not their subresources (``validate`` passes those)."""
+        return not subresource
+
     async def validate(self, attributes: AdmissionAttributes) -> None:
         definition, obj = attributes.definition, attributes.object
         if definition is None or obj is None or attributes.subresource or not definition.namespaced:

@@ -84,6 +84,10 @@ class ServiceAccountAdmission:
     def handles(self, operation: Operation) -> bool:
         return operation is Operation.CREATE
 
+    def concerns(self, group: str, resource: str, subresource: str) -> bool:
+        """Pods themselves only (what ``is_core("pods")`` lets through)."""
+        return group == "" and resource == "pods" and not subresource
+
     async def _get(self, plural: str, namespace: str, name: str, *, live: bool) -> Object | None:
         d = self.registry.get("", "v1", plural)
         if d is None:

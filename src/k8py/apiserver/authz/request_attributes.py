@@ -46,21 +46,24 @@ def _exact_name(selector: str) -> str:
     return ""
 
 
+def _nonresource(user: UserInfo, method: str, path: str) -> Attributes:
+    return Attributes(user=user, verb=method.lower(), resource_request=False, path=path)
+
+
 def request_attributes(user: UserInfo, method: str, path: str, query: Mapping[str, str]) -> Attributes:
     parts = [p for p in path.split("/") if p]
-    nonresource = Attributes(user=user, verb=method.lower(), resource_request=False, path=path)
     if len(parts) < 3 or parts[0] not in ("api", "apis"):
-        return nonresource
+        return _nonresource(user, method, path)
     rest = parts[1:]
     group = ""
     if parts[0] == "apis":
         if len(rest) < 3:
-            return nonresource
+            return _nonresource(user, method, path)
         group, rest = rest[0], rest[1:]
     version, rest = rest[0], rest[1:]
     if rest[0] in _SPECIAL_VERBS:
         if len(rest) < 2:
-            return nonresource
+            return _nonresource(user, method, path)
         verb, rest = rest[0], rest[1:]
     else:
         verb = _METHOD_VERBS.get(method.upper(), "")

@@ -85,7 +85,8 @@ async def patch_object(
             return created, True, warnings
 
     def mutate(current: Object) -> Object:
-        patched = apply_patch(content_type, current, raw, schema_name=schema)
+        # ``current`` is this attempt's own decoded copy (fresh_copy): merged in place
+        patched = apply_patch(content_type, current, raw, schema_name=schema, owned=True)
         if not isinstance(patched, dict):
             raise BadRequest("the patched object is not a JSON object")
         if needs_normalizing(raw):

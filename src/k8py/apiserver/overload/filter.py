@@ -110,14 +110,35 @@ class _Level:
     demand: SeatDemand
 
 
+@dataclass(slots=True)
+class _Hit:
+    """What one kind of request resolves to while the configuration stands: classified once,
+    its metric series bound the first time each is used (a prometheus ``labels()`` call costs
+    microseconds; binding none before use keeps /metrics to the series requests touched)."""
+
+    schema: Object | None
+    flow: int
+    level_name: str = ""
+    schema_name: str = ""
+    uids: tuple[str, str] = ("", "")
+    limited: "_Level | None" = None
+    series: dict[str, Any] = field(default_factory=dict)
+
+    def metric(self, name: str, family: Any, *labels: str) -> Any:
+        child = self.series.get(name)
+        if child is None:
+            child = self.series[name] = family.labels(*labels)
+        return child
+
+
 @dataclass
 class _Config:
     stamp: tuple[Any, ...]
     schemas: list[Object]
     levels: dict[str, Object]
     limited: dict[str, _Level] = field(default_factory=dict)
-    #: what a request's classification depends on -> (its schema, its flow's hash); bounded
-    classified: dict[tuple[Any, ...], tuple[Object | None, int]] = field(default_factory=dict)
+    #: what a request's classification depends on -> its hit (schema, flow hash, ...); bounded
+    classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
 
 
 def _stamp(cache: Any) -> tuple[int, int]:
@@ -140,15 +161,25 @@ class FlowControl:
         self._config: _Config | None = None
         self._levels: dict[str, _Level] = {}
         self.metrics = FlowControlMetrics(metrics)
+        #: the two watch caches the configuration is read from, once both exist (they are never replaced)
+        self._config_caches: tuple[Any, Any] | None = None
+        #: request kind ("mutating", "readOnly") -> its inflight gauge series
+        self._inflight: dict[str, Any] = {}
 
     # -- configuration from the watch cache --------------------------------------------------
 
     def _caches(self) -> tuple[Any, Any] | None:
+        if self._config_caches is not None:
+            return self._config_caches
         fs = self.registry.get(GROUP, VERSION, "flowschemas")
         pl = self.registry.get(GROUP, VERSION, "prioritylevelconfigurations")
         if fs is None or pl is None:
             return None
-        return self.cacher.cache_for(fs), self.cacher.cache_for(pl)
+        caches = self.cacher.cache_for(fs), self.cacher.cache_for(pl)
+        if self.cacher.caches.get(fs.storage_key_resource) is caches[0] and \
+                self.cacher.caches.get(pl.storage_key_resource) is caches[1]:
+            self._config_caches = caches
+        return caches
 
     def config(self) -> _Config:
         caches = self._caches()
@@ -277,19 +308,14 @@ class FlowControl:
                "" if a.resource_request else a.path)
         hit = config.classified.get(key)
         if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
-            schema = classify(config.schemas, a)
-            flow = flow_hash(schema["metadata"]["name"], flow_distinguisher(schema, a)) if schema is not None else 0
+            hit = self._classify(config, a)
             if len(config.classified) >= _CLASSIFIED_SIZE:
                 config.classified.clear()
-            hit = config.classified[key] = (schema, flow)
-        schema, flow = hit
-        if schema is None:  # only when the mandatory objects were deleted
+            config.classified[key] = hit
+        if hit.schema is None:  # only when the mandatory objects were deleted
             return await self._run(request, handler)
-        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
-        level = config.levels[level_name]
-        schema_name = schema["metadata"]["name"]
-        request[_PF_KEY] = (schema["metadata"].get("uid", ""), level["metadata"].get("uid", ""))
-        limited = config.limited.get(level_name)
+        request[_PF_KEY] = hit.uids
+        limited = hit.limited
         if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
             return await self._run(request, handler)
         qs = limited.queues
@@ -300,19 +326,20 @@ class FlowControl:
             width = 1
         else:
             watch_count = self._watch_count(a)
-            self.metrics.watch_count.labels(level_name, schema_name).observe(watch_count)
+            hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name).observe(watch_count)
             estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
             width = estimate.max_seats
-        self.metrics.work.labels(schema_name, level_name).observe(width)
-        grant = qs.try_acquire(width, flow)
+        hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name).observe(width)
+        grant = qs.try_acquire(width, hit.flow)
         if grant is None:
+            schema_name = hit.schema_name
             started = self.clock()
-            grant, reason = await qs.acquire(flow, width)
-            self.metrics.wait.labels(schema_name, level_name, "false" if reason else "true").observe(self.clock() - started)
+            grant, reason = await qs.acquire(hit.flow, width)
+            self.metrics.wait.labels(schema_name, hit.level_name, "false" if reason else "true").observe(self.clock() - started)
             if reason:
-                self.metrics.rejected.labels(schema_name, level_name, reason).inc()
+                self.metrics.rejected.labels(schema_name, hit.level_name, reason).inc()
                 return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
-        self.metrics.dispatched.labels(schema_name, level_name).inc()
+        hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name).inc()
         try:
             return await self._run(request, handler)
         finally:
@@ -322,9 +349,22 @@ class FlowControl:
             else:
                 qs.release(grant)
 
+    def _classify(self, config: _Config, a: Attributes) -> _Hit:
+        schema = classify(config.schemas, a)
+        if schema is None:
+            return _Hit(None, 0)
+        schema_name = schema["metadata"]["name"]
+        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
+        level = config.levels[level_name]
+        return _Hit(schema, flow_hash(schema_name, flow_distinguisher(schema, a)), level_name, schema_name,
+                    (schema["metadata"].get("uid", ""), level["metadata"].get("uid", "")),
+                    config.limited.get(level_name))
+
     async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         kind = "mutating" if request.method in _MUTATING else "readOnly"
-        gauge = self.metrics.inflight.labels(kind)
+        gauge = self._inflight.get(kind)
+        if gauge is None:
+            gauge = self._inflight[kind] = self.metrics.inflight.labels(kind)
         gauge.inc()
         try:
             return await handler(request)

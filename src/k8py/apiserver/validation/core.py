@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+import orjson
+
 from k8py.api.errors import Cause
 from k8py.api.names import is_dns1123_label, is_dns1123_subdomain, validate_labels
 
@@ -31,8 +33,36 @@ _PROTOCOLS = ("SCTP", "TCP", "UDP")
 _TRAFFIC_POLICIES = ("Cluster", "Local")
 
 
+#: a new pod's spec JSON -> its causes: the pods of one template (a ReplicaSet's, a Job's)
+#: share one spec, and validating it is a pure function of it. Bounded; Causes are frozen.
+_SPEC_CAUSES: dict[bytes, tuple[Cause, ...]] = {}
+_SPEC_CAUSES_SIZE = 512
+
+
+def _new_pod_spec(spec: Any) -> list[Cause]:
+    try:
+        key = orjson.dumps(spec)
+    except TypeError:  # not JSON (never from a decoded body): validated as it is
+        return validate_pod_spec(spec, "spec")
+    known = _SPEC_CAUSES.get(key)
+    if known is None:
+        known = tuple(validate_pod_spec(spec, "spec"))
+        if len(_SPEC_CAUSES) >= _SPEC_CAUSES_SIZE:
+            _SPEC_CAUSES.clear()
+        _SPEC_CAUSES[key] = known
+    return list(known)
+
+
 def _pod(obj: Object, old: Object | None) -> list[Cause]:
-    causes = validate_pod_spec(obj.get("spec"), "spec")
+    spec = obj.get("spec")
+    if old is None:
+        return _new_pod_spec(spec)
+    if spec is not None and spec is old.get("spec"):
+        # the stored spec itself, carried over (a status update resets the spec to the
+        # stored one): validated when it was stored, and upstream's
+        # ValidatePodStatusUpdate does not look at it (it was half a status write's cost)
+        return []
+    causes = validate_pod_spec(spec, "spec")
     if old is not None:
         causes.extend(validate_pod_spec_update(obj.get("spec"), old.get("spec")))
     return causes

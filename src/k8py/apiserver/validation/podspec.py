@@ -11,12 +11,12 @@ Every function takes the path of the spec (``spec`` or
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 from k8py.api.errors import Cause
 from k8py.api.names import is_dns1123_label, is_dns1123_subdomain, validate_annotations, validate_labels
+from k8py.api.patch.json_values import deep_copy
 from k8py.api.volume_sources import VOLUME_SOURCES
 
 from k8py.apiserver.validation.field import (
@@ -225,7 +225,7 @@ def validate_pod_spec_update(new: Any, old: Any, path: str = "spec") -> list[Cau
     if not isinstance(new, dict) or not isinstance(old, dict):
         return []
     causes: list[Cause] = []
-    munged = copy.deepcopy(new)
+    munged = deep_copy(new)
     for key in ("containers", "initContainers"):
         old_list, new_list = old.get(key), munged.get(key)
         if isinstance(old_list, list) and isinstance(new_list, list):

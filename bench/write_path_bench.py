@@ -1,0 +1,273 @@
+"""The API server's write path: CPU per request, by verb (issues 9 and 10).
+
+One API server (``python -m k8py apiserver``, its own process, the embedded
+store) and this process as the load: 16 keep-alive connections of raw asyncio
+HTTP/1.1 (cheap, so the server is what is measured). Each phase runs N
+requests and reads the server's user + system CPU from ``/proc`` before and
+after, so the figure is the server's CPU per request whatever else runs on the
+machine (wall-clock rates are printed beside it, and those do depend on load):
+
+1. pod creates (``POST pods``, the scheduler bench's pod shape: what a ReplicaSet
+   controller or the scheduler bench creates);
+2. binds (``POST pods/NAME/binding``, what the scheduler writes);
+3. status patches (``PATCH pods/NAME/status``, a strategic-merge patch of
+   the phase and conditions, what a kubelet writes);
+4. status updates (``PUT pods/NAME/status`` of the object last read);
+
+and, for scale, two floors: ``get`` (a pod read from the watch cache) and
+``version`` (``GET /version``: aiohttp and the middlewares alone).
+
+    python bench/write_path_bench.py [--pods 3000] [--phases create,bind,patch,update] [--apiserver-arg=--foo ...]
+    python bench/write_path_bench.py --baseline-src /work/main/src     # beside another tree, interleaved
+
+``--pid-file FILE`` writes the server's pid (for ``py-spy record --pid``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_load import HttpConnection  # noqa: E402
+
+CONNECTIONS = 16
+NS = "default"
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user, system) by thread name: the event loop apart from the store's writer thread."""
+    out: dict[str, list[float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        name = "loop" if tid == str(pid) else "other threads"
+        fields = rest.split()
+        acc = out.setdefault(name, [0.0, 0.0])
+        acc[0] += int(fields[11]) / tick
+        acc[1] += int(fields[12]) / tick
+    return {k: (v[0], v[1]) for k, v in out.items()}  # type: ignore[misc]
+
+
+def pod(name: str) -> bytes:
+    return orjson.dumps({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
+    })
+
+
+def binding(name: str) -> bytes:
+    return orjson.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                         "target": {"kind": "Node", "name": "node-0"}})
+
+
+STATUS_PATCH = orjson.dumps({"status": {
+    "phase": "Running", "podIP": "10.0.0.1", "startTime": "2026-01-01T00:00:00Z",
+    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                   {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    "containerStatuses": [{"name": "pause", "ready": True, "restartCount": 0, "image": "registry.k8s.io/pause:3.10",
+                           "imageID": "sha256:0", "started": True,
+                           "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}],
+}})
+
+
+async def run_all(addr: str, method: str, requests: list[tuple[str, bytes]], content_type: str = "application/json",
+                  expect: Callable[[int], bool] = lambda s: s < 300) -> tuple[float, list[bytes]]:
+    conns = [await HttpConnection.open(addr) for _ in range(CONNECTIONS)]
+    it = iter(requests)
+    failures: list[bytes] = []
+    replies: list[bytes] = []
+
+    async def worker(conn: HttpConnection) -> None:
+        for path, body in it:
+            status, reply = await request(conn, method, path, body, content_type)
+            if not expect(status):
+                failures.append(reply[:300])
+            replies.append(reply)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} {method}s failed, first: {failures[0]!r}")
+    return elapsed, replies
+
+
+async def request(conn: HttpConnection, method: str, path: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+    if content_type == "application/json":
+        return await conn.request(method, path, body)
+    # HttpConnection always says application/json: a patch needs its own type
+    head = (f"{method} {path} HTTP/1.1\r\nHost: {conn.host}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    conn.writer.write(head + body)
+    status = int((await conn.reader.readline()).split()[1])
+    length = 0
+    while (line := await conn.reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    return status, await conn.reader.readexactly(length) if length else b""
+
+
+#: the server under cProfile timed by its main thread's CPU clock (wall time on a
+#: loaded machine charges the calls it was preempted in)
+_PROFILED = """
+import cProfile, sys, time
+from k8py.cli.main import main
+out, sys.argv = sys.argv[1], ["k8py", *sys.argv[2:]]
+prof = cProfile.Profile(time.thread_time)
+prof.enable()
+try:
+    main()
+finally:
+    prof.disable()
+    prof.dump_stats(out)
+"""
+
+
+def start_server(data: str, extra: list[str], profile: str = "", src: str = "") -> tuple[subprocess.Popen, str]:
+    prefix = ["-c", _PROFILED, profile] if profile else ["-m", "k8py"]
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = os.path.abspath(src)
+    proc = subprocess.Popen(env=env, args=[sys.executable, *prefix, "apiserver", "--data-dir", data, "--port", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = re.search(r"listening on http://([\d.]+:\d+)", line)
+        if m:
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+            return proc, m.group(1)
+    raise RuntimeError("the API server did not start")
+
+
+def plan_for(phase: str, pods: list[str]) -> tuple[str, str, list[tuple[str, bytes]], str]:
+    base = f"/api/v1/namespaces/{NS}/pods"
+    if phase == "create":
+        return "create", "POST", [(base, pod(p)) for p in pods], "application/json"
+    if phase == "bind":
+        return "bind", "POST", [(f"{base}/{p}/binding", binding(p)) for p in pods], "application/json"
+    if phase == "patch":
+        return ("status patch", "PATCH", [(f"{base}/{p}/status", STATUS_PATCH) for p in pods],
+                "application/strategic-merge-patch+json")
+    if phase == "update":
+        return "status update", "PUT", [], "application/json"
+    if phase == "get":  # the read floor: one pod from the watch cache, every middleware on the way
+        return "get", "GET", [(f"{base}/{p}", b"") for p in pods], "application/json"
+    if phase == "version":  # the HTTP floor: aiohttp and the middlewares around a constant answer
+        return "version", "GET", [("/version", b"") for _ in pods], "application/json"
+    raise SystemExit(f"unknown phase {phase!r}: create, bind, patch, update, get or version")
+
+
+async def status_updates(addr: str, pods: list[str]) -> list[tuple[str, bytes]]:
+    """PUT bodies: each pod as read now, with one more condition."""
+    base = f"/api/v1/namespaces/{NS}/pods"
+    _, replies = await run_all(addr, "GET", [(f"{base}/{p}", b"") for p in pods])
+    out = []
+    for r in replies:
+        obj = orjson.loads(r)
+        obj["status"].setdefault("conditions", []).append({"type": "bench.k8py.io/Updated", "status": "True"})
+        out.append((f"{base}/{obj['metadata']['name']}/status", orjson.dumps(obj)))
+    return out
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pods", type=int, default=3000)
+    ap.add_argument("--phases", default="version,create,bind,patch,update")
+    ap.add_argument("--apiserver-arg", action="append", default=[])
+    ap.add_argument("--pid-file", default="")
+    ap.add_argument("--profile", default="", help="run the server under cProfile, its stats written to this file")
+    ap.add_argument("--baseline-src", default="",
+                    help="a k8py source tree (e.g. another worktree's src) to run beside this one, the phases "
+                         "interleaved in chunks so both see the same load: CPU figures as ratios")
+    ap.add_argument("--threads", action="store_true", help="also print this tree's CPU per request by thread (user/system)")
+    ap.add_argument("--chunk", type=int, default=250, help="requests per turn when interleaving with a baseline")
+    args = ap.parse_args()
+    n = args.pods
+    servers: list[tuple[str, subprocess.Popen, str]] = []
+    dirs: list[str] = []
+    try:
+        sources = [("this tree", "")] + ([("baseline", args.baseline_src)] if args.baseline_src else [])
+        for label, src in sources:
+            data = tempfile.mkdtemp(prefix="k8py-write-bench-")
+            dirs.append(data)
+            proc, addr = start_server(data, args.apiserver_arg, args.profile if not src else "", src)
+            servers.append((label, proc, addr))
+        if args.pid_file:
+            with open(args.pid_file, "w") as f:
+                f.write(str(servers[0][1].pid))
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-0"},
+                "status": {"allocatable": {"cpu": "1000", "memory": "1000Gi", "pods": "100000"}}}
+        for _, _, addr in servers:
+            await run_all(addr, "POST", [("/api/v1/nodes", orjson.dumps(node))])
+            # warm up: the first requests of each kind import and build what later ones reuse
+            await run_all(addr, "POST", [(f"/api/v1/namespaces/{NS}/pods", pod(f"warm-{i}")) for i in range(200)])
+        print(f"write path: {n} requests per phase, {CONNECTIONS} connections, {os.cpu_count()} cpus "
+              f"(the load generator shares them; CPU is the API server's own)", flush=True)
+        pods = [f"p-{i}" for i in range(n)]
+        chunk = args.chunk if len(servers) > 1 else n
+        for phase in args.phases.split(","):
+            label, method, requests, ctype = plan_for(phase, pods)
+            cpu = {name: 0.0 for name, _, _ in servers}
+            threads0 = thread_cpu(servers[0][1].pid)
+            wall = {name: 0.0 for name, _, _ in servers}
+            for lo in range(0, n, chunk):
+                for name, proc, addr in servers:
+                    part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
+                    c0 = cpu_seconds(proc.pid)
+                    elapsed, _ = await run_all(addr, method, part, ctype)
+                    cpu[name] += cpu_seconds(proc.pid) - c0
+                    wall[name] += elapsed
+            line = f"  {label:>13}: " + "; ".join(
+                f"{name} {cpu[name] * 1e6 / n:5.0f} µs CPU/request ({n / wall[name]:,.0f}/s wall)" for name, _, _ in servers)
+            if len(servers) > 1:
+                line += f"; ratio {cpu['this tree'] / max(cpu['baseline'], 1e-9):.2f}"
+            print(line, flush=True)
+            if args.threads:
+                threads1 = thread_cpu(servers[0][1].pid)
+                parts = []
+                for tname, (u1, s1) in sorted(threads1.items()):
+                    u0, s0 = threads0.get(tname, (0.0, 0.0))
+                    if (u1 - u0) + (s1 - s0) > 0:
+                        parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
+                print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
+    finally:
+        for _, proc, _ in servers:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for data in dirs:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
