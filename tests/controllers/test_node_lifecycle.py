@@ -156,3 +156,25 @@ async def test_kubectl_cordon_taint_and_uncordon(client, server, start_manager, 
     out = await asyncio.to_thread(run, "taint", "nodes", "n1", "dedicated:NoSchedule-")
     assert "node/n1 untainted" in out
     await eventually(lambda: tainted(set()))
+
+
+async def test_new_nodes_lose_their_not_ready_taint_several_at_a_time(client, start_manager, proxy):
+    # Nodes registered Ready carry the not-ready taint admission puts on every new Node; behind a slow
+    # server the controller takes it off several nodes at once, not one request latency after another
+    # (5,000 simulated nodes waited over a minute for theirs, and no pod could be placed on them meanwhile).
+    names = [f"tainted-{i}" for i in range(24)]
+    for name in names:
+        await client.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                                    "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})
+        await _heartbeat(client, name)
+    proxy.write_delay = 0.5
+    # a grace far above the test's length: no heartbeats follow, and the nodes must not go Unknown meanwhile
+    patient = ControllerOptions(node_monitor_period=0.2, node_monitor_grace_period=600.0, node_startup_grace_period=600.0)
+    await start_manager("nodelifecycle", options=patient, via=proxy.url)
+
+    async def untainted() -> bool:
+        nodes = [await client.get(NODES, None, n) for n in names]
+        return all(not _taints(n) for n in nodes)
+
+    await eventually(untainted, timeout=60)
+    assert proxy.max_writes_in_flight >= 8

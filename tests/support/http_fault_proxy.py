@@ -8,7 +8,10 @@ Requests are forwarded to the real API server unchanged; the test can
 - make watches lag: with ``proxy.watch_lag = 1.5`` every chunk of a watch
   stream is held that many seconds before it is passed on (in order), so an
   informer behind the proxy sees every event late, as behind a slow network
-  or an overloaded API server.
+  or an overloaded API server;
+- make writes slow: with ``proxy.write_delay = 0.5`` every request other than
+  a GET or a watch is held that long before it is forwarded (a loaded server's
+  latency); ``proxy.max_writes_in_flight`` is the most held at once.
 
 Counters: ``proxy.requests[(method, path)]``. It is a stand-in only for the
 network between a client and the server; the server is real.
@@ -33,6 +36,9 @@ class HTTPFaultProxy:
     def __init__(self, target_url: str) -> None:
         self.target = target_url.rstrip("/")
         self.watch_lag = 0.0
+        self.write_delay = 0.0
+        self.max_writes_in_flight = 0
+        self._writes_in_flight = 0
         self._rules: list[tuple[str, re.Pattern[str], int, str]] = []
         self.requests: collections.Counter[tuple[str, str]] = collections.Counter()
         self.rejected = 0
@@ -88,6 +94,13 @@ class HTTPFaultProxy:
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         is_watch = request.query.get("watch") in ("true", "1", "True")
+        if self.write_delay and request.method != "GET" and not is_watch:
+            self._writes_in_flight += 1
+            self.max_writes_in_flight = max(self.max_writes_in_flight, self._writes_in_flight)
+            try:
+                await asyncio.sleep(self.write_delay)  # the latency this proxy stands in for
+            finally:
+                self._writes_in_flight -= 1
         try:
             return await self._forward(request, body, headers, is_watch)
         except (aiohttp.ClientError, RuntimeError, ConnectionResetError):

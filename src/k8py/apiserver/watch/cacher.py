@@ -23,9 +23,8 @@ Invariants:
 - a store watch that merely *lagged* (:class:`~k8py.storage.WatchLaggedError`:
   everything up to its revision was delivered) is resumed from there, with
   no reload and no watcher ended;
-- watchers are flushed once the loop runs again after a batch (``call_soon``),
-  so batches the store delivered together go out in one write per watcher;
-  nothing waits on a timer, and a watcher never sees events out of order;
+- watchers are flushed once per store batch, right after it is applied: one
+  write per watcher per batch, frames encoded once for the watchers owed them;
 - one bad thing never ends every watch: a watcher whose encoding or
   selectors fail gets an ERROR event and is closed alone (see the watch
   cache); a stored value that cannot be decoded is logged, counted in
@@ -94,9 +93,6 @@ class Cacher:
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
         self._lock = asyncio.Lock()
-        #: watchers queued to by batches not flushed yet, and the flush to come
-        self._touched: set[CacheWatcher] = set()
-        self._flush_handle: asyncio.Handle | None = None
         self._task: asyncio.Task[None] | None = None
         #: run-time registrations whose cache is still loading, by storage resource
         self._loading: dict[str, asyncio.Task[None]] = {}
@@ -267,9 +263,8 @@ class Cacher:
                     await asyncio.sleep(1.0)
 
     def _apply(self, batch: WatchBatch) -> None:
-        # watchers with events queued by this batch: flushed once, after it
-        # and any batch applied before the loop runs the flush
-        touched = self._touched
+        # watchers (and groups) with events queued by this batch: flushed once, after it
+        touched: set[CacheWatcher] = set()
         for event in batch.events:
             cache = self.caches.get(resource_of_key(event.kv.key))
             if cache is None:
@@ -286,16 +281,17 @@ class Cacher:
             self.revision = batch.revision
             for cache in self.caches.values():
                 cache.advance(batch.revision)
-        if touched and self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+        self._flush(touched)
         self._wake_waiters()
 
-    def _flush(self) -> None:
-        """One write per watcher for everything the batches applied since the
-        last flush brought it; the encoded frames are shared by the watchers
-        owed the same events (one encoding, not one per watcher)."""
-        self._flush_handle = None
-        touched, self._touched = self._touched, set()
+    @staticmethod
+    def _flush(touched: set[CacheWatcher]) -> None:
+        """One write per watcher for everything the batch brought it; the
+        encoded frames are shared by the watchers owed the same events (one
+        encoding, not one per watcher). Done at once, not on the loop's next
+        turn: with one watcher per event (a kubelet's pods, a one-object
+        watch) the extra turn of the loop per batch cost more than what
+        coalescing batches saved."""
         frames: dict[Any, bytes] = {}
         for watcher in touched:
             watcher.flush(frames)
