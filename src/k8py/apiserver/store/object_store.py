@@ -213,6 +213,8 @@ class ObjectStore:
         def replace(_current: Object) -> Object:
             return orjson.loads(orjson.dumps(obj))
 
+        replace.replaces_current = True  # type: ignore[attr-defined]  # see attempt_update
+
         try:
             result = await self.guaranteed_update(
                 definition,

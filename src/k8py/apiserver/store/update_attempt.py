@@ -29,7 +29,9 @@ from k8py.storage import KeyNotFoundError, RevisionConflictError, Storage, Value
 __all__ = ["Current", "Mutation", "Retry", "attempt_update"]
 
 Object = dict[str, Any]
-#: computes the new object from the current one (patch, status update, ...)
+#: computes the new object from the current one (patch, status update, ...); it may change
+#: the object it is given (its own copy), unless it carries ``replaces_current = True``: then
+#: it ignores it (a PUT's body replaces the object), and is given the current object itself
 Mutation = Callable[[Object], Object | Awaitable[Object]]
 
 
@@ -91,7 +93,9 @@ storage: Storage,
     """One read-mutate-write on ``current``; raises :class:`Retry` on a lost race."""
     strategy = definition.strategy
     old = current.old
-    new = mutate(current.fresh_copy())
+    # a mutation that ignores what it is given (a PUT's replace says so) is not handed a
+    # private copy of the current object: decoding one was a tenth of an update's cost
+    new = mutate(current.old if getattr(mutate, "replaces_current", False) else current.fresh_copy())
     if not isinstance(new, dict):
         new = await new
     check_type(definition, new)
