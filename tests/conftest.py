@@ -7,6 +7,8 @@ store and on a real etcd (the ``etcd`` variants carry the ``etcd`` mark, so
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Iterator
 
 import pytest
@@ -14,6 +16,26 @@ import pytest
 from tests.support.etcd import fresh_prefix, session_etcd
 from tests.support.kube import Kubectl, official_client
 from tests.support.servers import ServerThread, sqlite_storage
+
+
+def pytest_configure(config) -> None:
+    """A SIGTERM ends the session as pytest's own exit does, so its atexit hooks run.
+
+    The session's etcd (tests/support/etcd.py) is stopped and its data
+    directory removed by atexit; Python's default SIGTERM dies without them
+    and leaves etcd running (a ``timeout`` around pytest, or a worker stopped
+    from outside, left one etcd behind each time). A process forked from this
+    one (a multiprocessing pool) keeps the default: it exits at once."""
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    session_pid = os.getpid()
+
+    def _exit_on_sigterm(signum: int, _frame: object) -> None:
+        if os.getpid() != session_pid:
+            os._exit(128 + signum)
+        pytest.exit("terminated by SIGTERM", returncode=128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _etcd_storage():  # type: ignore[no-untyped-def]
