@@ -27,13 +27,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scheduler_bench import cpu_seconds, node_obj, pod_obj  # noqa: E402
+from scheduler_bench import cpu_seconds, node_obj, pod_obj, start  # noqa: E402
 
 _OK = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 
@@ -133,17 +132,6 @@ def serve(nodes: int, placed: int, pods: int) -> None:
     asyncio.run(main())
 
 
-def _start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        m = re.search(pattern, line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-            return proc, m.group(1)
-    raise RuntimeError(f"{cmd} did not start")
-
-
 async def _get(addr: str, path: str) -> bytes:
     host, port = addr.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
@@ -165,13 +153,13 @@ async def main() -> None:
     tmp = tempfile.mkdtemp(prefix="k8py-sched-alone-")
     api = sched = None
     try:
-        api, addr = _start([sys.executable, os.path.abspath(__file__), "--serve", str(args.nodes), str(args.placed), str(args.pods)],
+        api, addr = start([sys.executable, os.path.abspath(__file__), "--serve", str(args.nodes), str(args.placed), str(args.pods)],
                            r"canned API server on (\S+)")
         kubeconfig = os.path.join(tmp, "kubeconfig")
         with open(kubeconfig, "w") as f:
             f.write(f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\n"
                     "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
-        sched, sched_url = _start([sys.executable, "-m", "k8py", "scheduler", "--kubeconfig", kubeconfig], r"on (http://\S+)")
+        sched, sched_url = start([sys.executable, "-m", "k8py", "scheduler", "--kubeconfig", kubeconfig], r"on (http://\S+)")
         sched_addr = sched_url.split("//", 1)[1]
         while not (await _get(sched_addr, "/readyz")).startswith(b"200"):
             await asyncio.sleep(0.1)
