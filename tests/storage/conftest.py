@@ -10,10 +10,7 @@ contract tests wait for one) and no background compaction within a test.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import os
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, Iterator
@@ -24,6 +21,7 @@ from k8py.cli.etcd import ETCD_BINARY, EtcdCluster, start_etcd_cluster
 from k8py.storage.etcd import EtcdStorage
 from k8py.storage.interface import Storage
 from k8py.storage.sqlite import SqliteStorage
+from tests.support.etcd import session_etcd
 from tests.support.fake_storage import MemoryStorage
 
 BackendFactory = Callable[[Path], Awaitable[Storage]]
@@ -35,20 +33,13 @@ async def open_sqlite(tmp_path: Path) -> Storage:
     return store
 
 
-_etcd_clusters: list[EtcdCluster] = []  # one etcd for the whole session, started on first use
-
-
 async def open_etcd(tmp_path: Path) -> Storage:
     """A store under a fresh etcd key prefix of the session's etcd process."""
     if not os.path.exists(ETCD_BINARY):
         pytest.skip(f"etcd not installed (looked for {ETCD_BINARY})")
-    if not _etcd_clusters:
-        data_dir = tempfile.mkdtemp(prefix="k8py-etcd-")
-        atexit.register(shutil.rmtree, data_dir, True)
-        _etcd_clusters.append(await asyncio.to_thread(start_etcd_cluster, data_dir))
-        atexit.register(_etcd_clusters[0].stop)  # runs before the rmtree (LIFO)
+    cluster = await asyncio.to_thread(session_etcd)  # one etcd for the whole session, started on first use
     store = EtcdStorage(
-        _etcd_clusters[0].client_urls,
+        cluster.client_urls,
         prefix=f"/test-{uuid.uuid4().hex[:12]}/registry",
         compaction_interval=None,
     )
