@@ -239,10 +239,24 @@ def test_a_client_offering_no_subprotocol_port_forwards_over_the_unnamed_channel
     cluster.pod("web")
     cluster.runtime.add("default", "web", "main")
 
+    # kr8s left to itself picks a random port in 10000-60000 and binds it later; the top of that
+    # range is the kernel's ephemeral range, where parallel tests take their source ports (one
+    # such bind failed with EADDRINUSE). Give it a free port below that range, as the kr8s suite does.
+    import random
+    import socket
+
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first_ephemeral = int(f.read().split()[0])
+    while True:
+        local_port = random.randint(10000, first_ephemeral - 1)
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", local_port)) != 0:
+                break
+
     async def fetch() -> bytes:
         api = await kr8s.asyncio.api(url=cluster.apiserver.url)
         pod = await Pod.get("web", namespace="default", api=api)
-        async with pod.portforward(pod_port, local_port=None) as port:
+        async with pod.portforward(pod_port, local_port=local_port) as port:
             async with httpx.AsyncClient(timeout=30) as session:
                 return (await session.get(f"http://127.0.0.1:{port}/")).content
 
