@@ -24,7 +24,6 @@ import asyncio
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ import time
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scheduler_bench import cpu_seconds, node_obj, pod_obj, start  # noqa: E402
+from scheduler_bench import cpu_seconds, node_obj, pod_obj, start, stop  # noqa: E402
 
 _OK = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 
@@ -181,12 +180,7 @@ async def main() -> None:
               f"({cpu:.1f}s in {wall:.1f}s); machine load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         for proc in (sched, api):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
