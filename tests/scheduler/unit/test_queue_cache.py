@@ -115,6 +115,21 @@ def test_cache_assume_confirm_forget_and_expire():
     assert not cache.is_assumed("default/p") and cache.node("n").requested.milli_cpu == 1000
 
 
+def test_a_confirmed_or_removed_assumption_never_expires():
+    cache = SchedulerCache(assumed_ttl=30)
+    cache.add_node(node_obj("n", cpu="4"))
+    from k8py.scheduler.framework.types import PodInfo
+    for name in ("confirmed", "removed", "expiring"):
+        info = PodInfo({**pod_obj(name, cpu="1"), "metadata": {"name": name, "namespace": "default", "uid": name}})
+        cache.assume_pod(info.with_node("n"))
+        cache.finish_binding(f"default/{name}", now=100)
+    cache.add_pod(pod_obj("confirmed", cpu="1", nodeName="n"))
+    cache.remove_pod("default/removed")
+    assert cache.cleanup_expired(now=131) == ["default/expiring"]
+    assert cache.pod("default/confirmed") is not None and cache.node("n").requested.milli_cpu == 1000
+    assert cache.cleanup_expired(now=1000) == []
+
+
 def test_a_deleted_node_with_pods_is_kept_unlisted():
     cache = SchedulerCache()
     cache.add_node(node_obj("n"))
