@@ -198,3 +198,23 @@ def test_go_fields_filled_exactly_as_row_by_row() -> None:
         fill_go_fields(api_version, kind, ours)
         _reference_fill(api_version, kind, reference)
         assert orjson.dumps(ours) == orjson.dumps(reference), (api_version, kind)
+
+
+def test_json_equal_keeps_json_kinds_apart() -> None:
+    from k8py.api.patch.json_values import json_equal, json_kind
+
+    class Sub(dict):
+        pass
+
+    assert json_equal("a", "a") and not json_equal("a", "b")
+    assert not json_equal(True, 1) and not json_equal(1, True) and not json_equal(0, False)
+    assert json_equal(1, 1.0) and json_equal(2.0, 2)
+    assert json_equal(None, None) and not json_equal(None, 0) and not json_equal("", None)
+    assert json_equal({"a": [1, {"b": True}]}, {"a": [1.0, {"b": True}]})
+    assert not json_equal({"a": [1, {"b": True}]}, {"a": [1, {"b": 1}]})
+    assert json_equal(Sub(a=1), {"a": 1}) and not json_equal(Sub(a=1), {"a": "1"})
+    assert not json_equal([1], [1, 2]) and not json_equal({"a": 1}, {"b": 1})
+    assert [json_kind(v) for v in ("s", {}, [], None, True, 1, 1.5, Sub())] == [
+        "string", "map", "list", "null", "bool", "number", "number", "map"]
+    with pytest.raises(TypeError):
+        json_equal((1,), (1,))
