@@ -19,6 +19,16 @@ and, for scale, two floors: ``get`` (a pod read from the watch cache) and
 
     python bench/write_path_bench.py [--pods 3000] [--phases create,bind,patch,update] [--apiserver-arg=--foo ...]
     python bench/write_path_bench.py --baseline-src /work/main/src     # beside another tree, interleaved
+    python bench/write_path_bench.py --phases create --watchers 0,2,10 --baseline-src /work/main/src
+
+``--watchers 0,2,10`` runs the phases once per count with that many watches
+open on each server for the whole phase, as a cluster's informers hold them
+(every pod, all namespaces, ``allowWatchBookmarks``: the controller manager's
+and the scheduler's pod informers), plus ``--kubelets`` node-pinned watches
+(``spec.nodeName=node-i``, none of them concerned by the writes); a chunk's
+CPU is read once every watcher has had every event, so the figure is the
+write plus its fan-out. The extra CPU per request over the 0-watcher run,
+divided by the count, is what one watcher costs per event.
 
 ``--pid-file FILE`` writes the server's pid (for ``py-spy record --pid``).
 """
@@ -40,7 +50,7 @@ from typing import Callable
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_load import HttpConnection  # noqa: E402
+from http_load import HttpConnection, WatchReader  # noqa: E402
 
 CONNECTIONS = 16
 NS = "default"
@@ -195,6 +205,84 @@ async def status_updates(addr: str, pods: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
+class Watches:
+    """The watches a phase runs under on one server: ``count`` informers of
+    every pod and ``kubelets`` node-pinned ones, each counting the event lines
+    it reads (BOOKMARKs included, so ``expected`` only counts object events)."""
+
+    def __init__(self, addr: str, count: int, kubelets: int) -> None:
+        self.addr = addr
+        self.paths = ["/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={rv}"] * count
+        self.paths += [f"/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={{rv}}"
+                       f"&fieldSelector=spec.nodeName%3Dnode-{i + 1}" for i in range(kubelets)]
+        self.count = count
+        self.readers: list[WatchReader] = []
+
+    async def open(self) -> None:
+        conn = await HttpConnection.open(self.addr)
+        _, body = await conn.request("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
+        conn.close()
+        rv = orjson.loads(body)["metadata"]["resourceVersion"]
+        for path in self.paths:
+            reader = WatchReader()
+            await reader.start(self.addr, path.format(rv=rv))
+            self.readers.append(reader)
+
+    def delivered(self) -> int:
+        return sum(r.count for r in self.readers[: self.count])
+
+    async def wait_for(self, total: int, timeout: float = 120.0) -> None:
+        """Until the all-pod watchers have read ``total`` events between them."""
+        deadline = time.perf_counter() + timeout
+        while self.delivered() < total:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"watchers read {self.delivered()} of {total} events in {timeout:.0f} s")
+            await asyncio.sleep(0.005)
+
+    def close(self) -> None:
+        for r in self.readers:
+            r.close()
+
+
+async def run_phase(phase: str, pods: list[str], servers: list[tuple[str, subprocess.Popen, str]],
+                    watches: dict[str, Watches], chunk: int, threads: bool,
+                    per_request: dict[tuple[str, int], list[float]], count: int) -> None:
+    """One phase over ``pods`` on every server, interleaved in chunks; the
+    CPU of a chunk is read once its events have reached every watcher."""
+    n = len(pods)
+    label, method, requests, ctype = plan_for(phase, pods)
+    cpu = {name: 0.0 for name, _, _ in servers}
+    threads0 = thread_cpu(servers[0][1].pid)
+    wall = {name: 0.0 for name, _, _ in servers}
+    for lo in range(0, n, chunk):
+        for name, proc, addr in servers:
+            part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
+            w = watches[name]
+            target = w.delivered() + len(part) * w.count if method in ("POST", "PUT", "PATCH") else 0
+            c0 = cpu_seconds(proc.pid)
+            t0 = time.perf_counter()
+            await run_all(addr, method, part, ctype)
+            await w.wait_for(target)
+            wall[name] += time.perf_counter() - t0
+            cpu[name] += cpu_seconds(proc.pid) - c0
+    line = f"  {label:>13}: " + "; ".join(
+        f"{name} {cpu[name] * 1e6 / n:5.0f} µs CPU/request ({n / wall[name]:,.0f}/s wall)" for name, _, _ in servers)
+    if len(servers) > 1:
+        line += f"; ratio {cpu['this tree'] / max(cpu['baseline'], 1e-9):.2f}"
+    print(line, flush=True)
+    if phase == "create":
+        for name, _, _ in servers:
+            per_request.setdefault((name, count), []).append(cpu[name] * 1e6 / n)
+    if threads:
+        threads1 = thread_cpu(servers[0][1].pid)
+        parts = []
+        for tname, (u1, s1) in sorted(threads1.items()):
+            u0, s0 = threads0.get(tname, (0.0, 0.0))
+            if (u1 - u0) + (s1 - s0) > 0:
+                parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
+        print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=3000)
@@ -207,6 +295,9 @@ async def main() -> None:
                          "interleaved in chunks so both see the same load: CPU figures as ratios")
     ap.add_argument("--threads", action="store_true", help="also print this tree's CPU per request by thread (user/system)")
     ap.add_argument("--chunk", type=int, default=250, help="requests per turn when interleaving with a baseline")
+    ap.add_argument("--watchers", default="0", help="comma-separated counts of all-pod watches to run the phases under "
+                    "(a count may repeat, e.g. 0,10,0,10: the figures are means)")
+    ap.add_argument("--kubelets", type=int, default=0, help="node-pinned pod watches open beside them (none concerned)")
     args = ap.parse_args()
     n = args.pods
     servers: list[tuple[str, subprocess.Popen, str]] = []
@@ -229,33 +320,29 @@ async def main() -> None:
             await run_all(addr, "POST", [(f"/api/v1/namespaces/{NS}/pods", pod(f"warm-{i}")) for i in range(200)])
         print(f"write path: {n} requests per phase, {CONNECTIONS} connections, {os.cpu_count()} cpus "
               f"(the load generator shares them; CPU is the API server's own)", flush=True)
-        pods = [f"p-{i}" for i in range(n)]
         chunk = args.chunk if len(servers) > 1 else n
-        for phase in args.phases.split(","):
-            label, method, requests, ctype = plan_for(phase, pods)
-            cpu = {name: 0.0 for name, _, _ in servers}
-            threads0 = thread_cpu(servers[0][1].pid)
-            wall = {name: 0.0 for name, _, _ in servers}
-            for lo in range(0, n, chunk):
-                for name, proc, addr in servers:
-                    part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
-                    c0 = cpu_seconds(proc.pid)
-                    elapsed, _ = await run_all(addr, method, part, ctype)
-                    cpu[name] += cpu_seconds(proc.pid) - c0
-                    wall[name] += elapsed
-            line = f"  {label:>13}: " + "; ".join(
-                f"{name} {cpu[name] * 1e6 / n:5.0f} µs CPU/request ({n / wall[name]:,.0f}/s wall)" for name, _, _ in servers)
-            if len(servers) > 1:
-                line += f"; ratio {cpu['this tree'] / max(cpu['baseline'], 1e-9):.2f}"
-            print(line, flush=True)
-            if args.threads:
-                threads1 = thread_cpu(servers[0][1].pid)
-                parts = []
-                for tname, (u1, s1) in sorted(threads1.items()):
-                    u0, s0 = threads0.get(tname, (0.0, 0.0))
-                    if (u1 - u0) + (s1 - s0) > 0:
-                        parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
-                print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
+        per_request: dict[tuple[str, int], list[float]] = {}
+        for run, count in enumerate(int(c) for c in args.watchers.split(",")):
+            pods = [f"p{run}-{i}" for i in range(n)]
+            watches = {name: Watches(addr, count, args.kubelets) for name, _, addr in servers}
+            for w in watches.values():
+                await w.open()
+            if count or args.kubelets:
+                print(f" with {count} all-pod watchers and {args.kubelets} node-pinned ones:", flush=True)
+            try:
+                for phase in args.phases.split(","):
+                    await run_phase(phase, pods, servers, watches, chunk, args.threads, per_request, count)
+            finally:
+                for w in watches.values():
+                    w.close()
+            await asyncio.sleep(0.2)  # the streams end on the server before the next run starts
+        counts = sorted({c for _, c in per_request})
+        if 0 in counts and len(counts) > 1:
+            for name, _, _ in servers:
+                mean = {c: sum(v) / len(v) for (nm, c), v in per_request.items() if nm == name}
+                parts = [f"{c}: {(mean[c] - mean[0]) / c:5.1f}" for c in counts if c]
+                print(f"  {name}: µs per event per watcher (over the 0-watcher runs; means of repeated counts) "
+                      f"{'; '.join(parts)}; CPU/create " + ", ".join(f"{c}: {mean[c]:.0f}" for c in counts), flush=True)
     finally:
         for _, proc, _ in servers:
             if proc.poll() is None:
