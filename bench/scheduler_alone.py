@@ -31,7 +31,8 @@ import time
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scheduler_bench import cpu_seconds, node_obj, pod_obj, start, stop  # noqa: E402
+from component_processes import cpu_seconds, start, stop  # noqa: E402
+from scheduler_workloads import node_obj, pod_obj  # noqa: E402
 
 _OK = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 
