@@ -14,6 +14,7 @@ from k8py import __version__
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -157,5 +158,17 @@ async def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_gc() -> None:
+    """The informers' caches hold every pod, node and Lease (at 5,000 simulated nodes and
+    10,000 pods, millions of long-lived objects), and every watch event decodes dozens of new
+    dicts: with CPython's default thresholds, gen-2 passes over all of them took 7 % of the
+    process's CPU while those pods were deleted (py-spy --native), finding next to nothing.
+    Collections run far less often, as the API server's and the scheduler's; what exists at
+    start-up is frozen out of them."""
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+
+
 def run(args: argparse.Namespace) -> int:
+    _tune_gc()
     return asyncio.run(_main(args))
