@@ -40,7 +40,7 @@ from typing import Callable
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_load import HttpConnection  # noqa: E402
+from http_load import HttpConnection, WatchReader, pod_body  # noqa: E402
 
 CONNECTIONS = 16
 NS = "default"
@@ -70,7 +70,10 @@ def thread_cpu(pid: int) -> dict[str, float]:
     return {k: (v[0], v[1]) for k, v in out.items()}  # type: ignore[misc]
 
 
-def pod(name: str) -> bytes:
+def pod(name: str, shape: str = "small") -> bytes:
+    """The pod POSTed: "small" (the scheduler bench's) or "rs" (controllers_bench's template, http_load.pod_body)."""
+    if shape == "rs":
+        return pod_body(name, NS)
     return orjson.dumps({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "labels": {"app": "bench"}},
@@ -165,10 +168,10 @@ def start_server(data: str, extra: list[str], profile: str = "", src: str = "") 
     raise RuntimeError("the API server did not start")
 
 
-def plan_for(phase: str, pods: list[str]) -> tuple[str, str, list[tuple[str, bytes]], str]:
+def plan_for(phase: str, pods: list[str], shape: str) -> tuple[str, str, list[tuple[str, bytes]], str]:
     base = f"/api/v1/namespaces/{NS}/pods"
     if phase == "create":
-        return "create", "POST", [(base, pod(p)) for p in pods], "application/json"
+        return "create", "POST", [(base, pod(p, shape)) for p in pods], "application/json"
     if phase == "bind":
         return "bind", "POST", [(f"{base}/{p}/binding", binding(p)) for p in pods], "application/json"
     if phase == "patch":
@@ -207,7 +210,18 @@ async def main() -> None:
                          "interleaved in chunks so both see the same load: CPU figures as ratios")
     ap.add_argument("--threads", action="store_true", help="also print this tree's CPU per request by thread (user/system)")
     ap.add_argument("--chunk", type=int, default=250, help="requests per turn when interleaving with a baseline")
+    ap.add_argument("--shape", choices=("small", "rs"), default="small",
+                    help="the pod created: the scheduler bench's (small) or controllers_bench's template (rs)")
+    ap.add_argument("--watchers", type=int, default=0,
+                    help="pod watches (all namespaces, bookmarks, as an informer opens them) open on each server "
+                         "during the phases: the watch fan-out's share of a write")
+    ap.add_argument("--baseline-shape", choices=("small", "rs"), help="the baseline's pod shape (default: --shape)")
+    ap.add_argument("--baseline-watchers", type=int, help="the baseline's pod watches (default: --watchers)")
     args = ap.parse_args()
+    shapes = {"this tree": args.shape, "baseline": args.baseline_shape or args.shape}
+    watchers = {"this tree": args.watchers,
+                "baseline": args.watchers if args.baseline_watchers is None else args.baseline_watchers}
+    readers: list[WatchReader] = []
     n = args.pods
     servers: list[tuple[str, subprocess.Popen, str]] = []
     dirs: list[str] = []
@@ -227,17 +241,26 @@ async def main() -> None:
             await run_all(addr, "POST", [("/api/v1/nodes", orjson.dumps(node))])
             # warm up: the first requests of each kind import and build what later ones reuse
             await run_all(addr, "POST", [(f"/api/v1/namespaces/{NS}/pods", pod(f"warm-{i}")) for i in range(200)])
+        for label, _, addr in servers:
+            for _ in range(watchers[label]):
+                reader = WatchReader()
+                await reader.start(addr, "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=0")
+                readers.append(reader)
         print(f"write path: {n} requests per phase, {CONNECTIONS} connections, {os.cpu_count()} cpus "
-              f"(the load generator shares them; CPU is the API server's own)", flush=True)
+              f"(the load generator shares them; CPU is the API server's own); "
+              + "; ".join(f"{label}: pods {shapes[label]}, {watchers[label]} pod watches" for label, _, _ in servers),
+              flush=True)
         pods = [f"p-{i}" for i in range(n)]
         chunk = args.chunk if len(servers) > 1 else n
         for phase in args.phases.split(","):
-            label, method, requests, ctype = plan_for(phase, pods)
+            plans = {name: plan_for(phase, pods, shapes[name]) for name, _, _ in servers}
+            label, method, _, ctype = plans["this tree"]
             cpu = {name: 0.0 for name, _, _ in servers}
             threads0 = thread_cpu(servers[0][1].pid)
             wall = {name: 0.0 for name, _, _ in servers}
             for lo in range(0, n, chunk):
                 for name, proc, addr in servers:
+                    requests = plans[name][2]
                     part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
                     c0 = cpu_seconds(proc.pid)
                     elapsed, _ = await run_all(addr, method, part, ctype)
@@ -257,6 +280,8 @@ async def main() -> None:
                         parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
                 print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
     finally:
+        for reader in readers:
+            reader.close()
         for _, proc, _ in servers:
             if proc.poll() is None:
                 proc.terminate()
