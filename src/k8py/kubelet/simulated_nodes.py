@@ -23,6 +23,8 @@ the API server's load at what N real kubelets would cause or less:
 - one status manager (which deletes a pod being deleted without writing its final status first, as
   kwok, unless the pod has finalizers) and one event broadcaster;
 - one HTTP server (/healthz, /metrics) whose port every Node advertises;
+- no image list in the Node status (kwok's has none): each node's first pulled
+  image would be one more Node write, sent to every Node watcher;
 - one heartbeat client for the Leases and the Node status, apart from the
   client of pods and Events, as upstream's kubelet has (its
   ``HeartbeatClient``): when thousands of pods start at once their status
@@ -81,7 +83,7 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "lease_renew_interval"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "lease_renew_interval"]
 
 #: the most Lease renewals a second all simulated nodes together make (see the module docstring)
 MAX_RENEWALS_PER_SECOND = 250
@@ -96,6 +98,12 @@ def lease_renew_interval(configured: float, duration: float, count: int) -> floa
     return max(configured, min(count / MAX_RENEWALS_PER_SECOND, duration / 2))
 
 logger = logging.getLogger(__name__)
+
+#: seconds the shared HTTP server lets a request in flight finish when the process stops. It serves
+#: no streams (a simulated container has no logs to follow, nothing to exec into): what is in
+#: flight is a /healthz or a /metrics, done in milliseconds; aiohttp's default would wait up to
+#: 60 s for it, and as long again for its cancellation
+SHUTDOWN_GRACE = 0.25
 
 #: heartbeats in flight at once: as many as the heartbeat client's connection pool has connections
 #: (on a loaded machine a renewal takes a good part of a second: at 5,000 nodes, 250 renewals a
@@ -158,7 +166,11 @@ class SimulatedNode:
         return self.uid
 
     async def _images(self) -> list[Any]:
-        return list(await self.runtime.list_images())
+        """None reported, as kwok's Node status has none: the list changes when a node's first
+        pod pulls its image, and each change is a Node status write that every Node watcher
+        (scheduler, controller manager, these nodes' own informer) is sent — 5,000 of them,
+        half a write a pod, while 10,000 pods start on 5,000 nodes."""
+        return []
 
     async def _on_pod_cidr(self, cidr: str) -> None:
         await self.runtime.update_runtime_config(pod_cidr=cidr)
@@ -251,7 +263,7 @@ class SimulatedNodes:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.nodes[0].runtime, pods=self, registry=self.registry,
                             healthy=self.ready.is_set)
         ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
-        runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
+        runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         await runner.setup()
         await web.TCPSite(runner, self.config.address, self.config.port, ssl_context=ssl_context).start()
         self.port = runner.addresses[0][1]

@@ -29,6 +29,20 @@ def test_active_queue_orders_by_priority_then_arrival():
     assert q.pop_nowait() is None
 
 
+def test_a_sort_key_orders_the_active_queue_as_its_less_does():
+    from k8py.scheduler.plugins.priority_sort import PrioritySort
+
+    orders = []
+    for kw in ({}, {"sort_key": PrioritySort.sort_key}):
+        q, clock = _queue(**kw)
+        for i, priority in enumerate([1, 5, 1, 5, 3, 1, 5]):
+            q.add(pod_obj(f"p{i}", priority=priority))
+            if i % 2:
+                clock.advance(1)  # pairs share a timestamp: they keep arrival order
+        orders.append([q.pop_nowait().info.name for _ in range(7)])
+    assert orders[0] == orders[1] == ["p1", "p3", "p6", "p4", "p0", "p2", "p5"]
+
+
 def test_backoff_doubles_from_one_second_to_ten():
     q, clock = _queue()
     q.add(pod_obj("p"))

@@ -53,6 +53,7 @@ from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinitio
 from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
 from k8py.apiserver.watch.clock import LoopClock, WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.apiserver.watch.stored_hints import StoredHints
 from k8py.apiserver.watch.watcher_group import WatcherGroup
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
@@ -97,6 +98,9 @@ class Cacher:
         #: run-time registrations whose cache is still loading, by storage resource
         self._loading: dict[str, asyncio.Task[None]] = {}
         self._on_event = on_event
+        #: what the object store notes of the values it writes (see stored_hints):
+        #: the server wires ``hints.note`` into its object store
+        self.hints = StoredHints()
         self._on_undecodable = on_undecodable
         #: stored values skipped because they could not be decoded
         self.undecodable = 0
@@ -270,7 +274,7 @@ class Cacher:
             if cache is None:
                 continue
             try:
-                touched.update(cache.apply(event))
+                touched.update(cache.apply(event, self.hints))
             except UndecodableObject:
                 self._count_undecodable(cache.definition, event.kv.key)
                 touched.update(cache.skip_undecodable(event))

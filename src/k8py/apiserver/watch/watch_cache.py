@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch.cached_object import ADDED, DELETED, MODIFIED, CachedObject, CacheEvent, build_cached_object
+from k8py.apiserver.watch.stored_hints import StoredHints
 from k8py.storage import EventType, WatchEvent
 
 __all__ = [
@@ -203,16 +204,19 @@ class WatchCache:
                 if not idx:
                     del self.by_index[value]
 
-    def apply(self, event: WatchEvent) -> list[CacheWatcher]:
+    def apply(self, event: WatchEvent, hints: "StoredHints | None" = None) -> list[CacheWatcher]:
         """Apply one store event and offer it to the watchers it may concern;
         returns those that queued something to flush. Raises
         :class:`UndecodableObject` (with nothing changed) if the stored value
-        cannot be decoded."""
+        cannot be decoded. ``hints``: what the write path noted of its
+        values (a write of this server's own is then not decoded again)."""
         kv = event.kv
-        try:
-            cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
-        except Exception as err:
-            raise UndecodableObject(kv.key) from err
+        cached = None if hints is None else hints.take(self.definition, event)
+        if cached is None:
+            try:
+                cached = build_cached_object(self.definition, kv.key, kv.value, kv.mod_revision)
+            except Exception as err:
+                raise UndecodableObject(kv.key) from err
         if event.type is EventType.DELETE:
             prev = self.objects.pop(kv.key, None)
             if prev is not None:
