@@ -125,6 +125,8 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         events0 = await metric_counts(url, "apiserver_watch_events_total", ("resource",))
         cpu0 = (cpu_seconds(api.pid), cpu_seconds(sched.pid), time.process_time())
         t0 = time.perf_counter()
+        queued: list[float] = []
+        sampler = asyncio.create_task(sample_queue(sched_url, queued), name="bench-queue-sampler")
         t_create = await post_prepared(addr, prepared, connections=CONNECTIONS)
         log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(bound.bound)} bound so far")
         try:
@@ -136,6 +138,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
             raise RuntimeError(f"timed out: {len(bound.bound)}/{pods} bound; scheduler: {lines}") from None
         cpu = (cpu_seconds(api.pid) - cpu0[0], cpu_seconds(sched.pid) - cpu0[1], time.process_time() - cpu0[2])
+        sampler.cancel()
         requests = await metric_counts(url, "apiserver_request_total", ("verb", "resource", "subresource")) - requests0
         watch_events = await metric_counts(url, "apiserver_watch_events_total", ("resource",)) - events0
         watchers = await metric_counts(url, "apiserver_registered_watchers", ("resource",))
@@ -146,7 +149,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         return {"cpu": cpu, "wall": t_last - t0, "kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
                 "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
                 "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1,
-                "requests": requests, "watch_events": watch_events, "watchers": watchers}
+                "requests": requests, "watch_events": watch_events, "watchers": watchers, "queued": queued}
     finally:
         stop_profilers(spies)
         stop(sched)
@@ -203,6 +206,14 @@ async def bind_floor(args: argparse.Namespace, python: str) -> tuple[float, floa
         shutil.rmtree(data, ignore_errors=True)
 
 
+async def sample_queue(sched_url: str, out: list[float]) -> None:
+    """The scheduler's active queue every half second: near 0, it keeps up with the
+    pods as they come (the API server is what waits); growing, it is the bottleneck."""
+    while True:
+        out.append(await metric(sched_url, 'scheduler_pending_pods{queue="active"}'))
+        await asyncio.sleep(0.5)
+
+
 def print_requests(kind: str, r: dict[str, Any]) -> None:
     """The API requests served and the watch events made while measured, per measured pod."""
     per_pod = r["pods"]
@@ -213,6 +224,9 @@ def print_requests(kind: str, r: dict[str, Any]) -> None:
     events = ", ".join(f"{res} {n / per_pod:.2f} (to {int(r['watchers'].get((res,), 0))} watchers)"
                        for (res,), n in sorted(r["watch_events"].items(), key=lambda kv: -kv[1]) if n > 0)
     print(f"[{kind}]   watch events per pod: {events}", flush=True)
+    queued = r["queued"] or [0.0]
+    print(f"[{kind}]   scheduler's active queue while measured: mean {sum(queued) / len(queued):,.0f}, "
+          f"max {max(queued):,.0f} pods ({len(queued)} samples)", flush=True)
 
 
 async def main() -> None:
