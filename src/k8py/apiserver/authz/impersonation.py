@@ -145,9 +145,12 @@ def _asks_impersonation(raw_headers: "tuple[tuple[bytes, bytes], ...]") -> bool:
     """Whether any header is an ``Impersonate-*`` one: one pass over the raw header names
     (most requests have none, and this runs for every request)."""
     for name, _ in raw_headers:
-        if name[:1] in b"Ii" and name[:12].lower() == b"impersonate-":
+        if name and name[0] in _I and name[:12].lower() == b"impersonate-":
             return True
     return False
+
+
+_I = frozenset(b"Ii")
 
 
 def impersonation_middleware(get_authorizer: Callable[[], Authorizer]) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:

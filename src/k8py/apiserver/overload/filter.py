@@ -149,7 +149,11 @@ class _Plan:
     kind: str
     limited: "_Level | None"
     inflight: Any
-    dispatched: Any
+    dispatched: Any = None
+    work: Any = None
+    watch_count: Any = None
+    #: the watch cache a mutating request's watchers are counted in (its resource's key)
+    watch_cache_key: str | None = None
 
 
 @dataclass
@@ -160,6 +164,8 @@ class _Config:
     limited: dict[str, _Level] = field(default_factory=dict)
     #: what a request's classification depends on -> its hit (schema, flow hash, ...); bounded
     classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
+    #: the configuration caches' object maps and last events it was read at (compared by identity)
+    seen: tuple[Any, ...] = ()
     #: (user, groups, User-Agent, method, path, query) -> its plan; bounded
     plans: dict[tuple[Any, ...], _Plan] = field(default_factory=dict)
 
@@ -205,9 +211,18 @@ class FlowControl:
         return caches
 
     def config(self) -> _Config:
-        caches = self._caches()
+        caches = self._config_caches or self._caches()
+        config = self._config
+        if config is not None and caches is not None:  # the common case, by identity: nothing changed
+            fs, pl = caches
+            fr, pr = fs.ring, pl.ring
+            seen = config.seen
+            if seen and seen[0] is fs.objects and seen[1] is (fr[-1] if fr else None) \
+                    and seen[2] is pl.objects and seen[3] is (pr[-1] if pr else None):
+                return config
         stamp = (_stamp(caches[0]), _stamp(caches[1])) if caches is not None else ()
         if self._config is not None and self._config.stamp == stamp:
+            self._remember(caches)
             return self._config
         schemas = [c.decode() for c in caches[0].objects.values()] if caches is not None else []
         levels_list = [c.decode() for c in caches[1].objects.values()] if caches is not None else []
@@ -218,7 +233,14 @@ class FlowControl:
         live = [fs for fs in ordered(schemas)
                 if ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") in levels]
         self._config = _Config(stamp, live, levels, self._limited_levels(levels))
+        self._remember(caches)
         return self._config
+
+    def _remember(self, caches: tuple[Any, Any] | None) -> None:
+        """What the next requests compare by identity (see :meth:`config`)."""
+        if caches is not None and self._config is not None:
+            fr, pr = caches[0].ring, caches[1].ring
+            self._config.seen = (caches[0].objects, fr[-1] if fr else None, caches[1].objects, pr[-1] if pr else None)
 
     def _limited_levels(self, levels: dict[str, Object]) -> dict[str, _Level]:
         limited = {name: (lv.get("spec") or {}).get("limited") or {} for name, lv in levels.items()
@@ -315,13 +337,6 @@ class FlowControl:
         cache = self.cacher.caches.get(definition.storage_key_resource)
         return None if cache is None else len(cache.objects)
 
-    def _watch_count(self, a: Attributes) -> int:
-        definition = self.registry.get(a.api_group, a.api_version, a.resource)
-        if definition is None:
-            return 0
-        cache = self.cacher.caches.get(definition.storage_key_resource)
-        return 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
-
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
@@ -352,17 +367,18 @@ class FlowControl:
         assert limited is not None
         qs = limited.queues
         estimate = _READ_ONLY
-        a = plan.attributes
-        if plan.kind == _LIST:
-            width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
-        elif plan.kind == _EXEMPT_FROM_EVENTS:
+        if plan.kind is _LIST:
+            width = list_seats(plan.attributes, request.query, self._object_count, max_seats=limited.limits.nominal)
+        elif plan.kind is _EXEMPT_FROM_EVENTS:
             width = 1
         else:
-            watch_count = self._watch_count(a)
-            hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name).observe(watch_count)
+            cache = self.cacher.caches.get(plan.watch_cache_key) if plan.watch_cache_key is not None else None
+            a = plan.attributes
+            watch_count = 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
+            plan.watch_count.observe(watch_count)
             estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
             width = estimate.max_seats
-        hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name).observe(width)
+        plan.work.observe(width)
         grant = qs.try_acquire(width, hit.flow)
         if grant is None:
             schema_name = hit.schema_name
@@ -407,9 +423,15 @@ class FlowControl:
             work = _EXEMPT_FROM_EVENTS
         else:
             work = _MUTATING_WORK
-        dispatched = hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name) \
-            if not immediate else None
-        return _Plan(hit, a, immediate, work, hit.limited, inflight, dispatched)
+        plan = _Plan(hit, a, immediate, work, hit.limited, inflight)
+        if not immediate:
+            plan.dispatched = hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name)
+            plan.work = hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name)
+            if work is _MUTATING_WORK:
+                plan.watch_count = hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name)
+                definition = self.registry.get(a.api_group, a.api_version, a.resource)
+                plan.watch_cache_key = definition.storage_key_resource if definition is not None else None
+        return plan
 
     def _classify(self, config: _Config, a: Attributes) -> _Hit:
         schema = classify(config.schemas, a)
