@@ -14,7 +14,7 @@ accepted and dropped. So the figures are the scheduler's alone:
 - **pods/s** over the same window: the scheduler's ceiling when the API
   server costs nothing.
 
-    python bench/scheduler_alone.py [--nodes 5000] [--placed 1000] [--pods 10000]
+    python bench/scheduler_alone.py [--nodes 5000] [--placed 1000] [--pods 10000] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import time
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scheduler_bench import cpu_seconds, node_obj, pod_obj, start, stop  # noqa: E402
+from component_processes import cpu_seconds, start, start_profilers, stop, stop_profilers  # noqa: E402
+from scheduler_workloads import node_obj, pod_obj  # noqa: E402
 
 _OK = b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":201}'
 
@@ -148,6 +149,7 @@ async def main() -> None:
     p.add_argument("--placed", type=int, default=1000)
     p.add_argument("--pods", type=int, default=10000)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--profile", metavar="DIR", help="py-spy the scheduler while measured into DIR/alone-scheduler.raw")
     args = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="k8py-sched-alone-")
     api = sched = None
@@ -163,6 +165,7 @@ async def main() -> None:
         while not (await _get(sched_addr, "/readyz")).startswith(b"200"):
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)  # the cache takes the placed pods in
+        spies = start_profilers(args.profile, "alone", {"scheduler": sched.pid})
         cpu0 = cpu_seconds(sched.pid)
         await _get(addr, "/bench/start")
         deadline = time.monotonic() + args.timeout
@@ -172,6 +175,7 @@ async def main() -> None:
                 break
             await asyncio.sleep(0.2)
         cpu = cpu_seconds(sched.pid) - cpu0
+        stop_profilers(spies)
         if not state["finished"]:
             raise SystemExit(f"timed out: {state['bound']}/{args.pods} bound")
         wall = state["finished"] - state["started"]

@@ -33,149 +33,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from component_processes import (cpu_seconds, get_json, metric, metric_counts, ready, rss,  # noqa: E402
+                                 start, start_profilers, stop, stop_profilers)
 from http_load import HttpConnection  # noqa: E402
 from pipelined_posts import BoundWatcher, post_all, post_prepared, prepare  # noqa: E402
+from scheduler_workloads import cycle_alone, measured_pod, node_obj, pod_obj  # noqa: E402
 
 CONNECTIONS = 16
-ZONES = ("zone-a", "zone-b", "zone-c")
-
-
-# -- objects (scheduler_perf's templates) ---------------------------------------------------
-
-def node_obj(i: int, *, zones: bool = False, cpu: str = "4", memory: str = "32Gi") -> dict[str, Any]:
-    name = f"node-{i}"
-    labels = {"kubernetes.io/hostname": name}
-    if zones:
-        labels["topology.kubernetes.io/zone"] = ZONES[i % len(ZONES)]
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-            "status": {"capacity": alloc, "allocatable": alloc, "phase": "Running",
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-def pod_obj(name: str, namespace: str, *, cpu: str = "100m", memory: str = "500Mi", labels: dict | None = None,
-            node: str = "", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec},
-    }
-    if node:
-        body["spec"]["nodeName"] = node
-    return body
-
-
-def anti_affinity(namespaces: list[str]) -> dict[str, Any]:
-    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname",
-        "namespaces": namespaces}]}}
-
-
-SPREAD = [{"maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-           "labelSelector": {"matchLabels": {"color": "blue"}}}]
 
 
 def log(message: str) -> None:
     print(f"  {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-
-# -- processes ---------------------------------------------------------------------------------
-
-def start(cmd: list[str], pattern: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        m = re.search(pattern, line)
-        if m:
-            # keep reading what it prints, or a full pipe would block the process
-            threading.Thread(target=_drain, args=(proc, cmd[3]), daemon=True).start()
-            return proc, m.group(1)
-    raise RuntimeError(f"{cmd[3]} did not start")
-
-
-def _drain(proc: subprocess.Popen, name: str) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        DRAINED[name] = DRAINED.get(name, 0) + 1
-        LAST_LINES[name] = line.rstrip()
-
-
-DRAINED: dict[str, int] = {}
-LAST_LINES: dict[str, str] = {}
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def stop(proc: subprocess.Popen | None) -> None:
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-# -- HTTP load -----------------------------------------------------------------------------------
-
-async def get_json(addr: str, path: str) -> Any:
-    conn = await HttpConnection.open(addr)
-    try:
-        status, body = await conn.request("GET", path)
-        return orjson.loads(body) if status == 200 else None
-    finally:
-        conn.close()
-
-
-async def ready(url: str) -> bool:
-    conn = await HttpConnection.open(url.split("//", 1)[1])
-    try:
-        status, _ = await conn.request("GET", "/readyz")
-        return status == 200
-    finally:
-        conn.close()
-
-
-async def metric(url: str, name: str) -> float:
-    addr = url.split("//", 1)[1]
-    conn = await HttpConnection.open(addr)
-    try:
-        _, body = await conn.request("GET", "/metrics")
-    finally:
-        conn.close()
-    for line in body.decode().splitlines():
-        if line.startswith(name):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 async def resource_version(addr: str, namespace: str) -> str:
@@ -183,66 +61,12 @@ async def resource_version(addr: str, namespace: str) -> str:
     return listed["metadata"]["resourceVersion"]
 
 
-# -- the in-process figures ---------------------------------------------------------------------
-
-def cycle_alone(nodes: int, placed: int, pods: int, kind: str) -> float:
-    """Filter + score + assume per pod, no API (the scheduler's own code on the same shapes)."""
-    from k8py.scheduler.cache import SchedulerCache
-    from k8py.scheduler.framework.interfaces import CycleState
-    from k8py.scheduler.framework.types import PodInfo
-    from k8py.scheduler.profile import SchedulerConfig, build_frameworks
-    from k8py.scheduler.schedule_one import PodScheduler
-
-    cache = SchedulerCache()
-
-    class Handle:
-        def __init__(self) -> None:
-            self.cache = cache
-            self.nodes = cache.nodes
-            self.node = cache.node
-            self.image_node_count = cache.image_node_count
-            self.namespace_labels = lambda ns: {}
-
-    fwk = build_frameworks(SchedulerConfig(), Handle())["default-scheduler"]
-    for i in range(nodes):
-        cache.add_node(node_obj(i, zones=kind == "spread"))
-    for i in range(placed):
-        cache.add_pod(_measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}"))
-    algo = PodScheduler()
-    infos = [PodInfo(_measured_pod(kind, f"p-{i}", "sched-test")) for i in range(pods)]
-    for n, info in enumerate(infos):
-        info.pod["metadata"]["uid"] = f"uid-{n}"
-    # collections as the scheduler process tunes them (k8py.cli.scheduler), or this
-    # figure would count full collections over this process's heap
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
-    try:
-        started = time.perf_counter()
-        for info in infos:
-            result = algo.schedule(fwk, CycleState(), info, cache.nodes, None, "", cache.node, changes=cache)
-            cache.assume_pod(info.with_node(result.node_name))
-        return pods / (time.perf_counter() - started)
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
-def _measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[str, Any]:
-    if kind == "antiaffinity":
-        return pod_obj(name, namespace, labels={"color": "green"}, node=node,
-                       affinity=anti_affinity(["sched-setup", "sched-test"]))
-    if kind == "spread":
-        return pod_obj(name, namespace, labels={"color": "blue"}, node=node, topologySpreadConstraints=SPREAD)
-    return pod_obj(name, namespace, node=node)
-
-
 # -- one workload ------------------------------------------------------------------------------------
 
 async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict[str, Any]:
     data = tempfile.mkdtemp(prefix="k8py-sched-bench-")
     api = sched = None
-    spies: list[subprocess.Popen] = []
+    spies: list[Any] = []
     try:
         api, url = start([python, "-m", "k8py", "apiserver", "--data-dir", data, "--port", "0"], r"listening on (http://\S+)")
         addr = url.split("//", 1)[1]
@@ -254,7 +78,12 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             pods = min(args.constrained_pods, nodes - placed)  # upstream measures 1,000 of these
         if kind == "preemption":
             nodes, placed, pods = args.preemption_nodes, args.preemption_nodes * 4, args.preemption_nodes
-        sched_cmd = [python, "-m", "k8py", "scheduler", "--kubeconfig", kubeconfig, *(["--no-events"] if args.no_events else [])]
+        config = os.path.join(data, "scheduler.yaml")
+        with open(config, "w") as f:  # as scheduler_perf: its clients' QPS and burst are 5000 (the Events' too)
+            f.write(f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    f"clientConnection: {{qps: {args.client_qps}, burst: {max(int(args.client_qps), 1)}}}\n")
+        sched_cmd = [python, "-m", "k8py", "scheduler", "--kubeconfig", kubeconfig, "--config", config,
+                     *(["--no-events"] if args.no_events else [])]
         sched, sched_url = start(sched_cmd, r"on (http://\S+)")
         while not await ready(sched_url):
             await asyncio.sleep(0.05)
@@ -268,7 +97,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             if kind == "preemption":
                 body = pod_obj(f"low-{i}", "sched-setup", cpu="900m", memory="1Gi", node=f"node-{i % nodes}", priority=0)
             else:
-                body = _measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}")
+                body = measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}")
             init.append(("/api/v1/namespaces/sched-setup/pods", orjson.dumps(body)))
         log(f"[{kind}] {placed} placed pods created in {await post_all(addr, init):.1f}s")
         while await metric(sched_url, "scheduler_cache_size{type=\"nodes\"}") < nodes:
@@ -283,7 +112,7 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             if kind == "preemption":
                 body = pod_obj(f"high-{i}", "sched-test", cpu="900m", memory="1Gi", priorityClassName="system-cluster-critical")
             else:
-                body = _measured_pod(kind, f"p-{i}", "sched-test")
+                body = measured_pod(kind, f"p-{i}", "sched-test")
             measured.append(("/api/v1/namespaces/sched-test/pods", orjson.dumps(body)))
         kubelet = None
         if kind == "preemption":
@@ -292,8 +121,12 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
         bound = BoundWatcher(addr, "sched-test", pods, rv)
         watcher = asyncio.create_task(bound.run(), name="bench-bound-watcher")
         spies = start_profilers(args.profile, kind, {"apiserver": api.pid, "scheduler": sched.pid, "load": os.getpid()})
+        requests0 = await metric_counts(url, "apiserver_request_total", ("verb", "resource", "subresource"))
+        events0 = await metric_counts(url, "apiserver_watch_events_total", ("resource",))
         cpu0 = (cpu_seconds(api.pid), cpu_seconds(sched.pid), time.process_time())
         t0 = time.perf_counter()
+        queued: list[float] = []
+        sampler = asyncio.create_task(sample_queue(sched_url, queued), name="bench-queue-sampler")
         t_create = await post_prepared(addr, prepared, connections=CONNECTIONS)
         log(f"[{kind}] {pods} pods created in {t_create:.1f}s; {len(bound.bound)} bound so far")
         try:
@@ -305,39 +138,23 @@ async def run_workload(kind: str, args: argparse.Namespace, python: str) -> dict
             lines = [l for l in text.decode().splitlines() if l.startswith(("scheduler_pending", "scheduler_schedule_attempts_total", "scheduler_cache"))]
             raise RuntimeError(f"timed out: {len(bound.bound)}/{pods} bound; scheduler: {lines}") from None
         cpu = (cpu_seconds(api.pid) - cpu0[0], cpu_seconds(sched.pid) - cpu0[1], time.process_time() - cpu0[2])
+        sampler.cancel()
+        requests = await metric_counts(url, "apiserver_request_total", ("verb", "resource", "subresource")) - requests0
+        watch_events = await metric_counts(url, "apiserver_watch_events_total", ("resource",)) - events0
+        watchers = await metric_counts(url, "apiserver_registered_watchers", ("resource",))
         stop_profilers(spies)
         spies = []
         if kubelet is not None:
             kubelet.cancel()
         return {"cpu": cpu, "wall": t_last - t0, "kind": kind, "nodes": nodes, "placed": placed, "pods": pods, "pods_per_s": pods / (t_last - t0),
                 "create_per_s": pods / t_create, "nodes_per_s": nodes / t_nodes,
-                "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1}
+                "bytes_per_node": max(rss1 - rss0, 0) / max(nodes, 1), "sched_rss": rss1,
+                "requests": requests, "watch_events": watch_events, "watchers": watchers, "queued": queued}
     finally:
         stop_profilers(spies)
         stop(sched)
         stop(api)
         shutil.rmtree(data, ignore_errors=True)
-
-
-def start_profilers(directory: str | None, kind: str, pids: dict[str, int]) -> list[subprocess.Popen]:
-    """``py-spy record`` on each process for the measured window (``--profile DIR``)."""
-    if not directory:
-        return []
-    os.makedirs(directory, exist_ok=True)
-    return [subprocess.Popen(["py-spy", "record", "--pid", str(pid), "--nonblocking", "--rate", "50", "--format", "raw",
-                              "--output", os.path.join(directory, f"{kind}-{name}.raw")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name, pid in pids.items()]
-
-
-def stop_profilers(spies: list[subprocess.Popen]) -> None:
-    for spy in spies:
-        spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-    for spy in spies:
-        try:
-            spy.wait(60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            spy.wait()
 
 
 async def play_kubelet(addr: str, rv: str) -> None:
@@ -389,6 +206,29 @@ async def bind_floor(args: argparse.Namespace, python: str) -> tuple[float, floa
         shutil.rmtree(data, ignore_errors=True)
 
 
+async def sample_queue(sched_url: str, out: list[float]) -> None:
+    """The scheduler's active queue every half second: near 0, it keeps up with the
+    pods as they come (the API server is what waits); growing, it is the bottleneck."""
+    while True:
+        out.append(await metric(sched_url, 'scheduler_pending_pods{queue="active"}'))
+        await asyncio.sleep(0.5)
+
+
+def print_requests(kind: str, r: dict[str, Any]) -> None:
+    """The API requests served and the watch events made while measured, per measured pod."""
+    per_pod = r["pods"]
+    served = ", ".join(f"{verb} {resource}{'/' + sub if sub else ''} {n / per_pod:.3f}"
+                       for (verb, resource, sub), n in sorted(r["requests"].items(), key=lambda kv: -kv[1])
+                       if n > 0 and verb != "WATCH")
+    print(f"[{kind}]   API requests per pod: {served}", flush=True)
+    events = ", ".join(f"{res} {n / per_pod:.2f} (to {int(r['watchers'].get((res,), 0))} watchers)"
+                       for (res,), n in sorted(r["watch_events"].items(), key=lambda kv: -kv[1]) if n > 0)
+    print(f"[{kind}]   watch events per pod: {events}", flush=True)
+    queued = r["queued"] or [0.0]
+    print(f"[{kind}]   scheduler's active queue while measured: mean {sum(queued) / len(queued):,.0f}, "
+          f"max {max(queued):,.0f} pods ({len(queued)} samples)", flush=True)
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=5000)
@@ -399,13 +239,17 @@ async def main() -> None:
     p.add_argument("--workloads", default="basic,antiaffinity,spread,preemption")
     p.add_argument("--quick", action="store_true", help="500 nodes, 100 placed, 1,000 pods, 100 preemption nodes")
     p.add_argument("--no-events", action="store_true", help="run the scheduler with --no-events")
+    p.add_argument("--client-qps", type=float, default=5000.0,
+                   help="the scheduler's clientConnection qps and burst: scheduler_perf's 5000 (default: an Event per "
+                        "scheduled pod, as upstream's figures include), or kube-scheduler's default 50")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--profile", metavar="DIR", help="py-spy each process during the measured window into DIR/<workload>-<process>.raw")
     args = p.parse_args()
     if args.quick:
         args.nodes, args.init_pods, args.pods, args.preemption_nodes, args.constrained_pods = 500, 100, 1000, 100, 300
     python = sys.executable
-    print(f"scheduler benchmark: {os.cpu_count()} cpus; API server, scheduler and this load generator share them", flush=True)
+    print(f"scheduler benchmark: {os.cpu_count()} cpus; API server, scheduler and this load generator share them; "
+          f"scheduler clientConnection qps/burst {args.client_qps:g}", flush=True)
     for kind in args.workloads.split(","):
         kind = kind.strip()
         if kind != "preemption":
@@ -422,6 +266,7 @@ async def main() -> None:
               f"({api_cpu * 1000 / r['pods']:.2f} ms/pod), scheduler {sched_cpu:.1f}s ({sched_cpu * 1000 / r['pods']:.2f} ms/pod), "
               f"load generator {load_cpu:.1f}s ({load_cpu * 1000 / r['pods']:.2f} ms/pod); "
               f"machine load average {os.getloadavg()[0]:.1f}", flush=True)
+        print_requests(kind, r)
     binds, creates = await bind_floor(args, python)
     print(f"bind floor (pods/binding alone, {CONNECTIONS} connections): {binds:,.0f} binds/s; "
           f"pod creates alone: {creates:,.0f}/s", flush=True)

@@ -375,3 +375,65 @@ async def test_a_series_broadcaster_with_a_limiter_writes_a_burst_then_at_its_ra
         assert broadcaster.writes == 4
     finally:
         await stop(task)
+
+
+class GatedEventsClient:
+    """A stand-in for the REST client whose writes wait until released, so a
+    test can see how many are in flight at once (a real API server answers
+    too fast to catch them in flight)."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.calls: list[tuple[str, str, int]] = []  # (verb, regarding name, series count)
+        self.regarding: dict[str, str] = {}  # Event name -> the name of the object it is about
+        self.log: list[str] = []
+
+    async def _call(self, verb: str, name: str, count: int) -> dict:
+        self.log.append(f"start {verb} {name}")
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.release.wait()
+            await asyncio.sleep(0)  # writes started together end interleaved
+            self.calls.append((verb, name, count))
+            self.log.append(f"end {verb} {name}")
+            return {}
+        finally:
+            self.in_flight -= 1
+
+    async def create(self, resource, event, *, namespace=None) -> dict:
+        self.regarding[event["metadata"]["name"]] = event["regarding"]["name"]
+        return await self._call("create", event["regarding"]["name"], (event.get("series") or {}).get("count", 1))
+
+    async def patch(self, resource, namespace, name, patch, *, patch_type=None) -> dict:
+        return await self._call("patch", self.regarding[name], patch["series"]["count"])
+
+
+async def test_series_events_are_written_concurrently_and_a_repeat_waits_for_its_create():
+    from k8py.client.event_series import SeriesEventBroadcaster
+
+    client = GatedEventsClient()
+    broadcaster = SeriesEventBroadcaster(client, max_in_flight=4)  # type: ignore[arg-type]
+    recorder = broadcaster.new_recorder("c", reporting_instance="c-1")
+    task = asyncio.create_task(broadcaster.run(), name="series-broadcaster")
+    try:
+        recorder.eventf(ref_obj("x0"), None, "Normal", "Scheduled", "Binding", "m")
+        recorder.eventf(ref_obj("x0"), None, "Normal", "Scheduled", "Binding", "m")  # x0's first repeat: a PATCH
+        for i in range(1, 6):
+            recorder.eventf(ref_obj(f"x{i}"), None, "Normal", "Scheduled", "Binding", "m")
+        for _ in range(500):
+            if client.in_flight == 3:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        # four slots: x0's create, x1 and x2 in flight; x0's patch holds the fourth, waiting for the create
+        assert client.in_flight == 3 and client.calls == []
+        client.release.set()
+        await asyncio.wait_for(broadcaster.flush(), 10)
+        assert client.most_in_flight <= 4 and broadcaster.writes == 7
+        assert [c for c in client.calls if c[1] == "x0"] == [("create", "x0", 1), ("patch", "x0", 2)]
+        assert client.log.index("start patch x0") > client.log.index("end create x0")  # not sent before it
+    finally:
+        await stop(task)

@@ -104,7 +104,26 @@ _LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 
 def _blen(s: str) -> int:
     """Go's ``len``: bytes, not characters."""
+    if s.isascii():
+        return len(s)
     return len(s.encode("utf-8", "surrogatepass"))
+
+
+#: strings known to pass a check: label keys and values and annotation keys
+#: repeat across the objects of a workload (every pod of a ReplicaSet carries
+#: its template's), and the checks cost a split and a regex or two each. Only
+#: passes are remembered (an error is rebuilt each time: its message names the
+#: field); each set is bounded, emptied when full.
+_PASSED_LIMIT = 8192
+_GOOD_QUALIFIED: set[str] = set()
+_GOOD_LABEL_VALUES: set[str] = set()
+_GOOD_ANNOTATION_KEYS: set[str] = set()
+
+
+def _passed(seen: set[str], value: str) -> None:
+    if len(seen) >= _PASSED_LIMIT:
+        seen.clear()
+    seen.add(value)
 
 
 def _max_len_error(n: int) -> str:
@@ -225,11 +244,19 @@ def name_is_path_segment(name: str, prefix: bool = False) -> list[str]:
 def validate_labels(labels: Mapping[str, str] | None, field: str) -> list[Cause]:
     causes: list[Cause] = []
     for key, value in (labels or {}).items():
-        causes.extend(field_invalid(field, key, m) for m in is_qualified_name(key))
+        if key not in _GOOD_QUALIFIED:
+            if msgs := is_qualified_name(key):
+                causes.extend(field_invalid(field, key, m) for m in msgs)
+            else:
+                _passed(_GOOD_QUALIFIED, key)
         if not isinstance(value, str):
             causes.append(field_invalid(field, value, "must be a string"))
             continue
-        causes.extend(field_invalid(field, value, m) for m in is_valid_label_value(value))
+        if value not in _GOOD_LABEL_VALUES:
+            if msgs := is_valid_label_value(value):
+                causes.extend(field_invalid(field, value, m) for m in msgs)
+            else:
+                _passed(_GOOD_LABEL_VALUES, value)
     return causes
 
 
@@ -238,7 +265,11 @@ def validate_annotations(annotations: Mapping[str, str] | None, field: str) -> l
     causes: list[Cause] = []
     total = 0
     for key, value in (annotations or {}).items():
-        causes.extend(field_invalid(field, key, m) for m in is_qualified_name(key.lower()))
+        if key not in _GOOD_ANNOTATION_KEYS:
+            if msgs := is_qualified_name(key.lower()):
+                causes.extend(field_invalid(field, key, m) for m in msgs)
+            else:
+                _passed(_GOOD_ANNOTATION_KEYS, key)
         total += _blen(key) + _blen(value if isinstance(value, str) else str(value))
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(field_too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))

@@ -252,10 +252,17 @@ class ResourceDefinition:
     #: a custom resource's structural schema (the version's openAPIV3Schema):
     #: what pruning and fieldValidation walk instead of an upstream definition
     structural_schema: Mapping[str, Any] | None = None
+    #: derived once (every request asks for them): ``api_version`` and ``key_prefix``
+    _api_version: str = field(init=False, repr=False, compare=False, default="")
+    _key_prefix: str = field(init=False, repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_api_version", f"{self.group}/{self.version}" if self.group else self.version)
+        object.__setattr__(self, "_key_prefix", f"{REGISTRY_PREFIX}{self.storage_resource or self.plural}/")
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return self._api_version
 
     @property
     def list_kind(self) -> str:
@@ -271,15 +278,15 @@ class ResourceDefinition:
     @property
     def key_prefix(self) -> str:
         """``/registry/pods/`` — every object of this resource lives under it."""
-        return f"{REGISTRY_PREFIX}{self.storage_key_resource}/"
+        return self._key_prefix
 
     def key(self, namespace: str, name: str) -> str:
         if self.namespaced:
-            return f"{self.key_prefix}{namespace}/{name}"
-        return f"{self.key_prefix}{name}"
+            return f"{self._key_prefix}{namespace}/{name}"
+        return f"{self._key_prefix}{name}"
 
     def namespace_prefix(self, namespace: str) -> str:
-        return f"{self.key_prefix}{namespace}/" if self.namespaced and namespace else self.key_prefix
+        return f"{self._key_prefix}{namespace}/" if self.namespaced and namespace else self._key_prefix
 
     def field_value(self, obj: Object, path: str) -> str | None:
         """The value of a fieldSelector field, or None if the kind has no such field."""

@@ -23,6 +23,13 @@ With a ``limiter`` (a token bucket: upstream's event clientset has the
 component's client QPS and burst) writes wait for a token, so a burst of
 events costs the API server at most that rate; the queue absorbs the rest,
 then drops.
+
+Writes run concurrently, up to ``max_in_flight`` at once, as upstream's
+``recordToSink`` writes each event on its own goroutine: one write at a time
+made the write rate 1 / (the API server's latency), a few per second while
+it was busy binding, far below the QPS it is allowed. Writes of one
+isomorphic event stay in order (a series PATCH waits for the create before
+it). :meth:`flush` waits for the queued and the in-flight writes.
 """
 
 from __future__ import annotations
@@ -112,9 +119,14 @@ class SeriesEventBroadcaster:
     def __init__(
         self, client: RestClient, *, clock: Clock | None = None, queue_size: int = MAX_QUEUED_EVENTS,
         finish_time: float = FINISH_TIME, refresh_time: float = REFRESH_TIME,
-        limiter: BucketRateLimiter | None = None,
+        limiter: BucketRateLimiter | None = None, max_in_flight: int = 16,
     ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
         self.client = client
+        self.max_in_flight = max_in_flight
+        #: isomorphic key -> the last write of that event still in flight (writes of one event stay in order)
+        self._writing: dict[tuple[Any, ...], asyncio.Task[None]] = {}
         self.clock: Clock = clock if clock is not None else RealClock()
         self.limiter = limiter
         self.finish_time = finish_time
@@ -155,28 +167,51 @@ class SeriesEventBroadcaster:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._every(self.refresh_time, self.refresh_series), name="event-series-refresh")
             group.create_task(self._every(self.finish_time, self.finish_series), name="event-series-finish")
+            slots = asyncio.Semaphore(self.max_in_flight)
             while True:
                 event = await self._queue.get()
+                handed_over = False
                 try:
-                    to_write = self._observe(event)
+                    key = isomorphic_key(event)
+                    to_write = self._observe(key, event)
                     if to_write is not None:
-                        await self._write(to_write)
+                        await self._wait_for_token()
+                        await slots.acquire()
+                        prior = self._writing.get(key)
+                        task = group.create_task(self._write_in_order(to_write, prior, slots), name="event-write")
+                        self._writing[key] = task
+                        task.add_done_callback(lambda t, k=key: self._writing.pop(k) if self._writing.get(k) is t else None)
+                        handed_over = True
                 finally:
-                    self._queue.task_done()
+                    if not handed_over:
+                        self._queue.task_done()
 
-    def _observe(self, event: Event) -> Event | None:
-        key = isomorphic_key(event)
+    async def _write_in_order(self, event: Event, prior: asyncio.Task[None] | None, slots: asyncio.Semaphore) -> None:
+        try:
+            if prior is not None:
+                await asyncio.wait((prior,))
+            await self._send(event)
+        finally:
+            slots.release()
+            self._queue.task_done()
+
+    def _observe(self, key: tuple[Any, ...], event: Event) -> Event | None:
+        """The event to write for ``event`` (None: counted in its series only).
+
+        What is written is a copy of the cached event's top level (and of its
+        series): later repeats change the cached one, never what a write in
+        flight sends. Nothing else in an event is changed once built."""
         cached = self._cache.get(key)
         if cached is None:
             self._cache[key] = event
-            return copy.deepcopy(event)
+            return {**event}
         observed = micro_time(self.clock.now())
         if "series" in cached:
             cached["series"]["count"] += 1
             cached["series"]["lastObservedTime"] = observed
             return None
         cached["series"] = {"count": 2, "lastObservedTime": observed}
-        return copy.deepcopy(cached)
+        return {**cached, "series": dict(cached["series"])}
 
     async def refresh_series(self) -> None:
         for event in [e for e in self._cache.values() if "series" in e]:
@@ -197,11 +232,18 @@ class SeriesEventBroadcaster:
             await self.clock.sleep(period)
             await action()
 
-    async def _write(self, event: Event) -> None:
+    async def _wait_for_token(self) -> None:
         if self.limiter is not None:
             delay = self.limiter.when(None)
             if delay > 0:
                 await self.clock.sleep(delay)
+
+    async def _write(self, event: Event) -> None:
+        """One write, after a token (the refresh and finish passes)."""
+        await self._wait_for_token()
+        await self._send(event)
+
+    async def _send(self, event: Event) -> None:
         meta = event["metadata"]
         try:
             if "series" in event:

@@ -71,7 +71,7 @@ class Scheduler:
         self.frameworks: dict[str, Framework] = build_frameworks(self.config, self, waiting_pods=self.waiting_pods)
         first = next(iter(self.frameworks.values()))
         self.queue = SchedulingQueue(
-            less=first.less, pre_enqueue=self._pre_enqueue, hints=self._collect_hints(), clock=self.clock,
+            less=first.less, sort_key=first.sort_key, pre_enqueue=self._pre_enqueue, hints=self._collect_hints(), clock=self.clock,
             initial_backoff=self.config.pod_initial_backoff, max_backoff=self.config.pod_max_backoff,
         )
         self.algorithm = PodScheduler(rng=rng)

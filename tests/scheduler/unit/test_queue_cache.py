@@ -29,6 +29,20 @@ def test_active_queue_orders_by_priority_then_arrival():
     assert q.pop_nowait() is None
 
 
+def test_a_sort_key_orders_the_active_queue_as_its_less_does():
+    from k8py.scheduler.plugins.priority_sort import PrioritySort
+
+    orders = []
+    for kw in ({}, {"sort_key": PrioritySort.sort_key}):
+        q, clock = _queue(**kw)
+        for i, priority in enumerate([1, 5, 1, 5, 3, 1, 5]):
+            q.add(pod_obj(f"p{i}", priority=priority))
+            if i % 2:
+                clock.advance(1)  # pairs share a timestamp: they keep arrival order
+        orders.append([q.pop_nowait().info.name for _ in range(7)])
+    assert orders[0] == orders[1] == ["p1", "p3", "p6", "p4", "p0", "p2", "p5"]
+
+
 def test_backoff_doubles_from_one_second_to_ten():
     q, clock = _queue()
     q.add(pod_obj("p"))
@@ -113,6 +127,21 @@ def test_cache_assume_confirm_forget_and_expire():
     bound = {**pod_obj("p", cpu="1", nodeName="n")}
     cache.add_pod(bound)  # the informer confirms it
     assert not cache.is_assumed("default/p") and cache.node("n").requested.milli_cpu == 1000
+
+
+def test_a_confirmed_or_removed_assumption_never_expires():
+    cache = SchedulerCache(assumed_ttl=30)
+    cache.add_node(node_obj("n", cpu="4"))
+    from k8py.scheduler.framework.types import PodInfo
+    for name in ("confirmed", "removed", "expiring"):
+        info = PodInfo({**pod_obj(name, cpu="1"), "metadata": {"name": name, "namespace": "default", "uid": name}})
+        cache.assume_pod(info.with_node("n"))
+        cache.finish_binding(f"default/{name}", now=100)
+    cache.add_pod(pod_obj("confirmed", cpu="1", nodeName="n"))
+    cache.remove_pod("default/removed")
+    assert cache.cleanup_expired(now=131) == ["default/expiring"]
+    assert cache.pod("default/confirmed") is not None and cache.node("n").requested.milli_cpu == 1000
+    assert cache.cleanup_expired(now=1000) == []
 
 
 def test_a_deleted_node_with_pods_is_kept_unlisted():
@@ -219,3 +248,65 @@ async def test_a_pod_moved_by_an_event_leaves_backoff_when_its_backoff_ends_not_
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
+
+
+def test_with_the_active_queue_empty_a_backoff_pod_is_popped_before_its_backoff_ends():
+    """KEP-5142 (SchedulerPopFromBackoffQ): a pod moved to backoff after being
+    unschedulable is tried at once when nothing else waits; one backing off after
+    an error waits its backoff out; anything active goes first."""
+    hints = {"TaintToleration": [ClusterEventHint("Node", frozenset({"Update"}), None)]}
+    q, clock = _queue(hints=hints)
+    q.add(pod_obj("tainted"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"TaintToleration"}
+    assert q.add_unschedulable(qpi) == UNSCHEDULABLE
+    assert q.pop_nowait() is None  # unschedulable pods wait for an event
+    q.add(pod_obj("failed"))
+    failed = q.pop_nowait()
+    assert q.add_unschedulable(failed, backoff_only=True) == BACKOFF  # an error
+    assert q.move_on_event("Node", ("Update",)) == 1 and q.where("default/tainted") == BACKOFF
+    q.add(pod_obj("new"))
+    assert q.pop_nowait().info.name == "new"  # the active queue first
+    again = q.pop_nowait()
+    assert again is not None and again.info.name == "tainted" and again.attempts == 2
+    assert q.where("default/tainted") == "in-flight"
+    assert q.pop_nowait() is None  # the error backoff is not cut short
+    clock.advance(1.01)
+    assert q.flush_backoff() == 1 and q.pop_nowait().info.name == "failed"
+    assert q._backoff_early == []  # nothing left behind for the flushed or popped pods
+
+
+def test_popping_from_backoff_can_be_switched_off_and_runs_pre_enqueue():
+    q, clock = _queue(pop_from_backoff=False)
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    q.move_on_event("Node", ("Add",))
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable(qpi) == BACKOFF
+    assert q.pop_nowait() is None  # upstream before 1.33: the backoff is waited out
+
+    gates = {"on": False}
+    q, clock = _queue(pre_enqueue=lambda pod: unresolvable("gated") if gates["on"] else None)
+    q.add(pod_obj("g"))
+    qpi = q.pop_nowait()
+    q.move_on_event("Node", ("Add",))
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable(qpi) == BACKOFF
+    gates["on"] = True
+    assert q.pop_nowait() is None and q.where("default/g") == GATED
+
+
+async def test_pop_wakes_when_a_pod_enters_backoff():
+    import asyncio
+
+    q, clock = _queue()
+    q.add(pod_obj("p"))
+    qpi = q.pop_nowait()
+    waiter = asyncio.create_task(q.pop(), name="pop-under-test")
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    q.move_on_event("Node", ("Add",))
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable(qpi) == BACKOFF
+    popped = await asyncio.wait_for(waiter, 30)
+    assert popped.info.name == "p"

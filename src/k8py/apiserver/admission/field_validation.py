@@ -17,6 +17,12 @@ decoder reports two kinds of problems, and so do we:
   and one dict walk. (A key ending in a backslash is not counted; duplicates
   of such keys can be missed.)
 
+The walk that finds unknown fields first runs as a pure check
+(:func:`_known_count`): per object a C-level subset test of its keys against
+the declared ones and a descent into only the fields whose schema nests; only
+when it finds something unknown does the full walk (paths in document order,
+pruning) run. Both count the body's keys the same way.
+
 Pure functions over the shared schema definitions; nothing is mutated.
 """
 
@@ -61,13 +67,15 @@ class _Node:
     ``props`` maps a field to a thunk of its node; ``any`` accepts anything.
     """
 
-    __slots__ = ("props", "additional", "items", "any")
+    __slots__ = ("props", "additional", "items", "any", "keys")
 
     def __init__(self) -> None:
         self.props: dict[str, Any] | None = None
         self.additional: Any = None
         self.items: Any = None
         self.any = False
+        #: with ``props``: the declared keys (for the fast check's subset test)
+        self.keys: frozenset[str] = frozenset()
 
 
 _ANY = _Node()
@@ -92,6 +100,7 @@ def _compile(node: Schema | None) -> _Node:
     items = resolved.get("items")
     if props is not None and extra is None:
         out.props = {key: functools.partial(_compile, prop) for key, prop in props.items()}
+        out.keys = frozenset(props)
     elif isinstance(extra, dict):
         out.additional = functools.partial(_compile, extra)
     elif props is None and not isinstance(items, dict):
@@ -151,13 +160,64 @@ def _walk(node: _Node, value: Any, path: str, out: list[str], prune: bool) -> in
     return 0
 
 
+def _known_count(node: _Node, value: Any) -> int:
+    """What :func:`_walk` returns for ``value``, or -1 as soon as it holds an
+    unknown field (then the full walk runs). Reads only."""
+    if type(value) is dict:
+        count = len(value)
+        props = node.props
+        if props is not None:
+            if not value.keys() <= node.keys:
+                return -1
+            for key, item in value.items():
+                if type(item) is dict or type(item) is list:
+                    thunk = props[key]
+                    child = thunk if isinstance(thunk, _Node) else thunk()
+                    if child is not thunk:
+                        props[key] = child
+                    sub = _known_count(child, item)
+                    if sub < 0:
+                        return -1
+                    count += sub
+            return count
+        if node.additional is not None:
+            child = _child(node.additional)
+            node.additional = child
+            for item in value.values():
+                if type(item) is dict or type(item) is list:
+                    sub = _known_count(child, item)
+                    if sub < 0:
+                        return -1
+                    count += sub
+            return count
+        return count + sum(_count_keys(v) for v in value.values())
+    if type(value) is list:
+        count = 0
+        if node.items is not None:
+            child = _child(node.items)
+            node.items = child
+            for item in value:
+                if type(item) is dict or type(item) is list:
+                    sub = _known_count(child, item)
+                    if sub < 0:
+                        return -1
+                    count += sub
+            return count
+        return sum(_count_keys(v) for v in value)
+    return -1 if isinstance(value, (dict, list)) else 0  # a dict or list subclass: the full walk decides
+
+
 def _unknown_and_count(
     schema_name: str | None, obj: dict[str, Any], *, prune: bool = False
 ) -> tuple[list[str], int | None]:
     if not schema_name or _resolved(schema_name) is None:
         return [], None
+    node = _compile(_resolved(schema_name))
+    count = _known_count(node, obj)
+    if count >= 0:
+        return [], count
     out: list[str] = []
-    count = _walk(_compile(_resolved(schema_name)), obj, "", out, prune)
+    count = _walk(node, obj, "", out, prune)
     return out, count
 
 

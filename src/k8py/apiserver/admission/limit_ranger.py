@@ -86,7 +86,8 @@ class LimitRanger:
         d = self.registry.get("", "v1", "limitranges")
         if d is None or not namespace:
             return []
-        objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values())
+        # the namespace's own (a create pays nothing for other namespaces' objects)
+        objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).candidates(namespace))
         return [r for r in objs if (r.get("metadata") or {}).get("namespace") == namespace]
 
     def admit_new(self, definition: ResourceDefinition, obj: Object) -> None:

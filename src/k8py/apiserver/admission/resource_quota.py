@@ -64,7 +64,8 @@ class ResourceQuotaAdmission:
         d = self.registry.get("", "v1", "resourcequotas")
         if d is None or not namespace:
             return []
-        objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).objects.values())
+        # the namespace's own (a create pays nothing for other namespaces' objects)
+        objs = (orjson.loads(c.data) for c in self.cacher.cache_for(d).candidates(namespace))
         return [q for q in objs if (q.get("metadata") or {}).get("namespace") == namespace]
 
     name = "ResourceQuota"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -56,19 +55,24 @@ def rfc3339(ts: float | None = None) -> str:
 
 class _UidSource:
     """Random (version 4) UIDs from the OS's CSPRNG, 256 at a time: one
-    getrandom() per UID was a measurable part of a create."""
+    getrandom() per UID was a measurable part of a create, and so was
+    ``str(uuid.UUID(...))``: each UID is cut from one hex string of the pool,
+    the version nibble set to 4 and the variant bits to 10 (RFC 4122), the
+    same string ``uuid.UUID(bytes=raw, version=4)`` prints."""
+
+    _VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
     def __init__(self) -> None:
-        self._pool = b""
+        self._pool = ""
         self._offset = 0
 
     def new(self) -> str:
         if self._offset >= len(self._pool):
-            self._pool = os.urandom(16 * 256)
+            self._pool = os.urandom(16 * 256).hex()
             self._offset = 0
-        raw = self._pool[self._offset : self._offset + 16]
-        self._offset += 16
-        return str(uuid.UUID(bytes=raw, version=4))
+        h = self._pool[self._offset : self._offset + 32]
+        self._offset += 32
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{self._VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 new_uid = _UidSource().new

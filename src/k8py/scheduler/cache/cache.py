@@ -50,6 +50,9 @@ class SchedulerCache:
         self._infos: dict[str, NodeInfo] = {}
         self.nodes: list[NodeInfo] = []
         self._pods: dict[str, _PodState] = {}
+        #: key -> deadline of the assumed pods whose bind finished (what
+        #: ``cleanup_expired`` looks at: not every pod in the cache, each second)
+        self._expiring: dict[str, float] = {}
         self._image_nodes: dict[str, int] = {}
         #: node name -> how many of its pods have (required anti-)affinity; lets the
         #: affinity plugins skip nodes (and whole cycles) with nothing to check
@@ -169,7 +172,7 @@ class SchedulerCache:
     def finish_binding(self, key: str, now: float) -> None:
         state = self._pods.get(key)
         if state is not None and state.assumed and self.assumed_ttl > 0:
-            state.deadline = now + self.assumed_ttl
+            state.deadline = self._expiring[key] = now + self.assumed_ttl
 
     def forget_pod(self, key: str) -> None:
         state = self._pods.get(key)
@@ -177,6 +180,7 @@ class SchedulerCache:
             return
         self._remove(state.info)
         del self._pods[key]
+        self._expiring.pop(key, None)
 
     def _place(self, info: PodInfo) -> None:
         node = self._info(info.node_name)
@@ -214,6 +218,8 @@ class SchedulerCache:
         key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
         state = self._pods.get(key)
         if state is not None:
+            if state.assumed:
+                self._expiring.pop(key, None)
             cached = state.info
             if cached.node_name == ((pod.get("spec") or {}).get("nodeName") or "") and same_for_scheduling(cached.pod, pod):
                 node = self._infos.get(cached.node_name)
@@ -235,12 +241,13 @@ class SchedulerCache:
         state = self._pods.pop(key, None)
         if state is None:
             return None
+        self._expiring.pop(key, None)
         self._remove(state.info)
         return state.info
 
     def cleanup_expired(self, now: float) -> list[str]:
         """Forget assumptions whose bind finished more than ``assumed_ttl`` ago."""
-        expired = [k for k, s in self._pods.items() if s.assumed and s.deadline is not None and s.deadline <= now]
+        expired = [key for key, deadline in self._expiring.items() if deadline <= now]
         for key in expired:
             logger.warning("assumed pod expired", extra={"pod": key})
             self.forget_pod(key)

@@ -20,7 +20,7 @@ Rules it enforces (upstream ``frameworkImpl``):
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from k8py.scheduler.framework.diagnosis import Diagnosis
 from k8py.scheduler.framework.interfaces import CycleState, PostFilterResult, PreFilterResult
@@ -69,6 +69,11 @@ class Framework:
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         assert self.queue_sort is not None
         return self.queue_sort.less(a, b)
+
+    @property
+    def sort_key(self) -> Callable[[QueuedPodInfo], Any] | None:
+        """The QueueSort's ``sort_key`` (a key ordered as its ``less``), if it has one."""
+        return getattr(self.queue_sort, "sort_key", None)
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
         for plugin in self.points["preEnqueue"]:

@@ -21,3 +21,8 @@ class PrioritySort:
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return less(a, b)
+
+    @staticmethod
+    def sort_key(qpi: QueuedPodInfo) -> tuple[int, float]:
+        """A key ordered as :func:`less`: ``less(a, b)`` iff ``sort_key(a) < sort_key(b)``."""
+        return (-qpi.info.priority, qpi.timestamp)
