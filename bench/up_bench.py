@@ -235,10 +235,14 @@ def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
     return out
 
 
-def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None) -> None:
+def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None,
+           idle: dict[str, float] | None = None) -> dict[str, float]:
     """CPU seconds each component used in a phase; with ``per`` = (count, unit) also
-    milliseconds of CPU per unit (the figure that does not depend on how loaded
-    the machine was)."""
+    milliseconds of CPU per unit (the figure that depends less on how loaded the
+    machine was). With ``idle`` (CPU seconds a second each component spends with
+    nothing to do but the nodes' heartbeats), also the CPU per unit above that: a
+    phase that a loaded machine makes twice as long holds twice the heartbeats,
+    which the plain figure counts against the pods. Returns the CPU a second used."""
     used = {k: after[k] - before.get(k, 0.0) for k in after}
     ranked = sorted(used.items(), key=lambda kv: -kv[1])
     print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in ranked))
@@ -246,6 +250,11 @@ def _phase(label: str, before: dict[str, float], after: dict[str, float], second
         count, unit = per
         print(f"  CPU per {unit} during {label}: {sum(used.values()) / count * 1000:.1f} ms — "
               + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in ranked if v / count >= 0.00005))
+        if idle:
+            net = {k: max(0.0, v - idle.get(k, 0.0) * seconds) for k, v in ranked}
+            print(f"  CPU per {unit} during {label} above the idle cluster's: {sum(net.values()) / count * 1000:.1f} ms — "
+                  + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in net.items() if v / count >= 0.00005))
+    return {k: v / seconds for k, v in used.items()} if seconds else {}
 
 
 def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
@@ -287,7 +296,7 @@ def simulated(nodes: int, pods: int) -> None:
 
         renewals = nodes / lease_renew_interval(10.0, 40, nodes)
         _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
-        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
+        idle_rate = _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
             req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
@@ -303,7 +312,7 @@ def simulated(nodes: int, pods: int) -> None:
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
             _rates("the pods' start", req1, _requests(api, ctx), t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"))
+            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"), idle_rate)
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
             req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
@@ -311,7 +320,7 @@ def simulated(nodes: int, pods: int) -> None:
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
             _rates("the deletion", req2, _requests(api, ctx), t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"))
+            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"), idle_rate)
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")
