@@ -132,6 +132,7 @@ class WatchReader:
         self.latencies: list[float] = []
         self._task: asyncio.Task | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._conn: HttpConnection | None = None
 
     async def start(self, addr: str, path: str) -> None:
         if self.sample:
@@ -139,7 +140,7 @@ class WatchReader:
             resp = await self._session.get(f"http://{addr}{path}", timeout=aiohttp.ClientTimeout(total=None))
             self._task = asyncio.create_task(self._read_lines(resp))
         else:
-            conn = await HttpConnection.open(addr)
+            conn = self._conn = await HttpConnection.open(addr)
             conn.writer.write(f"GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n".encode())
             self._task = asyncio.create_task(self._count(conn))
 
@@ -176,5 +177,7 @@ class WatchReader:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._conn is not None:
+            self._conn.close()  # the server ends the watch, rather than keep writing to it
         if self._session is not None:
             asyncio.get_running_loop().create_task(self._session.close())

@@ -20,6 +20,17 @@ and, for scale, two floors: ``get`` (a pod read from the watch cache) and
     python bench/write_path_bench.py [--pods 3000] [--phases create,bind,patch,update] [--apiserver-arg=--foo ...]
     python bench/write_path_bench.py --baseline-src /work/main/src     # beside another tree, interleaved
 
+``--watchers 0,2,10`` runs the phases once per count with that many watches
+open on each server for the whole run, as a cluster's informers hold them
+(every pod, all namespaces, ``allowWatchBookmarks``: the controller manager's
+and the scheduler's pod informers; ``--baseline-watchers`` gives the baseline
+another count), plus ``--kubelets`` node-pinned watches
+(``spec.nodeName=node-i``, none of them concerned by the writes); a chunk's
+CPU is read once every watcher has had every event, so the figure is the
+write plus its fan-out. The extra CPU per create over the 0-watcher runs,
+divided by the count, is what one watcher costs per event (a count may
+repeat, ``0,10,0,10``: the figures are then means).
+
 ``--pid-file FILE`` writes the server's pid (for ``py-spy record --pid``).
 """
 
@@ -198,6 +209,84 @@ async def status_updates(addr: str, pods: list[str]) -> list[tuple[str, bytes]]:
     return out
 
 
+class Watches:
+    """The watches a run holds open on one server: ``count`` informers of
+    every pod and ``kubelets`` node-pinned ones, each counting the event lines
+    it reads."""
+
+    def __init__(self, addr: str, count: int, kubelets: int) -> None:
+        self.addr = addr
+        self.paths = ["/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={rv}"] * count
+        self.paths += [f"/api/v1/pods?watch=true&allowWatchBookmarks=true&resourceVersion={{rv}}"
+                       f"&fieldSelector=spec.nodeName%3Dnode-{i + 1}" for i in range(kubelets)]
+        self.count = count
+        self.readers: list[WatchReader] = []
+
+    async def open(self) -> None:
+        conn = await HttpConnection.open(self.addr)
+        _, body = await conn.request("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
+        conn.close()
+        rv = orjson.loads(body)["metadata"]["resourceVersion"]
+        for path in self.paths:
+            reader = WatchReader()
+            await reader.start(self.addr, path.format(rv=rv))
+            self.readers.append(reader)
+
+    def delivered(self) -> int:
+        return sum(r.count for r in self.readers[: self.count])
+
+    async def wait_for(self, total: int, timeout: float = 120.0) -> None:
+        """Until the all-pod watchers have read ``total`` events between them."""
+        deadline = time.perf_counter() + timeout
+        while self.delivered() < total:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"watchers read {self.delivered()} of {total} events in {timeout:.0f} s")
+            await asyncio.sleep(0.005)
+
+    def close(self) -> None:
+        for r in self.readers:
+            r.close()
+
+
+async def run_phase(phase: str, pods: list[str], servers: list[tuple[str, subprocess.Popen, str]],
+                    shapes: dict[str, str], watches: dict[str, Watches], chunk: int, threads: bool) -> dict[str, float]:
+    """One phase over ``pods`` on every server, interleaved in chunks; the
+    CPU of a chunk is read once its events have reached every watcher.
+    Returns the CPU µs per request by server."""
+    n = len(pods)
+    plans = {name: plan_for(phase, pods, shapes[name]) for name, _, _ in servers}
+    label, method, _, ctype = plans["this tree"]
+    cpu = {name: 0.0 for name, _, _ in servers}
+    threads0 = thread_cpu(servers[0][1].pid)
+    wall = {name: 0.0 for name, _, _ in servers}
+    for lo in range(0, n, chunk):
+        for name, proc, addr in servers:
+            requests = plans[name][2]
+            part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
+            w = watches[name]
+            target = w.delivered() + len(part) * w.count if method in ("POST", "PUT", "PATCH") else 0
+            c0 = cpu_seconds(proc.pid)
+            t0 = time.perf_counter()
+            await run_all(addr, method, part, ctype)
+            await w.wait_for(target)
+            wall[name] += time.perf_counter() - t0
+            cpu[name] += cpu_seconds(proc.pid) - c0
+    line = f"  {label:>13}: " + "; ".join(
+        f"{name} {cpu[name] * 1e6 / n:5.0f} µs CPU/request ({n / wall[name]:,.0f}/s wall)" for name, _, _ in servers)
+    if len(servers) > 1:
+        line += f"; ratio {cpu['this tree'] / max(cpu['baseline'], 1e-9):.2f}"
+    print(line, flush=True)
+    if threads:
+        threads1 = thread_cpu(servers[0][1].pid)
+        parts = []
+        for tname, (u1, s1) in sorted(threads1.items()):
+            u0, s0 = threads0.get(tname, (0.0, 0.0))
+            if (u1 - u0) + (s1 - s0) > 0:
+                parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
+        print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
+    return {name: cpu[name] * 1e6 / n for name, _, _ in servers}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pods", type=int, default=3000)
@@ -212,16 +301,16 @@ async def main() -> None:
     ap.add_argument("--chunk", type=int, default=250, help="requests per turn when interleaving with a baseline")
     ap.add_argument("--shape", choices=("small", "rs"), default="small",
                     help="the pod created: the scheduler bench's (small) or controllers_bench's template (rs)")
-    ap.add_argument("--watchers", type=int, default=0,
+    ap.add_argument("--watchers", default="0",
                     help="pod watches (all namespaces, bookmarks, as an informer opens them) open on each server "
-                         "during the phases: the watch fan-out's share of a write")
+                         "during the phases: the watch fan-out's share of a write; a comma-separated list runs the "
+                         "phases once per count (e.g. 0,2,10; a count may repeat: means)")
+    ap.add_argument("--kubelets", type=int, default=0, help="node-pinned pod watches open beside them (none concerned)")
     ap.add_argument("--baseline-shape", choices=("small", "rs"), help="the baseline's pod shape (default: --shape)")
-    ap.add_argument("--baseline-watchers", type=int, help="the baseline's pod watches (default: --watchers)")
+    ap.add_argument("--baseline-watchers", type=int, help="the baseline's pod watches in every run (default: --watchers)")
     args = ap.parse_args()
     shapes = {"this tree": args.shape, "baseline": args.baseline_shape or args.shape}
-    watchers = {"this tree": args.watchers,
-                "baseline": args.watchers if args.baseline_watchers is None else args.baseline_watchers}
-    readers: list[WatchReader] = []
+    counts = [int(c) for c in args.watchers.split(",")]
     n = args.pods
     servers: list[tuple[str, subprocess.Popen, str]] = []
     dirs: list[str] = []
@@ -241,47 +330,38 @@ async def main() -> None:
             await run_all(addr, "POST", [("/api/v1/nodes", orjson.dumps(node))])
             # warm up: the first requests of each kind import and build what later ones reuse
             await run_all(addr, "POST", [(f"/api/v1/namespaces/{NS}/pods", pod(f"warm-{i}")) for i in range(200)])
-        for label, _, addr in servers:
-            for _ in range(watchers[label]):
-                reader = WatchReader()
-                await reader.start(addr, "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=0")
-                readers.append(reader)
         print(f"write path: {n} requests per phase, {CONNECTIONS} connections, {os.cpu_count()} cpus "
               f"(the load generator shares them; CPU is the API server's own); "
-              + "; ".join(f"{label}: pods {shapes[label]}, {watchers[label]} pod watches" for label, _, _ in servers),
-              flush=True)
-        pods = [f"p-{i}" for i in range(n)]
+              + "; ".join(f"{label}: pods {shapes[label]}" for label, _, _ in servers), flush=True)
         chunk = args.chunk if len(servers) > 1 else n
-        for phase in args.phases.split(","):
-            plans = {name: plan_for(phase, pods, shapes[name]) for name, _, _ in servers}
-            label, method, _, ctype = plans["this tree"]
-            cpu = {name: 0.0 for name, _, _ in servers}
-            threads0 = thread_cpu(servers[0][1].pid)
-            wall = {name: 0.0 for name, _, _ in servers}
-            for lo in range(0, n, chunk):
-                for name, proc, addr in servers:
-                    requests = plans[name][2]
-                    part = requests[lo:lo + chunk] if requests else await status_updates(addr, pods[lo:lo + chunk])
-                    c0 = cpu_seconds(proc.pid)
-                    elapsed, _ = await run_all(addr, method, part, ctype)
-                    cpu[name] += cpu_seconds(proc.pid) - c0
-                    wall[name] += elapsed
-            line = f"  {label:>13}: " + "; ".join(
-                f"{name} {cpu[name] * 1e6 / n:5.0f} µs CPU/request ({n / wall[name]:,.0f}/s wall)" for name, _, _ in servers)
-            if len(servers) > 1:
-                line += f"; ratio {cpu['this tree'] / max(cpu['baseline'], 1e-9):.2f}"
-            print(line, flush=True)
-            if args.threads:
-                threads1 = thread_cpu(servers[0][1].pid)
-                parts = []
-                for tname, (u1, s1) in sorted(threads1.items()):
-                    u0, s0 = threads0.get(tname, (0.0, 0.0))
-                    if (u1 - u0) + (s1 - s0) > 0:
-                        parts.append(f"{tname} {(u1 - u0) * 1e6 / n:.0f}+{(s1 - s0) * 1e6 / n:.0f}")
-                print(f"  {'':>13}  by thread (user+system µs/request): {', '.join(parts)}", flush=True)
+        per_create: dict[tuple[str, int], list[float]] = {}
+        for run, count in enumerate(counts):
+            pods = [f"p{run}-{i}" for i in range(n)]
+            own = {name: count if name == "this tree" or args.baseline_watchers is None else args.baseline_watchers
+                   for name, _, _ in servers}
+            watches = {name: Watches(addr, own[name], args.kubelets) for name, _, addr in servers}
+            for w in watches.values():
+                await w.open()
+            if len(counts) > 1 or count or args.kubelets:
+                print(" with " + "; ".join(f"{name}: {own[name]} pod watches" for name, _, _ in servers)
+                      + (f" and {args.kubelets} node-pinned ones" if args.kubelets else "") + ":", flush=True)
+            try:
+                for phase in args.phases.split(","):
+                    figures = await run_phase(phase, pods, servers, shapes, watches, chunk, args.threads)
+                    if phase == "create":
+                        for name, _, _ in servers:
+                            per_create.setdefault((name, own[name]), []).append(figures[name])
+            finally:
+                for w in watches.values():
+                    w.close()
+            await asyncio.sleep(0.2)  # the streams end on the server before the next run starts
+        for name, _, _ in servers:
+            mean = {c: sum(v) / len(v) for (nm, c), v in sorted(per_create.items()) if nm == name}
+            if 0 in mean and len(mean) > 1:
+                parts = [f"{c}: {(mean[c] - mean[0]) / c:5.1f}" for c in mean if c]
+                print(f"  {name}: µs per event per watcher over the 0-watcher runs {'; '.join(parts)}; "
+                      f"CPU µs per create " + ", ".join(f"{c}: {m:.0f}" for c, m in mean.items()), flush=True)
     finally:
-        for reader in readers:
-            reader.close()
         for _, proc, _ in servers:
             if proc.poll() is None:
                 proc.terminate()

@@ -480,3 +480,30 @@ def test_a_namespace_watch_sees_only_its_namespace_and_a_cluster_watch_sees_all(
         assert len(scoped.events()) == 1
     assert [(e["object"]["metadata"]["namespace"], e["object"]["metadata"]["name"]) for e in all_events] == [(NS, "here"), ("other", "there")]
     assert summary(scoped_events) == [("ADDED", "there")]
+
+
+def test_an_idle_watch_whose_client_hung_up_is_ended_by_the_liveness_sweep(clocked):
+    """Nothing is written to an idle watch without bookmarks: only the cacher's
+    shared sweep (every 5 s of the watch clock) can notice its client left."""
+    server, clock, _ = clocked
+    cacher = server.server.cacher
+    resp = urllib.request.urlopen(f"{server.url}/api/v1/namespaces/{NS}/configmaps?watch=true&resourceVersion=0",
+                                  timeout=60)
+    _wait_watchers(server, 1)
+    deadline = time.monotonic() + 30
+    while len(cacher.liveness) < 1:  # registered once its initial events are out
+        assert time.monotonic() < deadline, "the watch never registered with the sweep"
+        time.sleep(0.02)
+    resp.close()
+    deadline = time.monotonic() + 60
+    while True:
+        _advance(server, clock, 5.0)
+        with urllib.request.urlopen(f"{server.url}/metrics") as m:
+            text = m.read().decode()
+        line = next((ln for ln in text.splitlines()
+                     if ln.startswith('apiserver_registered_watchers{resource="configmaps"}')), "")
+        if line and float(line.split()[-1]) == 0 and len(cacher.liveness) == 0:
+            break
+        assert time.monotonic() < deadline, "the gone client's watch was never ended"
+        time.sleep(0.05)
+    assert cacher.liveness.sweeps >= 1

@@ -4,8 +4,8 @@ A pod being scheduled is no kubelet's business: the shared pod informer's
 ``spec.nodeName!=`` selector keeps unbound pods out (a third of the pod events
 at a Deployment's start), and the server sends a pod as ADDED once it is bound,
 so it still runs. A Node is created with its conditions (upstream's
-initialNode), so no status patch follows its creation. Real API server, real
-client.
+initialNode), so no status patch follows its creation, nor its pods' image
+pulls (no image list, as kwok's Nodes). Real API server, real client.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import urllib.request
 
 from k8py.client.config import ClientConfig
-from k8py.client.resources import LEASES, PODS
+from k8py.client.resources import LEASES, NODES, PODS
 from k8py.client.rest import RestClient
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.simulated_nodes import SimulatedNodes
@@ -86,6 +86,18 @@ async def test_unbound_pods_stay_out_of_the_cache_and_run_once_bound(tmp_path) -
                     return (pod.get("status") or {}).get("phase") == "Running"
 
                 await _until(bound_running)
+
+                # no image list reported (kwok's Node status has none): the pulls made no Node write,
+                # also once each node's status check has looked again after them
+                beats = [b for b in nodes.schedule.beats if b.name.startswith("node-status-")]
+                after = [b.runs for b in beats]
+
+                async def checked_again() -> bool:
+                    return all(b.runs > n for b, n in zip(beats, after))
+
+                await _until(checked_again, timeout=120)  # a check every 30 s, at each node's own phase
+                assert _requests(server.url, "PATCH", "nodes") == 0
+                assert all(not (n.get("status") or {}).get("images") for n in (await client.list(NODES))["items"])
             finally:
                 runner.cancel()
                 await asyncio.gather(runner, return_exceptions=True)

@@ -117,6 +117,9 @@ class APIServer:
         )
         self.store = ObjectStore(storage)
         self.store.cached_read = self.cacher.current  # an update's first guess (see ObjectStore)
+        if getattr(storage, "events_carry_written_values", False):
+            # the cache builds this server's own writes from what the write path knows (see watch.stored_hints)
+            self.store.note_stored = self.cacher.hints.note
         self.service_allocator = ServiceAllocator(self.registry, self.cacher, storage, self.config.service_cidr,
                                                   self.config.service_node_port_range)
         self.store.allocate_new.append(self.service_allocator.allocate)

@@ -66,6 +66,12 @@ class _Health:
     heartbeat: str | None
     renew: str | None
     ready: str | None
+    #: the Node resourceVersion whose taints were last found as they should be: the taints
+    #: follow from the Node alone, so an unchanged Node needs no recomputation (a pass looks
+    #: at every node every 5 s, and at 5,000 nodes most have not changed)
+    taints_checked: str | None = None
+    #: (resourceVersion, what :meth:`NodeLifecycleController._ready_view` read of that version)
+    view: tuple[str, tuple[bool, str | None, str | None]] | None = None
 
 
 def _conditions(node: Any) -> dict[str, dict[str, Any]]:
@@ -181,29 +187,44 @@ class NodeLifecycleController:
     async def monitor_node(self, node: Any) -> None:
         name = node["metadata"]["name"]
         now_mono = self.clock.monotonic()
-        conds = _conditions(node)
-        heartbeat = (conds.get("Ready") or {}).get("lastHeartbeatTime")
+        health = self._health.get(name)
+        has_ready, heartbeat, ready = self._ready_view(node, health)
         lease = self.leases.lister.try_get(LEASE_NAMESPACE, name)
         renew = ((lease or {}).get("spec") or {}).get("renewTime")
-        health = self._health.get(name)
         if health is None:
-            health = self._health[name] = _Health(now_mono, heartbeat, renew, (conds.get("Ready") or {}).get("status"))
+            health = self._health[name] = _Health(now_mono, heartbeat, renew, ready)
         if heartbeat != health.heartbeat or (renew and renew != health.renew):
             health.probe, health.heartbeat, health.renew = now_mono, heartbeat, renew
-        grace = self.options.node_startup_grace_period if "Ready" not in conds else self.options.node_monitor_grace_period
+        grace = self.options.node_monitor_grace_period if has_ready else self.options.node_startup_grace_period
         if now_mono - health.probe > grace:
             node = await self._mark_unknown(node) or node
-            conds = _conditions(node)
-        ready = (conds.get("Ready") or {}).get("status")
+            _, _, ready = self._ready_view(node, health)
         if ready != "True" and (health.ready == "True" or ready == "Unknown"):
             if health.ready == "True":
                 self.recorder.eventf(node, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady", name, resource=NODES)
             await self._mark_pods_not_ready(name)
         health.ready = ready
+        rv = node["metadata"].get("resourceVersion")
+        if rv is not None and rv == health.taints_checked:
+            return
         taints = desired_taints(node, format_time(self.clock.now()))
         if taints != ((node.get("spec") or {}).get("taints") or []):
-            await self.client.patch(NODES, None, name, {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            await self.client.patch(NODES, None, name, {"metadata": {"resourceVersion": rv},
                                                          "spec": {"taints": taints or None}}, patch_type=PatchType.MERGE)
+        else:
+            health.taints_checked = rv
+
+    @staticmethod
+    def _ready_view(node: Any, health: _Health | None) -> tuple[bool, str | None, str | None]:
+        """(has a Ready condition, its lastHeartbeatTime, its status), read once per Node resourceVersion."""
+        rv = node["metadata"].get("resourceVersion")
+        if health is not None and health.view is not None and rv is not None and health.view[0] == rv:
+            return health.view[1]
+        cond = _conditions(node).get("Ready")
+        view = (cond is not None, (cond or {}).get("lastHeartbeatTime"), (cond or {}).get("status"))
+        if health is not None:
+            health.view = (rv, view)
+        return view
 
     async def _mark_unknown(self, node: Any) -> Any | None:
         conds = _conditions(node)

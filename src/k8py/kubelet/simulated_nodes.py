@@ -23,6 +23,8 @@ the API server's load at what N real kubelets would cause or less:
 - one status manager (which deletes a pod being deleted without writing its final status first, as
   kwok, unless the pod has finalizers) and one event broadcaster;
 - one HTTP server (/healthz, /metrics) whose port every Node advertises;
+- no image list in the Node status (kwok's has none): each node's first pulled
+  image would be one more Node write, sent to every Node watcher;
 - one heartbeat client for the Leases and the Node status, apart from the
   client of pods and Events, as upstream's kubelet has (its
   ``HeartbeatClient``): when thousands of pods start at once their status
@@ -62,6 +64,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.http1 import Http1Transport
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import NODES, PODS
 from k8py.client.rest import RestClient
@@ -81,7 +84,7 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "lease_renew_interval"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "HEARTBEAT_CONCURRENCY", "lease_renew_interval"]
 
 #: the most Lease renewals a second all simulated nodes together make (see the module docstring)
 MAX_RENEWALS_PER_SECOND = 250
@@ -97,10 +100,21 @@ def lease_renew_interval(configured: float, duration: float, count: int) -> floa
 
 logger = logging.getLogger(__name__)
 
-#: heartbeats in flight at once: as many as the heartbeat client's connection pool has connections
-#: (on a loaded machine a renewal takes a good part of a second: at 5,000 nodes, 250 renewals a
-#: second need a hundred in flight, or they fall behind their phases)
-_HEARTBEAT_CONCURRENCY = 100
+#: seconds the shared HTTP server lets a request in flight finish when the process stops. It serves
+#: no streams (a simulated container has no logs to follow, nothing to exec into): what is in
+#: flight is a /healthz or a /metrics, done in milliseconds; aiohttp's default would wait up to
+#: 60 s for it, and as long again for its cancellation
+SHUTDOWN_GRACE = 0.25
+
+#: heartbeats in flight at once, and the heartbeat client's connections. A renewal waits in the API
+#: server as long as every other request does: while 10,000 pods start on a loaded machine, 0.7 s
+#: on average (measured), more at times. With 100 in flight that let through 60-80 renewals a
+#: second of the 250 that 5,000 nodes need — each node renewing every 60-80 s, past the node
+#: lifecycle controller's 50 s grace: 137 live nodes went NotReady, their pods unready. 256 keep
+#: 250 a second through 1 s of latency and every node inside its grace through 2 s (upstream
+#: gives node heartbeats their own APF priority level; here they are simply more of the requests
+#: the server is working on)
+HEARTBEAT_CONCURRENCY = 256
 
 _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
                      disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
@@ -158,7 +172,11 @@ class SimulatedNode:
         return self.uid
 
     async def _images(self) -> list[Any]:
-        return list(await self.runtime.list_images())
+        """None reported, as kwok's Node status has none: the list changes when a node's first
+        pod pulls its image, and each change is a Node status write that every Node watcher
+        (scheduler, controller manager, these nodes' own informer) is sent — 5,000 of them,
+        half a write a pod, while 10,000 pods start on 5,000 nodes."""
+        return []
 
     async def _on_pod_cidr(self, cidr: str) -> None:
         await self.runtime.update_runtime_config(pod_cidr=cidr)
@@ -188,7 +206,7 @@ class SimulatedNodes:
         self.defaults = defaults or SimulationDefaults()
         self.client = client
         #: Leases and Node status (see the module docstring); closed by :meth:`run`
-        self.heartbeat = RestClient(client.config)
+        self.heartbeat = RestClient(client.config, transport=Http1Transport(client.config, pool_size=HEARTBEAT_CONCURRENCY))
         self.config = config
         self.count = count
         self.concurrency = concurrency
@@ -202,7 +220,7 @@ class SimulatedNodes:
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
-        self.schedule = HeartbeatSchedule(concurrency=_HEARTBEAT_CONCURRENCY)
+        self.schedule = HeartbeatSchedule(concurrency=HEARTBEAT_CONCURRENCY)
         #: every node's runtime puts its container events here, for the one PLEG of all nodes
         self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
         #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)
@@ -251,7 +269,7 @@ class SimulatedNodes:
         ctx = ServerContext(node_name=self.config.node_name, runtime=self.nodes[0].runtime, pods=self, registry=self.registry,
                             healthy=self.ready.is_set)
         ssl_context, middlewares = server_tls.serving_options(self.config, self.client)
-        runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None)
+        runner = web.AppRunner(server.build_app(ctx, middlewares=middlewares), access_log=None, shutdown_timeout=SHUTDOWN_GRACE)
         await runner.setup()
         await web.TCPSite(runner, self.config.address, self.config.port, ssl_context=ssl_context).start()
         self.port = runner.addresses[0][1]

@@ -67,7 +67,14 @@ class SqliteStorage:
 
     ``transaction_count`` and ``write_count`` tell how well group commit
     batches: writes per transaction = ``write_count / transaction_count``.
+
+    ``events_carry_written_values``: a live watch event of a create or an
+    update carries the very ``bytes`` object the write was given (no copy),
+    which lets the API server's watch cache recognise its own writes
+    (``apiserver.watch.stored_hints``).
     """
+
+    events_carry_written_values = True
 
     def __init__(
         self,

@@ -285,6 +285,7 @@ async def serve_watch(
 
         watcher.sink = sink  # from here on the cacher writes live events directly
         if not watcher.terminated:
+            cacher.liveness.add(watcher, lambda: stream.gone)  # one shared timer notices a client that left
             await _pump(stream, watcher, cache, encoder, bookmarks, bookmark_interval, timeout, limits)
         if watcher.overflowed:
             raise _SlowClient()
@@ -300,6 +301,7 @@ async def serve_watch(
         pass  # the client went away; nothing to tell it
     finally:
         watcher.sink = None
+        cacher.liveness.discard(watcher)
         cache.remove_watcher(watcher)
         if on_open is not None and opened:
             on_open(-1)
@@ -387,9 +389,10 @@ async def _pump(
         if now >= deadline:
             break
         if not watcher.pending and not watcher.terminated:
-            # sleep until woken, the next bookmark, the deadline, or a 5 s
-            # check that the client is still there
-            wake_at = min(deadline, next_bookmark if bookmarks else deadline, now + 5.0)
+            # sleep until woken (events it must write, the end of the watch, or
+            # the cacher's liveness sweep finding the client gone), the next
+            # bookmark, or the deadline
+            wake_at = min(deadline, next_bookmark) if bookmarks else deadline
             timer = clock.call_at(wake_at, watcher.wake.set)
             try:
                 await watcher.wake.wait()

@@ -36,6 +36,7 @@ def path_getter(*path: str) -> Callable[[Object], str | None]:
             return "true" if cur else "false"
         return str(cur)
 
+    get.path = path  # type: ignore[attr-defined]  # read by the watch cache's field plan (watch.cached_object)
     return get
 
 

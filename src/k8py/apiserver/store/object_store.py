@@ -101,6 +101,9 @@ class ObjectStore:
         #: set by the server: the watch cache's copy of a key as (JSON with its
         #: resourceVersion, revision), or None; what an update tries first
         self.cached_read: Callable[[ResourceDefinition, str], tuple[bytes, int] | None] | None = None
+        #: set by the server: told of each value about to be written, with the
+        #: dict it was encoded from (the watch cache's shortcut; it must not keep the dict)
+        self.note_stored: Callable[[ResourceDefinition, str, bytes, Object], None] | None = None
         #: read-modify-writes of one object queue up here instead of racing
         self._update_locks = KeyLocks()
 
@@ -163,7 +166,10 @@ class ObjectStore:
         for _ in range(8):
             key = definition.key(meta.get("namespace", ""), meta["name"])
             try:
-                kv = await self.storage.create(key, await dump_object_async(definition, obj))
+                value = await dump_object_async(definition, obj)
+                if self.note_stored is not None:
+                    self.note_stored(definition, key, value, obj)
+                kv = await self.storage.create(key, value)
             except KeyExistsError:
                 if generated and meta.get("generateName") and meta["name"].startswith(meta["generateName"]):
                     meta["name"] = generate_name(meta["generateName"])
@@ -346,7 +352,8 @@ class ObjectStore:
             try:
                 return await attempt_update(
                     self.storage, definition, key, name, mutate, current, subresource=subresource, precondition_rv=precondition_rv,
-                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission)
+                    dry_run=dry_run, apply_defaults=apply_defaults, manager=manager, admission=admission,
+                    note_stored=self.note_stored)
             except Retry:
                 from_cache = False  # a lost race (or an unsure no-op): decide on the stored state
             except StatusError:

@@ -89,8 +89,10 @@ storage: Storage,
     apply_defaults: bool,
     manager: FieldManager | None,
     admission: AdmissionHook | None,
+    note_stored: Callable[[ResourceDefinition, str, bytes, Object], None] | None = None,
 ) -> Object:
-    """One read-mutate-write on ``current``; raises :class:`Retry` on a lost race."""
+    """One read-mutate-write on ``current``; raises :class:`Retry` on a lost race.
+    ``note_stored`` is told of the value about to be written (see ObjectStore)."""
     strategy = definition.strategy
     old = current.old
     # a mutation that ignores what it is given (a PUT's replace says so) is not handed a
@@ -183,6 +185,8 @@ storage: Storage,
         return new
     if dry_run:
         return new
+    if note_stored is not None:
+        note_stored(definition, key, value, new)  # no await since the encoding: ``new`` is what ``value`` holds
     try:
         written = await storage.update(key, value, expected_revision=current.revision)
     except RevisionConflictError:

@@ -23,7 +23,7 @@ import orjson
 
 from k8py.apiserver.registry import ResourceDefinition
 
-__all__ = ["CachedObject", "CacheEvent", "build_cached_object", "ADDED", "MODIFIED", "DELETED"]
+__all__ = ["CachedObject", "CacheEvent", "build_cached_object", "interned_labels", "read_fields", "ADDED", "MODIFIED", "DELETED"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -93,11 +93,86 @@ class CacheEvent:
         return self._left
 
 
-_NO_LABELS: dict[str, str] = {}
+NO_LABELS: dict[str, str] = {}
+_intern = sys.intern
 
 
-def _intern(value: object) -> str:
-    return sys.intern(value) if isinstance(value, str) else str(value)
+def _as_field(value: object) -> str:
+    """A selectable field's value as ``path_getter`` gives it ('' when absent)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _FieldPlan:
+    """How to read a definition's selectable fields from a decoded object in
+    one pass: the getters made by ``path_getter`` (they say their ``path``)
+    grouped by their first key, so ``spec`` and ``status`` are looked up once
+    for all of a pod's eight fields; any other getter is called as is. Gives
+    exactly what calling each getter gives (the cache's per-event cost: eight
+    getter calls were a fifth of an event's decode)."""
+
+    __slots__ = ("getters", "groups", "others")
+
+    def __init__(self, getters: Any) -> None:
+        self.getters = getters  # kept alive: plans are found by its identity
+        groups: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        self.others: list[tuple[str, Any]] = []
+        for field_path, getter in getters.items():
+            path = getattr(getter, "path", None)
+            if path:
+                groups.setdefault(path[0], []).append((field_path, tuple(path[1:])))
+            else:
+                self.others.append((field_path, getter))
+        self.groups = list(groups.items())
+
+    def read(self, obj: dict[str, Any]) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        for first, members in self.groups:
+            top = obj.get(first)
+            if top is None:
+                continue
+            for field_path, rest in members:
+                cur: Any = top
+                for part in rest:
+                    if type(cur) is not dict:
+                        cur = None
+                        break
+                    cur = cur.get(part)
+                    if cur is None:
+                        break
+                if cur is None:
+                    continue
+                value = cur if type(cur) is str else _as_field(cur)
+                if value:
+                    fields[field_path] = _intern(value)
+        for field_path, getter in self.others:
+            v = getter(obj)
+            if v:
+                fields[field_path] = _intern(v) if isinstance(v, str) else str(v)
+        return fields
+
+
+#: plans by the identity of a definition's getters mapping (shared by the
+#: definitions of one kind); a handful of entries, one per served kind
+_plans: dict[int, _FieldPlan] = {}
+
+
+def read_fields(getters: Any, obj: dict[str, Any]) -> dict[str, str]:
+    """The non-empty selectable fields of ``obj`` (interned) as ``getters`` give them."""
+    plan = _plans.get(id(getters))
+    if plan is None or plan.getters is not getters:
+        plan = _plans[id(getters)] = _FieldPlan(getters)
+    return plan.read(obj)
+
+
+def interned_labels(labels: dict[Any, Any]) -> dict[str, str]:
+    try:
+        return {_intern(k): _intern(v) for k, v in labels.items()}
+    except TypeError:  # a value that is not a string (validation refuses them; stored data may differ)
+        return {_intern(str(k)): _intern(str(v)) for k, v in labels.items()}
 
 
 def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, rv: int) -> CachedObject:
@@ -110,18 +185,15 @@ def build_cached_object(definition: ResourceDefinition, key: str, value: bytes, 
     # selector values repeat across objects (phases, node names, label
     # values): interning them keeps one copy, a large share of the per-object
     # memory besides the JSON itself
-    fields: dict[str, str] = {}
-    for path, getter in definition.field_getters.items():
-        v = getter(obj)
-        if v:
-            fields[path] = _intern(v)
+    getters = definition.field_getters
     labels = meta.get("labels")
+    namespace = meta.get("namespace", "") if definition.namespaced else ""
     return CachedObject(
         key=key,
-        namespace=_intern(meta.get("namespace", "")) if definition.namespaced else "",
+        namespace=_intern(namespace) if type(namespace) is str else str(namespace),
         name=meta.get("name", ""),
         rv=rv,
         data=orjson.dumps(obj),
-        labels={_intern(k): _intern(v) for k, v in labels.items()} if labels else _NO_LABELS,
-        fields=fields,
+        labels=interned_labels(labels) if labels else NO_LABELS,
+        fields=read_fields(getters, obj) if getters else {},
     )

@@ -50,9 +50,13 @@ import logging
 from typing import Any, Callable, Iterator
 
 from k8py.apiserver.registry import REGISTRY_PREFIX, Registry, ResourceDefinition
-from k8py.apiserver.watch.watch_cache import CachedObject, CacheWatcher, UndecodableObject, WatchCache, build_cached_object
+from k8py.apiserver.watch.watch_cache import (
+    CachedObject, CacheWatcher, StoreRevision, UndecodableObject, WatchCache, build_cached_object,
+)
 from k8py.apiserver.watch.clock import LoopClock, WatchClock
+from k8py.apiserver.watch.liveness import LivenessSweep
 from k8py.apiserver.watch.watcher import WatchLimits
+from k8py.apiserver.watch.stored_hints import StoredHints
 from k8py.apiserver.watch.watcher_group import WatcherGroup
 from k8py.storage import CompactedError, KeyValue, Storage, StorageError, WatchBatch, WatchLaggedError
 
@@ -89,6 +93,8 @@ class Cacher:
         self.capacity = capacity
         self.caches: dict[str, WatchCache] = {}
         self.revision = 0
+        #: ``revision`` as every cache reads it (set with it)
+        self._store_revision = StoreRevision()
         self.ready = asyncio.Event()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
@@ -97,6 +103,9 @@ class Cacher:
         #: run-time registrations whose cache is still loading, by storage resource
         self._loading: dict[str, asyncio.Task[None]] = {}
         self._on_event = on_event
+        #: what the object store notes of the values it writes (see stored_hints):
+        #: the server wires ``hints.note`` into its object store
+        self.hints = StoredHints()
         self._on_undecodable = on_undecodable
         #: stored values skipped because they could not be decoded
         self.undecodable = 0
@@ -104,6 +113,8 @@ class Cacher:
         self.watch_limits = watch_limits if watch_limits is not None else WatchLimits()
         #: the clock watch streams keep time by (bookmarks, timeoutSeconds, slow clients)
         self.clock: WatchClock = clock if clock is not None else LoopClock()
+        #: wakes the idle watch streams whose client has gone (one timer for all)
+        self.liveness = LivenessSweep(self.clock)
         # consistent reads: confirmed from the cache in time / not
         self.caught_up = 0
         self.fell_behind = 0
@@ -138,7 +149,8 @@ class Cacher:
         if cache is None:
             # a view (converter set) shares its stored kind's cache; the
             # stored kind re-sets the definition when it registers
-            cache = WatchCache(definition, capacity=self.capacity, group_factory=WatcherGroup)
+            cache = WatchCache(definition, capacity=self.capacity, group_factory=WatcherGroup,
+                               store_revision=self._store_revision)
             cache.revision = cache.oldest_rv = self.revision
             self.caches[name] = cache
         elif definition.converter is None or getattr(definition.converter, "reads_stored_form", False):
@@ -206,7 +218,7 @@ class Cacher:
             if cache is None:
                 continue  # no definition yet: loaded when one is registered
             cache.reset(self._decode_all(cache.definition, kvs), result.revision)
-        self.revision = result.revision
+        self.revision = self._store_revision.value = result.revision
         self.ready.set()
         self._wake_waiters()
 
@@ -270,7 +282,7 @@ class Cacher:
             if cache is None:
                 continue
             try:
-                touched.update(cache.apply(event))
+                touched.update(cache.apply(event, self.hints))
             except UndecodableObject:
                 self._count_undecodable(cache.definition, event.kv.key)
                 touched.update(cache.skip_undecodable(event))
@@ -278,9 +290,7 @@ class Cacher:
             if self._on_event is not None:
                 self._on_event(cache.definition.plural)
         if batch.revision > self.revision:
-            self.revision = batch.revision
-            for cache in self.caches.values():
-                cache.advance(batch.revision)
+            self.revision = self._store_revision.value = batch.revision  # every cache has reached it
         self._flush(touched)
         self._wake_waiters()
 
