@@ -316,8 +316,10 @@ def simulated(nodes: int, pods: int) -> None:
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")
     finally:
+        t_stop = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
         proc.wait(300)
+        print(f"  stopped (SIGTERM to exit): {time.perf_counter() - t_stop:.1f} s")
         shutil.rmtree(data, ignore_errors=True)
 
 

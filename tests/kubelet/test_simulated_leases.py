@@ -29,3 +29,12 @@ def test_an_unchanged_simulated_node_reposts_its_status_every_ten_minutes_as_kwo
     report, update = asyncio.run(build())
     assert report == NODE_STATUS_REPORT_SECONDS == 600.0  # a kubelet's default is 300
     assert update == 30.0  # changes are still looked for every 30 s
+
+
+def test_enough_heartbeats_are_in_flight_to_renew_every_lease_through_a_second_of_server_latency() -> None:
+    from k8py.kubelet.simulated_nodes import HEARTBEAT_CONCURRENCY
+
+    # renewals a second = requests in flight / latency: at 1 s, all 250 a second still go through
+    assert HEARTBEAT_CONCURRENCY / 1.0 >= MAX_RENEWALS_PER_SECOND
+    # and at 2 s each of 5,000 nodes still renews inside the node lifecycle controller's 50 s grace
+    assert 5000 / (HEARTBEAT_CONCURRENCY / 2.0) < 50

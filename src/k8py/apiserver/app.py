@@ -19,6 +19,7 @@ from typing import Awaitable, Callable, Mapping, Sequence
 
 import orjson
 from aiohttp import web
+from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
 from k8py import __version__
 from k8py.api.errors import BadRequest, InternalError, NotFound, RequestEntityTooLarge, StatusError
@@ -254,6 +255,13 @@ def build_app(
                 metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
 
     app = web.Application(middlewares=[status_errors, *middlewares], client_max_size=MAX_BODY_BYTES)
-    app.router.add_route("*", "/{tail:.*}", route)
+    only = app.router.add_route("*", "/{tail:.*}", route)
+
+    async def resolve(request: web.Request) -> UrlMappingMatchInfo:
+        # one route takes every path and method: its match, without the dispatcher's walk over
+        # path prefixes and the pattern (``tail`` is not filled: route() reads request.path)
+        return UrlMappingMatchInfo({}, only)
+
+    app.router.resolve = resolve  # type: ignore[method-assign]
     return app
 

@@ -8,14 +8,18 @@ Names follow kube-apiserver's where one exists:
 ``apiserver_terminated_watchers_total{resource}`` (watch clients closed for
 falling too far behind), ``apiserver_storage_decode_errors_total{resource}``
 (stored values the watch cache could not decode and skipped); plus ``k8py_storage_revision``.
+The two counted per request are :mod:`~k8py.apiserver.loop_metrics` families (no lock per
+count: they are counted on the event loop only).
 Each server has its own registry, so several servers can live in one process
 (tests do that).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from k8py.apiserver.loop_metrics import LoopCounter, LoopHistogram
 
 __all__ = ["APIMetrics", "CONTENT_TYPE_LATEST"]
 
@@ -25,13 +29,13 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class APIMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.requests = Counter(
+        self.requests = LoopCounter(
             "apiserver_request_total",
             "Requests served, by verb, resource and HTTP code.",
             ("verb", "resource", "code"),
             registry=self.registry,
         )
-        self.latency = Histogram(
+        self.latency = LoopHistogram(
             "apiserver_request_duration_seconds",
             "Request latency, from receipt to the last byte, by verb and resource (watches excluded).",
             ("verb", "resource"),

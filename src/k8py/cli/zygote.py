@@ -40,8 +40,22 @@ imported in two phases, the API server's first, so the first fork (the API
 server) is not held up by the rest, with the garbage collector off until
 both are done (every child turns it back on); only the API server (and a
 node's containerd) is forked before the second phase is done, every other
-request is answered once it is (:data:`FORK_WHILE_PRELOADING`); the zygote
-exits when its parent does.
+request is answered once it is (:data:`FORK_WHILE_PRELOADING`), and the
+second phase starts only once a first request came, or after
+:data:`FIRST_REQUEST_GRACE`, so that it does not hold the API server's fork up;
+the zygote exits when its parent does.
+
+Trust roots: aiohttp makes two TLS client contexts when it is imported and
+loads the system's trust roots into both (some 150 certificates: 60 ms of
+CPU, on the way to the API server's first answer). The zygote imports it with
+that loading deferred (:func:`import_deferring_trust_roots`) and loads them
+(:func:`load_trust_roots`) once the API server is forked, before any other
+component is: every other child has aiohttp's default contexts as they would
+have been. The API server's stay without roots — it never makes a TLS
+connection with them: webhooks, aggregated API servers and kubelets each get
+a context of their own (their CA bundle, or a fresh default context), and
+etcd is spoken to over plain HTTP; one that did would fail to verify, never
+connect unverified.
 """
 
 from __future__ import annotations
@@ -54,7 +68,9 @@ import os
 import selectors
 import signal
 import socket
+import ssl
 import sys
+import time
 from typing import Any, Iterator
 
 __all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
@@ -89,6 +105,10 @@ PRELOAD_REST = (
 #: forked earlier, a child would import for itself what the zygote is importing for
 #: all — twice the CPU on a busy machine, and memory of its own instead of shared.
 FORK_WHILE_PRELOADING = frozenset({"apiserver", "containerd"})
+#: how long the second phase waits for a first request once the socket accepts: the
+#: supervisor asks for the API server a few milliseconds after the socket appears,
+#: and a module (or the trust roots) being imported meanwhile would hold that fork up
+FIRST_REQUEST_GRACE = 0.2
 
 
 def _preload_rest() -> Iterator[str]:
@@ -116,6 +136,32 @@ def _preload(modules: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except ImportError as err:  # an optional extra missing: the child imports (and reports) it itself
             print(f"zygote: could not preload {name}: {err}", file=sys.stderr, flush=True)
+
+
+def import_deferring_trust_roots(name: str) -> list[ssl.SSLContext]:
+    """Import module ``name`` with every TLS context it makes meanwhile left
+    without the system trust roots; returns those contexts, for
+    :func:`load_trust_roots` (see the module docstring)."""
+    contexts: list[ssl.SSLContext] = []
+    cls = ssl.SSLContext
+    if "set_default_verify_paths" in cls.__dict__:  # someone else's override: leave it alone
+        _preload((name,))
+        return contexts
+    def defer(context: ssl.SSLContext) -> None:  # load_default_certs (create_default_context) and aiohttp's own call end here
+        contexts.append(context)
+
+    cls.set_default_verify_paths = defer  # type: ignore[method-assign]
+    try:
+        _preload((name,))
+    finally:
+        del cls.set_default_verify_paths  # (the C method underneath is back)
+    return contexts
+
+
+def load_trust_roots(contexts: list[ssl.SSLContext]) -> None:
+    """Load the trust roots into the contexts :func:`import_deferring_trust_roots` made."""
+    while contexts:
+        contexts.pop().set_default_verify_paths()
 
 
 def _child(request: dict[str, Any], started: int) -> None:
@@ -210,6 +256,7 @@ def serve(socket_path: str) -> int:
     # find next to nothing (import-time cycles are few); re-enabled once done,
     # and in every child at once
     gc.disable()
+    trust_roots = import_deferring_trust_roots("aiohttp")
     _preload(PRELOAD_FIRST)
     from k8py.cli.main import shared_parser
 
@@ -243,10 +290,15 @@ def serve(socket_path: str) -> int:
     rest = _preload_rest()
     preloading = True
     deferred: list[tuple[socket.socket, dict[str, Any]]] = []
+    grace_until, asked = time.monotonic() + FIRST_REQUEST_GRACE, False
     try:
         while not stopping:
-            events = selector.select(timeout=0 if preloading else None)
+            timeout = None if not preloading else 0.0 if asked else max(0.0, grace_until - time.monotonic())
+            events = selector.select(timeout=timeout)
             if not events and preloading:
+                if trust_roots:  # the API server (which needs none, see above) is forked or still to ask: now, before any other
+                    load_trust_roots(trust_roots)
+                    continue
                 module = next(rest, None)
                 if module is None:
                     preloading = False
@@ -273,6 +325,7 @@ def serve(socket_path: str) -> int:
                 else:
                     conn = key.fileobj  # type: ignore[assignment]
                     request = _read_request(conn, pending, selector)
+                    asked = asked or request is not None
                     if request is None:
                         pass
                     elif preloading and (request["argv"] or [""])[0] not in FORK_WHILE_PRELOADING:

@@ -64,6 +64,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from k8py.client.event_recorder import EventBroadcaster
+from k8py.client.http1 import Http1Transport
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import NODES, PODS
 from k8py.client.rest import RestClient
@@ -83,7 +84,7 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "lease_renew_interval"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "HEARTBEAT_CONCURRENCY", "lease_renew_interval"]
 
 #: the most Lease renewals a second all simulated nodes together make (see the module docstring)
 MAX_RENEWALS_PER_SECOND = 250
@@ -105,10 +106,15 @@ logger = logging.getLogger(__name__)
 #: 60 s for it, and as long again for its cancellation
 SHUTDOWN_GRACE = 0.25
 
-#: heartbeats in flight at once: as many as the heartbeat client's connection pool has connections
-#: (on a loaded machine a renewal takes a good part of a second: at 5,000 nodes, 250 renewals a
-#: second need a hundred in flight, or they fall behind their phases)
-_HEARTBEAT_CONCURRENCY = 100
+#: heartbeats in flight at once, and the heartbeat client's connections. A renewal waits in the API
+#: server as long as every other request does: while 10,000 pods start on a loaded machine, 0.7 s
+#: on average (measured), more at times. With 100 in flight that let through 60-80 renewals a
+#: second of the 250 that 5,000 nodes need — each node renewing every 60-80 s, past the node
+#: lifecycle controller's 50 s grace: 137 live nodes went NotReady, their pods unready. 256 keep
+#: 250 a second through 1 s of latency and every node inside its grace through 2 s (upstream
+#: gives node heartbeats their own APF priority level; here they are simply more of the requests
+#: the server is working on)
+HEARTBEAT_CONCURRENCY = 256
 
 _HOST = HostReadings(cpus=32, memory_bytes=256 * 1024**3, memory_available=200 * 1024**3, disk_bytes=1024**4,
                      disk_available=900 * 1024**3, pids_used=100, pid_max=4_194_304, kernel="simulated", os_image="k8py simulated node",
@@ -200,7 +206,7 @@ class SimulatedNodes:
         self.defaults = defaults or SimulationDefaults()
         self.client = client
         #: Leases and Node status (see the module docstring); closed by :meth:`run`
-        self.heartbeat = RestClient(client.config)
+        self.heartbeat = RestClient(client.config, transport=Http1Transport(client.config, pool_size=HEARTBEAT_CONCURRENCY))
         self.config = config
         self.count = count
         self.concurrency = concurrency
@@ -214,7 +220,7 @@ class SimulatedNodes:
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
-        self.schedule = HeartbeatSchedule(concurrency=_HEARTBEAT_CONCURRENCY)
+        self.schedule = HeartbeatSchedule(concurrency=HEARTBEAT_CONCURRENCY)
         #: every node's runtime puts its container events here, for the one PLEG of all nodes
         self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
         #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)

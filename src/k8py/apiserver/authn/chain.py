@@ -119,7 +119,7 @@ def authentication_middleware(chain: AuthenticatorChain) -> Callable[[web.Reques
     @web.middleware
     async def authentication(request: web.Request, handler: Handler) -> web.StreamResponse:
         transport = request.transport
-        if USER_KEY in request:
+        if len(request) and USER_KEY in request:  # (len first: a miss costs a KeyError inside)
             pass  # authenticated by an outer middleware (see the module docstring)
         elif transport is None or transport.get_extra_info("ssl_object") is None:
             request[USER_KEY] = UNSECURED

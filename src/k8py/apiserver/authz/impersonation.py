@@ -141,17 +141,30 @@ def _impersonated(requests: list[Attributes], headers_have_groups: bool) -> User
     return UserInfo(name, uid=uid, groups=tuple(groups), extra={k: tuple(v) for k, v in extra.items()})
 
 
+def _asks_impersonation(raw_headers: "tuple[tuple[bytes, bytes], ...]") -> bool:
+    """Whether any header is an ``Impersonate-*`` one: one pass over the raw header names
+    (most requests have none, and this runs for every request)."""
+    for name, _ in raw_headers:
+        if name and name[0] in _I and name[:12].lower() == b"impersonate-":
+            return True
+    return False
+
+
+_I = frozenset(b"Ii")
+
+
 def impersonation_middleware(get_authorizer: Callable[[], Authorizer]) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
     """The filter; ``get_authorizer`` is read per request, so the authorizer can be set after the app is built."""
 
     @web.middleware
     async def impersonation(request: web.Request, handler: Handler) -> web.StreamResponse:
-        headers = request.headers
-        if USER_HEADER not in headers and GROUP_HEADER not in headers and UID_HEADER not in headers \
-                and not any(h.lower().startswith(EXTRA_PREFIX) for h in headers.keys()):
+        if not _asks_impersonation(request.raw_headers):
             return await handler(request)
+        headers = request.headers
         requestor = request[USER_KEY]
         checks = impersonation_requests(headers, requestor)
+        if not checks:  # an Impersonate-* header that is none of the above
+            return await handler(request)
         authorizer = get_authorizer()
         for attributes in checks:
             decision, reason = await authorizer.authorize(attributes)

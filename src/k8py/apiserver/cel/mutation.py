@@ -24,8 +24,10 @@ a value is ``map``, not ``Object``.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from cel_expr_python import cel
+if TYPE_CHECKING:
+    from cel_expr_python import cel
 
 __all__ = ["as_maps", "rewrite", "restore_positions", "extension", "escape_key"]
 
@@ -154,5 +156,7 @@ def escape_key(key: str) -> str:
 
 
 def extension() -> cel.CelExtension:
+    from cel_expr_python import cel  # the engine only for an environment (see k8py.apiserver.cel)
+
     return cel.CelExtension("k8py.jsonpatch", [cel.FunctionDecl("jsonpatch.escapeKey", [
         cel.Overload("jsonpatch_escape_key_string", cel.Type.STRING, [cel.Type.STRING], impl=escape_key)])])

@@ -46,47 +46,23 @@ escaped is not accessible).
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any
 
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, struct_pb2, timestamp_pb2
 
 from k8py.apiserver.cel import types
+from k8py.apiserver.cel.names import property_name
 
 __all__ = ["SchemaType", "declare", "property_name"]
 
 Schema = dict[str, Any]
 F = descriptor_pb2.FieldDescriptorProto
 
-_RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-                       "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"})
-_EXPAND = re.compile(r"(__|[-./]|[^a-zA-Z0-9\-./_])")
-_ESCAPES = {"__": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
 _STRING = {"type": "string"}
 _META = {"type": "object", "properties": {"name": _STRING, "generateName": _STRING}}
 _WELL_KNOWN = (struct_pb2, timestamp_pb2, duration_pb2)
 _COUNTER = itertools.count(1)
-
-
-def property_name(name: str) -> str | None:
-    """The CEL name of a schema property (None: not accessible from CEL)."""
-    if not name or name[0].isdigit():
-        return None
-    if name in _RESERVED:
-        return f"__{name}__"
-    ok = True
-
-    def expand(match: re.Match[str]) -> str:
-        nonlocal ok
-        replacement = _ESCAPES.get(match.group(0))
-        if replacement is None:
-            ok = False
-            return ""
-        return replacement
-
-    escaped = _EXPAND.sub(expand, name)
-    return escaped if ok else None
 
 
 class SchemaType:

@@ -42,7 +42,7 @@ import asyncio
 import hashlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = ["QueueSet", "Grant", "deal", "flow_hash"]
 
@@ -73,9 +73,8 @@ class DemandObserver(Protocol):
     def observe(self, seats: int) -> None: ...
 
 
-@dataclass(frozen=True)
-class Grant:
-    """A request's seats, given back with :meth:`QueueSet.release`."""
+class Grant(NamedTuple):
+    """A request's seats, given back with :meth:`QueueSet.release` (a tuple: one is made per request)."""
 
     queue: int
     width: int
@@ -140,26 +139,43 @@ class QueueSet:
 
         With ``flow`` given, the seats are charged to the shortest queue of its
         hand, as a queued request's would be: a flow that got seats at once has
-        used its share as much as one that waited for them."""
-        width = self.width(width)
-        if self.seats_in_use + width <= self.seats and not self._waiting:
-            self.executing += 1
-            self.seats_in_use += width
-            self._observe()
-            if flow is None or not self.queues:
-                return Grant(-1, width)
-            index = self._shortest(flow)
-            self._virtual[index] = max(self._virtual[index], self._now) + width
-            self._executing_by_queue[index] += 1
-            return Grant(index, width)
-        return None
+        used its share as much as one that waited for them. (Written out, not
+        through :meth:`width` and :meth:`_shortest`: every request comes here.)"""
+        seats = self.seats
+        if width > seats:
+            width = seats
+        if width < 1:
+            width = 1
+        if self._waiting or self.seats_in_use + width > seats:
+            return None
+        self.executing += 1
+        in_use = self.seats_in_use = self.seats_in_use + width
+        if self.demand is not None:
+            self.demand.observe(in_use + self._waiting_seats)
+        if flow is None or not self.queues:
+            return Grant(-1, width)
+        hand = self._hands.get(flow)
+        if hand is None:
+            hand = self._deal(flow)
+        executing = self._executing_by_queue
+        # nobody waits, so every queue is empty and a queue's load is what it executes; min keeps
+        # the first of equals, as _shortest does
+        index = min(hand, key=executing.__getitem__)
+        virtual, now = self._virtual[index], self._now
+        self._virtual[index] = (virtual if virtual > now else now) + width
+        executing[index] += 1
+        return Grant(index, width)
+
+    def _deal(self, flow: int) -> list[int]:
+        if len(self._hands) >= _HANDS_KEPT:
+            self._hands.clear()
+        hand = self._hands[flow] = deal(flow, self.queues, self.hand_size)
+        return hand
 
     def _shortest(self, flow: int) -> int:
         hand = self._hands.get(flow)
         if hand is None:  # dealt once per flow while the queues stay as they are
-            if len(self._hands) >= _HANDS_KEPT:
-                self._hands.clear()
-            hand = self._hands[flow] = deal(flow, self.queues, self.hand_size)
+            hand = self._deal(flow)
         queues, executing = self._queues, self._executing_by_queue
         best, best_load = hand[0], len(queues[hand[0]]) + executing[hand[0]]
         for index in hand[1:]:
@@ -230,10 +246,14 @@ class QueueSet:
             return
         self.executing -= 1
         self.seats_in_use -= grant.width
-        if 0 <= grant.queue < len(self._executing_by_queue):  # (a reconfigure may have renumbered the queues)
-            self._executing_by_queue[grant.queue] = max(0, self._executing_by_queue[grant.queue] - 1)
-        self._observe()
-        self._dispatch()
+        queue, executing = grant.queue, self._executing_by_queue
+        if 0 <= queue < len(executing):  # (a reconfigure may have renumbered the queues)
+            count = executing[queue]
+            executing[queue] = count - 1 if count > 0 else 0
+        if self.demand is not None:
+            self.demand.observe(self.seats_in_use + self._waiting_seats)
+        if self._waiting:
+            self._dispatch()
 
     def _forget(self, waiter: _Waiter) -> None:
         for q in self._queues:

@@ -6,7 +6,9 @@ bootstrap objects of :mod:`.bootstrap` stand in until they are stored), and
 for each request:
 
 1. classifies it (once per user, groups, verb, resource and namespace or
-   path, while the configuration is unchanged: the answer is kept) (:mod:`.classify`) with the authenticated user; on the
+   path, while the configuration is unchanged: the answer is kept; and a request whose user,
+   User-Agent, method, path and query were seen is looked up whole, as a ``_Plan``, with one
+   dict access) (:mod:`.classify`) with the authenticated user; on the
    insecure port, where everyone is ``system:unsecured`` in
    ``system:masters``, with the identity the k8py component named by the
    User-Agent would have over TLS (a kubelet ``system:nodes``, the scheduler,
@@ -131,6 +133,29 @@ class _Hit:
         return child
 
 
+_LIST, _EXEMPT_FROM_EVENTS, _MUTATING_WORK = "list", "exempt-from-events", "mutating"
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One kind of request (user, User-Agent, method, path and query) while the configuration
+    stands: its classification, whether it runs at once (exempt, long-running, no limits), how
+    its seats are counted and its metric series. Kept per configuration, so a plan is looked up
+    with one dict access; seats, object and watcher counts stay live per request."""
+
+    hit: _Hit
+    attributes: Attributes
+    immediate: bool
+    kind: str
+    limited: "_Level | None"
+    inflight: Any
+    dispatched: Any = None
+    work: Any = None
+    watch_count: Any = None
+    #: the watch cache a mutating request's watchers are counted in (its resource's key)
+    watch_cache_key: str | None = None
+
+
 @dataclass
 class _Config:
     stamp: tuple[Any, ...]
@@ -139,6 +164,10 @@ class _Config:
     limited: dict[str, _Level] = field(default_factory=dict)
     #: what a request's classification depends on -> its hit (schema, flow hash, ...); bounded
     classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
+    #: the configuration caches' object maps and last events it was read at (compared by identity)
+    seen: tuple[Any, ...] = ()
+    #: (user, groups, User-Agent, method, path, query) -> its plan; bounded
+    plans: dict[tuple[Any, ...], _Plan] = field(default_factory=dict)
 
 
 def _stamp(cache: Any) -> tuple[int, int]:
@@ -182,9 +211,18 @@ class FlowControl:
         return caches
 
     def config(self) -> _Config:
-        caches = self._caches()
+        caches = self._config_caches or self._caches()
+        config = self._config
+        if config is not None and caches is not None:  # the common case, by identity: nothing changed
+            fs, pl = caches
+            fr, pr = fs.ring, pl.ring
+            seen = config.seen
+            if seen and seen[0] is fs.objects and seen[1] is (fr[-1] if fr else None) \
+                    and seen[2] is pl.objects and seen[3] is (pr[-1] if pr else None):
+                return config
         stamp = (_stamp(caches[0]), _stamp(caches[1])) if caches is not None else ()
         if self._config is not None and self._config.stamp == stamp:
+            self._remember(caches)
             return self._config
         schemas = [c.decode() for c in caches[0].objects.values()] if caches is not None else []
         levels_list = [c.decode() for c in caches[1].objects.values()] if caches is not None else []
@@ -195,7 +233,14 @@ class FlowControl:
         live = [fs for fs in ordered(schemas)
                 if ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") in levels]
         self._config = _Config(stamp, live, levels, self._limited_levels(levels))
+        self._remember(caches)
         return self._config
+
+    def _remember(self, caches: tuple[Any, Any] | None) -> None:
+        """What the next requests compare by identity (see :meth:`config`)."""
+        if caches is not None and self._config is not None:
+            fr, pr = caches[0].ring, caches[1].ring
+            self._config.seen = (caches[0].objects, fr[-1] if fr else None, caches[1].objects, pr[-1] if pr else None)
 
     def _limited_levels(self, levels: dict[str, Object]) -> dict[str, _Level]:
         limited = {name: (lv.get("spec") or {}).get("limited") or {} for name, lv in levels.items()
@@ -292,44 +337,48 @@ class FlowControl:
         cache = self.cacher.caches.get(definition.storage_key_resource)
         return None if cache is None else len(cache.objects)
 
-    def _watch_count(self, a: Attributes) -> int:
-        definition = self.registry.get(a.api_group, a.api_version, a.resource)
-        if definition is None:
-            return 0
-        cache = self.cacher.caches.get(definition.storage_key_resource)
-        return 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
-
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        user = flow_control_user(request.get(USER_KEY, UNSECURED), request.headers.get("User-Agent", ""))
-        a = request_attributes(user, request.method, request.path, request.query)
+        try:
+            user = request[USER_KEY]
+        except KeyError:
+            user = UNSECURED
         config = self.config()
-        key = (a.user.name, a.user.groups, a.verb, a.api_group, a.resource, a.subresource, a.namespace,
-               "" if a.resource_request else a.path)
-        hit = config.classified.get(key)
-        if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
-            hit = self._classify(config, a)
-            if len(config.classified) >= _CLASSIFIED_SIZE:
-                config.classified.clear()
-            config.classified[key] = hit
-        if hit.schema is None:  # only when the mandatory objects were deleted
-            return await self._run(request, handler)
-        request[_PF_KEY] = hit.uids
-        limited = hit.limited
-        if limited is None or self.total <= 0 or _long_running(request, a.verb, a.subresource):
-            return await self._run(request, handler)
+        # everything the plan depends on but the live counts (objects, watchers) and seats
+        key = (user.name, user.groups, request.headers.get("User-Agent", ""), request.method, request.path,
+               request.query_string)
+        plan = config.plans.get(key)
+        if plan is None:
+            plan = self._plan(config, request, user, key[2])
+            if len(config.plans) >= _CLASSIFIED_SIZE:
+                config.plans.clear()
+            config.plans[key] = plan
+        hit = plan.hit
+        if hit.schema is not None:  # (None only when the mandatory objects were deleted)
+            request[_PF_KEY] = hit.uids
+        gauge = plan.inflight
+        if plan.immediate:
+            gauge.inc()
+            try:
+                return await handler(request)
+            finally:
+                gauge.dec()
+        limited = plan.limited
+        assert limited is not None
         qs = limited.queues
         estimate = _READ_ONLY
-        if a.verb == "list":
-            width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
-        elif exempt_from_watch_events(a):
+        if plan.kind is _LIST:
+            width = list_seats(plan.attributes, request.query, self._object_count, max_seats=limited.limits.nominal)
+        elif plan.kind is _EXEMPT_FROM_EVENTS:
             width = 1
         else:
-            watch_count = self._watch_count(a)
-            hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name).observe(watch_count)
+            cache = self.cacher.caches.get(plan.watch_cache_key) if plan.watch_cache_key is not None else None
+            a = plan.attributes
+            watch_count = 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
+            plan.watch_count.observe(watch_count)
             estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
             width = estimate.max_seats
-        hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name).observe(width)
+        plan.work.observe(width)
         grant = qs.try_acquire(width, hit.flow)
         if grant is None:
             schema_name = hit.schema_name
@@ -339,15 +388,50 @@ class FlowControl:
             if reason:
                 self.metrics.rejected.labels(schema_name, hit.level_name, reason).inc()
                 return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": "1"})
-        hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name).inc()
+        plan.dispatched.inc()
+        gauge.inc()
         try:
-            return await self._run(request, handler)
+            return await handler(request)
         finally:
+            gauge.dec()
             if estimate.additional_latency > 0:
                 # the watch events it caused: the seats stay taken a while after the answer went out
                 asyncio.get_running_loop().call_later(estimate.additional_latency, qs.release, grant)
             else:
                 qs.release(grant)
+
+    def _plan(self, config: _Config, request: web.Request, user: UserInfo, user_agent: str) -> _Plan:
+        """What a kind of request is to the filter while ``config`` stands (see :class:`_Plan`)."""
+        a = request_attributes(flow_control_user(user, user_agent), request.method, request.path, request.query)
+        key = (a.user.name, a.user.groups, a.verb, a.api_group, a.resource, a.subresource, a.namespace,
+               "" if a.resource_request else a.path)
+        hit = config.classified.get(key)
+        if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
+            hit = self._classify(config, a)
+            if len(config.classified) >= _CLASSIFIED_SIZE:
+                config.classified.clear()
+            config.classified[key] = hit
+        kind = "mutating" if request.method in _MUTATING else "readOnly"
+        inflight = self._inflight.get(kind)
+        if inflight is None:
+            inflight = self._inflight[kind] = self.metrics.inflight.labels(kind)
+        immediate = hit.schema is None or hit.limited is None or self.total <= 0 or \
+            _long_running(request, a.verb, a.subresource)
+        if a.verb == "list":
+            work = _LIST
+        elif exempt_from_watch_events(a):
+            work = _EXEMPT_FROM_EVENTS
+        else:
+            work = _MUTATING_WORK
+        plan = _Plan(hit, a, immediate, work, hit.limited, inflight)
+        if not immediate:
+            plan.dispatched = hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name)
+            plan.work = hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name)
+            if work is _MUTATING_WORK:
+                plan.watch_count = hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name)
+                definition = self.registry.get(a.api_group, a.api_version, a.resource)
+                plan.watch_cache_key = definition.storage_key_resource if definition is not None else None
+        return plan
 
     def _classify(self, config: _Config, a: Attributes) -> _Hit:
         schema = classify(config.schemas, a)
@@ -360,13 +444,4 @@ class FlowControl:
                     (schema["metadata"].get("uid", ""), level["metadata"].get("uid", "")),
                     config.limited.get(level_name))
 
-    async def _run(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        kind = "mutating" if request.method in _MUTATING else "readOnly"
-        gauge = self._inflight.get(kind)
-        if gauge is None:
-            gauge = self._inflight[kind] = self.metrics.inflight.labels(kind)
-        gauge.inc()
-        try:
-            return await handler(request)
-        finally:
-            gauge.dec()
+

@@ -16,13 +16,16 @@ priority level: ``..._nominal_limit_seats``, ``..._lower_limit_seats``,
 
 Where upstream also labels the per-level gauges by flow_schema, k8py keeps one
 series per level (they are read from the level's queues, which do not know
-the schema of each request).
+the schema of each request). The series counted per request (inflight, dispatched, work,
+watch count) are :mod:`~k8py.apiserver.loop_metrics` families: the filter runs on the event
+loop only, so they are counted without a lock.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from k8py.apiserver.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
 from k8py.apiserver.overload.fair_queuing import QueueSet
 
 __all__ = ["FlowControlMetrics"]
@@ -35,17 +38,17 @@ _FLOW = ["flow_schema", "priority_level"]
 class FlowControlMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
         r = registry
-        self.inflight = Gauge("apiserver_current_inflight_requests", "Requests in flight, by kind (readOnly, mutating).",
+        self.inflight = LoopGauge("apiserver_current_inflight_requests", "Requests in flight, by kind (readOnly, mutating).",
                               ["request_kind"], registry=r)
         self.rejected = Counter(_P + "rejected_requests_total", "Requests refused with 429 by API Priority and Fairness.",
                                 [*_FLOW, "reason"], registry=r)
-        self.dispatched = Counter(_P + "dispatched_requests_total", "Requests given seats.", _FLOW, registry=r)
+        self.dispatched = LoopCounter(_P + "dispatched_requests_total", "Requests given seats.", _FLOW, registry=r)
         self.wait = Histogram(_P + "request_wait_duration_seconds", "Seconds requests waited in a queue.",
                               [*_FLOW, "execute"], registry=r,
                               buckets=(0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30))
-        self.work = Histogram(_P + "work_estimated_seats", "Seats estimated for each request.", _FLOW, registry=r,
+        self.work = LoopHistogram(_P + "work_estimated_seats", "Seats estimated for each request.", _FLOW, registry=r,
                               buckets=(1, 2, 4, 10))
-        self.watch_count = Histogram(_P + "watch_count_samples", "Watchers a mutating request's event reaches.",
+        self.watch_count = LoopHistogram(_P + "watch_count_samples", "Watchers a mutating request's event reaches.",
                                      ["priority_level", "flow_schema"], registry=r, buckets=(0, 100, 1000))
         self.executing = Gauge(_P + "current_executing_requests", "Requests holding seats.", _LEVEL, registry=r)
         self.executing_seats = Gauge(_P + "current_executing_seats", "Seats held by executing requests.", _LEVEL, registry=r)

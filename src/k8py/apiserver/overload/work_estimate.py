@@ -59,6 +59,10 @@ class WorkEstimate:
         return max(self.initial_seats, self.final_seats)
 
 
+#: the estimate of most requests (one seat, nothing kept after): made once, it is immutable
+_ONE_SEAT = WorkEstimate()
+
+
 def exempt_from_watch_events(a: Attributes) -> bool:
     """Requests that pay nothing for watchers: reads, and ``serviceaccounts/token`` (it makes no event)."""
     if a.verb not in MUTATING_VERBS or not a.resource_request:
@@ -69,7 +73,7 @@ def exempt_from_watch_events(a: Attributes) -> bool:
 def mutating_estimate(watch_count: int, max_seats: int = MAX_LIST_SEATS) -> WorkEstimate:
     """A mutating request's estimate from the count of watchers its change will reach."""
     if watch_count < WATCHES_PER_SEAT:
-        return WorkEstimate()
+        return _ONE_SEAT
     seats = math.ceil(watch_count / WATCHES_PER_SEAT)
     work = seats * EVENT_ADDITIONAL_DURATION  # seat-seconds, reshaped into at most max_seats wide
     kept = max(1, min(seats, max_seats, MAX_LIST_SEATS))

@@ -27,10 +27,13 @@ import re
 from typing import Any
 
 import orjson
-from cel_expr_python import cel as engine
+from typing import TYPE_CHECKING
 
 from k8py.apiserver.cel import CompileError
-from k8py.apiserver.cel import environment, schema_types
+
+if TYPE_CHECKING:
+    from k8py.apiserver.cel import schema_types
+# (the engine, environment and schema_types are imported where a schema's rules are checked: see k8py.apiserver.cel)
 
 __all__ = ["NodeTypes", "node_types"]
 
@@ -45,6 +48,8 @@ class NodeTypes:
     """The typed environments of one schema node with rules."""
 
     def __init__(self, declared: schema_types.SchemaType) -> None:
+        from k8py.apiserver.cel import environment
+
         self._declared = declared
         self._plain = environment.typed_environment(
             declared.pool, {"self": declared.type, "oldSelf": declared.type})
@@ -53,6 +58,10 @@ class NodeTypes:
     @property
     def _optional(self) -> Any:
         if self._optional_env is None:
+            from cel_expr_python import cel as engine
+
+            from k8py.apiserver.cel import environment
+
             declared = self._declared
             self._optional_env = environment.typed_environment(
                 declared.pool, {"self": declared.type, "k8pyOldSelfValue": declared.type,
@@ -61,6 +70,8 @@ class NodeTypes:
 
     def check_rule(self, text: str, *, optional_old_self: bool) -> str:
         """"" or the error detail upstream gives for the rule ``text``."""
+        from k8py.apiserver.cel import environment
+
         try:
             if optional_old_self:
                 result = _unwrapped(lambda: environment.check(self._optional, f"{_WRAP_PREFIX}{text})"), text)
@@ -74,6 +85,8 @@ class NodeTypes:
 
     def check_message(self, text: str) -> str:
         """"" or the error detail for the ``messageExpression`` ``text``."""
+        from k8py.apiserver.cel import environment
+
         try:
             result = environment.check(self._plain, text)
         except CompileError as exc:
@@ -99,6 +112,8 @@ def _cached_node_types(key: bytes, root: bool) -> NodeTypes | None:
 
 
 def _node_types(schema: Schema, root: bool) -> NodeTypes | None:
+    from k8py.apiserver.cel import schema_types
+
     try:
         declared = schema_types.declare(schema, root=root or bool(schema.get("x-kubernetes-embedded-resource")))
     except (TypeError, ValueError) as exc:

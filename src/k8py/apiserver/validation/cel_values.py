@@ -22,9 +22,7 @@ import datetime
 import re
 from typing import Any, Callable
 
-from google.protobuf import duration_pb2, timestamp_pb2
-
-from k8py.apiserver.cel.schema_types import property_name
+from k8py.apiserver.cel.names import property_name
 
 __all__ = ["converter", "parse_duration"]
 
@@ -64,6 +62,8 @@ def _timestamp(value: Any) -> Any:
         return value
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    from google.protobuf import timestamp_pb2  # (loaded with the CEL engine, on first use: k8py.apiserver.cel)
+
     message = timestamp_pb2.Timestamp()
     message.FromDatetime(parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None))
     return message
@@ -73,6 +73,8 @@ def _duration(value: Any) -> Any:
     parsed = parse_duration(value) if isinstance(value, str) else None
     if parsed is None:
         return value
+    from google.protobuf import duration_pb2
+
     message = duration_pb2.Duration()
     message.FromTimedelta(parsed)
     return message

@@ -17,13 +17,16 @@ asks for decided by :func:`authorize_with` over the server's authorizer.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from k8py.apiserver import cel
 from k8py.apiserver.authn.user import UserInfo
 from k8py.apiserver.authz.attributes import Attributes, Authorizer, Decision
-from k8py.apiserver.cel import authorizer as cel_authorizer
 from k8py.apiserver.webhooks.attributes import RequestAttributes, gvk_api, gvr_api, operation_name
+
+if TYPE_CHECKING:
+    from k8py.apiserver.cel import authorizer as cel_authorizer
+# (imported where an expression is evaluated: the CEL engine loads on first use, see k8py.apiserver.cel)
 
 __all__ = ["CompiledExpression", "ExpressionCompiler", "CompileError", "activation", "request_variable", "cel_compiler",
            "AUTHORIZER_VARIABLES", "authorize_with", "evaluate"]
@@ -81,6 +84,8 @@ def request_variable(attrs: RequestAttributes, *, kind: Any = None, resource: An
 
 def activation(attrs: RequestAttributes, *, kind: Any = None, resource: Any = None, **extra: Any) -> dict[str, Any]:
     """The variables; ``extra`` adds (or replaces: ``object``/``oldObject`` in a matched version) some."""
+    from k8py.apiserver.cel import authorizer as cel_authorizer
+
     user = attrs.user.to_api()
     group, version, plural = attrs.resource
     return {"object": attrs.object, "oldObject": attrs.old_object,
@@ -117,4 +122,6 @@ def authorize_with(authorizer: Authorizer | None) -> cel_authorizer.Authorize | 
 async def evaluate(program: CompiledExpression, variables: Mapping[str, Any],
                    authorize: cel_authorizer.Authorize | None) -> Any:
     """``program``'s value with the authorizer checks it makes decided by ``authorize``."""
+    from k8py.apiserver.cel import authorizer as cel_authorizer
+
     return await cel_authorizer.evaluate(lambda: program.evaluate(variables), authorize)

@@ -23,18 +23,20 @@ A webhook that cannot be called or answers garbage fails the request with
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 import orjson
 
 from k8py.api.errors import BadRequest, Cause, InternalError, StatusError
-from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
 from k8py.apiserver.webhooks.client import CallError, WebhookClient
 from k8py.apiserver.webhooks.conditions import activation, evaluate
 from k8py.apiserver.webhooks.configurations import Webhook
 from k8py.apiserver.webhooks.review import ReviewResponse, build_review, parse_response
 from k8py.apiserver.webhooks.rules import namespace_selector_matches, object_selector_matches, rules_match
+
+if TYPE_CHECKING:
+    from k8py.apiserver.cel.authorizer import Authorize  # (the CEL engine loads on first use: k8py.apiserver.cel)
 
 __all__ = ["WebhookCaller", "Invocation", "denied", "calling_failed"]
 

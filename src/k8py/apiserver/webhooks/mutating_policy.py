@@ -45,14 +45,12 @@ checking to report, unlike ValidatingAdmissionPolicies.)
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from k8py.api.errors import Cause, InternalError, StatusError
 from k8py.api.patch import schema_walk, structured
 from k8py.api.patch.json_patch import apply_json_patch
 from k8py.apiserver.admission.reinvocation import PluginState, context_of
-from k8py.apiserver.cel import authorizer as cel_authorizer
-from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.cel.mutation import restore_positions, rewrite
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
@@ -63,6 +61,9 @@ from k8py.apiserver.webhooks.mutation_limits import ATOMIC_MESSAGE, CostBudget, 
 from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, Object, PolicySource
 from k8py.apiserver.webhooks.rules import is_exempt
 from k8py.apiserver.webhooks.validating_policy import ValidatingPolicyPlugin, _EvaluationFailed
+
+if TYPE_CHECKING:
+    from k8py.apiserver.cel.authorizer import Authorize  # (the CEL engine loads on first use: k8py.apiserver.cel)
 
 __all__ = ["MutatingPolicyPlugin", "MutatingPolicySource", "FEATURE_GATE", "VERSION"]
 
@@ -108,6 +109,8 @@ async def _evaluate_within(expression: Expression, variables: Mapping[str, Any],
     program = expression.program
     if program is None:
         raise _EvaluationFailed(f"compilation failed: {expression.error}")
+    from k8py.apiserver.cel import authorizer as cel_authorizer
+
     try:
         value, cost = await cel_authorizer.evaluate(lambda: program.evaluate_with_cost(variables, cost_limit=budget.limit),
                                                     authorize)

@@ -32,7 +32,7 @@ For each binding (by name) whose policy exists, as upstream's
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 
@@ -41,11 +41,13 @@ from k8py.api.selectors import label_selector_from_dict
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.webhooks.attributes import GroupVersionKind, GroupVersionResource, RequestAttributes
-from k8py.apiserver.cel.authorizer import Authorize
 from k8py.apiserver.webhooks.conditions import activation, evaluate
 from k8py.apiserver.webhooks.dispatcher import Convert
 from k8py.apiserver.webhooks.policy_source import BoundPolicy, CompiledPolicy, Expression, PolicySource
 from k8py.apiserver.webhooks.rules import is_exempt, namespace_selector_matches, object_selector_matches, rules_match
+
+if TYPE_CHECKING:
+    from k8py.apiserver.cel.authorizer import Authorize  # (the CEL engine loads on first use: k8py.apiserver.cel)
 
 __all__ = ["ValidatingPolicyPlugin"]
 
