@@ -3,6 +3,7 @@ running), writes going to a real API server: what one sync does."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -121,7 +122,63 @@ async def test_slow_start_stops_at_the_first_failing_batch():
     assert (successes, calls, str(error)) == (0, 1, "quota")
     calls = 0
     successes, error = await slow_start_batch(100, 1, lambda: fail_after(4))
-    assert successes == 4 and calls == 7  # batches 1, 2, 4: the third fails, nothing after it
+    # never more started than the batches 1, 2, 4, ... allow once the earlier ones succeeded
+    assert successes == 4 and 5 <= calls <= 1 + 2 * successes and str(error) == "quota"
+
+
+async def test_slow_start_does_not_wait_for_the_slowest_call_of_a_batch():
+    """The window moves on as each call returns: one call that hangs holds up
+    no others (upstream's batches would stop at the batch it is in)."""
+    release = asyncio.Event()
+    finished = 0
+    first = True
+
+    async def call():
+        nonlocal finished, first
+        if first:
+            first = False
+            await release.wait()
+        else:
+            await asyncio.sleep(0)
+        finished += 1
+
+    run = asyncio.ensure_future(slow_start_batch(50, 1, call))
+    await asyncio.sleep(0)
+    assert finished == 0  # only the first call started, and it hangs: the window has not grown
+    release.set()
+    assert await asyncio.wait_for(run, 30) == (50, None)
+    finished = 0
+    first = True
+    release.clear()
+    run = asyncio.ensure_future(slow_start_batch(50, 2, call))
+    for _ in range(1000):
+        if finished == 49:
+            break
+        await asyncio.sleep(0)
+    assert finished == 49 and not run.done()  # all the others ran past the one that hangs
+    release.set()
+    assert await asyncio.wait_for(run, 30) == (50, None)
+
+
+async def test_slow_start_cancelled_cancels_the_calls_in_flight():
+    started, cancelled = 0, 0
+
+    async def call():
+        nonlocal started, cancelled
+        started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled += 1
+            raise
+
+    run = asyncio.ensure_future(slow_start_batch(10, 4, call))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert started == 4 and cancelled == 4
 
 
 def test_deletion_order_prefers_unassigned_pending_unready_newer_restarted():

@@ -35,16 +35,39 @@ _MODES = {"zero": _ZERO, "struct": _STRUCT, "ptr": _PTR, "list": _LIST, "map": _
 Rows = list[tuple[str, int, Any]]
 
 
+class _Shape:
+    """One type compiled for filling: the rows that always act (a zero
+    scalar, a non-pointer struct: they add what is absent, in field order,
+    which is the order Go writes them), and the rows that only descend into
+    a value present (pointer, slice, map), looked up by the object's own keys
+    (an object holds few of the many optional fields its type declares)."""
+
+    __slots__ = ("always", "present", "present_keys", "empty")
+
+    def __init__(self) -> None:
+        self.always: list[tuple[str, int, Any]] = []
+        self.present: dict[str, tuple[int, Any]] = {}
+        self.present_keys: frozenset[str] = frozenset()
+        self.empty = True
+
+
 @functools.cache
-def _table() -> tuple[dict[str, Rows], dict[str, str]]:
+def _table() -> tuple[dict[str, _Shape], dict[str, str]]:
     raw = orjson.loads(resources.files("k8py.api").joinpath("go_shapes.json").read_bytes())
-    types: dict[str, Rows] = {name: [] for name in raw["types"]}
+    types: dict[str, _Shape] = {name: _Shape() for name in raw["types"]}
+    unknown = _Shape()  # a nested type outside the table: nothing to fill
     for name, rows in raw["types"].items():
-        compiled = types[name]
+        shape = types[name]
         for json_name, mode, arg in rows:
             code = _MODES[mode]
-            # nested types become references to their (shared, filled in place) row lists
-            compiled.append((json_name, code, arg if code == _ZERO else types.get(arg, [])))
+            # nested types become references to their (shared) compiled shapes
+            target = arg if code == _ZERO else types.get(arg, unknown)
+            if code in (_ZERO, _STRUCT):
+                shape.always.append((json_name, code, target))
+            else:
+                shape.present[json_name] = (code, target)
+        shape.present_keys = frozenset(shape.present)
+        shape.empty = not rows
     return types, raw["kinds"]
 
 
@@ -61,20 +84,26 @@ def fill_go_fields(api_version: str, kind: str, obj: dict[str, Any]) -> None:
         _fill(types[name], obj)
 
 
-def _fill(rows: Rows, obj: dict[str, Any]) -> None:
-    for name, mode, arg in rows:
+def _fill(shape: _Shape, obj: dict[str, Any]) -> None:
+    for name, mode, arg in shape.always:
         value = obj.get(name)
         if mode == _ZERO:
             if value is None and (arg is not None or name not in obj):
                 obj[name] = arg  # the zero values are immutable: None, 0, "", False, "0", "0s"
-        elif mode == _STRUCT:
+        else:  # _STRUCT
             if value is None:
                 value = obj[name] = {}
-            if type(value) is dict and arg:
+            if type(value) is dict and not arg.empty:
                 _fill(arg, value)
-        elif value is None:
+    if not shape.present:
+        return
+    present = shape.present
+    for name in obj.keys() & shape.present_keys:
+        value = obj[name]
+        if value is None:
             continue
-        elif mode == _PTR:
+        mode, arg = present[name]
+        if mode == _PTR:
             if type(value) is dict:
                 _fill(arg, value)
         elif mode == _LIST:

@@ -10,9 +10,10 @@ controller:
   ``SuccessfulCreate`` "Created pod: NAME", ``FailedCreate`` "Error creating:
   ERR", ``SuccessfulDelete`` "Deleted pod: NAME", ``FailedDelete`` "Error
   deleting: ERR";
-- :func:`slow_start_batch` runs creates in batches of 1, 2, 4, ... and stops at
-  the first batch with a failure, so a template the API rejects fails after
-  one request, not five hundred.
+- :func:`slow_start_batch` runs creates slow-start (1, then each success lets
+  two more start: upstream's batches of 1, 2, 4, ... without waiting for a
+  whole batch) and starts no more after the first failure, so a template the
+  API rejects fails after one request, not five hundred.
 """
 
 from __future__ import annotations
@@ -52,23 +53,67 @@ def pod_from_template(template: Mapping[str, Any], namespace: str, owner_name: s
 
 
 async def slow_start_batch(count: int, initial_batch_size: int, fn: Callable[[], Awaitable[None]]) -> tuple[int, Exception | None]:
-    """Call ``fn`` ``count`` times in doubling batches; ``(successes, first error)``."""
-    remaining = count
-    successes = 0
-    batch = min(remaining, initial_batch_size)
-    while batch > 0:
-        results = await asyncio.gather(*(fn() for _ in range(batch)), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        for r in errors:
-            if isinstance(r, asyncio.CancelledError):
-                raise r
-        successes += batch - len(errors)
-        if errors:
-            first = errors[0]
-            return successes, first if isinstance(first, Exception) else RuntimeError(repr(first))
-        remaining -= batch
-        batch = min(2 * batch, remaining)
-    return successes, None
+    """Call ``fn`` ``count`` times, slow-start: ``(successes, first error)``.
+
+    Upstream runs batches of 1, 2, 4, ... and waits for each whole batch; this
+    runs the same doubling as a window: ``initial_batch_size`` calls at first,
+    and each success lets two more start, so no more calls have started than
+    the batches would have started once every earlier batch succeeded
+    (``initial + 2 * successes``), but the next ones start as each call
+    returns, not when the slowest call of its batch does (a batch of 256
+    creates otherwise left the API server with nothing to do while its last
+    answers came back). After the first failure nothing more starts; the
+    calls in flight are awaited and counted. Cancelling the caller cancels
+    the calls in flight."""
+    if count <= 0:
+        return 0, None
+    loop = asyncio.get_running_loop()
+    allowance = min(count, max(1, initial_batch_size))
+    started = successes = 0
+    first: BaseException | None = None
+    running: set[asyncio.Future[None]] = set()
+    finished: list[asyncio.Future[None]] = []
+    wake: asyncio.Future[None] | None = None
+
+    def done(task: asyncio.Future[None]) -> None:
+        running.discard(task)
+        finished.append(task)
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    try:
+        while True:
+            while first is None and allowance > 0 and started < count:
+                task = asyncio.ensure_future(fn())
+                task.add_done_callback(done)
+                running.add(task)
+                started += 1
+                allowance -= 1
+            if not running and not finished:
+                break
+            if not finished:
+                wake = loop.create_future()
+                await wake
+            for task in finished:
+                if task.cancelled():
+                    raise asyncio.CancelledError()
+                error = task.exception()
+                if error is None:
+                    successes += 1
+                    allowance += 2
+                elif first is None:
+                    first = error
+            finished.clear()
+    finally:
+        for task in list(running):
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    if first is None:
+        return successes, None
+    if isinstance(first, asyncio.CancelledError):
+        raise first
+    return successes, first if isinstance(first, Exception) else RuntimeError(repr(first))
 
 
 class PodControl:

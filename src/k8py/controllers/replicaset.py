@@ -52,7 +52,6 @@ from k8py.api.selectors import LabelSelector
 from k8py.client.keys import DeletedFinalStateUnknown, object_key, split_key
 from k8py.client.resource import Resource
 from k8py.client.resources import PODS, REPLICASETS, REPLICATION_CONTROLLERS
-from k8py.client.shared_informer import drop_managed_fields
 from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
@@ -63,6 +62,7 @@ from k8py.controllers.pod_ranking import pods_to_delete
 from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
 from k8py.controllers.replicaset_status import calculate_status, replicas_of
 from k8py.controllers.selectors import selector_from_dict
+from k8py.controllers.written import WrittenObjects
 
 __all__ = [
     "ReplicaSetController",
@@ -140,8 +140,10 @@ class ReplicaSetController(KeyedController):
         ensure_controller_uid_index(self.informer)
         self.expectations = UIDTrackingExpectations(clock=ctx.clock)
         self._batch_start: dict[str, int] = {}
-        self._written: dict[str, Any] = {}
-        """key -> the ReplicaSet as our last status write returned it, until the cache has caught up with it."""
+        self._written = WrittenObjects()
+        """The ReplicaSet as our last status write returned it, until the cache has caught up: a sync
+        that follows its own write at once (the next burst of a scale-up) would otherwise PUT from a
+        stale resourceVersion, and pay a conflict, a GET and a second PUT every time."""
         self.recorder = ctx.recorder(kind.component)
         self.pod_control = PodControl(ctx.client, self.recorder)
         self.wait_for(self.informer, self.pod_informer)
@@ -156,7 +158,7 @@ class ReplicaSetController(KeyedController):
     def _delete_rs(self, obj: Any) -> None:
         key = object_key(obj)
         self.expectations.delete(key)
-        self._written.pop(key, None)
+        self._written.forget(key)
         self.queue.add(key)
 
     def _resolve(self, namespace: str, ref: Mapping[str, Any] | None) -> Any | None:
@@ -245,33 +247,15 @@ class ReplicaSetController(KeyedController):
 
     # -- sync ----------------------------------------------------------------------------
 
-    def _latest(self, key: str, cached: Any) -> Any:
-        """``cached``, or the newer ReplicaSet our last status write returned: a sync
-        that follows its own write at once (the next burst of a scale-up) would
-        otherwise PUT from a stale resourceVersion, and pay a conflict, a GET and
-        a second PUT every time."""
-        written = self._written.get(key)
-        if written is None:
-            return cached
-        try:
-            newer = _meta(written).get("uid") == _meta(cached).get("uid") and \
-                int(_meta(written).get("resourceVersion") or 0) > int(_meta(cached).get("resourceVersion") or 0)
-        except ValueError:
-            newer = False
-        if not newer:
-            del self._written[key]  # the cache has it (or something newer): trust the cache again
-            return cached
-        return written
-
     async def sync(self, key: str) -> float | None:
         namespace, name = split_key(key)
         rs = self.lister.try_get(namespace, name)
         if rs is None:
             self.expectations.delete(key)
             self._batch_start.pop(key, None)
-            self._written.pop(key, None)
+            self._written.forget(key)
             return None
-        rs = self._latest(key, rs)
+        rs = self._written.latest(key, rs)
         # None: a deletion is still unobserved, so replicas are not managed (upstream)
         in_flight = self.expectations.creations_in_flight(key, self.pod_informer.indexer.__contains__)
         try:
@@ -302,7 +286,7 @@ class ReplicaSetController(KeyedController):
         try:
             updated = await self.update_status(rs, status)
             if updated is not rs:
-                self._written[key] = drop_managed_fields(updated)
+                self._written.remember(key, updated)
         except Conflict:
             # the ReplicaSet changed again (its watch event queues this key): no backoff
             if manage_error is not None:

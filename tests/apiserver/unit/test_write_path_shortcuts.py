@@ -140,3 +140,81 @@ def test_definition_keys_follow_replace() -> None:
     e = dataclasses.replace(d, group="", storage_resource="example.com/things", namespaced=False)
     assert (e.api_version, e.key("ns", "a"), e.namespace_prefix("ns")) == ("v1", "/registry/example.com/things/a", "/registry/example.com/things/")
     assert d == dataclasses.replace(d)
+
+
+def _reference_fill(api_version: str, kind: str, obj: dict) -> None:
+    """fill_go_fields as it was written before the always/present split: every row in order."""
+    from importlib import resources
+
+    raw = orjson.loads(resources.files("k8py.api").joinpath("go_shapes.json").read_bytes())
+    types, kinds = raw["types"], raw["kinds"]
+
+    def fill(type_name: str, o: dict) -> None:
+        for name, mode, arg in types.get(type_name, ()):
+            value = o.get(name)
+            if mode == "zero":
+                if value is None and (arg is not None or name not in o):
+                    o[name] = arg
+            elif mode == "struct":
+                if value is None:
+                    value = o[name] = {}
+                if type(value) is dict:
+                    fill(arg, value)
+            elif value is None:
+                continue
+            elif mode == "ptr":
+                if type(value) is dict:
+                    fill(arg, value)
+            elif mode == "list":
+                if type(value) is list:
+                    for item in value:
+                        if type(item) is dict:
+                            fill(arg, item)
+            elif type(value) is dict:
+                for item in value.values():
+                    if type(item) is dict:
+                        fill(arg, item)
+
+    name = kinds.get(f"{api_version}/{kind}")
+    if name is not None:
+        fill(name, obj)
+
+
+def test_go_fields_filled_exactly_as_row_by_row() -> None:
+    from k8py.api.go_shape import fill_go_fields, shaped_kinds
+
+    pod = _pod()
+    pod["spec"]["initContainers"] = [copy.deepcopy(pod["spec"]["containers"][0])]
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "zone"}]}}
+    pod["spec"]["containers"][0]["env"].append({"name": "F", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"selector": {"matchLabels": {"a": "b"}},
+                           "template": {"metadata": {"labels": {"a": "b"}}, "spec": copy.deepcopy(pod["spec"])}}}
+    cases = [("v1", "Pod", pod), ("apps/v1", "Deployment", deployment)]
+    cases += [(gv_kind.rsplit("/", 1)[0], gv_kind.rsplit("/", 1)[1], {}) for gv_kind in shaped_kinds()]
+    for api_version, kind, obj in cases:
+        ours, reference = copy.deepcopy(obj), copy.deepcopy(obj)
+        fill_go_fields(api_version, kind, ours)
+        _reference_fill(api_version, kind, reference)
+        assert orjson.dumps(ours) == orjson.dumps(reference), (api_version, kind)
+
+
+def test_json_equal_keeps_json_kinds_apart() -> None:
+    from k8py.api.patch.json_values import json_equal, json_kind
+
+    class Sub(dict):
+        pass
+
+    assert json_equal("a", "a") and not json_equal("a", "b")
+    assert not json_equal(True, 1) and not json_equal(1, True) and not json_equal(0, False)
+    assert json_equal(1, 1.0) and json_equal(2.0, 2)
+    assert json_equal(None, None) and not json_equal(None, 0) and not json_equal("", None)
+    assert json_equal({"a": [1, {"b": True}]}, {"a": [1.0, {"b": True}]})
+    assert not json_equal({"a": [1, {"b": True}]}, {"a": [1, {"b": 1}]})
+    assert json_equal(Sub(a=1), {"a": 1}) and not json_equal(Sub(a=1), {"a": "1"})
+    assert not json_equal([1], [1, 2]) and not json_equal({"a": 1}, {"b": 1})
+    assert [json_kind(v) for v in ("s", {}, [], None, True, 1, 1.5, Sub())] == [
+        "string", "map", "list", "null", "bool", "number", "number", "map"]
+    with pytest.raises(TypeError):
+        json_equal((1,), (1,))

@@ -18,6 +18,13 @@ __all__ = ["json_kind", "json_equal", "deep_copy", "go_format", "contains"]
 
 def json_kind(value: Any) -> str:
     """One of ``null``, ``bool``, ``number``, ``string``, ``list``, ``map``."""
+    t = type(value)  # the exact common types first (subclasses take the isinstance chain below)
+    if t is str:
+        return "string"
+    if t is dict:
+        return "map"
+    if t is list:
+        return "list"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -35,6 +42,14 @@ def json_kind(value: Any) -> str:
 
 def json_equal(a: Any, b: Any) -> bool:
     """Structural equality that keeps booleans apart from numbers."""
+    t = type(a)
+    if t is type(b):  # the usual case (merge keys are strings): no kind names needed
+        if t is dict:
+            return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+        if t is list:
+            return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        if t is str or t is int or t is float or t is bool or a is None:
+            return bool(a == b)
     ka, kb = json_kind(a), json_kind(b)
     if ka != kb:
         return False

@@ -170,12 +170,12 @@ class PodSecurity:
         pod = a.object
         if pod is None:
             return
+        labels = self._labels(a.namespace)  # first: None (nothing enforced) spares the spec comparison
+        if labels is None:
+            return
         if a.operation is Operation.UPDATE and a.old_object is not None:
             if _significant(pod.get("spec")) == _significant(a.old_object.get("spec")):
                 return
-        labels = self._labels(a.namespace)
-        if labels is None:
-            return
         spec = pod.get("spec") or {}
         if self._exempt(a, spec.get("runtimeClassName")):
             return

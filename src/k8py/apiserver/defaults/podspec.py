@@ -25,6 +25,9 @@ __all__ = [
 
 Object = dict[str, Any]
 
+_VOLUME_SOURCES = frozenset(VOLUME_SOURCES)
+_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+
 
 def child_object(parent: Object, key: str) -> Object | None:
     """``parent[key]`` as a dict, created when absent; None if it is not one."""
@@ -78,33 +81,48 @@ def _default_field_ref(holder: Any) -> None:
 
 
 def default_container(container: Object, *, host_network: bool = False) -> None:
-    """``SetDefaults_Container`` plus its ports, probes, lifecycle and env."""
-    image = container.get("image")
-    if container.get("imagePullPolicy") is None and isinstance(image, str):
+    """``SetDefaults_Container`` plus its ports, probes, lifecycle and env.
+    (Every pod created runs this: the set_absent steps are written out.)"""
+    get = container.get
+    image = get("image")
+    if get("imagePullPolicy") is None and isinstance(image, str):
         container["imagePullPolicy"] = image_pull_policy(image)
-    set_absent(container, "terminationMessagePath", "/dev/termination-log")
-    set_absent(container, "terminationMessagePolicy", "File")
+    if get("terminationMessagePath") is None:
+        container["terminationMessagePath"] = "/dev/termination-log"
+    if get("terminationMessagePolicy") is None:
+        container["terminationMessagePolicy"] = "File"
     # ResourceRequirements is a non-pointer struct: always serialized
-    set_absent(container, "resources", {})
-    for port in dict_items(container.get("ports")):
-        set_absent(port, "protocol", "TCP")
-        if host_network and port.get("hostPort") is None and port.get("containerPort") is not None:
-            port["hostPort"] = port["containerPort"]
-    for name in ("livenessProbe", "readinessProbe", "startupProbe"):
-        _default_probe(container.get(name))
-    lifecycle = container.get("lifecycle")
+    if get("resources") is None:
+        container["resources"] = {}
+    ports = get("ports")
+    if ports:
+        for port in dict_items(ports):
+            if port.get("protocol") is None:
+                port["protocol"] = "TCP"
+            if host_network and port.get("hostPort") is None and port.get("containerPort") is not None:
+                port["hostPort"] = port["containerPort"]
+    for name in _PROBES:
+        probe = get(name)
+        if probe is not None:
+            _default_probe(probe)
+    lifecycle = get("lifecycle")
     if isinstance(lifecycle, dict):
         for hook in ("postStart", "preStop"):
             handler = lifecycle.get(hook)
             if isinstance(handler, dict) and isinstance(handler.get("httpGet"), dict):
                 set_absent(handler["httpGet"], "path", "/")
                 set_absent(handler["httpGet"], "scheme", "HTTP")
-    for env in dict_items(container.get("env")):
-        _default_field_ref(env.get("valueFrom"))
+    env = get("env")
+    if env:
+        for var in dict_items(env):
+            source = var.get("valueFrom")
+            if source is not None:
+                _default_field_ref(source)
 
 
 def _default_volume(volume: Object) -> None:
-    if not any(volume.get(k) is not None for k in VOLUME_SOURCES):
+    # a volume holds a name and (usually) one source: look at its keys, not at every source's
+    if not any(volume[k] is not None for k in volume if k in _VOLUME_SOURCES):
         volume["emptyDir"] = {}
     for key in ("secret", "configMap", "downwardAPI"):
         source = volume.get(key)
@@ -133,19 +151,31 @@ def _default_volume(volume: Object) -> None:
                     _default_field_ref(item)
 
 
+#: (field, default) of a pod spec, in upstream's order; a callable default makes a fresh value
+_POD_SPEC_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("dnsPolicy", "ClusterFirst"),
+    ("restartPolicy", "Always"),
+    ("securityContext", dict),
+    ("terminationGracePeriodSeconds", 30),
+    ("schedulerName", "default-scheduler"),
+)
+
+
 def default_pod_spec(spec: Object) -> None:
     """``SetDefaults_PodSpec`` and everything nested in a pod spec."""
-    set_absent(spec, "dnsPolicy", "ClusterFirst")
-    set_absent(spec, "restartPolicy", "Always")
-    set_absent(spec, "securityContext", {})
-    set_absent(spec, "terminationGracePeriodSeconds", 30)
-    set_absent(spec, "schedulerName", "default-scheduler")
+    for key, value in _POD_SPEC_DEFAULTS:
+        if spec.get(key) is None:
+            spec[key] = value() if callable(value) else value
     host_network = spec.get("hostNetwork") is True
     for key in ("containers", "initContainers", "ephemeralContainers"):
-        for container in dict_items(spec.get(key)):
-            default_container(container, host_network=host_network and key != "ephemeralContainers")
-    for volume in dict_items(spec.get("volumes")):
-        _default_volume(volume)
+        containers = spec.get(key)
+        if containers:
+            for container in dict_items(containers):
+                default_container(container, host_network=host_network and key != "ephemeralContainers")
+    volumes = spec.get("volumes")
+    if volumes:
+        for volume in dict_items(volumes):
+            _default_volume(volume)
 
 
 def requests_from_limits(spec: Object) -> None:

@@ -55,6 +55,10 @@ class BoundPolicy:
     policy: CompiledPolicy
 
 
+#: the versions seen when there are no policies and no bindings
+_NONE: tuple[Any, ...] = ((), ())
+
+
 class PolicySource:
     """The ValidatingAdmissionPolicies and their bindings (the class attributes name them)."""
 
@@ -79,6 +83,8 @@ class PolicySource:
     def bound(self) -> list[BoundPolicy]:
         policies = self._objects(self.policies)
         bindings = self._objects(self.bindings)
+        if not policies and not bindings and self._versions == _NONE:
+            return self._bound  # the common case, every write: no policies, none before
         versions = (tuple((n, rv) for n, rv, _ in policies), tuple((n, rv) for n, rv, _ in bindings))
         if versions == self._versions:
             return self._bound

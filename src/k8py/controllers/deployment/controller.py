@@ -50,6 +50,7 @@ from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.object_meta import meta as _meta
 from k8py.controllers.owner_refs import controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.selectors import selector_from_dict
+from k8py.controllers.written import WrittenObjects
 
 __all__ = ["DeploymentController"]
 
@@ -66,6 +67,7 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         self.rs_lister = self.rs_informer.lister
         self.pod_lister = self.pod_informer.lister
         self.recorder = ctx.recorder("deployment-controller")
+        self._written = WrittenObjects()
         ensure_controller_uid_index(self.rs_informer)
         self.wait_for(self.informer, self.rs_informer, self.pod_informer)
         self.informer.add_event_handler(on_add=self.enqueue, on_update=lambda old, new: self.enqueue(new), on_delete=self.enqueue)
@@ -165,8 +167,12 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         namespace, name = split_key(key)
         cached = self.lister.try_get(namespace, name)
         if cached is None:
+            self._written.forget(key)
             return None
-        d = deep_copy(cached)
+        # the status we last wrote, if the cache has not caught up with it: a
+        # ReplicaSet's event often queues the next sync before our own write's
+        # event has arrived, and a PUT from the cached version would conflict
+        d = deep_copy(self._written.latest(key, cached))
         selector_dict = (d.get("spec") or {}).get("selector")
         if selector_dict == {} or selector_dict is None:
             self.recorder.event(d, "Warning", "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.",

@@ -26,6 +26,7 @@ __all__ = ["ProgressMixin"]
 
 class ProgressMixin:
     rs_lister: Any
+    _written: Any
     clock: Any
     client: Any
     _new_and_old: Any
@@ -133,3 +134,4 @@ class ProgressMixin:
         except Conflict:
             raise  # the loop retries with the latest object from the cache
         d.setdefault("metadata", {})["resourceVersion"] = _meta(written).get("resourceVersion")
+        self._written.remember(f"{_meta(written).get('namespace')}/{_meta(written).get('name')}", written)

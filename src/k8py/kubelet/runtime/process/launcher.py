@@ -11,7 +11,9 @@ Under bubblewrap (``bwrap`` on PATH, and not disabled) a container runs as::
 host's (each pod binds its own loopback IP). bwrap can only create a mount
 point inside something writable, so when a mountPath's parent does not exist
 on the host the read-only view is rebuilt from a tmpfs along that path, with
-every host entry beside it bound back read-only (:func:`plan_mounts`).
+every host entry beside it bound back read-only (:func:`plan_mounts`) — or,
+as root with overlayfs, laid over by a read-only overlay that adds the mount
+points (:mod:`.host_view`: one mount where /usr/share took a hundred).
 
 The process tree is ``bwrap (outer, our child) → bwrap (pid 1 of the
 namespace) → argv``; bwrap writes ``{"child-pid": N}`` and, at the end,
@@ -81,10 +83,17 @@ def _through_host_symlinks(path: str) -> str:
     return os.path.join(os.path.realpath(p), *rest) if rest or os.path.islink(p) else path
 
 
-def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/proc", "/dev"), host_dev: bool = False) -> list[str]:
-    """bwrap arguments for the root view plus the volumes (see the module docstring);
-    ``host_dev``: the host's /dev (a privileged container) instead of bwrap's minimal one."""
-    mounts = [Mount(_through_host_symlinks(m.container_path), m.host_path, m.readonly, m.volume) for m in mounts]
+HIDDEN = ("/tmp", "/proc", "/dev")
+
+
+def host_mounts(mounts: Sequence[Mount]) -> list[Mount]:
+    """``mounts`` with their container paths through the host's symlinks (:func:`_through_host_symlinks`)."""
+    return [Mount(_through_host_symlinks(m.container_path), m.host_path, m.readonly, m.volume) for m in mounts]
+
+
+def rebuilt_dirs(mounts: Sequence[Mount], *, hidden: Sequence[str] = HIDDEN) -> list[str]:
+    """The host directories the view must rebuild for ``mounts`` (as :func:`host_mounts`
+    gives them) to have their mount points, shallowest first."""
     rebuilt: list[str] = []
     for m in mounts:
         if any(m.container_path == h or m.container_path.startswith(h + "/") for h in hidden):
@@ -93,6 +102,17 @@ def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = ("/tmp", "/p
             if d not in rebuilt:
                 rebuilt.append(d)
     rebuilt.sort(key=lambda d: (d.count("/") if d != "/" else 0, d))
+    return rebuilt
+
+
+def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = HIDDEN, host_dev: bool = False,
+                overlaid: Sequence[str] = ()) -> list[str]:
+    """bwrap arguments for the root view plus the volumes (see the module docstring);
+    ``host_dev``: the host's /dev (a privileged container) instead of bwrap's minimal one;
+    ``overlaid``: rebuilt directories that already have their mount points, under the
+    read-only overlay :mod:`.host_view` lays over them before bwrap starts."""
+    mounts = host_mounts(mounts)
+    rebuilt = [d for d in rebuilt_dirs(mounts, hidden=hidden) if d not in overlaid]
     args: list[str] = []
     if "/" not in rebuilt:
         args += ["--ro-bind", "/", "/"]
@@ -127,6 +147,7 @@ def build_launch(
     fallback_cwd: str,
     host_dev: bool = False,
     join_pid: int = 0,
+    overlaid: Sequence[str] = (),
 ) -> Launch:
     """``argv`` already carries the securityContext's ``setpriv`` prefix (:mod:`.security`).
 
@@ -145,7 +166,7 @@ def build_launch(
                              host_dev=host_dev)
         args = [a for a in inner.argv if a != "--unshare-pid"]
         return Launch([nsenter, f"--target={join_pid}", "--pid", "--", *args], "/", True)
-    args = [bwrap, *plan_mounts(mounts, host_dev=host_dev), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args = [bwrap, *plan_mounts(mounts, host_dev=host_dev, overlaid=overlaid), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if hostname:
         args += ["--hostname", hostname[:63]]
     args += ["--json-status-fd", str(status_fd)]

@@ -13,6 +13,7 @@ drains it without I/O; dropping one would leave a pod stale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -71,6 +72,8 @@ class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
         self._terminals: dict[str, Terminal] = {}
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._events: asyncio.Queue[ContainerEvent] = asyncio.Queue()
+        #: whether this node can mount overlays (:func:`oci_container.overlay_mode`), asked at start
+        self._overlay_probe: asyncio.Task[str] | None = None
         os.makedirs(os.path.join(state_dir, "containers"), exist_ok=True)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -104,6 +107,9 @@ class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
                 except RuntimeErrorStatus as err:
                     logger.warning("hostPort not re-opened", extra={"sandbox": sb["id"], "error": err.message})
         self.images.start_gc(lambda: {c["image_id"] for c in self._containers.values() if c.get("image_id")})
+        if self.bwrap:  # asked now, in a thread: the first container's start would wait for the probe's mount namespaces
+            self._overlay_probe = asyncio.create_task(asyncio.to_thread(oci_container.overlay_mode, self.state_dir),
+                                                      name="overlay-probe")
 
     def _adopt(self, rec: dict[str, Any]) -> None:
         cdir = self._cdir(rec["id"])
@@ -114,7 +120,15 @@ class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
             if adopted.terminal is not None:
                 self._terminals[rec["id"]] = adopted.terminal
 
+    async def _overlay(self) -> str:
+        if self._overlay_probe is not None:
+            with contextlib.suppress(Exception):  # (asked again below)
+                await asyncio.shield(self._overlay_probe)
+        return oci_container.overlay_mode(self.state_dir)
+
     async def close(self) -> None:
+        if self._overlay_probe is not None and not self._overlay_probe.done():
+            self._overlay_probe.cancel()  # (the probe's thread ends by itself)
         for task in list(self._waiters.values()):
             task.cancel()
         await asyncio.gather(*self._waiters.values(), return_exceptions=True)
@@ -182,7 +196,7 @@ class ProcessRuntime(SandboxLifecycle, StreamingEndpoints):
         try:
             started = await spawn.spawn(rec, cdir=self._cdir(container_id), bwrap=self.bwrap, cgroups=self.cgroups, join_pid=join_pid,
                                         cgroup_parent=sb["config"].get("cgroup_parent", ""), netns=sb.get("netns", ""),
-                                        overlay=oci_container.overlay_mode(self.state_dir) if rec.get("rootfs") else "",
+                                        overlay=await self._overlay() if rec.get("rootfs") or rec["bwrap"] else "",
                                         log_max_size=self.log_max_size, log_max_files=self.log_max_files)
         except OSError as err:
             self._mark_exited(rec, 128, "StartError", str(err))

@@ -23,11 +23,11 @@ import os
 import pty
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from k8py.kubelet.network.pod_network import CNIPodNetwork
-from k8py.kubelet.runtime.process import console_holder, launcher, oci_container, security
+from k8py.kubelet.runtime.process import console_holder, host_view, launcher, oci_container, security
 from k8py.kubelet.runtime.process.cgroups import CgroupManager
 from k8py.kubelet.runtime.process.log_pump import ContainerLog
 from k8py.kubelet.runtime.process.records import process_start_ticks
@@ -89,8 +89,12 @@ def _launch(rec: dict[str, Any], *, bwrap: str | None, cdir: str, status_fd: int
     # a terminal inside bwrap's pid namespace: the command leads its own session there with the pty
     # as its controlling terminal (made outside, a shell fails to restore the foreground group on exit)
     ctty = [shutil.which("setsid") or "setsid", "--ctty"] if rec.get("tty") and bwrap and not join_pid else []
-    return launcher.build_launch([*ctty, *rec.get("setpriv", []), *rec["argv"]], bwrap=bwrap, mounts=mounts, working_dir=rec["cwd"],
-                                 hostname=rec["hostname"], status_fd=status_fd, fallback_cwd=cdir, host_dev=host_dev, join_pid=join_pid)
+    # mount points the host lacks: one read-only overlay each where overlayfs allows (see host_view)
+    view = host_view.plan(mounts, view_dir=os.path.join(cdir, "view"), overlay=overlay) if bwrap and not join_pid else host_view.HostView()
+    launch = launcher.build_launch([*ctty, *rec.get("setpriv", []), *rec["argv"]], bwrap=bwrap, mounts=mounts, working_dir=rec["cwd"],
+                                   hostname=rec["hostname"], status_fd=status_fd, fallback_cwd=cdir, host_dev=host_dev, join_pid=join_pid,
+                                   overlaid=view.overlaid)
+    return replace(launch, argv=view.wrap(launch.argv))
 
 
 async def spawn(rec: dict[str, Any], *, cdir: str, bwrap: str | None, cgroups: CgroupManager, cgroup_parent: str, netns: str,
