@@ -235,10 +235,15 @@ def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
     return out
 
 
-def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None) -> None:
+def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None,
+           idle: dict[str, float] | None = None) -> dict[str, float]:
     """CPU seconds each component used in a phase; with ``per`` = (count, unit) also
-    milliseconds of CPU per unit (the figure that does not depend on how loaded
-    the machine was)."""
+    milliseconds of CPU per unit (the figure that depends less on how loaded the
+    machine was). With ``idle`` (CPU seconds each component spends on one heartbeat,
+    a Lease renewal, measured with nothing else to do) and the phase's heartbeats
+    in it under ``"heartbeats"``, also the CPU per unit without them: a phase that a
+    loaded machine makes twice as long holds twice the renewals, which the plain
+    figure counts against the pods. Returns the CPU seconds used."""
     used = {k: after[k] - before.get(k, 0.0) for k in after}
     ranked = sorted(used.items(), key=lambda kv: -kv[1])
     print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in ranked))
@@ -246,12 +251,37 @@ def _phase(label: str, before: dict[str, float], after: dict[str, float], second
         count, unit = per
         print(f"  CPU per {unit} during {label}: {sum(used.values()) / count * 1000:.1f} ms — "
               + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in ranked if v / count >= 0.00005))
+        if idle:
+            beats = idle.get("heartbeats", 0.0)
+            net = {k: max(0.0, v - idle.get(k, 0.0) * beats) for k, v in ranked}
+            print(f"  CPU per {unit} during {label} without its {beats:.0f} Lease writes (at the idle cost of one): "
+                  f"{sum(net.values()) / count * 1000:.1f} ms — "
+                  + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in net.items() if v / count >= 0.00005))
+    return used
+
+
+def _heartbeats(before: dict[str, float], after: dict[str, float]) -> float:
+    return sum(after.get(k, 0.0) - before.get(k, 0.0) for k in ("PUT leases", "POST leases"))
+
+
+def _per_heartbeat(cpu: dict[str, float], requests: float) -> dict[str, float]:
+    """CPU seconds per request of the idle phase (Lease writes, and the last Node PATCHes of the start)."""
+    return {k: v / requests for k, v in cpu.items()} if requests else {}
 
 
 def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
     rates = sorted(((k, (v - before.get(k, 0.0)) / seconds) for k, v in after.items()), key=lambda kv: -kv[1])
     total = sum(r for _, r in rates)
     print(f"  API requests during {label}: {total:.0f}/s — " + ", ".join(f"{k} {r:.0f}/s" for k, r in rates[:6] if r >= 0.5))
+
+
+def _writes_per_pod(label: str, before: dict[str, float], after: dict[str, float], pods: int) -> None:
+    """Writes (not GET/LIST/WATCH) a pod, by "VERB resource", the heartbeats apart."""
+    writes = {k: (v - before.get(k, 0.0)) / pods for k, v in after.items()
+              if k.split(" ")[0] in ("POST", "PUT", "PATCH", "DELETE") and "leases" not in k}
+    ranked = sorted(writes.items(), key=lambda kv: -kv[1])
+    print(f"  writes a pod during {label} (Leases apart): {sum(writes.values()):.2f} — "
+          + ", ".join(f"{k} {v:.2f}" for k, v in ranked if v >= 0.005))
 
 
 def simulated(nodes: int, pods: int) -> None:
@@ -286,8 +316,13 @@ def simulated(nodes: int, pods: int) -> None:
         from k8py.kubelet.simulated_nodes import lease_renew_interval
 
         renewals = nodes / lease_renew_interval(10.0, 40, nodes)
-        _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, _requests(api, ctx), idle)
-        _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
+        req_idle = _requests(api, ctx)
+        _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, req_idle, idle)
+        idle_cpu = _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
+        per_beat = _per_heartbeat(idle_cpu, sum(req_idle.values()) - sum(req0.values()))
+        print(f"  CPU per request while idle: {sum(per_beat.values()) * 1000:.2f} ms — "
+              + ", ".join(f"{k} {v * 1000:.2f}" for k, v in sorted(per_beat.items(), key=lambda kv: -kv[1]) if v >= 0.000005)
+              + f"; the Leases alone: {sum(per_beat.values()) * nodes / lease_renew_interval(10.0, 40, nodes):.2f} CPU seconds a second")
         if pods:
             get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
             req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
@@ -302,16 +337,22 @@ def simulated(nodes: int, pods: int) -> None:
             t_run = time.perf_counter() - t1
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
-            _rates("the pods' start", req1, _requests(api, ctx), t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"))
+            req_run = _requests(api, ctx)
+            _rates("the pods' start", req1, req_run, t_run)
+            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"),
+                   {**per_beat, "heartbeats": _heartbeats(req1, req_run)})
+            _writes_per_pod("the pods' start", req1, req_run, pods)
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
             req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
             until(lambda: not (get_json("/api/v1/namespaces/default/pods?limit=1") or {"items": [1]}).get("items"), timeout=1800, every=2.0)
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
-            _rates("the deletion", req2, _requests(api, ctx), t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"))
+            req_del = _requests(api, ctx)
+            _rates("the deletion", req2, req_del, t_del)
+            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"),
+                   {**per_beat, "heartbeats": _heartbeats(req2, req_del)})
+            _writes_per_pod("the deletion", req2, req_del, pods)
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")

@@ -178,3 +178,22 @@ async def test_new_nodes_lose_their_not_ready_taint_several_at_a_time(client, st
 
     await eventually(untainted, timeout=60)
     assert proxy.max_writes_in_flight >= 8
+
+
+async def test_a_deleted_node_is_forgotten_and_a_new_one_of_its_name_starts_afresh(client, start_manager):
+    await _node(client, "gone")
+    manager = await start_manager("nodelifecycle", options=FAST)
+    controller = manager.controllers["nodelifecycle"]
+
+    async def tracked() -> bool:
+        return "gone" in controller._health
+
+    await eventually(tracked)
+    await client.delete(NODES, None, "gone")
+
+    async def forgotten() -> bool:
+        return "gone" not in controller._health
+
+    await eventually(forgotten)
+    await _node(client, "gone")  # the same name again: looked at as a new node
+    await eventually(tracked)

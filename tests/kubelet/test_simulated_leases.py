@@ -24,6 +24,7 @@ def test_an_unchanged_simulated_node_reposts_its_status_every_ten_minutes_as_kwo
         async with RestClient(ClientConfig(server="http://127.0.0.1:9")) as client:  # never contacted
             nodes = SimulatedNodes(client, KubeletConfig(node_name="sim", root_dir=str(tmp_path)), count=1)
             await nodes.heartbeat.close()
+            await nodes.status_client.close()
             return nodes.nodes[0].config.node_status_report_frequency, nodes.nodes[0].config.node_status_update_frequency
 
     report, update = asyncio.run(build())
@@ -38,3 +39,23 @@ def test_enough_heartbeats_are_in_flight_to_renew_every_lease_through_a_second_o
     assert HEARTBEAT_CONCURRENCY / 1.0 >= MAX_RENEWALS_PER_SECOND
     # and at 2 s each of 5,000 nodes still renews inside the node lifecycle controller's 50 s grace
     assert 5000 / (HEARTBEAT_CONCURRENCY / 2.0) < 50
+
+
+def test_the_pods_status_writes_have_connections_of_their_own(tmp_path) -> None:
+    import asyncio
+
+    from k8py.client.config import ClientConfig
+    from k8py.client.rest import RestClient
+    from k8py.kubelet.config import KubeletConfig
+    from k8py.kubelet.simulated_nodes import STATUS_CONCURRENCY, SimulatedNodes
+
+    async def build() -> tuple[bool, int]:
+        async with RestClient(ClientConfig(server="http://127.0.0.1:9")) as client:  # never contacted
+            nodes = SimulatedNodes(client, KubeletConfig(node_name="sim", root_dir=str(tmp_path)), count=2)
+            apart = nodes.status.client is nodes.status_client and nodes.status_client is not client
+            await nodes.heartbeat.close()
+            await nodes.status_client.close()
+            return apart, nodes.status._limit._value
+
+    apart, concurrency = asyncio.run(build())
+    assert apart and concurrency == STATUS_CONCURRENCY >= 100  # well above one kubelet's 16

@@ -121,13 +121,22 @@ class NodeLifecycleController:
         self._health: dict[str, _Health] = {}
         self._wake = asyncio.Event()
         self._changed: set[str] = set()  # nodes to look at before the next full pass
-        self.nodes.add_event_handler(on_add=self._node_changed, on_update=lambda o, n: self._node_changed(n))
+        self.nodes.add_event_handler(on_add=self._node_changed, on_update=lambda o, n: self._node_changed(n),
+                                     on_delete=self._node_deleted)
 
     def _node_changed(self, node: Any) -> None:
         name = (node.get("metadata") or {}).get("name")
         if name:
             self._changed.add(name)
             self._wake.set()
+
+    def _node_deleted(self, obj: Any) -> None:
+        """Forget a deleted node's health (a pass no longer compares every node's name with the
+        health table: at 5,000 nodes, a set of 5,000 names every 5 s)."""
+        node = getattr(obj, "obj", obj)
+        name = ((node.get("metadata") or {}).get("name")) if isinstance(node, dict) else None
+        if name:
+            self._health.pop(name, None)
 
     async def run(self) -> None:
         for informer in (self.nodes, self.leases, self.pods):
@@ -159,12 +168,9 @@ class NodeLifecycleController:
             waker.cancel()
 
     async def monitor(self, names: set[str] | None = None) -> None:
-        """Look at the nodes named (``None``: all of them, forgetting the deleted)."""
+        """Look at the nodes named (``None``: all of them)."""
         if names is None:
             nodes = self.nodes.lister.list()
-            present = {n["metadata"]["name"] for n in nodes}
-            for gone in set(self._health) - present:
-                del self._health[gone]
         else:
             nodes = [n for n in (self.nodes.lister.try_get(None, name) for name in sorted(names)) if n is not None]
         pending = iter(nodes)
@@ -192,7 +198,9 @@ class NodeLifecycleController:
         lease = self.leases.lister.try_get(LEASE_NAMESPACE, name)
         renew = ((lease or {}).get("spec") or {}).get("renewTime")
         if health is None:
-            health = self._health[name] = _Health(now_mono, heartbeat, renew, ready)
+            health = _Health(now_mono, heartbeat, renew, ready)
+            if self.nodes.lister.try_get(None, name) is not None:  # not deleted meanwhile (its delete forgot it)
+                self._health[name] = health
         if heartbeat != health.heartbeat or (renew and renew != health.renew):
             health.probe, health.heartbeat, health.renew = now_mono, heartbeat, renew
         grace = self.options.node_monitor_grace_period if has_ready else self.options.node_startup_grace_period
