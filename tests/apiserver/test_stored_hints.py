@@ -42,12 +42,17 @@ def test_writes_are_cached_from_their_notes_exactly_as_decoded(tmp_path):
               "application/strategic-merge-patch+json")
         _call(server, "PATCH", f"{_PODS}/p1", {"metadata": {"labels": {"app": "db"}}},
               "application/merge-patch+json")
-        _call(server, "DELETE", f"{_PODS}/p2")
-        lines = [watch.readline() for _ in range(5 + 2 + 1)]  # an unbound pod is deleted at once
+        _call(server, "DELETE", f"{_PODS}/p2")  # an unbound pod is deleted at once
+        _call(server, "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+        _call(server, "POST", f"{_PODS}/p3/binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p3"},
+                                                      "target": {"kind": "Node", "name": "n1"}})
+        _call(server, "DELETE", f"{_PODS}/p3")  # a bound one is marked, for its kubelet to stop
+        lines = [watch.readline() for _ in range(5 + 2 + 1 + 2)]
         watch.close()
 
         types = [orjson.loads(line)["type"] for line in lines]
-        assert types == ["ADDED"] * 5 + ["MODIFIED"] * 2 + ["DELETED"]
+        assert types == ["ADDED"] * 5 + ["MODIFIED"] * 2 + ["DELETED"] + ["MODIFIED"] * 2
+        assert orjson.loads(lines[9])["object"]["metadata"]["deletionTimestamp"]
         # the cache holds, for every pod, exactly the decode of the stored value
         definition = next(d for d in server.server.registry if d.plural == "pods" and d.group == "")
         cache = cacher.caches[definition.storage_key_resource]
@@ -60,5 +65,5 @@ def test_writes_are_cached_from_their_notes_exactly_as_decoded(tmp_path):
                 (decoded.data, decoded.labels, decoded.fields, decoded.namespace, decoded.name)
         # and the watcher was sent those bytes
         assert orjson.loads(lines[5])["object"] == orjson.loads(cache.objects["/registry/pods/default/p0"].data)
-        assert cacher.hints.used - used >= 7, "creates and updates were built from their notes"
+        assert cacher.hints.used - used >= 9, "creates, updates, the bind and the graceful delete were built from their notes"
         assert orjson.loads(lines[6])["object"]["metadata"]["labels"] == {"app": "db", "i": "p1"}
