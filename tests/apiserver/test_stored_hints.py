@@ -67,3 +67,27 @@ def test_writes_are_cached_from_their_notes_exactly_as_decoded(tmp_path):
         assert orjson.loads(lines[5])["object"] == orjson.loads(cache.objects["/registry/pods/default/p0"].data)
         assert cacher.hints.used - used >= 9, "creates, updates, the bind and the graceful delete were built from their notes"
         assert orjson.loads(lines[6])["object"]["metadata"]["labels"] == {"app": "db", "i": "p1"}
+
+
+def test_an_encrypted_store_is_not_noted_and_its_cache_still_holds_the_plaintext(tmp_path):
+    """The encrypting store's watch hands out decrypted copies, never the bytes
+    a write gave it: the server makes no notes there, and the cache decodes."""
+    cfg = tmp_path / "enc.yaml"
+    cfg.write_text("""apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+- resources: [secrets]
+  providers:
+  - aescbc:
+      keys:
+      - name: key1
+        secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=
+  - identity: {}
+""")
+    with ServerThread(sqlite_storage(str(tmp_path / "data")), encryption_provider_config=str(cfg)) as server:
+        assert server.server is not None
+        assert server.server.store.note_stored is None
+        _call(server, "POST", "/api/v1/namespaces/default/secrets", {"metadata": {"name": "s"}, "data": {"k": "djE="}})
+        got = _call(server, "GET", "/api/v1/namespaces/default/secrets/s")
+        assert got["data"] == {"k": "djE="}
+        assert server.server.cacher.hints.used == 0
