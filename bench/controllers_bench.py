@@ -77,7 +77,8 @@ def scrape(url: str, metric: str, **labels: str) -> float:
 
 
 def write_counts(url: str) -> dict[tuple[str, str], float]:
-    """API writes served so far at ``url`` (a server's /metrics), by (verb, resource)."""
+    """API writes served so far at ``url`` (a server's /metrics), by (verb, resource); conflicts
+    as their own verb, ``"PUT (409)"``."""
     import urllib.request
 
     with urllib.request.urlopen(url, timeout=30) as response:
@@ -86,7 +87,9 @@ def write_counts(url: str) -> dict[tuple[str, str], float]:
     for m in re.finditer(r'^apiserver_request_total\{([^}]*)\} (\S+)$', text, re.M):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE"):
-            key = (labels["verb"], labels.get("resource", ""))
+            # a refused write (409 Conflict: a write from a stale cache) counted apart
+            verb = labels["verb"] + (" (409)" if labels.get("code") == "409" else "")
+            key = (verb, labels.get("resource", ""))
             counts[key] = counts.get(key, 0.0) + float(m.group(2))
     return counts
 

@@ -292,6 +292,38 @@ def test_the_spam_filter_is_per_source_and_object_not_per_reason():
     assert not correlator.correlate(raw_event("m", reason="R9")).skip
 
 
+def test_a_flood_skipped_cheaply_ends_as_the_three_stages_would_leave_it():
+    """The shortcut for a saturated, spam-filtered repeat (no combined event
+    built) must decide and count exactly as aggregate, observe and filter do:
+    the same skips, the same writes and patches, and the later patch's count
+    includes every skipped repeat, as upstream's."""
+    from k8py.client.event_correlator import aggregate_key
+
+    def run(options: CorrelatorOptions) -> list:
+        clock = FakeClock()
+        correlator = EventCorrelator(options, clock=clock)
+        seen = []
+        for i in range(400):
+            event = raw_event(f"Created pod: p{i}", reason="SuccessfulCreate", name="rs" if i % 7 else "other")
+            result = correlator.correlate(event)
+            if result.event is not None:
+                correlator.update_state({**result.event, "metadata": {**result.event["metadata"], "resourceVersion": str(i)}},
+                                        result.key)
+            seen.append((result.skip, result.patch, result.event and result.event["message"],
+                         result.event and result.event["count"]))
+            clock.advance(3 if i % 50 else 700)  # refills some tokens; now and then past the 10-minute window
+        return seen
+
+    options = CorrelatorOptions(burst_size=5, qps=1 / 60)
+    shortcut = run(options)
+    stages = run(CorrelatorOptions(burst_size=5, qps=1 / 60, key_func=lambda e: aggregate_key(e)))  # not the default: no shortcut
+    assert shortcut == stages
+    skipped = sum(1 for s in shortcut if s[0])
+    assert skipped > 200  # the flood was mostly skipped
+    counts = [s[3] for s in shortcut if s[1] is not None]
+    assert counts and max(counts) > 20  # a later patch counted the skipped repeats too
+
+
 # -- events.k8s.io/v1 with series -----------------------------------------------------------------------
 
 

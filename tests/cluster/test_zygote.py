@@ -152,9 +152,7 @@ def test_trust_roots_deferred_while_a_module_is_imported_then_loaded(tmp_path, m
 
     from k8py.cli.zygote import import_deferring_trust_roots, load_trust_roots
 
-    expected = ssl.create_default_context().cert_store_stats()["x509_ca"]
-    if not expected:
-        pytest.skip("this machine has no system trust roots to defer")
+    expected = ssl.create_default_context().cert_store_stats()["x509_ca"]  # (0 on a machine without any: still as before)
     (tmp_path / "makes_contexts.py").write_text(
         "import ssl\n"
         "VERIFIED = ssl.create_default_context()\n"

@@ -224,7 +224,7 @@ def test_partly_labelled_pods_are_not_fully_labelled():
 
 
 def test_the_next_sync_starts_from_the_biggest_batch_that_succeeded():
-    from k8py.controllers.replicaset import _largest_batch
+    from k8py.controllers.pod_control import largest_batch as _largest_batch
 
     assert _largest_batch(500, 1) == 245  # 1, 2, 4, ..., 128, then the 245 left
     assert _largest_batch(500, 245) == 255
@@ -296,3 +296,52 @@ async def test_a_scale_writes_observed_generation_with_the_counts_it_brings(clie
     final = await client.get(REPLICASETS, "default", "web")
     assert final["status"] == {"replicas": 2, "fullyLabeledReplicas": 2, "observedGeneration": 2}
     assert int(final["metadata"]["resourceVersion"]) > int(after_create["metadata"]["resourceVersion"])
+
+
+async def test_mid_way_through_a_scale_up_the_status_is_written_while_the_creates_run(client):
+    """A burst with more to come writes its status during its creates, not
+    after them: here the creates wait for that status PUT, so writing it after
+    them would never finish. The last burst writes nothing during its creates
+    (its status waits for its pods' events, as before)."""
+    clock = FakeClock()
+    ctx = ControllerContext(client=client, informers=InformerFactory(client), broadcaster=EventBroadcaster(client, clock=clock), clock=clock)
+    controller = ReplicaSetController(ctx, burst_replicas=2)
+    rs = await client.create(REPLICASETS, replicaset("web", 3))
+    controller.informer.indexer.add(rs)
+    status_put = asyncio.Event()
+    order: list[str] = []
+    original_create, original_update_status = client.create, client.update_status
+
+    async def create(resource, body, **kw):
+        if resource is PODS:
+            await status_put.wait()
+            order.append("create")
+        return await original_create(resource, body, **kw)
+
+    async def update_status(resource, body, **kw):
+        order.append("status")
+        written = await original_update_status(resource, body, **kw)
+        status_put.set()
+        return written
+
+    client.create, client.update_status = create, update_status
+    try:
+        assert await asyncio.wait_for(controller.sync("default/web"), 30) is None
+        assert order == ["status", "create", "create"]
+        assert (await client.get(REPLICASETS, "default", "web"))["status"]["observedGeneration"] == 1
+        for p in (await client.list(PODS, "default"))["items"]:
+            controller.pod_informer.indexer.add(p)
+            controller._add_pod(p)
+        order.clear()
+        status_put.clear()
+        last = asyncio.ensure_future(controller.sync("default/web"))  # the last pod: nothing more to come
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert order == [] and not last.done()  # its create waits, and no status PUT came to release it
+        status_put.set()
+        await asyncio.wait_for(last, 30)
+        assert order == ["create", "status"]  # the two pods seen at its start counted after its create
+        assert (await client.get(REPLICASETS, "default", "web"))["status"]["replicas"] == 2
+    finally:
+        client.create, client.update_status = original_create, original_update_status
+    assert len((await client.list(PODS, "default"))["items"]) == 3

@@ -23,6 +23,13 @@ scheduled, a sync that keeps failing). Writing each one would flood etcd and
    involved object (not per reason): ``burst`` 25 events, then one every
    ``1/qps`` = 300 s. An event without a token is skipped (not queued).
 
+A flood (a ReplicaSet creating 10,000 pods records 10,000 SuccessfulCreate
+events) is mostly events already combined and out of spam tokens: for those
+:meth:`EventCorrelator.correlate` makes the three stages' changes to their
+state directly and skips the event, without building the combined event and
+its repeat first (same decisions, same counts: a later patch's ``count``
+still includes every skipped repeat, as upstream's does).
+
 Every cache is an LRU of ``lru_cache_size`` (4096) entries, so memory is
 bounded however many objects a component touches. The correlator is pure
 (no I/O) and single-task: the broadcaster's writer calls it; the caller of
@@ -136,6 +143,10 @@ class LRU(Generic[K, V]):
             self._data.move_to_end(key)
         return value
 
+    def peek(self, key: K) -> V | None:
+        """The value without marking it used."""
+        return self._data.get(key)
+
     def add(self, key: K, value: V) -> None:
         self._data[key] = value
         self._data.move_to_end(key)
@@ -169,6 +180,10 @@ class TokenBucket:
         self.tokens = float(burst)
         self.last = now
 
+    def would_accept(self, now: float) -> bool:
+        """Whether :meth:`try_accept` would take a token now (changes nothing)."""
+        return min(float(self.burst), self.tokens + (now - self.last) * self.qps) >= 1.0
+
     def try_accept(self, now: float) -> bool:
         self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.qps)
         self.last = now
@@ -194,6 +209,11 @@ class SpamFilter:
             bucket = TokenBucket(self._options.qps, self._options.burst_size, now)
         self._buckets.add(key, bucket)
         return not bucket.try_accept(now)
+
+    def would_filter(self, key: str, now: float) -> bool:
+        """Whether :meth:`filter` would skip an event of spam key ``key`` now (changes nothing)."""
+        bucket = self._buckets.peek(key)
+        return bucket is not None and not bucket.would_accept(now)
 
 
 @dataclass(slots=True)
@@ -304,11 +324,47 @@ class EventCorrelator:
         self.spam_filter = SpamFilter(self.options, clock)
 
     def correlate(self, event: Event) -> CorrelateResult:
+        skipped = self._skip_saturated(event)
+        if skipped is not None:
+            return skipped
         aggregated, key = self.aggregator.aggregate(event)
         observed, patch = self.logger.observe(aggregated, key)
         if self.spam_filter.filter(observed):
             return CorrelateResult(None, skip=True, key=key)
         return CorrelateResult(observed, patch, key)
+
+    def _skip_saturated(self, event: Event) -> CorrelateResult | None:
+        """The common case of a flood, decided cheaply: an event whose similar
+        events are already combined into one written Event, and whose source and
+        object have no spam token left. The three stages would build the
+        combined event and its repeat only to skip them; this makes the same
+        changes to their state (the aggregate record seen now, the repeat
+        counted, the bucket refilled and found empty) and skips it. ``None``:
+        not that case (nothing changed), take the three stages."""
+        options = self.options
+        if options.key_func is not aggregate_key or options.spam_key_func is not spam_key:
+            return None
+        key, local_key = aggregate_key(event)
+        now = self.aggregator._clock.monotonic()
+        record = self.aggregator._records.peek(key)
+        if record is None or now - record.last_seen > options.max_interval or \
+                len(record.local_keys | {local_key}) < options.max_events:
+            return None
+        last = self.logger._seen.peek(key)
+        if last is None or last.count <= 0:
+            return None
+        spam = spam_key(event)
+        if not self.spam_filter.would_filter(spam, now):
+            return None
+        # what aggregate, observe and filter would have done, in their order
+        record.local_keys.add(local_key)
+        record.local_keys.pop()
+        record.last_seen = now
+        self.aggregator._records.add(key, record)
+        self.logger._seen.add(key, _Observation(last.count + 1, last.first_timestamp, last.name, last.resource_version))
+        skipped = self.spam_filter.filter(event)
+        assert skipped, "the spam bucket was found empty"
+        return CorrelateResult(None, skip=True, key=key)
 
     def update_state(self, written: Event, key: str) -> None:
         self.logger.update_state(written, key)

@@ -20,8 +20,9 @@ Flow and guarantees:
   ``<object name>.<hex unix nanos>``; namespace the object's, or ``default``
   for cluster-scoped objects) and put it on the broadcaster's queue.
 - The queue is **bounded** (``queue_size``, 1000 as upstream's
-  ``maxQueuedEvents``). When it is full the event is **dropped** and a
-  warning is logged ("dropping event: too many queued events", once per
+  ``maxQueuedEvents``). When it is full the event is **dropped** — checked
+  before the Event is built, so a flood of drops costs next to nothing — and
+  a warning is logged ("dropping event: too many queued events", once per
   1000 drops): recording is advisory and must never stall a controller.
 - :meth:`EventBroadcaster.run` is the single writer task: each event goes
   through the :class:`~k8py.client.event_correlator.EventCorrelator`
@@ -143,6 +144,9 @@ class EventRecorder:
         self, obj: Mapping[str, Any], annotations: Mapping[str, str] | None, event_type: str, reason: str, message: str,
         resource: Resource | None,
     ) -> None:
+        if self._broadcaster.full():
+            self._broadcaster.drop(reason)  # before building it: a flood of drops must stay cheap
+            return
         try:
             ref = object_reference(obj, resource=resource)
         except ValueError as err:
@@ -218,14 +222,21 @@ class EventBroadcaster:
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
-            self.dropped += 1
-            # one warning per 1000 drops: a flood of drops must not become a flood of logs
-            if self.dropped % 1000 == 1:
-                logger.warning("dropping event: too many queued events",
-                               extra={"reason": event.get("reason"), "dropped": self.dropped,
-                                      "object": (event.get("involvedObject") or {}).get("name")})
+            self.drop(event.get("reason"), (event.get("involvedObject") or {}).get("name"))
             return False
         return True
+
+    def full(self) -> bool:
+        """Whether an event recorded now would be dropped (the queue is full)."""
+        return self._queue.full()
+
+    def drop(self, reason: Any, object_name: Any = None) -> None:
+        """Count an event dropped for a full queue."""
+        self.dropped += 1
+        # one warning per 1000 drops: a flood of drops must not become a flood of logs
+        if self.dropped % 1000 == 1:
+            logger.warning("dropping event: too many queued events",
+                           extra={"reason": reason, "dropped": self.dropped, "object": object_name})
 
     def pending(self) -> int:
         return self._queue.qsize()

@@ -28,7 +28,7 @@ from k8py.client.resource import Resource
 from k8py.client.resources import PODS
 from k8py.client.rest import RestClient
 
-__all__ = ["PodControl", "pod_from_template", "slow_start_batch", "SLOW_START_INITIAL_BATCH_SIZE"]
+__all__ = ["PodControl", "pod_from_template", "slow_start_batch", "largest_batch", "SLOW_START_INITIAL_BATCH_SIZE"]
 
 SLOW_START_INITIAL_BATCH_SIZE = 1
 
@@ -114,6 +114,18 @@ async def slow_start_batch(count: int, initial_batch_size: int, fn: Callable[[],
     if isinstance(first, asyncio.CancelledError):
         raise first
     return successes, first if isinstance(first, Exception) else RuntimeError(repr(first))
+
+
+def largest_batch(count: int, initial: int) -> int:
+    """The biggest of upstream's batches (``initial``, then doubling) for ``count``
+    calls; the window of :func:`slow_start_batch` is at least as wide once they
+    all succeeded. Where the next sync of the same owner starts."""
+    largest, remaining, batch = 0, count, min(count, initial)
+    while batch > 0:
+        largest = max(largest, batch)
+        remaining -= batch
+        batch = min(2 * batch, remaining)
+    return max(largest, SLOW_START_INITIAL_BATCH_SIZE)
 
 
 class PodControl:

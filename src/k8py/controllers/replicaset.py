@@ -26,7 +26,10 @@ One ``sync(key)`` of ``namespace/name``, as upstream's ``syncReplicaSet``:
    failing still fails fast);
 4. write ``status`` (replicas, fullyLabeledReplicas, readyReplicas,
    availableReplicas, observedGeneration, the ReplicaFailure condition) when
-   it changed;
+   it changed; a burst of a scale-up that has more creates to come writes it
+   while its creates run, not after them (it is computed from the pods at
+   the sync's start either way, as upstream's), so the API server is not
+   left idle for that round trip between bursts;
 5. look again after ``minReadySeconds`` if ready pods are not available yet.
 
 Why expectations matter: the pod informer lags the writes, so without them a
@@ -57,10 +60,10 @@ from k8py.controllers.controller_ref_manager import ControllerRefManager, rechec
 from k8py.controllers.expectations import UIDTrackingExpectations
 from k8py.controllers.keyed_controller import KeyedController
 from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
-from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, slow_start_batch
+from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, largest_batch, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
 from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
-from k8py.controllers.replicaset_status import calculate_status, replicas_of
+from k8py.controllers.replicaset_status import calculate_status, only_observed_generation_differs, replicas_of
 from k8py.controllers.selectors import selector_from_dict
 from k8py.controllers.written import WrittenObjects
 
@@ -113,16 +116,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 _replicas = replicas_of
-
-
-def _largest_batch(count: int, initial: int) -> int:
-    """The biggest batch :func:`slow_start_batch` ran for ``count`` from ``initial``."""
-    largest, remaining, batch = 0, count, min(count, initial)
-    while batch > 0:
-        largest = max(largest, batch)
-        remaining -= batch
-        batch = min(2 * batch, remaining)
-    return max(largest, SLOW_START_INITIAL_BATCH_SIZE)
 
 
 class ReplicaSetController(KeyedController):
@@ -269,31 +262,49 @@ class ReplicaSetController(KeyedController):
         pods = await manager.claim(active)
         manage_error: Exception | None = None
         writes, more_to_create = 0, False
+        written_early: Mapping[str, Any] | None = None
         if in_flight is not None and not _meta(rs).get("deletionTimestamp"):
+            manage = asyncio.ensure_future(self.manage_replicas(pods, rs, key, in_flight=in_flight))
+            if len(pods) + in_flight + self.burst_replicas < _replicas(rs):
+                # Mid-way through a scale-up: creates remain after this burst, so
+                # this sync's status is written whatever its creates do; it is
+                # written while they run, not after them (the API server otherwise
+                # idled for a status PUT's round trip and the status's pass over
+                # every pod between bursts). From the pods at sync start, as
+                # upstream's status is; a failed create writes its condition after.
+                try:
+                    written_early = await self._write_status_early(key, rs, pods)
+                except BaseException:
+                    manage.cancel()
+                    await asyncio.gather(manage, return_exceptions=True)
+                    raise
             try:
-                writes, more_to_create = await self.manage_replicas(pods, rs, key, in_flight=in_flight)
+                writes, more_to_create = await manage
             except Exception as err:  # noqa: BLE001 - reported in status, then retried by the loop
                 manage_error = err
-        now = self.clock.now()
-        status = calculate_status(rs, pods, manage_error, now)
-        if writes and not more_to_create and _only_observed_generation_differs(rs, status):
-            # The pods just created or deleted will change the counts when their
-            # watch events arrive, and each event queues this key: that sync
-            # writes observedGeneration together with them. Upstream writes it
-            # alone first, one PUT (and one ReplicaSet event for every watcher)
-            # more per scale; the next sync is never more than a watch event away.
-            return None
-        try:
-            updated = await self.update_status(rs, status)
-            if updated is not rs:
-                self._written.remember(key, updated)
-        except Conflict:
-            # the ReplicaSet changed again (its watch event queues this key): no backoff
+        if written_early is not None and manage_error is None:
+            updated = written_early
+        else:
+            base = written_early if written_early is not None else rs
+            status = calculate_status(base, pods, manage_error, self.clock.now())
+            if writes and not more_to_create and only_observed_generation_differs(base, status):
+                # The pods just created or deleted will change the counts when their
+                # watch events arrive, and each event queues this key: that sync
+                # writes observedGeneration together with them. Upstream writes it
+                # alone first, one PUT (and one ReplicaSet event for every watcher)
+                # more per scale; the next sync is never more than a watch event away.
+                return None
+            try:
+                updated = await self.update_status(base, status)
+                if updated is not base:
+                    self._written.remember(key, updated)
+            except Conflict:
+                # the ReplicaSet changed again (its watch event queues this key): no backoff
+                if manage_error is not None:
+                    raise manage_error from None
+                return None
             if manage_error is not None:
-                raise manage_error from None
-            return None
-        if manage_error is not None:
-            raise manage_error
+                raise manage_error
         if more_to_create:
             self.queue.add(key)  # the next burst at once, not when the watch catches up
         min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
@@ -301,6 +312,22 @@ class ReplicaSetController(KeyedController):
         if min_ready > 0 and st.get("readyReplicas", 0) == _replicas(updated) and st.get("availableReplicas", 0) != _replicas(updated):
             return float(min_ready)
         return None
+
+    async def _write_status_early(self, key: str, rs: Mapping[str, Any], pods: list[Any]) -> Mapping[str, Any] | None:
+        """Write the status of a sync whose creates are running (see :meth:`sync`);
+        ``None`` if it could not be written (the sync writes it after its creates)."""
+        # one turn of the loop first: the creates just started send their
+        # requests before this pass over every pod takes the loop
+        await asyncio.sleep(0)
+        status = calculate_status(rs, pods, None, self.clock.now())
+        try:
+            updated = await self.update_status(rs, status)
+        except Exception as err:  # noqa: BLE001 - written after the creates instead
+            logger.debug("status not written during the creates", extra={"key": key, "error": repr(err)})
+            return None
+        if updated is not rs:
+            self._written.remember(key, updated)
+        return updated
 
     async def manage_replicas(self, pods: list[Any], rs: Mapping[str, Any], key: str, *, in_flight: int = 0) -> tuple[int, bool]:
         """Create or delete towards ``spec.replicas``, counting ``in_flight``
@@ -332,7 +359,7 @@ class ReplicaSetController(KeyedController):
             if error is not None:
                 self._batch_start.pop(key, None)
                 raise error
-            self._batch_start[key] = _largest_batch(count, initial)
+            self._batch_start[key] = largest_batch(count, initial)
             return successes, -diff > count
         if diff > 0 and in_flight == 0:
             count = min(diff, self.burst_replicas)
@@ -388,13 +415,6 @@ class ReplicaSetController(KeyedController):
                 current = await self.client.get(self.kind.resource, meta.get("namespace"), meta["name"])
                 generation = _meta(current).get("generation")
         return current
-
-
-def _only_observed_generation_differs(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-    """Whether writing ``status`` would change nothing but ``observedGeneration``."""
-    old = rs.get("status") or {}
-    return {k: v for k, v in old.items() if k != "observedGeneration"} == \
-        {k: v for k, v in status.items() if k != "observedGeneration"}
 
 
 def new_controller(ctx: ControllerContext) -> ReplicaSetController:

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from k8py.controllers.pod_status import format_time, parse_time, pod_ready_condition
 
-__all__ = ["calculate_status", "replicas_of"]
+__all__ = ["calculate_status", "only_observed_generation_differs", "replicas_of"]
 
 
 def replicas_of(rs: Mapping[str, Any]) -> int:
@@ -68,3 +68,10 @@ def calculate_status(rs: Mapping[str, Any], pods: list[Any], manage_error: Excep
     if conditions:
         status["conditions"] = conditions
     return status
+
+
+def only_observed_generation_differs(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether writing ``status`` would change nothing but ``observedGeneration``."""
+    old = rs.get("status") or {}
+    return {k: v for k, v in old.items() if k != "observedGeneration"} == \
+        {k: v for k, v in status.items() if k != "observedGeneration"}

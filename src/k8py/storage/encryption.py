@@ -266,6 +266,10 @@ class EncryptedStorage:
     ``chain_for_key(key)`` returns the resource's chain (None: stored as is);
     the server resolves it from the registry (custom resources included)."""
 
+    #: its watch events carry decrypted copies, never the bytes a write was
+    #: given (not delegated to the inner store: see ``SqliteStorage``)
+    events_carry_written_values = False
+
     def __init__(self, inner: Storage, chain_for_key: Callable[[str], ProviderChain | None]) -> None:
         self.inner = inner
         self._chain_for_key = chain_for_key

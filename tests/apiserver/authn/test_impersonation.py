@@ -105,3 +105,16 @@ def test_groups_without_a_user_are_refused(secure_server):
         "Authorization": "Bearer secret-alice", "Impersonate-Group": "admins"})
     assert status == 500
     assert "without impersonating a user" in json.loads(body)["message"]
+
+
+def test_an_unknown_impersonate_header_leaves_the_request_as_its_sender(secure_server):
+    # the cheap "any Impersonate-* header?" pass must not turn an unknown one into an empty user
+    body = b'{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}'
+    for headers in ({"Impersonate-Something": "x"}, {"impersonate-extra-scopes": "view"}):
+        status, reply = _request(secure_server, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", headers={
+            "Authorization": "Bearer secret-alice", "Content-Type": "application/json", **headers}, body=body)
+        if "impersonate-extra-scopes" in headers:  # an extra without a user: refused, lower-case or not
+            assert status == 500 and "without impersonating a user" in json.loads(reply)["message"]
+        else:
+            assert status == 201, reply
+            assert json.loads(reply)["status"]["userInfo"]["username"] == "alice"

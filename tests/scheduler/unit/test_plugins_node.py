@@ -38,6 +38,29 @@ def test_pod_requests_follow_upstream(spec, cpu, memory):
     assert (r.milli_cpu, r.memory) == (cpu, memory)
 
 
+@pytest.mark.parametrize("spec", [
+    {"containers": [{"resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
+    {"containers": [{}, {"resources": {"requests": {"cpu": "200m"}}}, {"resources": {"requests": {"memory": "1Gi"}}}]},
+    {"containers": [{"resources": {"limits": {"cpu": "2", "memory": "1Gi", "example.com/gpu": "1"},
+                                   "requests": {"cpu": "1"}}}]},
+    {"containers": [{"resources": {"requests": {"ephemeral-storage": "1Gi", "hugepages-2Mi": "4Mi"}}}]},
+    {"containers": [{"resources": {"requests": {"cpu": "100m"}}}], "initContainers": [{"resources": {"requests": {"cpu": "1"}}}]},
+    {"containers": [{"resources": {"requests": {"cpu": "100m"}}}],
+     "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}}, {}]},
+    {"containers": [{}], "overhead": {"cpu": "50m", "memory": "10Mi"}},
+    {},
+])
+def test_pod_requests_pair_is_both_readings_of_pod_requests(spec):
+    from k8py.scheduler.framework.resources import pod_requests_pair
+
+    def fields(r):
+        return (r.milli_cpu, r.memory, r.ephemeral, r.pods, r.scalar)
+
+    requests, non_zero = pod_requests_pair({"spec": spec})
+    assert fields(requests) == fields(pod_requests({"spec": spec}))
+    assert fields(non_zero) == fields(pod_requests({"spec": spec}, non_zero=True))
+
+
 def test_non_zero_requests_default_what_is_unset():
     r = pod_requests({"spec": {"containers": [{}]}}, non_zero=True)
     assert (r.milli_cpu, r.memory) == (100, 200 * 2**20)

@@ -39,6 +39,20 @@ SUBRESOURCE_KINDS: dict[str, GroupVersionKind] = {
 _PROXY_KINDS = {"pods": "PodProxyOptions", "nodes": "NodeProxyOptions", "services": "ServiceProxyOptions"}
 
 
+#: id(definition) -> (the definition, its kind, its resource): built once per definition (the
+#: definition is held, so its id is not reused while the entry lives)
+_NAMES: dict[int, tuple[ResourceDefinition, GroupVersionKind, GroupVersionResource]] = {}
+
+
+def _names_of(d: ResourceDefinition) -> tuple[GroupVersionKind, GroupVersionResource]:
+    hit = _NAMES.get(id(d))
+    if hit is None or hit[0] is not d:
+        if len(_NAMES) >= 4096:  # custom resources come and go
+            _NAMES.clear()
+        hit = _NAMES[id(d)] = (d, GroupVersionKind(d.group, d.version, d.kind), GroupVersionResource(d.group, d.version, d.plural))
+    return hit[1], hit[2]
+
+
 def _options(operation: Operation, ctx: RequestContext, dry_run: bool, extra: Mapping[str, Any] | None) -> dict[str, Any]:
     kind = OPTIONS_KINDS.get(operation)
     if kind is None:
@@ -78,15 +92,16 @@ def request_admission(
         return None
     d = definition or ctx.definition
     sub = ctx.path.subresource.split("/", 1)[0] if subresource is None else subresource
+    own_kind, resource = _names_of(d)
     if sub == "proxy":
         kind = GroupVersionKind("", "v1", _PROXY_KINDS.get(d.plural, "PodProxyOptions"))
     else:
-        kind = SUBRESOURCE_KINDS.get(sub) or GroupVersionKind(d.group, d.version, d.kind)
+        kind = SUBRESOURCE_KINDS.get(sub) or own_kind
     dry = ctx.dry_run if dry_run is None else dry_run
     attributes = AdmissionAttributes(
         operation=operation,
         kind=kind,
-        resource=GroupVersionResource(d.group, d.version, d.plural),
+        resource=resource,
         namespace=ctx.namespace if namespace is None else namespace,
         name=ctx.path.name if name is None else name,
         subresource=sub,

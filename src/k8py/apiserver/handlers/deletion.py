@@ -152,7 +152,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await _noted(store, definition, key, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             new["metadata"]["resourceVersion"] = str(written.mod_revision)
@@ -172,7 +172,7 @@ async def delete_object(
             if opts.dry_run:
                 return new, False
             try:
-                written = await storage.update(key, await dump_object_async(definition, new), expected_revision=kv.mod_revision)
+                written = await storage.update(key, await _noted(store, definition, key, new), expected_revision=kv.mod_revision)
             except RevisionConflictError:
                 continue
             except KeyNotFoundError:
@@ -190,6 +190,15 @@ async def delete_object(
         meta["resourceVersion"] = str(deleted.mod_revision)
         return _reply(definition, obj), True
     raise Conflict.for_object(definition.plural, name, "too many concurrent updates; try again", definition.group)
+
+
+async def _noted(store: Any, definition: ResourceDefinition, key: str, obj: Object) -> bytes:
+    """The stored form of ``obj``, told to the store's ``note_stored`` (the
+    watch cache's shortcut, see ObjectStore) with no await in between."""
+    value = await dump_object_async(definition, obj)
+    if store.note_stored is not None:
+        store.note_stored(definition, key, value, obj)
+    return value
 
 
 def _mark_deleting(obj: Object, finalizers: list[str], grace: int, now: float) -> Object | None:

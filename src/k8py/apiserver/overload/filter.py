@@ -138,13 +138,14 @@ _LIST, _EXEMPT_FROM_EVENTS, _MUTATING_WORK = "list", "exempt-from-events", "muta
 
 @dataclass(slots=True)
 class _Plan:
-    """One kind of request (user, User-Agent, method, path and query) while the configuration
-    stands: its classification, whether it runs at once (exempt, long-running, no limits), how
-    its seats are counted and its metric series. Kept per configuration, so a plan is looked up
-    with one dict access; seats, object and watcher counts stay live per request."""
+    """One kind of request (its attributes but the name, its method, whether it is long-running)
+    while the configuration stands: its classification, whether it runs at once (exempt,
+    long-running, no limits), how its seats are counted and its metric series. Kept per
+    configuration; a request whose user, User-Agent, method, path and query were seen finds
+    its plan and attributes with one dict access. Seats, object and watcher counts stay live
+    per request."""
 
     hit: _Hit
-    attributes: Attributes
     immediate: bool
     kind: str
     limited: "_Level | None"
@@ -166,8 +167,10 @@ class _Config:
     classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
     #: the configuration caches' object maps and last events it was read at (compared by identity)
     seen: tuple[Any, ...] = ()
-    #: (user, groups, User-Agent, method, path, query) -> its plan; bounded
-    plans: dict[tuple[Any, ...], _Plan] = field(default_factory=dict)
+    #: (user, groups, User-Agent, method, path, query) -> (its plan, its attributes); bounded
+    plans: dict[tuple[Any, ...], tuple[_Plan, Attributes]] = field(default_factory=dict)
+    #: what a plan depends on (attributes but the name, method, long-running) -> the plan; bounded
+    shapes: dict[tuple[Any, ...], _Plan] = field(default_factory=dict)
 
 
 def _stamp(cache: Any) -> tuple[int, int]:
@@ -347,12 +350,13 @@ class FlowControl:
         # everything the plan depends on but the live counts (objects, watchers) and seats
         key = (user.name, user.groups, request.headers.get("User-Agent", ""), request.method, request.path,
                request.query_string)
-        plan = config.plans.get(key)
-        if plan is None:
-            plan = self._plan(config, request, user, key[2])
+        planned = config.plans.get(key)
+        if planned is None:
+            planned = self._plan(config, request, user, key[2])
             if len(config.plans) >= _CLASSIFIED_SIZE:
                 config.plans.clear()
-            config.plans[key] = plan
+            config.plans[key] = planned
+        plan, a = planned
         hit = plan.hit
         if hit.schema is not None:  # (None only when the mandatory objects were deleted)
             request[_PF_KEY] = hit.uids
@@ -368,12 +372,11 @@ class FlowControl:
         qs = limited.queues
         estimate = _READ_ONLY
         if plan.kind is _LIST:
-            width = list_seats(plan.attributes, request.query, self._object_count, max_seats=limited.limits.nominal)
+            width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
         elif plan.kind is _EXEMPT_FROM_EVENTS:
             width = 1
         else:
             cache = self.cacher.caches.get(plan.watch_cache_key) if plan.watch_cache_key is not None else None
-            a = plan.attributes
             watch_count = 0 if cache is None else cache.interested_watchers(a.namespace, a.name)
             plan.watch_count.observe(watch_count)
             estimate = mutating_estimate(watch_count, max_seats=limited.limits.nominal)
@@ -400,9 +403,23 @@ class FlowControl:
             else:
                 qs.release(grant)
 
-    def _plan(self, config: _Config, request: web.Request, user: UserInfo, user_agent: str) -> _Plan:
-        """What a kind of request is to the filter while ``config`` stands (see :class:`_Plan`)."""
+    def _plan(self, config: _Config, request: web.Request, user: UserInfo, user_agent: str) -> tuple[_Plan, Attributes]:
+        """What a request is to the filter while ``config`` stands: its attributes and the plan of
+        its kind (see :class:`_Plan`), made once per kind (a bind or a status patch names a new
+        pod each time, its plan is the same)."""
         a = request_attributes(flow_control_user(user, user_agent), request.method, request.path, request.query)
+        long_running = _long_running(request, a.verb, a.subresource)
+        shape = (a.user.name, a.user.groups, a.verb, a.resource_request, a.api_group, a.api_version, a.resource,
+                 a.subresource, a.namespace, "" if a.resource_request else a.path, request.method, long_running)
+        plan = config.shapes.get(shape)
+        if plan is None:
+            plan = self._new_plan(config, request.method, a, long_running)
+            if len(config.shapes) >= _CLASSIFIED_SIZE:
+                config.shapes.clear()
+            config.shapes[shape] = plan
+        return plan, a
+
+    def _new_plan(self, config: _Config, method: str, a: Attributes, long_running: bool) -> _Plan:
         key = (a.user.name, a.user.groups, a.verb, a.api_group, a.resource, a.subresource, a.namespace,
                "" if a.resource_request else a.path)
         hit = config.classified.get(key)
@@ -411,19 +428,18 @@ class FlowControl:
             if len(config.classified) >= _CLASSIFIED_SIZE:
                 config.classified.clear()
             config.classified[key] = hit
-        kind = "mutating" if request.method in _MUTATING else "readOnly"
+        kind = "mutating" if method in _MUTATING else "readOnly"
         inflight = self._inflight.get(kind)
         if inflight is None:
             inflight = self._inflight[kind] = self.metrics.inflight.labels(kind)
-        immediate = hit.schema is None or hit.limited is None or self.total <= 0 or \
-            _long_running(request, a.verb, a.subresource)
+        immediate = hit.schema is None or hit.limited is None or self.total <= 0 or long_running
         if a.verb == "list":
             work = _LIST
         elif exempt_from_watch_events(a):
             work = _EXEMPT_FROM_EVENTS
         else:
             work = _MUTATING_WORK
-        plan = _Plan(hit, a, immediate, work, hit.limited, inflight)
+        plan = _Plan(hit, immediate, work, hit.limited, inflight)
         if not immediate:
             plan.dispatched = hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name)
             plan.work = hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name)
