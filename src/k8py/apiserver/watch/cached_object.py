@@ -118,23 +118,37 @@ class _FieldPlan:
 
     def __init__(self, getters: Any) -> None:
         self.getters = getters  # kept alive: plans are found by its identity
-        groups: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        groups: dict[str, tuple[list[tuple[str, str]], list[tuple[str, tuple[str, ...]]]]] = {}
         self.others: list[tuple[str, Any]] = []
         for field_path, getter in getters.items():
             path = getattr(getter, "path", None)
             if path:
-                groups.setdefault(path[0], []).append((field_path, tuple(path[1:])))
+                singles, deeper = groups.setdefault(path[0], ([], []))
+                if len(path) == 2:  # spec.nodeName: one lookup in the group's dict
+                    singles.append((field_path, path[1]))
+                else:
+                    deeper.append((field_path, tuple(path[1:])))
             else:
                 self.others.append((field_path, getter))
-        self.groups = list(groups.items())
+        self.groups = [(first, tuple(singles), tuple(deeper)) for first, (singles, deeper) in groups.items()]
 
     def read(self, obj: dict[str, Any]) -> dict[str, str]:
         fields: dict[str, str] = {}
-        for first, members in self.groups:
+        for first, singles, deeper in self.groups:
             top = obj.get(first)
             if top is None:
                 continue
-            for field_path, rest in members:
+            if type(top) is dict:
+                get = top.get
+                for field_path, key in singles:
+                    value = get(key)
+                    if value is None:
+                        continue
+                    if type(value) is not str:
+                        value = _as_field(value)
+                    if value:
+                        fields[field_path] = _intern(value)
+            for field_path, rest in deeper:
                 cur: Any = top
                 for part in rest:
                     if type(cur) is not dict:

@@ -220,7 +220,12 @@ class DeploymentController(RolloutMixin, ProgressMixin, KeyedController):
         spec = d.get("spec") or {}
         now = self.clock.now()
         if existing is not None:
-            rs = deep_copy(existing)
+            # copies of just what may change (annotations, spec.minReadySeconds):
+            # every sync of a rolling Deployment comes here, and it seldom
+            # changes anything, so a deep copy of the template each time was waste
+            meta = _meta(existing)
+            rs = {**existing, "metadata": {**meta, "annotations": dict(meta.get("annotations") or {})},
+                  "spec": dict(existing.get("spec") or {})}
             changed = rsutil.set_new_replica_set_annotations(d, rs, new_revision, True)
             min_ready = int(spec.get("minReadySeconds") or 0)
             if changed or int((rs.get("spec") or {}).get("minReadySeconds") or 0) != min_ready:
