@@ -74,6 +74,10 @@ def _with_authenticated_group(user: UserInfo) -> UserInfo:
     return UserInfo(user.name, uid=user.uid, groups=(*user.groups, ALL_AUTHENTICATED), extra=user.extra)
 
 
+#: how many authenticators' users keep their system:authenticated copy (see AuthenticatorChain._grouped)
+_GROUPED_KEPT = 1024
+
+
 class AuthenticatorChain:
     """Who a request over TLS is (see the module docstring)."""
 
@@ -83,6 +87,20 @@ class AuthenticatorChain:
         self.request_authenticators: list[RequestAuthenticator] = list(request_authenticators or ())
         self.token_authenticators: list[TokenAuthenticator] = list(token_authenticators or ())
         self.anonymous = anonymous
+        #: id(an authenticator's user) -> (that user, its copy with system:authenticated): the x509
+        #: and token authenticators keep the user of a credential they have seen, so a request
+        #: with it finds its copy instead of building one (the first element pins the id)
+        self._grouped: dict[int, tuple[UserInfo, UserInfo]] = {}
+
+    def _authenticated(self, user: UserInfo) -> UserInfo:
+        kept = self._grouped.get(id(user))
+        if kept is not None and kept[0] is user:
+            return kept[1]
+        grouped = _with_authenticated_group(user)
+        if len(self._grouped) >= _GROUPED_KEPT:
+            self._grouped.clear()
+        self._grouped[id(user)] = (user, grouped)
+        return grouped
 
     async def authenticate(self, request: web.Request) -> UserInfo:
         """The user, or :class:`Unauthorized` (401) as upstream answers."""
@@ -94,7 +112,7 @@ class AuthenticatorChain:
                 failed = True
                 continue
             if user is not None:
-                return _with_authenticated_group(user)
+                return self._authenticated(user)
         token = bearer_token(request)
         if token is not None:
             for token_authenticator in self.token_authenticators:
@@ -103,7 +121,7 @@ class AuthenticatorChain:
                 except Unauthorized:
                     continue
                 if user is not None:
-                    return _with_authenticated_group(user)
+                    return self._authenticated(user)
             failed = True  # upstream: "invalid bearer token"
         if failed:
             log.info("unauthorized request", extra={"path": request.path, "remote": request.remote})
