@@ -7,8 +7,8 @@ for each request:
 
 1. classifies it (once per user, groups, verb, resource and namespace or
    path, while the configuration is unchanged: the answer is kept; and a request whose user,
-   User-Agent, method, path and query were seen is looked up whole, as a ``_Plan``, with one
-   dict access) (:mod:`.classify`) with the authenticated user; on the
+   User-Agent, method, path and query were seen is looked up whole, as a ``Plan``, with one
+   dict access; :mod:`.plans` keeps what is known per kind) (:mod:`.classify`) with the authenticated user; on the
    insecure port, where everyone is ``system:unsecured`` in
    ``system:masters``, with the identity the k8py component named by the
    User-Agent would have over TLS (a kubelet ``system:nodes``, the scheduler,
@@ -39,21 +39,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from k8py.api.errors import StatusError
-from k8py.apiserver.authn.user import ALL_AUTHENTICATED, UNSECURED, USER_KEY, UserInfo
+from k8py.apiserver.authn.user import UNSECURED, USER_KEY, UserInfo
 from k8py.apiserver.authz.attributes import Attributes
 from k8py.apiserver.authz.request_attributes import request_attributes
-from k8py.apiserver.overload.borrowing import LevelLimits, SeatDemand, allocate, level_limits
+from k8py.apiserver.overload.borrowing import SeatDemand, allocate, level_limits
 from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP, PRIORITY_LEVELS, VERSION
-from k8py.apiserver.overload.classify import classify, flow_distinguisher, ordered
-from k8py.apiserver.overload.fair_queuing import QueueSet, flow_hash
+from k8py.apiserver.overload.classify import ordered
+from k8py.apiserver.overload.fair_queuing import QueueSet
 from k8py.apiserver.overload.metrics import FlowControlMetrics
+from k8py.apiserver.overload.plans import (EXEMPT_FROM_EVENTS, LIST, MUTATING_WORK, Config, Level, Plan,
+                                           classify_hit, config_stamp, flow_control_user, long_running, optional_int)
 from k8py.apiserver.overload.status import DanglingConditions
 from k8py.apiserver.overload.work_estimate import WorkEstimate, exempt_from_watch_events, list_seats, mutating_estimate
 from k8py.apiserver.registry import Registry
@@ -70,115 +71,11 @@ TOO_MANY = "Too many requests, please try again later.\n"
 FLOW_SCHEMA_UID = "X-Kubernetes-PF-FlowSchema-UID"
 PRIORITY_LEVEL_UID = "X-Kubernetes-PF-PriorityLevel-UID"
 _PF_KEY = web.RequestKey("k8py.flow_control", tuple)
-_LONG_RUNNING_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy", "log"})
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-#: User-Agent prefix -> the identity that component has over TLS (see the module docstring)
-_COMPONENT_AGENTS = (
-    (("kubelet/", "k8py-kubelet"), UserInfo("system:node:k8py", groups=("system:nodes", ALL_AUTHENTICATED))),
-    (("kube-scheduler/", "k8py-scheduler"), UserInfo("system:kube-scheduler", groups=(ALL_AUTHENTICATED,))),
-    (("kube-controller-manager/", "k8py-controller-manager"),
-     UserInfo("system:kube-controller-manager", groups=(ALL_AUTHENTICATED,))),
-    (("kube-proxy/", "k8py-proxy", "k8py-dns"), UserInfo("system:kube-proxy", groups=(ALL_AUTHENTICATED,))),
-)
-_LOCAL = UserInfo("system:unsecured", groups=(ALL_AUTHENTICATED,))
 _CLASSIFIED_SIZE = 4096
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Object = dict[str, Any]
-
-
-def flow_control_user(user: UserInfo, user_agent: str) -> UserInfo:
-    """The identity a request is classified as (the insecure port's stand-ins, see the module docstring)."""
-    if user is not UNSECURED and user.name != UNSECURED.name:
-        return user
-    for prefixes, identity in _COMPONENT_AGENTS:
-        if user_agent.startswith(prefixes):
-            return identity
-    return _LOCAL
-
-
-def _long_running(request: web.Request, verb: str, subresource: str) -> bool:
-    if request.method == "GET" and request.query.get("watch") in ("1", "true", "True"):
-        return True
-    return verb in ("watch", "proxy") or subresource.split("/", 1)[0] in _LONG_RUNNING_SUBRESOURCES
-
-
-@dataclass
-class _Level:
-    """A Limited level: its queues, its limits and its seat demand."""
-
-    queues: QueueSet
-    limits: LevelLimits
-    demand: SeatDemand
-
-
-@dataclass(slots=True)
-class _Hit:
-    """What one kind of request resolves to while the configuration stands: classified once,
-    its metric series bound the first time each is used (a prometheus ``labels()`` call costs
-    microseconds; binding none before use keeps /metrics to the series requests touched)."""
-
-    schema: Object | None
-    flow: int
-    level_name: str = ""
-    schema_name: str = ""
-    uids: tuple[str, str] = ("", "")
-    limited: "_Level | None" = None
-    series: dict[str, Any] = field(default_factory=dict)
-
-    def metric(self, name: str, family: Any, *labels: str) -> Any:
-        child = self.series.get(name)
-        if child is None:
-            child = self.series[name] = family.labels(*labels)
-        return child
-
-
-_LIST, _EXEMPT_FROM_EVENTS, _MUTATING_WORK = "list", "exempt-from-events", "mutating"
-
-
-@dataclass(slots=True)
-class _Plan:
-    """One kind of request (its attributes but the name, its method, whether it is long-running)
-    while the configuration stands: its classification, whether it runs at once (exempt,
-    long-running, no limits), how its seats are counted and its metric series. Kept per
-    configuration; a request whose user, User-Agent, method, path and query were seen finds
-    its plan and attributes with one dict access. Seats, object and watcher counts stay live
-    per request."""
-
-    hit: _Hit
-    immediate: bool
-    kind: str
-    limited: "_Level | None"
-    inflight: Any
-    dispatched: Any = None
-    work: Any = None
-    watch_count: Any = None
-    #: the watch cache a mutating request's watchers are counted in (its resource's key)
-    watch_cache_key: str | None = None
-
-
-@dataclass
-class _Config:
-    stamp: tuple[Any, ...]
-    schemas: list[Object]
-    levels: dict[str, Object]
-    limited: dict[str, _Level] = field(default_factory=dict)
-    #: what a request's classification depends on -> its hit (schema, flow hash, ...); bounded
-    classified: dict[tuple[Any, ...], _Hit] = field(default_factory=dict)
-    #: the configuration caches' object maps and last events it was read at (compared by identity)
-    seen: tuple[Any, ...] = ()
-    #: (user, groups, User-Agent, method, path, query) -> (its plan, its attributes); bounded
-    plans: dict[tuple[Any, ...], tuple[_Plan, Attributes]] = field(default_factory=dict)
-    #: what a plan depends on (attributes but the name, method, long-running) -> the plan; bounded
-    shapes: dict[tuple[Any, ...], _Plan] = field(default_factory=dict)
-
-
-def _stamp(cache: Any) -> tuple[int, int]:
-    return id(cache.objects), cache.ring[-1].rv if cache.ring else -1
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 class FlowControl:
@@ -190,8 +87,8 @@ class FlowControl:
         self.wait_limit = wait_limit
         self.borrowing_period = borrowing_period
         self.clock = clock
-        self._config: _Config | None = None
-        self._levels: dict[str, _Level] = {}
+        self._config: Config | None = None
+        self._levels: dict[str, Level] = {}
         self.metrics = FlowControlMetrics(metrics)
         #: the two watch caches the configuration is read from, once both exist (they are never replaced)
         self._config_caches: tuple[Any, Any] | None = None
@@ -213,7 +110,7 @@ class FlowControl:
             self._config_caches = caches
         return caches
 
-    def config(self) -> _Config:
+    def config(self) -> Config:
         caches = self._config_caches or self._caches()
         config = self._config
         if config is not None and caches is not None:  # the common case, by identity: nothing changed
@@ -223,7 +120,7 @@ class FlowControl:
             if seen and seen[0] is fs.objects and seen[1] is (fr[-1] if fr else None) \
                     and seen[2] is pl.objects and seen[3] is (pr[-1] if pr else None):
                 return config
-        stamp = (_stamp(caches[0]), _stamp(caches[1])) if caches is not None else ()
+        stamp = (config_stamp(caches[0]), config_stamp(caches[1])) if caches is not None else ()
         if self._config is not None and self._config.stamp == stamp:
             self._remember(caches)
             return self._config
@@ -235,7 +132,7 @@ class FlowControl:
         # a schema naming no existing level is dangling: skipped (status.py reports it)
         live = [fs for fs in ordered(schemas)
                 if ((fs.get("spec") or {}).get("priorityLevelConfiguration") or {}).get("name") in levels]
-        self._config = _Config(stamp, live, levels, self._limited_levels(levels))
+        self._config = Config(stamp, live, levels, self._limited_levels(levels))
         self._remember(caches)
         return self._config
 
@@ -245,14 +142,14 @@ class FlowControl:
             fr, pr = caches[0].ring, caches[1].ring
             self._config.seen = (caches[0].objects, fr[-1] if fr else None, caches[1].objects, pr[-1] if pr else None)
 
-    def _limited_levels(self, levels: dict[str, Object]) -> dict[str, _Level]:
+    def _limited_levels(self, levels: dict[str, Object]) -> dict[str, Level]:
         limited = {name: (lv.get("spec") or {}).get("limited") or {} for name, lv in levels.items()
                    if (lv.get("spec") or {}).get("type") == "Limited"}
         shares_total = sum(int(spec.get("nominalConcurrencyShares", 30) or 0) for spec in limited.values()) or 1
-        out: dict[str, _Level] = {}
+        out: dict[str, Level] = {}
         for name, spec in limited.items():
             limits = level_limits(self.total, int(spec.get("nominalConcurrencyShares", 30) or 0), shares_total,
-                                  int(spec.get("lendablePercent") or 0), _optional_int(spec.get("borrowingLimitPercent")))
+                                  int(spec.get("lendablePercent") or 0), optional_int(spec.get("borrowingLimitPercent")))
             response = spec.get("limitResponse") or {}
             queuing = response.get("queuing") or {} if response.get("type") == "Queue" else {}
             queues, hand, length = (int(queuing.get("queues", 64)), int(queuing.get("handSize", 8)),
@@ -261,7 +158,7 @@ class FlowControl:
             if level is None:
                 demand = SeatDemand(self.clock)
                 qs = QueueSet(name, limits.nominal, queues, hand, length, wait_limit=self.wait_limit, demand=demand)
-                level = _Level(qs, limits, demand)
+                level = Level(qs, limits, demand)
                 self.metrics.watch_level(qs)
             else:
                 seats = level.queues.seats if level.limits == limits else limits.nominal
@@ -371,9 +268,9 @@ class FlowControl:
         assert limited is not None
         qs = limited.queues
         estimate = _READ_ONLY
-        if plan.kind is _LIST:
+        if plan.kind is LIST:
             width = list_seats(a, request.query, self._object_count, max_seats=limited.limits.nominal)
-        elif plan.kind is _EXEMPT_FROM_EVENTS:
+        elif plan.kind is EXEMPT_FROM_EVENTS:
             width = 1
         else:
             cache = self.cacher.caches.get(plan.watch_cache_key) if plan.watch_cache_key is not None else None
@@ -403,28 +300,28 @@ class FlowControl:
             else:
                 qs.release(grant)
 
-    def _plan(self, config: _Config, request: web.Request, user: UserInfo, user_agent: str) -> tuple[_Plan, Attributes]:
+    def _plan(self, config: Config, request: web.Request, user: UserInfo, user_agent: str) -> tuple[Plan, Attributes]:
         """What a request is to the filter while ``config`` stands: its attributes and the plan of
-        its kind (see :class:`_Plan`), made once per kind (a bind or a status patch names a new
+        its kind (see :class:`Plan`), made once per kind (a bind or a status patch names a new
         pod each time, its plan is the same)."""
         a = request_attributes(flow_control_user(user, user_agent), request.method, request.path, request.query)
-        long_running = _long_running(request, a.verb, a.subresource)
+        is_long = long_running(request, a.verb, a.subresource)
         shape = (a.user.name, a.user.groups, a.verb, a.resource_request, a.api_group, a.api_version, a.resource,
-                 a.subresource, a.namespace, "" if a.resource_request else a.path, request.method, long_running)
+                 a.subresource, a.namespace, "" if a.resource_request else a.path, request.method, is_long)
         plan = config.shapes.get(shape)
         if plan is None:
-            plan = self._new_plan(config, request.method, a, long_running)
+            plan = self._new_plan(config, request.method, a, is_long)
             if len(config.shapes) >= _CLASSIFIED_SIZE:
                 config.shapes.clear()
             config.shapes[shape] = plan
         return plan, a
 
-    def _new_plan(self, config: _Config, method: str, a: Attributes, long_running: bool) -> _Plan:
+    def _new_plan(self, config: Config, method: str, a: Attributes, is_long: bool) -> Plan:
         key = (a.user.name, a.user.groups, a.verb, a.api_group, a.resource, a.subresource, a.namespace,
                "" if a.resource_request else a.path)
         hit = config.classified.get(key)
         if hit is None:  # classify once per kind of request: walking the schemas costs more than the rest
-            hit = self._classify(config, a)
+            hit = classify_hit(config, a)
             if len(config.classified) >= _CLASSIFIED_SIZE:
                 config.classified.clear()
             config.classified[key] = hit
@@ -432,32 +329,19 @@ class FlowControl:
         inflight = self._inflight.get(kind)
         if inflight is None:
             inflight = self._inflight[kind] = self.metrics.inflight.labels(kind)
-        immediate = hit.schema is None or hit.limited is None or self.total <= 0 or long_running
+        immediate = hit.schema is None or hit.limited is None or self.total <= 0 or is_long
         if a.verb == "list":
-            work = _LIST
+            work = LIST
         elif exempt_from_watch_events(a):
-            work = _EXEMPT_FROM_EVENTS
+            work = EXEMPT_FROM_EVENTS
         else:
-            work = _MUTATING_WORK
-        plan = _Plan(hit, immediate, work, hit.limited, inflight)
+            work = MUTATING_WORK
+        plan = Plan(hit, immediate, work, hit.limited, inflight)
         if not immediate:
             plan.dispatched = hit.metric("dispatched", self.metrics.dispatched, hit.schema_name, hit.level_name)
             plan.work = hit.metric("work", self.metrics.work, hit.schema_name, hit.level_name)
-            if work is _MUTATING_WORK:
+            if work is MUTATING_WORK:
                 plan.watch_count = hit.metric("watch_count", self.metrics.watch_count, hit.level_name, hit.schema_name)
                 definition = self.registry.get(a.api_group, a.api_version, a.resource)
                 plan.watch_cache_key = definition.storage_key_resource if definition is not None else None
         return plan
-
-    def _classify(self, config: _Config, a: Attributes) -> _Hit:
-        schema = classify(config.schemas, a)
-        if schema is None:
-            return _Hit(None, 0)
-        schema_name = schema["metadata"]["name"]
-        level_name = schema["spec"]["priorityLevelConfiguration"]["name"]
-        level = config.levels[level_name]
-        return _Hit(schema, flow_hash(schema_name, flow_distinguisher(schema, a)), level_name, schema_name,
-                    (schema["metadata"].get("uid", ""), level["metadata"].get("uid", "")),
-                    config.limited.get(level_name))
-
-
