@@ -106,7 +106,7 @@ class Scheduler:
         return self.cache.image_node_count(image)
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
-        return self.queue.nominated_pods_for_node(node_name)
+        return self.queue.nominator.pods_for_node(node_name)
 
     def framework_for(self, pod: PodInfo) -> Framework | None:
         return self.frameworks.get(pod.scheduler_name)
@@ -129,10 +129,10 @@ class Scheduler:
     async def clear_lower_nominations(self, node_name: str, preemptor: PodInfo) -> None:
         """Pods of lower priority nominated to ``node_name`` lose the nomination
         (the preemptor takes the room) and are tried again."""
-        for other in self.queue.nominated_pods_for_node(node_name):
+        for other in self.queue.nominator.pods_for_node(node_name):
             if other.priority >= preemptor.priority or other.key == preemptor.key:
                 continue
-            self.queue.delete_nominated(other.key)
+            self.queue.nominator.delete(other.key)
             current = self.pod_informer.indexer.get_by_key(other.key)
             if current is not None:
                 patch = status_patch(current, None, "")
@@ -247,7 +247,7 @@ class Scheduler:
         start = self.clock.monotonic()
         state = CycleState()
         nominated_node = (pod.pod.get("status") or {}).get("nominatedNodeName") or ""
-        nominated = self.nominated_pods_for_node if self.queue.nominated else None
+        nominated = self.nominated_pods_for_node if self.queue.nominator else None
         try:
             result = self.algorithm.schedule(fwk, state, pod, self.cache.nodes, nominated, nominated_node, self.cache.node,
                                              changes=self.cache)
@@ -271,7 +271,7 @@ class Scheduler:
         node_name = result.node_name
         assumed = pod.with_node(node_name)
         self.cache.assume_pod(assumed)
-        self.queue.delete_nominated(pod.key)
+        self.queue.nominator.delete(pod.key)
         status = fwk.run_reserve(state, assumed, node_name)
         if status is not None:
             self._undo(fwk, state, assumed, node_name)
@@ -339,7 +339,7 @@ class Scheduler:
             qpi.unschedulable_plugins = set()
         self.queue.add_unschedulable(qpi, backoff_only=error)
         if nominated_node:
-            self.queue.add_nominated(qpi.info, nominated_node)
+            self.queue.nominator.add(qpi.info, nominated_node)
         message = status.message()
         logger.info("unable to schedule pod", extra={"pod": pod.key, "reason": message})
         if self.recorder is not None:

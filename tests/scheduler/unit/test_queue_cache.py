@@ -7,8 +7,10 @@ from k8py.scheduler.cache import SchedulerCache
 from k8py.scheduler.cache.aggregate import NodeAggregate
 from k8py.scheduler.framework.interfaces import ClusterEventHint
 from k8py.scheduler.framework.status import unresolvable
+from k8py.scheduler.framework.types import PodInfo, QueuedPodInfo
 from k8py.scheduler.plugins.priority_sort import less
 from k8py.scheduler.queue import ACTIVE, BACKOFF, GATED, UNSCHEDULABLE, SchedulingQueue
+from k8py.scheduler.queue.backoff_queue import BackoffQueue
 from tests.scheduler.conftest import node as node_obj
 from tests.scheduler.conftest import pod as pod_obj
 
@@ -273,7 +275,21 @@ def test_with_the_active_queue_empty_a_backoff_pod_is_popped_before_its_backoff_
     assert q.pop_nowait() is None  # the error backoff is not cut short
     clock.advance(1.01)
     assert q.flush_backoff() == 1 and q.pop_nowait().info.name == "failed"
-    assert q._backoff_early == []  # nothing left behind for the flushed or popped pods
+    assert not q._backoff.can_pop_early()  # nothing left behind for the flushed or popped pods
+
+
+def test_the_backoff_queue_skips_entries_of_pods_gone_or_pushed_again():
+    bq = BackoffQueue()
+    a, b, c = (QueuedPodInfo(PodInfo(pod_obj(n)), 0.0) for n in "abc")
+    assert bq.push(a, 5.0) and not bq.push(b, 7.0)  # a ends first
+    assert bq.push(c, 1.0, error=True)  # an error backoff: never popped early
+    assert bq.next_expiry() == 1.0
+    assert bq.pop_earliest() is a and "default/a" not in bq
+    assert not bq.push(b, 9.0)  # pushed again: its 7.0 entries are stale
+    assert bq.discard("default/c") is c and bq.discard("default/c") is None
+    assert bq.pop_expired(8.0) == []  # a popped, b moved to 9.0, c discarded
+    assert bq.pop_expired(9.0) == [b] and len(bq) == 0
+    assert not bq.can_pop_early() and bq.pop_earliest() is None
 
 
 def test_popping_from_backoff_can_be_switched_off_and_runs_pre_enqueue():

@@ -9,7 +9,7 @@ Four places a pending pod can be (exactly one at a time, keyed ``ns/name``):
   ``(-priority, arrival)``) is compared in C as part of a tuple: heap pushes
   and pops cost a dozen comparisons each with 10,000 pods queued, and three
   Python calls per comparison were 7% of the scheduler's CPU;
-- **backoff**: pods that failed and wait out ``initial_backoff * 2**(attempts-1)``
+- **backoff** (:mod:`.backoff_queue`): pods that failed and wait out ``initial_backoff * 2**(attempts-1)``
   (capped at ``max_backoff``) from their last failure; ``flush_backoff``
   moves the expired ones to active. :meth:`run` calls it when the earliest
   backoff ends (and at least every second), where upstream's ticks every
@@ -32,8 +32,9 @@ In flight: a popped pod is tracked until ``done``. If any move request
 happened after its cycle started, a failure sends it to backoff instead of
 unschedulable (the event it missed may have made it fit).
 
-The nominator (``nominated``) remembers pods that preemption nominated to a
-node, so filters can account for them.
+The queue owns the :class:`~.nominator.Nominator` (``nominator``): pods that
+preemption nominated to a node, so filters can account for them; a pod deleted
+from the queue loses its nomination.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from k8py.client.clock import Clock, RealClock
 from k8py.scheduler.framework.interfaces import ClusterEventHint
 from k8py.scheduler.framework.status import Status
 from k8py.scheduler.framework.types import PodInfo, QueuedPodInfo
+from k8py.scheduler.queue.backoff_queue import BackoffQueue
+from k8py.scheduler.queue.nominator import Nominator
 
 __all__ = ["SchedulingQueue", "ACTIVE", "BACKOFF", "UNSCHEDULABLE", "GATED"]
 
@@ -108,12 +111,7 @@ class SchedulingQueue:
         #: (sort key, arrival sequence, entry): equal keys pop in the order pushed
         self._active: list[tuple[Any, int, _Entry]] = []
         self._active_entries: dict[str, _Entry] = {}
-        self._backoff: list[tuple[float, int, str]] = []
-        self._backoff_pods: dict[str, QueuedPodInfo] = {}
-        self.pop_from_backoff = pop_from_backoff
-        #: the backoff entries :meth:`pop` may take early (not after an error), and the error ones
-        self._backoff_early: list[tuple[float, int, str]] = []
-        self._error_backoff: set[str] = set()
+        self._backoff = BackoffQueue(pop_early=pop_from_backoff)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._gated: dict[str, QueuedPodInfo] = {}
         self._in_flight: dict[str, QueuedPodInfo] = {}
@@ -123,25 +121,25 @@ class SchedulingQueue:
         self._backoff_sooner = asyncio.Event()
         self.scheduling_cycle = 0
         self.move_request_cycle = -1
-        self.nominated: dict[str, dict[str, PodInfo]] = {}
-        self._nominated_node: dict[str, str] = {}
+        #: pods preemption nominated to a node (:mod:`.nominator`)
+        self.nominator = Nominator()
         self.closed = False
 
     # -- sizes -----------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        return {ACTIVE: len(self._active_entries), BACKOFF: len(self._backoff_pods),
+        return {ACTIVE: len(self._active_entries), BACKOFF: len(self._backoff.pods),
                 UNSCHEDULABLE: len(self._unschedulable), GATED: len(self._gated)}
 
     def where(self, key: str) -> str | None:
-        for name, place in ((ACTIVE, self._active_entries), (BACKOFF, self._backoff_pods),
+        for name, place in ((ACTIVE, self._active_entries), (BACKOFF, self._backoff.pods),
                             (UNSCHEDULABLE, self._unschedulable), (GATED, self._gated)):
             if key in place:
                 return name
         return "in-flight" if key in self._in_flight else None
 
     def __len__(self) -> int:
-        return len(self._active_entries) + len(self._backoff_pods) + len(self._unschedulable) + len(self._gated)
+        return len(self._active_entries) + len(self._backoff.pods) + len(self._unschedulable) + len(self._gated)
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -156,27 +154,20 @@ class SchedulingQueue:
         self._wakeup.set()
 
     def _push_backoff(self, qpi: QueuedPodInfo, *, error: bool = False) -> None:
-        qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
-        self._backoff_pods[qpi.key] = qpi
-        item = (qpi.backoff_expiry, next(self._seq), qpi.key)
-        heapq.heappush(self._backoff, item)
-        if self._backoff[0][2] == qpi.key:
+        if self._backoff.push(qpi, qpi.timestamp + self.backoff_duration(qpi), error=error):
             self._backoff_sooner.set()
-        if error:
-            self._error_backoff.add(qpi.key)
-        else:
-            self._error_backoff.discard(qpi.key)
-            if self.pop_from_backoff:
-                heapq.heappush(self._backoff_early, item)
-                self._wakeup.set()
+        if not error and self._backoff.pop_early:
+            self._wakeup.set()
 
     def _forget(self, key: str) -> QueuedPodInfo | None:
         entry = self._active_entries.pop(key, None)
         if entry is not None:
             entry.live = False
             return entry.qpi
-        self._error_backoff.discard(key)
-        for place in (self._backoff_pods, self._unschedulable, self._gated):
+        qpi = self._backoff.discard(key)
+        if qpi is not None:
+            return qpi
+        for place in (self._unschedulable, self._gated):
             qpi = place.pop(key, None)
             if qpi is not None:
                 return qpi
@@ -229,8 +220,8 @@ class SchedulingQueue:
         if entry is not None:
             entry.qpi.info = info
             return ACTIVE
-        if key in self._backoff_pods:
-            self._backoff_pods[key].info = info
+        if key in self._backoff.pods:
+            self._backoff.pods[key].info = info
             return BACKOFF
         qpi = self._gated.pop(key, None)
         if qpi is not None:
@@ -253,7 +244,7 @@ class SchedulingQueue:
     def delete(self, key: str) -> None:
         self._forget(key)
         self._in_flight.pop(key, None)
-        self.delete_nominated(key)
+        self.nominator.delete(key)
         self._changed()
 
     # -- scheduling ----------------------------------------------------------------------
@@ -275,17 +266,9 @@ class SchedulingQueue:
                 continue
             del self._active_entries[entry.qpi.key]
             return self._take(entry.qpi)
-        return self._pop_backoff() if self.pop_from_backoff else None
-
-    def _pop_backoff(self) -> QueuedPodInfo | None:
-        """The active queue is empty: the pod whose backoff ends first, if it
-        backs off for having been unschedulable (see the module docstring)."""
-        while self._backoff_early:
-            expiry, _, key = heapq.heappop(self._backoff_early)
-            qpi = self._backoff_pods.get(key)
-            if qpi is None or qpi.backoff_expiry != expiry or key in self._error_backoff:
-                continue  # gone, pushed again since, or backing off after an error now
-            del self._backoff_pods[key]  # (its entry in the flush heap is skipped as stale)
+        # the active queue is empty: the pod whose backoff ends first, if it backs off for
+        # having been unschedulable (see the module docstring)
+        while (qpi := self._backoff.pop_earliest()) is not None:
             if not self._gate(qpi):
                 return self._take(qpi)
         return None
@@ -308,7 +291,7 @@ class SchedulingQueue:
         (``backoff_only``) or a move request since its cycle began, it goes to
         backoff; otherwise to unschedulable."""
         self._in_flight.pop(qpi.key, None)
-        if qpi.key in self._active_entries or qpi.key in self._backoff_pods or qpi.key in self._unschedulable:
+        if qpi.key in self._active_entries or qpi.key in self._backoff.pods or qpi.key in self._unschedulable:
             return "present"
         qpi.timestamp = self.clock.monotonic()
         if backoff_only or not qpi.unschedulable_plugins or self.move_request_cycle >= qpi.seq:
@@ -375,23 +358,12 @@ class SchedulingQueue:
     # -- timers ------------------------------------------------------------------------------
 
     def flush_backoff(self) -> int:
-        now = self.clock.monotonic()
-        moved = 0
-        while self._backoff and self._backoff[0][0] <= now:
-            expiry, _, key = heapq.heappop(self._backoff)
-            qpi = self._backoff_pods.get(key)
-            if qpi is None or qpi.backoff_expiry != expiry:
-                continue
-            del self._backoff_pods[key]
-            self._error_backoff.discard(key)
+        expired = self._backoff.pop_expired(self.clock.monotonic())
+        for qpi in expired:
             self._enqueue(qpi)
-            moved += 1
-        early = self._backoff_early  # its head: what was just flushed (same order), or stale
-        while early and (early[0][2] not in self._backoff_pods or self._backoff_pods[early[0][2]].backoff_expiry != early[0][0]):
-            heapq.heappop(early)
-        if moved:
+        if expired:
             self._changed()
-        return moved
+        return len(expired)
 
     def flush_unschedulable_leftover(self) -> int:
         now = self.clock.monotonic()
@@ -409,7 +381,8 @@ class SchedulingQueue:
         last_leftover = self.clock.monotonic()
         while True:
             now = self.clock.monotonic()
-            delay = min(1.0, max(0.0, self._backoff[0][0] - now)) if self._backoff else 1.0
+            expiry = self._backoff.next_expiry()
+            delay = min(1.0, max(0.0, expiry - now)) if expiry is not None else 1.0
             self._backoff_sooner.clear()
             await self._sleep_or_sooner(delay)
             self.flush_backoff()
@@ -426,24 +399,3 @@ class SchedulingQueue:
         finally:
             sleep.cancel()
             sooner.cancel()
-
-    # -- nominator ------------------------------------------------------------------------------
-
-    def add_nominated(self, info: PodInfo, node_name: str) -> None:
-        self.delete_nominated(info.key)
-        if not node_name:
-            return
-        self.nominated.setdefault(node_name, {})[info.key] = info
-        self._nominated_node[info.key] = node_name
-
-    def delete_nominated(self, key: str) -> None:
-        node = self._nominated_node.pop(key, None)
-        if node is not None:
-            pods = self.nominated.get(node)
-            if pods is not None:
-                pods.pop(key, None)
-                if not pods:
-                    del self.nominated[node]
-
-    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
-        return list((self.nominated.get(node_name) or {}).values())
