@@ -142,7 +142,7 @@ def test_one_object_watches_are_offered_only_their_objects_events(nodes):
     assert watchers["n1"].offered == [(ADDED, "n1", 2), (MODIFIED, "n1", 3), (DELETED, "n1", 4)]
     assert watchers["n0"].offered == watchers["n2"].offered == []
     cache.remove_watcher(watchers["n1"])
-    assert "n1" not in cache.watchers_by_name and cache.watcher_count == 2
+    assert "n1" not in cache.watchers.by_name and cache.watcher_count == 2
 
 
 def test_candidates_of_one_name_are_looked_up_not_scanned(configmaps, nodes):
@@ -171,4 +171,4 @@ def test_apply_returns_exactly_the_watchers_that_want_a_flush(configmaps):
     cache.remove_watcher(elsewhere)
     assert cache.apply(put(configmaps, obj("y"), 3)) == []
     assert cache.all_watchers() == [backed_up]
-    assert "other" not in cache.watchers_by_ns  # empty groups are dropped
+    assert "other" not in cache.watchers.by_namespace  # empty groups are dropped

@@ -45,8 +45,8 @@ def test_watchers_with_one_selection_are_indexed_and_offered_as_one(configmaps):
     cache = grouped(configmaps)
     (a, wa), (b, wb) = live_watcher(cache, configmaps, "app=web"), live_watcher(cache, configmaps, "app=web")
     c, wc = live_watcher(cache, configmaps, "app=db")
-    assert len(cache.groups) == 2 and cache.watcher_count == 3
-    assert len(cache.watchers_by_ns["default"]) == 2  # two groups, not three watchers
+    assert len(cache.watchers.groups) == 2 and cache.watcher_count == 3
+    assert len(cache.watchers.by_namespace["default"]) == 2  # two groups, not three watchers
     touched = cache.apply(put(configmaps, obj("x", labels={"app": "web"}), 2))
     assert len(touched) == 1 and isinstance(touched[0], WatcherGroup)
     frames: dict = {}
@@ -117,9 +117,9 @@ def test_the_group_goes_with_its_last_member(configmaps):
     a, _ = live_watcher(cache, configmaps)
     b, _ = live_watcher(cache, configmaps)
     cache.remove_watcher(a)
-    assert cache.watcher_count == 1 and len(cache.groups) == 1
+    assert cache.watcher_count == 1 and len(cache.watchers.groups) == 1
     cache.remove_watcher(b)
-    assert cache.watcher_count == 0 and cache.groups == {} and "default" not in cache.watchers_by_ns
+    assert cache.watcher_count == 0 and cache.watchers.groups == {} and "default" not in cache.watchers.by_namespace
     cache.remove_watcher(b)  # removing twice (a stream's finally) is harmless
 
 
@@ -127,7 +127,7 @@ def test_a_decision_that_raises_fails_the_group(configmaps):
     cache = grouped(configmaps)
     a, _ = live_watcher(cache, configmaps)
     b, _ = live_watcher(cache, configmaps)
-    group = next(iter(cache.groups.values()))
+    group = next(iter(cache.watchers.groups.values()))
 
     class Broken:
         namespace = "default"
