@@ -167,3 +167,42 @@ def test_pick_one_node_prefers_lower_victim_priority_then_fewer_victims():
 def test_preemption_policy_never_is_not_eligible():
     assert eligible_to_preempt(pod_info(preemptionPolicy="Never"), lambda n: None) == "not eligible due to preemptionPolicy=Never."
     assert eligible_to_preempt(pod_info(), lambda n: None) == ""
+
+
+def _spread_scores(plugin, pod, nodes):
+    state = CycleState()
+    if plugin.pre_score(state, pod, nodes) is not None:
+        return None
+    scores = [plugin.score(state, pod, n) for n in nodes]
+    plugin.normalize_score(state, pod, scores)
+    return scores
+
+
+def _owned(name, **kw):
+    info = pod_info(name, labels={"app": "s"}, **kw)
+    info.pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+                                                "controller": True}]
+    return info
+
+
+def test_system_default_spread_scores_zoneless_nodes_by_hostname():
+    """Upstream's requireAllTopologies: under the System defaults a node without a zone label is
+    still spread by hostname (the defaults' zone constraint adds nothing, and costs no pass over
+    every node); with the pod's own constraints, or List defaulting, it is ignored (score 0)."""
+    from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
+
+    busy = node_info("busy", *[_owned(f"e{i}") for i in range(3)])
+    idle = node_info("idle")
+    pod = _owned("incoming")
+    # raw scores 3 * log(4) + 2 and 2, normalized as upstream: 100 * (6 + 2 - s) / 6
+    assert _spread_scores(PodTopologySpread(), pod, [busy, idle]) == [33, 100]  # hostname spreading, no zones
+    zoned = [node_info("busy", *[_owned(f"e{i}") for i in range(3)], labels={ZONE: "z1"}), node_info("idle", labels={ZONE: "z1"})]
+    # plus the zone, the same for both: 3 * log(3) + 4; 13 and 9 normalized: 100 * (22 - 13) / 13
+    assert _spread_scores(PodTopologySpread(), pod, zoned) == [69, 100]
+    own = _owned("own", topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+                                                      "labelSelector": {"matchLabels": {"app": "s"}}}])
+    assert _spread_scores(PodTopologySpread(), own, [busy, idle]) == [0, 0]  # no zone: both ignored
+    listed = PodTopologySpread({"defaultingType": "List", "defaultConstraints": [
+        {"topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1},
+        {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}]})
+    assert _spread_scores(listed, pod, [busy, idle]) == [0, 0]  # List defaults require every key

@@ -13,7 +13,10 @@ the policies).
   ``count + self - min`` exceed ``maxSkew`` (min over domains, 0 while there
   are fewer than ``minDomains`` domains) — else Unschedulable.
 - Score (``ScheduleAnyway``): fewer matching pods is better, each constraint
-  weighted by ``log(domains + 2)``; normalized so the emptiest gets 100.
+  weighted by ``log(domains + 2)``; normalized so the emptiest gets 100. A node
+  without every key is not scored (0), except under the System defaults, where
+  the constraints whose key it has still score it (upstream's
+  ``requireAllTopologies``): zone-less nodes are still spread by hostname.
 - A pod with no constraints gets the cluster defaults (hostname maxSkew 3,
   zone maxSkew 5, both ScheduleAnyway) when a controller owns it; k8py
   selects by the pod's own labels there (upstream merges the selectors of the
@@ -205,7 +208,8 @@ class PodTopologySpread:
         args = args or {}
         self.handle = handle
         policy = args.get("defaultingType") or "System"
-        self.defaults = DEFAULT_CONSTRAINTS if policy == "System" else list(args.get("defaultConstraints") or ())
+        self.system_defaulted = policy == "System"
+        self.defaults = DEFAULT_CONSTRAINTS if self.system_defaulted else list(args.get("defaultConstraints") or ())
         self._aggregates: OrderedDict[Any, NodeAggregate] = OrderedDict()
 
     def _all_nodes(self, nodes: Sequence[NodeInfo]) -> Sequence[NodeInfo]:
@@ -284,33 +288,49 @@ class PodTopologySpread:
         soft = [c for c in constraints_of(pod, self.defaults) if not c.hard]
         if not soft:
             return Status(Code.SKIP)
-        # domains from the feasible nodes; counts of non-hostname keys over all nodes
+        # as upstream: a node without every key is ignored, unless the constraints are the
+        # System defaults (then a node without a zone is still spread by hostname)
+        require_all = bool(pod.spec.get("topologySpreadConstraints")) or not self.system_defaulted
+        # domains from the feasible nodes scored; counts of non-hostname keys over all nodes
         domains: list[set[str]] = [set() for _ in soft]
+        scored = 0
         for node in nodes:
-            if all(c.key in node.labels for c in soft):
-                for i, c in enumerate(soft):
-                    domains[i].add(node.labels[c.key])
-        counts: list[dict[str, int]] = [defaultdict(int) for _ in soft]
-        for node in self._all_nodes(nodes):
-            if not node.pods:
+            labels = node.labels
+            if require_all and not all(c.key in labels for c in soft):
                 continue
+            scored += 1
             for i, c in enumerate(soft):
-                if c.key == HOSTNAME:
+                value = labels.get(c.key)
+                if value is not None:
+                    domains[i].add(value)
+        counts: list[dict[str, int]] = [defaultdict(int) for _ in soft]
+        # only constraints with a domain among the feasible nodes need the pass over every
+        # node (none when no node has a zone: 5,000 nodes a pod for nothing)
+        counted = [i for i, c in enumerate(soft) if c.key != HOSTNAME and domains[i]]
+        if counted:
+            required = soft if require_all else ()
+            for node in self._all_nodes(nodes):
+                if not node.pods:
                     continue
-                value = node.labels.get(c.key)
-                if value is not None and value in domains[i] and _eligible(pod, node, soft, c):
-                    counts[i][value] += _count_matching(node, c.selector, pod.namespace)
-        weights = [math.log(len(d) + 2) for d in domains]
-        state.write(_SCORE_KEY, (soft, counts, weights))
+                for i in counted:
+                    c = soft[i]
+                    value = node.labels.get(c.key)
+                    if value is not None and value in domains[i] and _eligible(pod, node, required, c):
+                        counts[i][value] += _count_matching(node, c.selector, pod.namespace)
+        weights = [math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2) for i, c in enumerate(soft)]
+        state.write(_SCORE_KEY, (soft, counts, weights, require_all))
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        soft, counts, weights = state.read(_SCORE_KEY)
-        if not all(c.key in node.labels for c in soft):
+        soft, counts, weights, require_all = state.read(_SCORE_KEY)
+        labels = node.labels
+        if require_all and not all(c.key in labels for c in soft):
             return -1  # ignored node: normalized to 0
         total = 0.0
         for i, c in enumerate(soft):
-            value = node.labels[c.key]
+            value = labels.get(c.key)
+            if value is None:  # (only with the System defaults: that constraint does not score it)
+                continue
             count = _count_matching(node, c.selector, pod.namespace) if c.key == HOSTNAME else counts[i].get(value, 0)
             total += score_for_count(count, c.max_skew, weights[i])
         return round(total)
