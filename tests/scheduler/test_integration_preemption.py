@@ -47,8 +47,13 @@ async def test_higher_priority_pod_preempts_a_lower_one_and_is_nominated(client)
             got = await client.get(PODS, "default", "preemptor")
             return (got.get("status") or {}).get("nominatedNodeName")
         assert await eventually(nominated, message="preemptor never nominated") == "n1"
-        victim = await client.get(PODS, "default", "victim")
-        assert victim["metadata"].get("deletionTimestamp")  # deleted gracefully (no kubelet finishes it here)
+
+        async def victim_terminating():
+            victim = await client.get(PODS, "default", "victim")
+            return victim["metadata"].get("deletionTimestamp")
+        # deleted gracefully (no kubelet finishes it here); the preemption is asynchronous (the
+        # victims are deleted on their own task), so the nomination may be written first
+        assert await eventually(victim_terminating, message="the victim was never deleted")
         # play the kubelet: the victim's containers are gone
         await client.delete(PODS, "default", "victim", grace_period_seconds=0)
         assert await wait_bound(client, "preemptor") == "n1"
