@@ -25,7 +25,9 @@ def pytest_configure(config) -> None:
     directory removed by atexit; Python's default SIGTERM dies without them
     and leaves etcd running (a ``timeout`` around pytest, or a worker stopped
     from outside, left one etcd behind each time). A process forked from this
-    one (a multiprocessing pool) keeps the default: it exits at once."""
+    one (a multiprocessing pool) gets the default back at the fork, before any Python code
+    runs in it: a child stuck in C (on a lock some thread held at the fork) must still die of
+    SIGTERM, where a Python handler would never get to run."""
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
     session_pid = os.getpid()
@@ -36,6 +38,7 @@ def pytest_configure(config) -> None:
         pytest.exit("terminated by SIGTERM", returncode=128 + signum)
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 def _etcd_storage():  # type: ignore[no-untyped-def]

@@ -52,7 +52,9 @@ def _kid(path: str) -> str:
 
 def test_processes_starting_together_end_up_with_one_key(tmp_path) -> None:
     path = str(tmp_path / "sa.key")
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # forked from a fork server, not from this test process: a pytest worker has threads (execnet's,
+    # servers left by other tests), and a child forked while one of them held a lock can hang on it
+    with multiprocessing.get_context("forkserver").Pool(4) as pool:
         kids = pool.map(_kid, [path] * 8)
     assert len(set(kids)) == 1 and os.listdir(tmp_path) == ["sa.key"]
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
