@@ -206,3 +206,20 @@ def test_system_default_spread_scores_zoneless_nodes_by_hostname():
         {"topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1},
         {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 1}]})
     assert _spread_scores(listed, pod, [busy, idle]) == [0, 0]  # List defaults require every key
+
+
+def test_spread_counts_kept_on_a_node_follow_its_pods():
+    """The count of matching pods a node keeps for a workload's selector is read again only
+    while the node's pods are unchanged: a pod added or deleted there is counted."""
+    from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
+
+    busy, idle = node_info("busy", _owned("e0")), node_info("idle")
+    plugin = PodTopologySpread()
+    assert _spread_scores(plugin, _owned("p1"), [busy, idle]) == [_spread_scores(plugin, _owned("p2"), [busy, idle])[0], 100]
+    idle.add_pod(_owned("e1").with_node("idle"))
+    idle.add_pod(_owned("e2").with_node("idle"))
+    scores = _spread_scores(plugin, _owned("p3"), [busy, idle])
+    assert scores[0] == 100 and scores[1] < 100  # idle now holds more of the workload
+    idle.remove_pod("default/e1")
+    idle.remove_pod("default/e2")
+    assert _spread_scores(plugin, _owned("p4"), [busy, idle])[1] == 100

@@ -163,7 +163,7 @@ class NodeInfo:
     __slots__ = ("name", "node", "labels", "taints", "no_schedule_taints", "prefer_no_schedule_taints",
                  "unschedulable", "allocatable", "requested", "non_zero_requested", "pods",
                  "pods_with_affinity", "pods_with_required_anti_affinity", "used_ports", "images",
-                 "generation", "index", "memo", "memo_key", "memo_entry")
+                 "generation", "index", "memo", "memo_key", "memo_entry", "match_counts")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -190,6 +190,9 @@ class NodeInfo:
         #: the entry of ``memo`` used last, in two slots: the hot path reads these
         self.memo_key = 0
         self.memo_entry: Any = None
+        #: (namespace, selector) -> (generation, how many of this node's pods it matches): what
+        #: PodTopologySpread counts for every pod of a workload on every node it scores; bounded
+        self.match_counts: dict[tuple[str, str], tuple[int, int]] = {}
 
     def set_node(self, node: Object) -> None:
         spec = node.get("spec") or {}

@@ -55,7 +55,7 @@ Object = dict[str, Any]
 
 
 class Constraint:
-    __slots__ = ("max_skew", "key", "hard", "selector", "min_domains", "honor_affinity", "honor_taints")
+    __slots__ = ("max_skew", "key", "hard", "selector", "min_domains", "honor_affinity", "honor_taints", "count_key")
 
     def __init__(self, raw: Object, pod: PodInfo, selector: LabelSelector | None = None) -> None:
         self.max_skew = int(raw.get("maxSkew") or 1)
@@ -67,6 +67,8 @@ class Constraint:
             if extra and not selector.nothing:
                 selector = LabelSelector.of([*selector.requirements, *extra])
         self.selector = selector
+        #: what a node's count of matching pods is kept under (:func:`_count_on`), with the namespace
+        self.count_key = None if selector.nothing else (pod.namespace, selector.to_string())
         self.min_domains = int(raw.get("minDomains") or 1)
         self.honor_affinity = (raw.get("nodeAffinityPolicy") or "Honor") == "Honor"
         self.honor_taints = (raw.get("nodeTaintsPolicy") or "Ignore") == "Honor"
@@ -92,6 +94,26 @@ def _count_matching(node: NodeInfo, selector: LabelSelector, namespace: str) -> 
     for p in node.pods.values():
         if p.namespace == namespace and selector.matches(p.labels) and not (p.pod.get("metadata") or {}).get("deletionTimestamp"):
             n += 1
+    return n
+
+
+_MAX_COUNTS = 64
+
+
+def _count_on(node: NodeInfo, c: Constraint, namespace: str) -> int:
+    """:func:`_count_matching` of ``c``'s selector, kept on the node while its pods are unchanged
+    (its ``generation``): every pod of a workload counts the same pods on every node it scores."""
+    key = c.count_key
+    if key is None or key[0] != namespace:
+        return _count_matching(node, c.selector, namespace)
+    counts = node.match_counts
+    kept = counts.get(key)
+    if kept is not None and kept[0] == node.generation:
+        return kept[1]
+    n = _count_matching(node, c.selector, namespace)
+    if len(counts) >= _MAX_COUNTS:
+        counts.clear()
+    counts[key] = (node.generation, n)
     return n
 
 
@@ -316,7 +338,7 @@ class PodTopologySpread:
                     c = soft[i]
                     value = node.labels.get(c.key)
                     if value is not None and value in domains[i] and _eligible(pod, node, required, c):
-                        counts[i][value] += _count_matching(node, c.selector, pod.namespace)
+                        counts[i][value] += _count_on(node, c, pod.namespace)
         weights = [math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2) for i, c in enumerate(soft)]
         state.write(_SCORE_KEY, (soft, counts, weights, require_all))
         return None
@@ -331,7 +353,7 @@ class PodTopologySpread:
             value = labels.get(c.key)
             if value is None:  # (only with the System defaults: that constraint does not score it)
                 continue
-            count = _count_matching(node, c.selector, pod.namespace) if c.key == HOSTNAME else counts[i].get(value, 0)
+            count = _count_on(node, c, pod.namespace) if c.key == HOSTNAME else counts[i].get(value, 0)
             total += score_for_count(count, c.max_skew, weights[i])
         return round(total)
 
