@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ import time
 from k8py import __version__
 from k8py.cli.apiserver_options import add_server_options, parse_feature_gates
 from k8py.cli.kubeconfig import write_kubeconfig
+from k8py.cli.process_tuning import tune_gc_for_caches
 
 __all__ = ["add_parser", "run", "run_apiserver"]
 
@@ -78,8 +78,7 @@ def _tune_gc() -> None:
     far less often (the server creates few reference cycles). No collection
     first: measured, one here found a handful of cyclic objects to free and
     took 50-100 ms of CPU on the way to the server's first answer."""
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    tune_gc_for_caches()
 
 
 async def run_apiserver(args: argparse.Namespace) -> int:

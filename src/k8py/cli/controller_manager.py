@@ -14,10 +14,11 @@ from k8py import __version__
 
 import argparse
 import asyncio
-import gc
 import logging
 import signal
 import sys
+
+from k8py.cli.process_tuning import tune_gc_for_caches
 
 __all__ = ["add_parser", "run", "CONCURRENCY_FLAGS"]
 
@@ -170,8 +171,7 @@ def _tune_gc() -> None:
     collections run far less often, as the API server's and the scheduler's
     (young cycles, such as a finished request's, are still collected by the
     generation-0 passes)."""
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    tune_gc_for_caches()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ import sys
 from typing import Any
 
 from k8py.cli.flag_values import go_bool
+from k8py.cli.process_tuning import tune_gc_for_caches
 
 __all__ = ["add_parser", "run"]
 
@@ -235,7 +236,7 @@ def _tune_gc_for_simulated_nodes() -> None:
     no Lease was renewed (nodes went NotReady). Collections run far less often, as the
     API server's and the scheduler's (the kubelet makes few reference cycles); what the
     start-up built is frozen out of them once the nodes are up."""
-    gc.set_threshold(50_000, 50, 100)
+    tune_gc_for_caches(freeze=False)
 
 
 async def _main(args: argparse.Namespace) -> int:

@@ -7,10 +7,11 @@ from k8py import __version__
 
 import argparse
 import asyncio
-import gc
 import signal
 import sys
 from typing import Any
+
+from k8py.cli.process_tuning import tune_gc_for_caches
 
 __all__ = ["add_parser", "run"]
 
@@ -37,8 +38,7 @@ def _tune_gc() -> None:
     finding next to nothing (the scheduler makes few reference cycles). What
     exists at start-up is frozen out of collection, and collections run far
     less often, as the API server's."""
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    tune_gc_for_caches()
 
 
 def run(args: argparse.Namespace) -> int:
