@@ -14,7 +14,6 @@ from k8py.client.resource import Resource
 __all__ = [
     "controller_ref", "new_controller_ref", "is_controlled_by", "owner_references",
     "CONTROLLER_UID_INDEX", "index_by_controller_uid", "ensure_controller_uid_index", "owned_or_orphaned",
-    "owned_and_orphaned",
 ]
 
 CONTROLLER_UID_INDEX = "controllerUID"
@@ -72,13 +71,3 @@ def owned_or_orphaned(informer: Any, owner: Mapping[str, Any]) -> list[Any]:
     indexer = informer.indexer
     return [*indexer.by_index(CONTROLLER_UID_INDEX, meta.get("uid") or ""),
             *indexer.by_index(CONTROLLER_UID_INDEX, f"{meta.get('namespace') or ''}/{_ORPHAN}")]
-
-
-def owned_and_orphaned(informer: Any, owner: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
-    """:func:`owned_or_orphaned` as two lists: the cached objects ``owner``
-    controls (by the index, so their controller reference names ``owner``'s
-    uid), and the orphans of its namespace."""
-    meta = owner.get("metadata") or {}
-    indexer = informer.indexer
-    return (indexer.by_index(CONTROLLER_UID_INDEX, meta.get("uid") or ""),
-            indexer.by_index(CONTROLLER_UID_INDEX, f"{meta.get('namespace') or ''}/{_ORPHAN}"))

@@ -59,12 +59,12 @@ from k8py.controllers.context import ControllerContext
 from k8py.controllers.controller_ref_manager import ControllerRefManager, recheck_owner
 from k8py.controllers.expectations import UIDTrackingExpectations
 from k8py.controllers.keyed_controller import KeyedController
-from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_and_orphaned
+from k8py.controllers.owner_refs import CONTROLLER_UID_INDEX, controller_ref, ensure_controller_uid_index, new_controller_ref, owned_or_orphaned
 from k8py.controllers.pod_control import SLOW_START_INITIAL_BATCH_SIZE, PodControl, largest_batch, slow_start_batch
 from k8py.controllers.pod_ranking import pods_to_delete
 from k8py.controllers.pod_status import filter_active_pods, is_pod_ready
 from k8py.controllers.replicaset_status import calculate_status, only_observed_generation_differs, replicas_of
-from k8py.controllers.selectors import labels_matcher, selector_from_dict
+from k8py.controllers.selectors import selector_from_dict
 from k8py.controllers.written import WrittenObjects
 
 __all__ = [
@@ -256,18 +256,10 @@ class ReplicaSetController(KeyedController):
         except StatusError as err:
             logger.error("invalid selector", extra={"key": key, "error": str(err)})
             return None
-        owned, orphans = owned_and_orphaned(self.pod_informer, rs)
-        # the common case decided in one pass without the claim: active pods the
-        # index files under our uid (so controlled by us) that still match; the
-        # rest (orphans to adopt, ours to release) go through the claim
-        match = labels_matcher(selector)
-        pods, others = [], filter_active_pods(orphans)
-        for pod in filter_active_pods(owned):
-            (pods if match((pod.get("metadata") or {}).get("labels")) else others).append(pod)
-        if others:
-            manager = ControllerRefManager(self.client, rs, self.kind.resource, PODS, selector,
-                                           recheck_owner(self.client, self.kind.resource, rs))
-            pods.extend(await manager.claim(others))
+        active = filter_active_pods(owned_or_orphaned(self.pod_informer, rs))
+        manager = ControllerRefManager(self.client, rs, self.kind.resource, PODS, selector,
+                                       recheck_owner(self.client, self.kind.resource, rs))
+        pods = await manager.claim(active)  # ours and still matching: decided without an await
         manage_error: Exception | None = None
         writes, more_to_create = 0, False
         written_early: Mapping[str, Any] | None = None
