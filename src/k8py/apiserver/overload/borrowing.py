@@ -96,14 +96,7 @@ class SeatDemand:
     def observe(self, seats: int) -> None:
         if seats == self.current:
             return
-        # _advance, written out (twice a request)
-        now = self.clock()
-        dt = now - self._last
-        if dt > 0.0:
-            current = self.current
-            self._sum += current * dt
-            self._sum_squares += current * current * dt
-        self._last = now
+        self._advance()
         self.current = seats
         self.high_watermark = max(self.high_watermark, seats)
 

@@ -139,31 +139,18 @@ class QueueSet:
 
         With ``flow`` given, the seats are charged to the shortest queue of its
         hand, as a queued request's would be: a flow that got seats at once has
-        used its share as much as one that waited for them. (Written out, not
-        through :meth:`width` and :meth:`_shortest`: every request comes here.)"""
-        seats = self.seats
-        if width > seats:
-            width = seats
-        if width < 1:
-            width = 1
-        if self._waiting or self.seats_in_use + width > seats:
+        used its share as much as one that waited for them."""
+        width = self.width(width)
+        if self._waiting or self.seats_in_use + width > self.seats:
             return None
         self.executing += 1
-        in_use = self.seats_in_use = self.seats_in_use + width
-        if self.demand is not None:
-            self.demand.observe(in_use + self._waiting_seats)
+        self.seats_in_use += width
+        self._observe()
         if flow is None or not self.queues:
             return Grant(-1, width)
-        hand = self._hands.get(flow)
-        if hand is None:
-            hand = self._deal(flow)
-        executing = self._executing_by_queue
-        # nobody waits, so every queue is empty and a queue's load is what it executes; min keeps
-        # the first of equals, as _shortest does
-        index = min(hand, key=executing.__getitem__)
-        virtual, now = self._virtual[index], self._now
-        self._virtual[index] = (virtual if virtual > now else now) + width
-        executing[index] += 1
+        index = self._shortest(flow)
+        self._virtual[index] = max(self._virtual[index], self._now) + width
+        self._executing_by_queue[index] += 1
         return Grant(index, width)
 
     def _deal(self, flow: int) -> list[int]:
@@ -250,8 +237,7 @@ class QueueSet:
         if 0 <= queue < len(executing):  # (a reconfigure may have renumbered the queues)
             count = executing[queue]
             executing[queue] = count - 1 if count > 0 else 0
-        if self.demand is not None:
-            self.demand.observe(self.seats_in_use + self._waiting_seats)
+        self._observe()
         if self._waiting:
             self._dispatch()
 
