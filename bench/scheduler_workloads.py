@@ -8,7 +8,10 @@ measure the same nodes and pods:
 - ``basic`` (SchedulingBasic): 4-cpu/32Gi nodes, 100m/500Mi pods;
 - ``antiaffinity`` (SchedulingPodAntiAffinity): required anti-affinity per hostname;
 - ``spread`` (TopologySpreading): 3 zones, maxSkew 5, DoNotSchedule;
-- ``preemption``: low-priority 900m pods fill the nodes, high-priority ones preempt them.
+- ``preemption``: low-priority 900m pods fill the nodes, high-priority ones preempt them;
+- ``deployment`` (not one of upstream's): the pods of one ReplicaSet, which the System default
+  spreading constraints (hostname and zone, ScheduleAnyway) score, as in ``k8py up``'s runs of a
+  Deployment on simulated nodes (which have no zone).
 
 :func:`cycle_alone` runs filter + score + assume per pod in this process, with
 no API at all: the ceiling the scheduler's own algorithm sets.
@@ -58,12 +61,17 @@ def anti_affinity(namespaces: list[str]) -> dict[str, Any]:
 
 
 def measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[str, Any]:
-    """A pod of workload ``kind`` (``basic``, ``antiaffinity`` or ``spread``)."""
+    """A pod of workload ``kind`` (``basic``, ``antiaffinity``, ``spread`` or ``deployment``)."""
     if kind == "antiaffinity":
         return pod_obj(name, namespace, labels={"color": "green"}, node=node,
                        affinity=anti_affinity(["sched-setup", "sched-test"]))
     if kind == "spread":
         return pod_obj(name, namespace, labels={"color": "blue"}, node=node, topologySpreadConstraints=SPREAD)
+    if kind == "deployment":
+        body = pod_obj(name, namespace, labels={"app": "web", "pod-template-hash": "5d4f8c7b9"}, node=node)
+        body["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f8c7b9",
+                                                "uid": "8a3c1f52-0000-4000-8000-000000000001", "controller": True}]
+        return body
     return pod_obj(name, namespace, node=node)
 
 

@@ -174,6 +174,7 @@ def _spread_scores(plugin, pod, nodes):
     if plugin.pre_score(state, pod, nodes) is not None:
         return None
     scores = [plugin.score(state, pod, n) for n in nodes]
+    assert plugin.score_nodes(state, pod, nodes) == scores  # the batch form the framework calls
     plugin.normalize_score(state, pod, scores)
     return scores
 
@@ -223,3 +224,75 @@ def test_spread_counts_kept_on_a_node_follow_its_pods():
     idle.remove_pod("default/e1")
     idle.remove_pod("default/e2")
     assert _spread_scores(plugin, _owned("p4"), [busy, idle])[1] == 100
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_spread_batch_score_matches_the_per_node_score(seed):
+    """``score_nodes`` (what the framework calls) gives every node what ``score`` gives it: nodes
+    with and without zones or hostnames, the workload's pods in two namespaces, and the System
+    defaults, List defaults and the pod's own constraints, counts kept or not."""
+    import random
+
+    from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
+
+    rng = random.Random(seed)
+    nodes = []
+    for n in range(rng.randint(2, 30)):
+        labels = {ZONE: f"z{rng.randint(0, 5)}"} if rng.random() < 0.7 else {}
+        pods = [_owned(f"e{n}-{k}", namespace=rng.choice(["default", "other"])) for k in range(rng.choice([0, 0, 1, 4]))]
+        info = node_info(f"n{n}", *pods, labels=labels)
+        if rng.random() < 0.1:
+            del info.labels[HOST]
+        nodes.append(info)
+    own = [{"maxSkew": rng.randint(1, 4), "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "s"}}} for key in (HOST, ZONE)]
+    plugins = [PodTopologySpread(), PodTopologySpread({"defaultingType": "List", "defaultConstraints": [
+        {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 2}]})]
+    for plugin in plugins:
+        for pod in (_owned("p"), _owned("q", namespace="other"), _owned("r", topologySpreadConstraints=own)):
+            for _ in range(2):  # the second time from the counts kept on the nodes
+                state = CycleState()
+                assert plugin.pre_score(state, pod, nodes) is None
+                assert plugin.score_nodes(state, pod, nodes) == [plugin.score(state, pod, n) for n in nodes]
+
+
+def test_spread_counts_kept_from_the_cache_follow_its_changes():
+    """With a cache, the hostname counts of a workload are kept from the cache's changes
+    (pods assumed, added, removed, deleting); every cycle scores as counting from scratch."""
+    import random
+
+    from k8py.scheduler.cache import SchedulerCache
+    from k8py.scheduler.plugins.pod_topology_spread import PodTopologySpread
+    from tests.scheduler.conftest import node as node_obj
+
+    rng = random.Random(7)
+    cache = SchedulerCache()
+    for n in range(12):
+        cache.add_node(node_obj(f"n{n}", labels={ZONE: f"z{n % 3}"} if n % 4 else {}))
+
+    class Handle:
+        def __init__(self) -> None:
+            self.cache, self.nodes = cache, cache.nodes
+
+    kept, fresh = PodTopologySpread(handle=Handle()), PodTopologySpread()
+    placed: list[str] = []
+    for step in range(40):
+        pod = _owned(f"p{step}", namespace=rng.choice(["default", "other"]))
+        nodes = list(cache.nodes)
+        scores = []
+        for plugin in (kept, fresh):
+            state = CycleState()
+            assert plugin.pre_score(state, pod, nodes) is None
+            scores.append(plugin.score_nodes(state, pod, nodes))
+            assert scores[-1] == [plugin.score(state, pod, n) for n in nodes]
+        assert scores[0] == scores[1], f"step {step}"
+        action = rng.random()
+        if action < 0.5 or not placed:
+            cache.assume_pod(pod.with_node(rng.choice(nodes).name))
+            placed.append(pod.key)
+        elif action < 0.8:
+            cache.remove_pod(placed.pop(rng.randrange(len(placed))))
+        else:  # a placed pod starts deleting: no longer counted
+            info = cache.pod(placed.pop(rng.randrange(len(placed))))
+            deleting = {**info.pod, "metadata": {**info.pod["metadata"], "deletionTimestamp": "2026-12-06T00:00:00Z"}}
+            cache.add_pod(deleting)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from k8py.scheduler.framework.types import _GENERATIONS, NodeInfo, PodInfo, same_for_scheduling
 
@@ -44,6 +44,15 @@ class _PodState:
     deadline: float | None = None  # set by finish_binding when a ttl applies
 
 
+def _count(counts: dict[str, int], keys: Iterable[str], sign: int) -> None:
+    for key in keys:
+        n = counts.get(key, 0) + sign
+        if n > 0:
+            counts[key] = n
+        else:
+            counts.pop(key, None)
+
+
 class SchedulerCache:
     def __init__(self, *, assumed_ttl: float = 0.0) -> None:
         self.assumed_ttl = assumed_ttl
@@ -54,6 +63,9 @@ class SchedulerCache:
         #: ``cleanup_expired`` looks at: not every pod in the cache, each second)
         self._expiring: dict[str, float] = {}
         self._image_nodes: dict[str, int] = {}
+        #: label key -> how many listed nodes have it: lets PodTopologySpread skip a
+        #: pass over the feasible nodes for a key no node has (a zone, on zone-less nodes)
+        self._label_key_nodes: dict[str, int] = {}
         #: node name -> how many of its pods have (required anti-)affinity; lets the
         #: affinity plugins skip nodes (and whole cycles) with nothing to check
         self.affinity_nodes: dict[str, int] = {}
@@ -74,6 +86,10 @@ class SchedulerCache:
 
     def image_node_count(self, image: str) -> int:
         return self._image_nodes.get(image, 0)
+
+    def label_key_node_count(self, key: str) -> int:
+        """How many listed nodes have a label ``key``."""
+        return self._label_key_nodes.get(key, 0)
 
     def _info(self, name: str) -> NodeInfo:
         info = self._infos.get(name)
@@ -105,20 +121,17 @@ class SchedulerCache:
         """Every NodeInfo, listed or not (a deleted node still holding pods)."""
         return list(self._infos.values())
 
-    def _count_images(self, info: NodeInfo, sign: int) -> None:
-        for image in info.images:
-            n = self._image_nodes.get(image, 0) + sign
-            if n > 0:
-                self._image_nodes[image] = n
-            else:
-                self._image_nodes.pop(image, None)
+    def _count_node(self, info: NodeInfo, sign: int) -> None:
+        """Count (sign +1) or uncount (-1) what the node has: its images, its label keys."""
+        _count(self._image_nodes, info.images, sign)
+        _count(self._label_key_nodes, info.labels, sign)
 
     def add_node(self, node: Object) -> NodeInfo:
         info = self._info(node["metadata"]["name"])
         if info.node is not None:
-            self._count_images(info, -1)
+            self._count_node(info, -1)
         info.set_node(node)
-        self._count_images(info, +1)
+        self._count_node(info, +1)
         if info.index < 0:
             info.index = len(self.nodes)
             self.nodes.append(info)
@@ -133,7 +146,7 @@ class SchedulerCache:
         if info is None:
             return
         if info.node is not None:
-            self._count_images(info, -1)
+            self._count_node(info, -1)
         if info.index >= 0:
             last = self.nodes.pop()
             if last is not info:

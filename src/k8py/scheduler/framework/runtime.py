@@ -218,8 +218,7 @@ class Framework:
             if min(scores, default=0) == max(scores, default=0):
                 continue
             weight = self.weights.get(plugin.name, 1)
-            for k, s in enumerate(scores):
-                totals[k] += s * weight
+            totals = [t + s * weight for t, s in zip(totals, scores)]
         return totals
 
     # -- reserve, permit, bind ---------------------------------------------------------------

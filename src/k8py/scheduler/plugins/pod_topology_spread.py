@@ -233,6 +233,8 @@ class PodTopologySpread:
         self.system_defaulted = policy == "System"
         self.defaults = DEFAULT_CONSTRAINTS if self.system_defaulted else list(args.get("defaultConstraints") or ())
         self._aggregates: OrderedDict[Any, NodeAggregate] = OrderedDict()
+        #: (namespace, selector) -> each node's count of the pods it matches (by node name)
+        self._host_counts: OrderedDict[Any, NodeAggregate] = OrderedDict()
 
     def _all_nodes(self, nodes: Sequence[NodeInfo]) -> Sequence[NodeInfo]:
         return self.handle.nodes if self.handle is not None else nodes
@@ -246,6 +248,23 @@ class PodTopologySpread:
         if any(c.honor_taints for c in constraints):
             parts.append(pod.shape("tolerations"))
         return tuple(parts)
+
+    def _kept_host_counts(self, c: Constraint) -> dict[str, int] | None:
+        """Node name -> how many of its pods ``c`` counts (absent: none), kept up to date from
+        the cache's changes; None without a cache."""
+        cache = getattr(self.handle, "cache", None)
+        if cache is None or c.count_key is None:
+            return None
+        agg = self._host_counts.get(c.count_key)
+        if agg is None:
+            namespace, selector = c.count_key[0], c.selector
+            agg = self._host_counts[c.count_key] = NodeAggregate(
+                lambda node: [("host", node.name, n)] if (n := _count_matching(node, selector, namespace)) else ())
+            if len(self._host_counts) > 16:
+                self._host_counts.popitem(last=False)
+        else:
+            self._host_counts.move_to_end(c.count_key)
+        return agg.refresh(cache).get("host") or {}
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         hard = [c for c in constraints_of(pod, self.defaults) if c.hard]
@@ -313,19 +332,26 @@ class PodTopologySpread:
         # as upstream: a node without every key is ignored, unless the constraints are the
         # System defaults (then a node without a zone is still spread by hostname)
         require_all = bool(pod.spec.get("topologySpreadConstraints")) or not self.system_defaulted
-        # domains from the feasible nodes scored; counts of non-hostname keys over all nodes
-        domains: list[set[str]] = [set() for _ in soft]
-        scored = 0
-        for node in nodes:
-            labels = node.labels
-            if require_all and not all(c.key in labels for c in soft):
-                continue
-            scored += 1
-            for i, c in enumerate(soft):
-                value = labels.get(c.key)
-                if value is not None:
-                    domains[i].add(value)
-        counts: list[dict[str, int]] = [defaultdict(int) for _ in soft]
+        if require_all:
+            keys = [c.key for c in soft]
+            nodes = [n for n in nodes if all(k in n.labels for k in keys)]
+        scored = len(nodes)
+        # the domains among the feasible nodes scored, for the keys other than the hostname
+        # (each node is its own hostname domain: the hostname's weight is from ``scored``)
+        cache = getattr(self.handle, "cache", None)
+        domains: list[set[str]] = [
+            set() if c.key == HOSTNAME or (cache is not None and not cache.label_key_node_count(c.key))
+            else {n.labels.get(c.key) for n in nodes} - {None} for c in soft]  # type: ignore[misc]
+        if not require_all and not all(domains[i] for i, c in enumerate(soft) if c.key != HOSTNAME):
+            # a key no feasible node has scores no node: left out (a zone, on zone-less nodes)
+            kept = [i for i, c in enumerate(soft) if c.key == HOSTNAME or domains[i]]
+            soft, domains = [soft[i] for i in kept], [domains[i] for i in kept]
+            if not soft:
+                return Status(Code.SKIP)
+        # the hostname's counts by node name (None: counted per node when scored); the other keys'
+        # by domain
+        counts: list[dict[str, int] | None] = [self._kept_host_counts(c) if c.key == HOSTNAME else defaultdict(int)
+                                               for c in soft]
         # only constraints with a domain among the feasible nodes need the pass over every
         # node (none when no node has a zone: 5,000 nodes a pod for nothing)
         counted = [i for i, c in enumerate(soft) if c.key != HOSTNAME and domains[i]]
@@ -338,7 +364,7 @@ class PodTopologySpread:
                     c = soft[i]
                     value = node.labels.get(c.key)
                     if value is not None and value in domains[i] and _eligible(pod, node, required, c):
-                        counts[i][value] += _count_on(node, c, pod.namespace)
+                        counts[i][value] += _count_on(node, c, pod.namespace)  # type: ignore[index]
         weights = [math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2) for i, c in enumerate(soft)]
         state.write(_SCORE_KEY, (soft, counts, weights, require_all))
         return None
@@ -353,23 +379,62 @@ class PodTopologySpread:
             value = labels.get(c.key)
             if value is None:  # (only with the System defaults: that constraint does not score it)
                 continue
-            count = _count_on(node, c, pod.namespace) if c.key == HOSTNAME else counts[i].get(value, 0)
+            kept = counts[i]
+            if kept is None:
+                count = _count_on(node, c, pod.namespace)
+            else:
+                count = kept.get(node.name if c.key == HOSTNAME else value, 0)
             total += score_for_count(count, c.max_skew, weights[i])
         return round(total)
 
-    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
-        valid = [s for s in scores if s >= 0]
-        if not valid:
-            scores[:] = [0] * len(scores)
-            return
-        lo, hi = min(valid), max(valid)
-        for i, s in enumerate(scores):
-            if s < 0:
-                scores[i] = 0
-            elif hi == 0:
-                scores[i] = MAX_NODE_SCORE
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+        """The batch form of :meth:`score` (the same sums in the same order): per
+        constraint, one pass over the nodes for their counts; with one constraint,
+        each count's score is computed once."""
+        soft, counts, weights, require_all = state.read(_SCORE_KEY)
+        namespace = pod.namespace
+        found_by: list[list[int | None]] = []
+        for i, c in enumerate(soft):
+            key, kept = c.key, counts[i]
+            if kept is None:
+                found = [_count_on(n, c, namespace) if key in n.labels else None for n in nodes]
+            elif key == HOSTNAME:
+                found = [kept.get(n.name, 0) if key in n.labels else None for n in nodes]
             else:
-                scores[i] = MAX_NODE_SCORE * (hi + lo - s) // hi
+                found = [None if (value := n.labels.get(key)) is None else kept.get(value, 0) for n in nodes]
+            found_by.append(found)
+        if len(soft) == 1:
+            weight, base = weights[0], soft[0].max_skew - 1
+            by_count = {n: 0 if n is None else round(n * weight + base) for n in set(found_by[0])}
+            scores = list(map(by_count.__getitem__, found_by[0]))
+        else:
+            totals: list[float] = [0.0] * len(nodes)
+            for i, found in enumerate(found_by):
+                weight, base = weights[i], soft[i].max_skew - 1
+                totals = [t if n is None else t + (n * weight + base) for t, n in zip(totals, found)]
+            scores = [round(t) for t in totals]
+        if require_all:
+            keys = [c.key for c in soft]
+            for k, n in enumerate(nodes):
+                if not all(key in n.labels for key in keys):
+                    scores[k] = -1  # ignored node: normalized to 0
+        return scores
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        lowest = min(scores, default=0)
+        if lowest < 0:  # ignored nodes (-1): 0, and left out of the range
+            valid = [s for s in scores if s >= 0]
+            if not valid:
+                scores[:] = [0] * len(scores)
+                return
+            lo, hi = min(valid), max(valid)
+        else:
+            lo, hi = lowest, max(scores, default=0)
+        if hi == 0:
+            scores[:] = [0 if s < 0 else MAX_NODE_SCORE for s in scores]
+        else:
+            top = MAX_NODE_SCORE * (hi + lo)
+            scores[:] = [0 if s < 0 else (top - MAX_NODE_SCORE * s) // hi for s in scores]
 
     def events_to_register(self) -> list[ClusterEventHint]:
         return [ClusterEventHint("AssignedPod", frozenset({"Add", "UpdatePodLabel", "Delete"})),
