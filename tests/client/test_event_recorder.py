@@ -469,3 +469,29 @@ async def test_series_events_are_written_concurrently_and_a_repeat_waits_for_its
         assert client.log.index("start patch x0") > client.log.index("end create x0")  # not sent before it
     finally:
         await stop(task)
+
+
+async def test_series_writes_are_not_capped_so_a_slow_server_drops_nothing():
+    """As upstream's goroutine per event: with every write waiting on a slow API server, the
+    queue keeps draining into writes, so a flood far larger than the queue loses no event."""
+    from k8py.client.event_series import SeriesEventBroadcaster
+
+    client = GatedEventsClient()
+    broadcaster = SeriesEventBroadcaster(client, queue_size=50)  # type: ignore[arg-type]
+    recorder = broadcaster.new_recorder("c", reporting_instance="c-1")
+    task = asyncio.create_task(broadcaster.run(), name="series-broadcaster")
+    try:
+        for i in range(500):
+            recorder.eventf(ref_obj(f"x{i}"), None, "Normal", "Scheduled", "Binding", "m")
+            if i % 25 == 24:
+                await asyncio.sleep(0)  # the recorder's caller yields now and then, as a scheduler does
+        for _ in range(500):
+            if client.in_flight == 500:
+                break
+            await asyncio.sleep(0.01)
+        assert client.in_flight == 500 and broadcaster.dropped == 0
+        client.release.set()
+        await asyncio.wait_for(broadcaster.flush(), 10)
+        assert broadcaster.writes == 500 and len({c[1] for c in client.calls}) == 500
+    finally:
+        await stop(task)

@@ -50,10 +50,11 @@ class SchedulerOptions:
 async def run(client_config: ClientConfig, options: SchedulerOptions, *,
               on_serving: Callable[[str], None] | None = None) -> None:
     identity = options.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
-    async with RestClient(client_config) as client:
-        # the Events' own token bucket, as upstream's event clientset (clientConnection qps/burst)
+    async with RestClient(client_config) as client, RestClient(client_config) as event_client:
+        # the Events' own client and token bucket, as upstream's event clientset (clientConnection
+        # qps/burst): a write per Event, however many wait, never queues a bind behind them
         limiter = BucketRateLimiter(options.config.client_qps, options.config.client_burst)
-        broadcaster = SeriesEventBroadcaster(client, limiter=limiter) if options.events else None
+        broadcaster = SeriesEventBroadcaster(event_client, limiter=limiter) if options.events else None
         recorder = broadcaster.new_recorder(COMPONENT, reporting_instance=f"{COMPONENT}-{identity}") if broadcaster else None
         scheduler = Scheduler(client, options.config, recorder=recorder)
         elector: LeaderElector | None = None
