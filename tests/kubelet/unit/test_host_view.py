@@ -74,3 +74,38 @@ def test_the_container_sees_the_host_view_read_only_with_its_volume(tmp_path) ->
         print(f"view ({'overlay' if mode else 'rebuilt'}) {took * 1000:.0f} ms")
     finally:
         shutil.rmtree(host, ignore_errors=True)
+
+
+def test_only_the_outermost_directories_under_tmp_are_bound_back() -> None:
+    assert launcher.outermost_under_tmp(["/usr", "/tmp/venv/lib/python3.11", "/tmp/venv", "/tmp/co/src/k8py/", "/tmpx",
+                                         "/tmp/venv"]) == ["/tmp/co/src/k8py", "/tmp/venv"]
+    assert launcher.outermost_under_tmp(["/root/.pyenv/versions/3.11.7", "/work/main/src/k8py"]) == []
+
+
+def test_a_python_or_k8py_installed_under_tmp_stays_reachable_in_the_private_tmp(tmp_path, monkeypatch) -> None:
+    """A checkout or virtualenv under /tmp: the built-in images run its files (nginx is a script of
+    this package), which the container's private /tmp would otherwise hide."""
+    from tests.support.tools import bwrap_binary
+
+    bwrap = bwrap_binary()
+    assert bwrap, "bwrap is required (Debian's bubblewrap)"
+    install = tempfile.mkdtemp(prefix="k8py-install-", dir="/tmp")
+    try:
+        with open(os.path.join(install, "app.py"), "w") as f:
+            f.write("print('ran from', __file__)\n")
+        script = os.path.join(install, "app.py")
+
+        def run() -> subprocess.CompletedProcess:
+            launch = launcher.build_launch([launcher.sys.executable, "-I", "-S", script], bwrap=bwrap, mounts=[],
+                                           working_dir="", hostname="t", status_fd=2, fallback_cwd=str(tmp_path))
+            return subprocess.run(launch.argv, capture_output=True, text=True, timeout=60)
+
+        monkeypatch.setattr(launcher, "tmp_installs", lambda: [])
+        hidden = run()
+        assert (hidden.returncode, hidden.stdout) == (2, "")  # python: can't open file (the private /tmp hides it)
+        monkeypatch.setattr(launcher, "tmp_installs", lambda: [install])
+        out = run()
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == f"ran from {script}\n"
+    finally:
+        shutil.rmtree(install, ignore_errors=True)

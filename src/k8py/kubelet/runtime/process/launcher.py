@@ -23,6 +23,11 @@ Signals: SIGTERM goes to the command itself (pid 1's children), so a
 handler in the container runs; SIGKILL goes to the namespace's pid 1,
 which takes the whole namespace down.
 
+The private /tmp would hide the interpreter and k8py's own files from the
+built-in images (``nginx`` runs a script of this package) when Python or
+k8py is installed under /tmp (a virtualenv or a checkout there): those
+directories are bound back, read-only (:func:`tmp_installs`).
+
 Without bwrap the argv runs plainly in its own session (process group),
 signalled as a group; volumes are then only reachable under the pod's
 directory (the env and mounts say where), which is documented as the
@@ -35,8 +40,9 @@ import json
 import os
 import shutil
 import signal
+import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from k8py.kubelet.runtime.protocols import Mount
 
@@ -127,9 +133,25 @@ def plan_mounts(mounts: Sequence[Mount], *, hidden: Sequence[str] = HIDDEN, host
             elif os.path.isdir(full) or os.path.isfile(full):
                 args += ["--ro-bind", full, full]
     args += [*dev_args(host_dev), "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    for installed in tmp_installs():
+        args += ["--ro-bind", installed, installed]
     for m in sorted(mounts, key=lambda m: m.container_path.count("/")):
         args += ["--ro-bind" if m.readonly else "--bind", m.host_path, m.container_path]
     return args
+
+
+def tmp_installs() -> list[str]:
+    """The directories of this Python and of k8py that lie under /tmp."""
+    package = os.path.abspath(__file__)
+    for _ in range(4):  # k8py/kubelet/runtime/process/launcher.py -> k8py
+        package = os.path.dirname(package)
+    return outermost_under_tmp(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package))
+
+
+def outermost_under_tmp(paths: Iterable[str]) -> list[str]:
+    """Those of ``paths`` inside /tmp, without any inside another, sorted."""
+    under = sorted({p.rstrip("/") for p in paths if p.startswith("/tmp/")})
+    return [p for p in under if not any(p.startswith(q + "/") for q in under)]
 
 
 def dev_args(host_dev: bool) -> list[str]:
