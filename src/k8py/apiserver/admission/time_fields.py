@@ -85,9 +85,15 @@ def _time_map(schema_name: str) -> TimeMap | None:
     return _compile({"$ref": f"#/$defs/{schema_name}"}, 0, frozenset())
 
 
+_CANONICAL_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ").fullmatch
+_CANONICAL_MICRO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z").fullmatch
+
+
 def _canonical(value: Any, micro: bool) -> Any:
     if not isinstance(value, str) or not value:
         return value
+    if (_CANONICAL_MICRO if micro else _CANONICAL_TIME)(value):
+        return value  # already as Go writes it (a renewed Lease's every write): nothing to parse
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
     except ValueError:

@@ -68,6 +68,8 @@ class RemoteAPIs:
         self.interval = interval
         self.generation = 0
         self._versions: tuple[tuple[str, int], ...] = ()
+        #: (the APIServices' cache, its last change) when ``_versions`` was last compared
+        self._stamp: tuple[int, int] = (0, -1)
         self._by_gv: dict[tuple[str, str], RemoteAPIService] = {}
         self._contexts: dict[tuple[str, bool], ssl.SSLContext] = {}
         self._session: aiohttp.ClientSession | None = None
@@ -82,8 +84,14 @@ class RemoteAPIs:
         return definition
 
     def refresh(self) -> dict[tuple[str, str], RemoteAPIService]:
-        """The remote group/versions, rebuilt when an APIService changed."""
-        objects = self.cacher.cache_for(self.definition).objects
+        """The remote group/versions, rebuilt when an APIService changed (every request
+        under ``/apis`` asks: the APIServices' cache is looked at only once it has changed)."""
+        cache = self.cacher.cache_for(self.definition)
+        stamp = (id(cache), cache.last_change)
+        if stamp == self._stamp:
+            return self._by_gv
+        self._stamp = stamp
+        objects = cache.objects
         versions = tuple(sorted((c.name, c.rv) for c in objects.values()))
         if versions == self._versions:
             return self._by_gv

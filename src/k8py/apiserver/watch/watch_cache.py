@@ -118,6 +118,12 @@ class WatchCache:
     def revision(self, value: int) -> None:
         self._revision = value
 
+    @property
+    def last_change(self) -> int:
+        """The revision of the last event applied to this resource (or of its last reset):
+        unlike :attr:`revision`, it moves only when this resource's objects may have changed."""
+        return self._revision
+
     def reset(self, objects: Iterable[CachedObject], revision: int) -> None:
         """Replace the whole state (initial load or relist); history is lost."""
         self.objects = {}
