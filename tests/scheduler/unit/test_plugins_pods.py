@@ -10,8 +10,8 @@ from k8py.scheduler.framework.status import Code
 from k8py.scheduler.plugins.default_preemption import Candidate, eligible_to_preempt, pick_one_node, select_victims_on_node
 from k8py.scheduler.plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI_AFFINITY,
                                                         compute_state, normalize_min_max, satisfies)
-from k8py.scheduler.plugins.pod_topology_spread import (REASON_CONSTRAINTS, REASON_MISSING_LABEL, check_node, constraints_of,
-                                                         score_for_count, spread_state)
+from k8py.scheduler.plugins.spread_constraints import (REASON_CONSTRAINTS, REASON_MISSING_LABEL, check_node, constraints_of,
+                                                        score_for_count, spread_state)
 from k8py.scheduler.profile import SchedulerConfig, build_frameworks
 from tests.scheduler.unit.helpers import node_info, pod_info
 

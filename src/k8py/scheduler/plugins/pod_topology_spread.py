@@ -21,6 +21,12 @@ the policies).
   zone maxSkew 5, both ScheduleAnyway) when a controller owns it; k8py
   selects by the pod's own labels there (upstream merges the selectors of the
   Services and workloads selecting the pod).
+
+The constraints and the counting are :mod:`.spread_constraints`; this module
+is the plugin: it keeps per pod shape the cluster-wide sums (the PreFilter's
+domains and counts, each workload's count per node for the hostname score) up
+to date from the cache's changes (:class:`~k8py.scheduler.cache.aggregate.NodeAggregate`),
+so a cycle pays for the nodes that changed, and scores in a batch.
 """
 
 from __future__ import annotations
@@ -29,198 +35,20 @@ import math
 from collections import OrderedDict, defaultdict
 from typing import Any, Sequence
 
-from k8py.api.selectors import LabelSelector, Operator, Requirement, label_selector_from_dict
 from k8py.scheduler.cache.aggregate import NodeAggregate
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState, PreFilterResult
 from k8py.scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
 from k8py.scheduler.plugins.names import POD_TOPOLOGY_SPREAD
-from k8py.scheduler.plugins.node_affinity import required_affinity
-from k8py.scheduler.plugins.taint_toleration import first_untolerated
+from k8py.scheduler.plugins.spread_constraints import (DEFAULT_CONSTRAINTS, HOSTNAME, REASON_CONSTRAINTS, REASON_MISSING_LABEL,
+                                                       Constraint, SpreadState, check_node, constraints_of,
+                                                       count_matching, eligible, kept_count, node_contribution,
+                                                       score_for_count, spread_state, state_from)
 
-__all__ = ["PodTopologySpread", "Constraint", "constraints_of", "spread_state", "check_node", "score_for_count",
-           "REASON_MISSING_LABEL", "REASON_CONSTRAINTS", "HOSTNAME", "ZONE"]
+__all__ = ["PodTopologySpread"]
 
-REASON_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
-REASON_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
-DEFAULT_CONSTRAINTS = [
-    {"topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 3},
-    {"topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 5},
-]
 _FILTER_KEY = "PreFilter" + POD_TOPOLOGY_SPREAD
 _SCORE_KEY = "PreScore" + POD_TOPOLOGY_SPREAD
-Object = dict[str, Any]
-
-
-class Constraint:
-    __slots__ = ("max_skew", "key", "hard", "selector", "min_domains", "honor_affinity", "honor_taints", "count_key")
-
-    def __init__(self, raw: Object, pod: PodInfo, selector: LabelSelector | None = None) -> None:
-        self.max_skew = int(raw.get("maxSkew") or 1)
-        self.key: str = raw.get("topologyKey") or ""
-        self.hard = (raw.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
-        if selector is None:
-            selector = label_selector_from_dict(raw.get("labelSelector")) if raw.get("labelSelector") is not None else LabelSelector.match_nothing()
-            extra = [Requirement.new(k, Operator.IN, [pod.labels[k]]) for k in raw.get("matchLabelKeys") or () if k in pod.labels]
-            if extra and not selector.nothing:
-                selector = LabelSelector.of([*selector.requirements, *extra])
-        self.selector = selector
-        #: what a node's count of matching pods is kept under (:func:`_count_on`), with the namespace
-        self.count_key = None if selector.nothing else (pod.namespace, selector.to_string())
-        self.min_domains = int(raw.get("minDomains") or 1)
-        self.honor_affinity = (raw.get("nodeAffinityPolicy") or "Honor") == "Honor"
-        self.honor_taints = (raw.get("nodeTaintsPolicy") or "Ignore") == "Honor"
-
-
-def constraints_of(pod: PodInfo, defaults: list[Object] | None = None) -> list[Constraint]:
-    cached = pod.memo.get("topology-spread")
-    if cached is None:
-        raw = pod.spec.get("topologySpreadConstraints") or ()
-        if raw:
-            cached = [Constraint(c, pod) for c in raw]
-        elif defaults and pod.labels and any(r.get("controller") for r in (pod.pod.get("metadata") or {}).get("ownerReferences") or ()):
-            selector = LabelSelector.of([Requirement.new(k, Operator.EQUALS, [v]) for k, v in pod.labels.items()])
-            cached = [Constraint(c, pod, selector) for c in defaults]
-        else:
-            cached = []
-        pod.memo["topology-spread"] = cached
-    return cached  # type: ignore[no-any-return]
-
-
-def _count_matching(node: NodeInfo, selector: LabelSelector, namespace: str) -> int:
-    n = 0
-    for p in node.pods.values():
-        if p.namespace == namespace and selector.matches(p.labels) and not (p.pod.get("metadata") or {}).get("deletionTimestamp"):
-            n += 1
-    return n
-
-
-_MAX_COUNTS = 64
-
-
-def _count_on(node: NodeInfo, c: Constraint, namespace: str) -> int:
-    """:func:`_count_matching` of ``c``'s selector, kept on the node while its pods are unchanged
-    (its ``generation``): every pod of a workload counts the same pods on every node it scores."""
-    key = c.count_key
-    if key is None or key[0] != namespace:
-        return _count_matching(node, c.selector, namespace)
-    counts = node.match_counts
-    kept = counts.get(key)
-    if kept is not None and kept[0] == node.generation:
-        return kept[1]
-    n = _count_matching(node, c.selector, namespace)
-    if len(counts) >= _MAX_COUNTS:
-        counts.clear()
-    counts[key] = (node.generation, n)
-    return n
-
-
-def _eligible(pod: PodInfo, node: NodeInfo, constraints: Sequence[Constraint], c: Constraint) -> bool:
-    if any(x.key not in node.labels for x in constraints):
-        return False
-    if c.honor_affinity and not required_affinity(pod).match(node.labels, node.name):
-        return False
-    if c.honor_taints and first_untolerated(node.no_schedule_taints, pod.tolerations) is not None:
-        return False
-    return True
-
-
-class SpreadState:
-    """Per constraint: matching pods per domain (``counts``) and the eligible
-    domains (``domains``: value -> eligible nodes). Shared with the aggregate it
-    came from until preemption changes it (copy on write)."""
-
-    __slots__ = ("constraints", "counts", "domains", "pod", "owned", "_mins")
-
-    def __init__(self, pod: PodInfo, constraints: list[Constraint], counts: list[dict[str, int]] | None = None,
-                 domains: list[dict[str, int]] | None = None) -> None:
-        self.pod = pod
-        self.constraints = constraints
-        self.counts: list[dict[str, int]] = counts if counts is not None else [{} for _ in constraints]
-        self.domains: list[dict[str, int]] = domains if domains is not None else [{} for _ in constraints]
-        self.owned = counts is None
-        self._mins: list[int | None] = [None] * len(constraints)
-
-    def clone(self) -> SpreadState:
-        c = SpreadState(self.pod, self.constraints, [dict(d) for d in self.counts], [dict(d) for d in self.domains])
-        c.owned = True
-        return c
-
-    def min_match(self, i: int) -> int:
-        cached = self._mins[i]
-        if cached is None:
-            c = self.constraints[i]
-            if len(self.domains[i]) < c.min_domains:
-                cached = 0
-            else:
-                counts = self.counts[i]
-                cached = min((counts.get(d, 0) for d in self.domains[i]), default=0)
-            self._mins[i] = cached
-        return cached
-
-    def update_with(self, existing: PodInfo, node: NodeInfo, sign: int) -> None:
-        if not self.owned:
-            self.counts = [dict(d) for d in self.counts]
-            self.domains = [dict(d) for d in self.domains]
-            self.owned = True
-        self._mins = [None] * len(self.constraints)
-        for i, c in enumerate(self.constraints):
-            value = node.labels.get(c.key)
-            if value is None or value not in self.domains[i] or existing.namespace != self.pod.namespace:
-                continue
-            if c.selector.matches(existing.labels):
-                self.counts[i][value] = self.counts[i].get(value, 0) + sign
-
-
-def node_contribution(pod: PodInfo, node: NodeInfo, constraints: Sequence[Constraint]) -> list[tuple[Any, str, int]]:
-    """What ``node`` adds for ``pod``: per eligible constraint, its domain and its matching pods."""
-    out: list[tuple[Any, str, int]] = []
-    for i, c in enumerate(constraints):
-        if not _eligible(pod, node, constraints, c):
-            continue
-        value = node.labels[c.key]
-        out.append((("dom", i), value, 1))
-        if node.pods:
-            n = _count_matching(node, c.selector, pod.namespace)
-            if n:
-                out.append((("cnt", i), value, n))
-    return out
-
-
-def _state_from(pod: PodInfo, constraints: list[Constraint], groups: dict[Any, dict[str, int]]) -> SpreadState:
-    return SpreadState(pod, constraints, [groups.get(("cnt", i)) or {} for i in range(len(constraints))],
-                       [groups.get(("dom", i)) or {} for i in range(len(constraints))])
-
-
-def spread_state(pod: PodInfo, nodes: Sequence[NodeInfo], constraints: list[Constraint]) -> SpreadState:
-    """The PreFilter counts over ``nodes`` from scratch (the plugin keeps them incrementally)."""
-    groups: dict[Any, dict[str, int]] = {}
-    for node in nodes:
-        for group, value, n in node_contribution(pod, node, constraints):
-            values = groups.setdefault(group, {})
-            values[value] = values.get(value, 0) + n
-    state = _state_from(pod, constraints, groups)
-    state.owned = True
-    return state
-
-
-def check_node(state: SpreadState, node: NodeInfo) -> Status | None:
-    pod = state.pod
-    for i, c in enumerate(state.constraints):
-        value = node.labels.get(c.key)
-        if value is None:
-            return unresolvable(REASON_MISSING_LABEL)
-        self_match = 1 if c.selector.matches(pod.labels) else 0
-        skew = state.counts[i].get(value, 0) + self_match - state.min_match(i)
-        if skew > c.max_skew:
-            return unschedulable(REASON_CONSTRAINTS)
-    return None
-
-
-def score_for_count(count: int, max_skew: int, weight: float) -> float:
-    return count * weight + (max_skew - 1)
 
 
 class PodTopologySpread:
@@ -259,7 +87,7 @@ class PodTopologySpread:
         if agg is None:
             namespace, selector = c.count_key[0], c.selector
             agg = self._host_counts[c.count_key] = NodeAggregate(
-                lambda node: [("host", node.name, n)] if (n := _count_matching(node, selector, namespace)) else ())
+                lambda node: [("host", node.name, n)] if (n := count_matching(node, selector, namespace)) else ())
             if len(self._host_counts) > 16:
                 self._host_counts.popitem(last=False)
         else:
@@ -282,7 +110,7 @@ class PodTopologySpread:
                 self._aggregates.popitem(last=False)
         else:
             self._aggregates.move_to_end(key)
-        state.write(_FILTER_KEY, _state_from(pod, hard, agg.refresh(cache)))
+        state.write(_FILTER_KEY, state_from(pod, hard, agg.refresh(cache)))
         return None, None
 
     def add_pod(self, state: CycleState, pod: PodInfo, add: PodInfo, node: NodeInfo) -> None:
@@ -363,8 +191,8 @@ class PodTopologySpread:
                 for i in counted:
                     c = soft[i]
                     value = node.labels.get(c.key)
-                    if value is not None and value in domains[i] and _eligible(pod, node, required, c):
-                        counts[i][value] += _count_on(node, c, pod.namespace)  # type: ignore[index]
+                    if value is not None and value in domains[i] and eligible(pod, node, required, c):
+                        counts[i][value] += kept_count(node, c, pod.namespace)  # type: ignore[index]
         weights = [math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2) for i, c in enumerate(soft)]
         state.write(_SCORE_KEY, (soft, counts, weights, require_all))
         return None
@@ -381,7 +209,7 @@ class PodTopologySpread:
                 continue
             kept = counts[i]
             if kept is None:
-                count = _count_on(node, c, pod.namespace)
+                count = kept_count(node, c, pod.namespace)
             else:
                 count = kept.get(node.name if c.key == HOSTNAME else value, 0)
             total += score_for_count(count, c.max_skew, weights[i])
@@ -397,7 +225,7 @@ class PodTopologySpread:
         for i, c in enumerate(soft):
             key, kept = c.key, counts[i]
             if kept is None:
-                found = [_count_on(n, c, namespace) if key in n.labels else None for n in nodes]
+                found = [kept_count(n, c, namespace) if key in n.labels else None for n in nodes]
             elif key == HOSTNAME:
                 found = [kept.get(n.name, 0) if key in n.labels else None for n in nodes]
             else:
