@@ -237,7 +237,7 @@ def _pss_by_component(data: str, supervisor: int) -> dict[str, float]:
 
 
 def _requests(api: str, ctx: Any) -> dict[str, float]:
-    """apiserver_request_total by "VERB resource" (the API server's /metrics)."""
+    """apiserver_request_total by "VERB resource[/subresource]" (the API server's /metrics)."""
     import re
 
     try:
@@ -249,7 +249,8 @@ def _requests(api: str, ctx: Any) -> dict[str, float]:
     for line in text.splitlines():
         if line.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
-            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}"
+            sub = labels.get("subresource")
+            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}{'/' + sub if sub else ''}"
             out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 

@@ -8,6 +8,8 @@ import re
 import kubernetes
 import pytest
 
+from tests.support.prometheus_text import samples
+
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 AGGREGATED_V2BETA1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 KUBECTL_ACCEPT = f"{AGGREGATED_V2},{AGGREGATED_V2BETA1},application/json"
@@ -94,10 +96,15 @@ def test_metrics_count_requests_time_them_and_report_watchers_and_revision(k8s, 
         watch.release_conn()
     text = body.decode()
     assert headers["Content-Type"].startswith("text/plain")
-    assert re.search(r'apiserver_request_total\{code="200",resource="configmaps",verb="LIST"\} 3\.0', text)
-    assert re.search(r'apiserver_request_total\{code="201",resource="configmaps",verb="POST"\} 1\.0', text)
-    assert re.search(r'apiserver_request_duration_seconds_bucket\{le="[0-9.]+",resource="configmaps",verb="LIST"\} \d', text)
-    assert re.search(r'apiserver_request_duration_seconds_count\{resource="configmaps",verb="LIST"\} 3\.0', text)
+    # kube-apiserver's labels: verb, dry_run, group, version, resource, subresource, scope, component (and code)
+    namespace_scope = {"dry_run": "", "group": "", "version": "v1", "resource": "configmaps", "subresource": "",
+                       "scope": "namespace", "component": "apiserver"}
+    assert samples(text, "apiserver_request_total", verb="LIST", code="200") == [({**namespace_scope, "verb": "LIST", "code": "200"}, 3.0)]
+    assert samples(text, "apiserver_request_total", verb="POST", resource="configmaps") == [
+        ({**namespace_scope, "verb": "POST", "code": "201"}, 1.0)]
+    assert samples(text, "apiserver_request_duration_seconds_bucket", verb="LIST", resource="configmaps", le="+Inf") == [
+        ({**namespace_scope, "verb": "LIST", "le": "+Inf"}, 3.0)]
+    assert samples(text, "apiserver_request_duration_seconds_count", verb="LIST", resource="configmaps")[0][1] == 3.0
     assert re.search(r'apiserver_registered_watchers\{resource="configmaps"\} 1\.0', text)
     revision = float(re.search(r"^k8py_storage_revision (\S+)$", text, re.M).group(1))
     assert revision >= int(created.metadata.resource_version)
@@ -118,5 +125,6 @@ def test_metric_verbs_are_kube_apiservers_http_method_labels(k8s):
     )
     core.delete_collection_namespaced_config_map("default")
     text = get(k8s, "/metrics", "text/plain")[2].decode()
-    verbs = set(re.findall(r'apiserver_request_total\{code="\d+",resource="configmaps",verb="(\w+)"\}', text))
-    assert verbs == {"POST", "GET", "PUT", "PATCH", "APPLY", "DELETE"}
+    by_verb = {labels["verb"]: labels for labels, _ in samples(text, "apiserver_request_total", resource="configmaps")}
+    assert set(by_verb) == {"POST", "GET", "PUT", "PATCH", "APPLY", "DELETE"}
+    assert (by_verb["GET"]["scope"], by_verb["POST"]["scope"], by_verb["DELETE"]["scope"]) == ("resource", "namespace", "namespace")

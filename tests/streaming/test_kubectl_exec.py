@@ -222,13 +222,16 @@ def test_a_v4_client_gets_the_status_and_its_hang_up_kills_the_command(cluster, 
 
 
 def test_streams_are_counted_as_connect_requests(cluster):
-    import re
     import urllib.request
+
+    from tests.support.prometheus_text import samples
 
     _running(cluster)
     cluster.kubectl.run("exec", "web", "--", "true")
     cluster.kubectl.run("logs", "web")
     with urllib.request.urlopen(cluster.apiserver.url + "/metrics", timeout=30) as r:
         text = r.read().decode()
-    verbs = set(re.findall(r'apiserver_request_total\{code="\d+",resource="pods",verb="(\w+)"\}', text))
-    assert {"CONNECT", "GET"} <= verbs
+    requests = samples(text, "apiserver_request_total", resource="pods")
+    assert {"CONNECT", "GET"} <= {labels["verb"] for labels, _ in requests}
+    assert ("CONNECT", "exec") in {(labels["verb"], labels["subresource"]) for labels, _ in requests}
+    assert ("GET", "log") in {(labels["verb"], labels["subresource"]) for labels, _ in requests}

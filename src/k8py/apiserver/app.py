@@ -32,7 +32,7 @@ from k8py.apiserver.flow import FlowRecorder
 from k8py.apiserver.metrics import CONTENT_TYPE_LATEST, APIMetrics
 from k8py.apiserver.openapi.v2 import PROTOBUF_MEDIA_TYPE, wants_protobuf
 from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.handlers.request_info import parse_resource_path
+from k8py.apiserver.handlers.request_info import ResourcePath, parse_resource_path
 from k8py.apiserver.streaming import RESOURCE_METRICS
 from k8py.apiserver.streaming.resource_metrics import GROUP as METRICS_GROUP
 
@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
 #: what a request was, for metrics (set once the path is resolved)
-VERB_KEY = web.RequestKey("k8py.verb", str)
-RESOURCE_KEY = web.RequestKey("k8py.resource", str)
+#: the request metrics' labels but the code: (verb, dry_run, group, version, resource, subresource, scope)
+METRIC_LABELS_KEY = web.RequestKey("k8py.metric-labels", tuple)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
@@ -80,6 +80,16 @@ def _metric_verb(verb: str, request: web.Request, subresource: str = "") -> str:
     if subresource.split("/", 1)[0] in _CONNECT_SUBRESOURCES:
         return "CONNECT"
     return _METRIC_VERBS.get(verb, verb.upper())
+
+
+def _metric_labels(verb: str, request: web.Request, path: ResourcePath, plural: str) -> tuple[str, ...]:
+    """As upstream's ``apiserver_request_total``: verb, dry_run, group, version, resource,
+    subresource and scope (``resource`` for one named object, ``namespace`` for a namespace's
+    collection, ``cluster`` otherwise)."""
+    scope = "resource" if path.name else "namespace" if path.namespace else "cluster"
+    dry_run = "All" if "dryRun" in request.query_string and request.query.get("dryRun") == "All" else ""
+    return (_metric_verb(verb, request, path.subresource), dry_run, path.group, path.version, plural,
+            path.subresource, scope)
 
 
 _WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -212,8 +222,7 @@ def build_app(
             if resource_path is None:
                 raise not_found()
             ctx = handlers.resolve(request, resource_path)
-            request[VERB_KEY] = _metric_verb(handlers.verb(ctx), request, resource_path.subresource)
-            request[RESOURCE_KEY] = ctx.definition.plural
+            request[METRIC_LABELS_KEY] = _metric_labels(handlers.verb(ctx), request, resource_path, ctx.definition.plural)
             if resource_path.group == METRICS_GROUP and RESOURCE_METRICS in request.app and not resource_path.subresource:
                 # never stored: computed from the kubelets' resource metrics
                 return await request.app[RESOURCE_METRICS].serve(
@@ -250,9 +259,9 @@ def build_app(
             code = 500
             return _status_response(InternalError(f"an error on the server ({type(err).__name__}) has prevented the request from succeeding"))
         finally:
-            verb = request.get(VERB_KEY)
-            if verb is not None:
-                metrics.observe(verb, request.get(RESOURCE_KEY, ""), code, time.perf_counter() - start)
+            labels = request.get(METRIC_LABELS_KEY)
+            if labels is not None:
+                metrics.observe(labels, code, time.perf_counter() - start)
 
     app = web.Application(middlewares=[status_errors, *middlewares], client_max_size=MAX_BODY_BYTES)
     only = app.router.add_route("*", "/{tail:.*}", route)

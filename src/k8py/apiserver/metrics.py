@@ -1,8 +1,8 @@
 """Prometheus metrics of one API server, served at ``/metrics``.
 
-Names follow kube-apiserver's where one exists:
-``apiserver_request_total{verb,resource,code}``,
-``apiserver_request_duration_seconds{verb,resource}``,
+Names and labels follow kube-apiserver's where one exists:
+``apiserver_request_total{verb,dry_run,group,version,resource,subresource,scope,component,code}``,
+``apiserver_request_duration_seconds`` (the same but the code),
 ``apiserver_registered_watchers{resource}``,
 ``apiserver_watch_events_total{resource}``,
 ``apiserver_terminated_watchers_total{resource}`` (watch clients closed for
@@ -23,6 +23,8 @@ from k8py.apiserver.loop_metrics import LoopCounter, LoopHistogram
 
 __all__ = ["APIMetrics", "CONTENT_TYPE_LATEST"]
 
+_REQUEST_LABELS = ("verb", "dry_run", "group", "version", "resource", "subresource", "scope", "component")
+_COMPONENT = "apiserver"
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -31,14 +33,15 @@ class APIMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = LoopCounter(
             "apiserver_request_total",
-            "Requests served, by verb, resource and HTTP code.",
-            ("verb", "resource", "code"),
+            "Requests served, by verb, dry run, group, version, resource, subresource, scope, component and HTTP code.",
+            (*_REQUEST_LABELS, "code"),
             registry=self.registry,
         )
         self.latency = LoopHistogram(
             "apiserver_request_duration_seconds",
-            "Request latency, from receipt to the last byte, by verb and resource (watches excluded).",
-            ("verb", "resource"),
+            "Request latency, from receipt to the last byte, by verb, dry run, group, version, resource, subresource, "
+            "scope and component (watches excluded).",
+            _REQUEST_LABELS,
             buckets=_BUCKETS,
             registry=self.registry,
         )
@@ -66,17 +69,18 @@ class APIMetrics:
             ("resource",),
             registry=self.registry,
         )
-        self._children: dict[tuple[str, str, int], tuple] = {}
+        self._children: dict[tuple[tuple[str, ...], int], tuple] = {}
         self.revision = Gauge("k8py_storage_revision", "The store revision the watch cache has reached.", registry=self.registry)
 
-    def observe(self, verb: str, resource: str, code: int, seconds: float) -> None:
+    def observe(self, labels: tuple[str, ...], code: int, seconds: float) -> None:
+        """One request: ``labels`` are (verb, dry_run, group, version, resource, subresource, scope)."""
         # labels() costs several microseconds; the children are few, keep them
-        key = (verb, resource, code)
+        key = (labels, code)
         children = self._children.get(key)
         if children is None:
             children = self._children[key] = (
-                self.requests.labels(verb, resource, str(code)),
-                self.latency.labels(verb, resource) if verb != "WATCH" else None,
+                self.requests.labels(*labels, _COMPONENT, str(code)),
+                self.latency.labels(*labels, _COMPONENT) if labels[0] != "WATCH" else None,
             )
         children[0].inc()
         if children[1] is not None:
