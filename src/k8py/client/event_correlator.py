@@ -233,7 +233,27 @@ class EventAggregator:
     def aggregate(self, event: Event) -> tuple[Event, str]:
         """The event to go on with (the same or a combined one) and its dedup key."""
         key, local_key = self._options.key_func(event)
-        now = self._clock.monotonic()
+        if not self._see(key, local_key, self._clock.monotonic()):
+            return event, event_key(event)
+        return self._combined(event), key
+
+    def combined_key(self, event: Event, now: float) -> tuple[str, str] | None:
+        """(similarity key, local key) if :meth:`aggregate` would combine ``event`` now
+        (changes nothing), else None."""
+        key, local_key = self._options.key_func(event)
+        record = self._records.peek(key)
+        if record is None or now - record.last_seen > self._options.max_interval:
+            return None
+        if len(record.local_keys) + (local_key not in record.local_keys) < self._options.max_events:
+            return None
+        return key, local_key
+
+    def see_combined(self, key: str, local_key: str, now: float) -> None:
+        """What :meth:`aggregate` records of an event :meth:`combined_key` said it would combine."""
+        self._see(key, local_key, now)
+
+    def _see(self, key: str, local_key: str, now: float) -> bool:
+        """Record one event of ``key``; whether it is to be combined."""
         record = self._records.get(key)
         if record is None or now - record.last_seen > self._options.max_interval:
             record = _AggregateRecord()
@@ -241,8 +261,11 @@ class EventAggregator:
         record.last_seen = now
         self._records.add(key, record)
         if len(record.local_keys) < self._options.max_events:
-            return event, event_key(event)
+            return False
         record.local_keys.pop()  # do not grow the set beyond the threshold
+        return True
+
+    def _combined(self, event: Event) -> Event:
         wall = self._clock.now()
         stamp = rfc3339(wall)
         ref = event.get("involvedObject") or {}
@@ -259,7 +282,7 @@ class EventAggregator:
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
         }
-        return combined, key
+        return combined
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +316,17 @@ class EventLogger:
         self._record(key, event)
         return event, patch
 
+    def written(self, key: str) -> bool:
+        """Whether an Event of ``key`` was written (so :meth:`observe` would make a repeat of it)."""
+        last = self._seen.peek(key)
+        return last is not None and last.count > 0
+
+    def count_repeat(self, key: str) -> None:
+        """What :meth:`observe` records of a repeat of a written Event (see :meth:`written`)."""
+        last = self._seen.get(key)
+        assert last is not None and last.count > 0, "count_repeat of an Event never written"
+        self._seen.add(key, _Observation(last.count + 1, last.first_timestamp, last.name, last.resource_version))
+
     def update_state(self, written: Event, key: str) -> None:
         """Remember the Event as the server returned it (its resourceVersion, count)."""
         self._record(key, written)
@@ -314,54 +348,46 @@ class CorrelateResult:
 
 
 class EventCorrelator:
-    """The three stages in order; ``correlate`` then, once written, ``update_state``."""
+    """The three stages in order; ``correlate`` then, once written, ``update_state``.
 
-    def __init__(self, options: CorrelatorOptions | None = None, *, clock: Clock | None = None) -> None:
+    ``flood_shortcut=False`` takes every event through the three stages (what the
+    shortcut for a flood, in the module docstring, is tested against)."""
+
+    def __init__(self, options: CorrelatorOptions | None = None, *, clock: Clock | None = None,
+                 flood_shortcut: bool = True) -> None:
         self.options = options if options is not None else CorrelatorOptions()
-        clock = clock if clock is not None else RealClock()
-        self.aggregator = EventAggregator(self.options, clock)
+        self._clock = clock if clock is not None else RealClock()
+        self.aggregator = EventAggregator(self.options, self._clock)
         self.logger = EventLogger(self.options)
-        self.spam_filter = SpamFilter(self.options, clock)
+        self.spam_filter = SpamFilter(self.options, self._clock)
+        # the shortcut files the event in the spam bucket of the combined event it stands for:
+        # the same bucket under the default key (source and object), not under any key
+        self.flood_shortcut = flood_shortcut and self.options.spam_key_func is spam_key
 
     def correlate(self, event: Event) -> CorrelateResult:
-        skipped = self._skip_saturated(event)
-        if skipped is not None:
-            return skipped
+        if self.flood_shortcut:
+            skipped = self._skip_flood(event)
+            if skipped is not None:
+                return skipped
         aggregated, key = self.aggregator.aggregate(event)
         observed, patch = self.logger.observe(aggregated, key)
         if self.spam_filter.filter(observed):
             return CorrelateResult(None, skip=True, key=key)
         return CorrelateResult(observed, patch, key)
 
-    def _skip_saturated(self, event: Event) -> CorrelateResult | None:
-        """The common case of a flood, decided cheaply: an event whose similar
-        events are already combined into one written Event, and whose source and
-        object have no spam token left. The three stages would build the
-        combined event and its repeat only to skip them; this makes the same
-        changes to their state (the aggregate record seen now, the repeat
-        counted, the bucket refilled and found empty) and skips it. ``None``:
-        not that case (nothing changed), take the three stages."""
-        options = self.options
-        if options.key_func is not aggregate_key or options.spam_key_func is not spam_key:
+    def _skip_flood(self, event: Event) -> CorrelateResult | None:
+        """An event the stages would combine into an Event already written and then
+        filter as spam: each stage records it as it would, and nothing is built.
+        ``None`` (nothing changed): not that case, take the three stages."""
+        now = self._clock.monotonic()
+        combined = self.aggregator.combined_key(event, now)
+        if combined is None:
             return None
-        key, local_key = aggregate_key(event)
-        now = self.aggregator._clock.monotonic()
-        record = self.aggregator._records.peek(key)
-        if record is None or now - record.last_seen > options.max_interval or \
-                len(record.local_keys | {local_key}) < options.max_events:
+        key, local_key = combined
+        if not self.logger.written(key) or not self.spam_filter.would_filter(self.options.spam_key_func(event), now):
             return None
-        last = self.logger._seen.peek(key)
-        if last is None or last.count <= 0:
-            return None
-        spam = spam_key(event)
-        if not self.spam_filter.would_filter(spam, now):
-            return None
-        # what aggregate, observe and filter would have done, in their order
-        record.local_keys.add(local_key)
-        record.local_keys.pop()
-        record.last_seen = now
-        self.aggregator._records.add(key, record)
-        self.logger._seen.add(key, _Observation(last.count + 1, last.first_timestamp, last.name, last.resource_version))
+        self.aggregator.see_combined(key, local_key, now)
+        self.logger.count_repeat(key)
         skipped = self.spam_filter.filter(event)
         assert skipped, "the spam bucket was found empty"
         return CorrelateResult(None, skip=True, key=key)
