@@ -1,7 +1,8 @@
 """``k8py up`` end to end: real processes, the real kubectl.
 
 One detached cluster on a temp data directory: a Deployment gets Running
-pods; a component killed with SIGKILL is restarted by the supervisor and the
+pods; the zygote that forked the components has retired; a component killed
+with SIGKILL is restarted by the supervisor (as its own interpreter) and the
 cluster keeps working; ``k8py down`` leaves no process; ``k8py up`` again on
 the same directory keeps the objects and runs the pods again.
 """
@@ -28,6 +29,11 @@ def running_pods(kubectl: Kubectl, selector: str) -> list[dict]:
     return [p for p in items if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
 
 
+def ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def kubectl_for(data_dir: str, home: str) -> Kubectl:
     state = read_state(data_dir)
     assert state is not None
@@ -50,12 +56,13 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
         again = k8py("up", "--data-dir", data, "--port", "0")
         assert again.returncode == 1 and "already running" in again.stderr
 
-        # every component was forked by the zygote (k8py imported once)
+        # every component was forked by the zygote (k8py imported once), which then retired (it forks nothing more)
         components = read_state(data)["components"]
-        zygote = components.pop("zygote")["pid"]
+        retired = components.pop("zygote")
+        zygote = retired["pid"]
+        assert retired["state"] == "retired"
         for name, comp in components.items():
-            with open(f"/proc/{comp['pid']}/stat") as f:
-                assert int(f.read().rsplit(")", 1)[1].split()[1]) == zygote, name
+            assert ppid(comp["pid"]) == zygote, name
 
         kubectl = kubectl_for(data, str(tmp_path / "home"))
         # kubelets renew their client certificates (--rotate-certificates): their renewals are auto-approved
@@ -76,6 +83,7 @@ def test_up_runs_pods_restarts_a_killed_component_stops_clean_and_resumes(tmp_pa
         restarted = wait_for(lambda: (c := read_state(data)["components"]["controller-manager"])["restarts"] == 1
                              and c["state"] == "running" and c["pid"] != victim and c, "the controller manager to be restarted")
         assert pid_alive(restarted["pid"])
+        assert ppid(restarted["pid"]) == state["pid"]  # its own interpreter, started by the supervisor
         kubectl.run("scale", "deployment", "web", "--replicas=3")
         wait_for(lambda: len(running_pods(kubectl, "app=web")) == 3, "3 Running pods after the restart")
 

@@ -3,8 +3,9 @@
 The zygote forks a child per request and reports its exit code; a child runs
 in its own session with its output in its log; a child killed by a signal is
 reported as the negative signal; a malformed request is refused without a
-fork; and when the zygote itself dies, the client kills the child it can no
-longer follow, so the supervisor never believes a live component dead.
+fork; when the zygote itself dies, the client kills the child it can no
+longer follow, so the supervisor never believes a live component dead; a
+retired zygote forks nothing and goes on reporting its children's exits.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ import sys
 import pytest
 
 from k8py.cluster.zygote_client import AdoptedChild, ZygoteClient, ZygoteUnavailable
+from tests.cluster.up_helpers import wait_for
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _alive(pid: int) -> bool:
@@ -85,6 +92,31 @@ async def test_a_child_of_a_dead_zygote_is_killed_not_lost(zygote, tmp_path):
         await client.spawn(["--version"], str(tmp_path / "v.log"))
 
 
+async def test_a_retired_zygote_forks_nothing_and_still_reports_its_childrens_exits(zygote, tmp_path):
+    """Once every component is forked the supervisor retires the zygote: the same
+    process (same pid, same name, so its children keep their parent and k8py
+    down's sweep still knows it) becomes a bare interpreter that only reaps."""
+    proc, client = zygote
+    assert await client.wait_ready(60, alive=lambda: proc.poll() is None)
+    first = await client.spawn(["zygote", "--socket", str(tmp_path / "a.sock")], str(tmp_path / "a.log"))
+    second = await client.spawn(["zygote", "--socket", str(tmp_path / "b.sock")], str(tmp_path / "b.log"))
+    assert await client.retire()
+    with pytest.raises(ZygoteUnavailable):  # its socket went before it answered
+        await client.spawn(["--version"], str(tmp_path / "v.log"))
+    # (it answers, then replaces its image: the same pid running the reaper, named again as the zygote)
+    await asyncio.to_thread(wait_for, lambda: _read(f"/proc/{proc.pid}/comm") == b"k8py-zygote\n"
+                            and b"zygote_reaper.py" in _read(f"/proc/{proc.pid}/cmdline"), "the reaper", 30)
+    with open(f"/proc/{first.pid}/stat") as f:
+        assert int(f.read().rsplit(")", 1)[1].split()[1]) == proc.pid
+    first.send_signal(signal.SIGKILL)
+    assert await asyncio.wait_for(first.wait(), 30) == -signal.SIGKILL
+    assert _alive(second.pid) and proc.poll() is None
+    second.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(second.wait(), 30) == 0  # (a zygote stops cleanly on SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 30) == 0  # no child left: the reaper is done
+    assert not await client.retire()
+
+
 async def test_a_zygote_started_before_the_event_loop_is_adopted_and_followed(tmp_path):
     """``k8py up`` forks the zygote out of itself before it imports the
     supervisor; the supervisor follows that pid as it follows its own
@@ -150,7 +182,7 @@ def test_trust_roots_deferred_while_a_module_is_imported_then_loaded(tmp_path, m
     them before any other component is forked; ssl itself is left as it was."""
     import ssl
 
-    from k8py.cli.zygote import import_deferring_trust_roots, load_trust_roots
+    from k8py.cli.trust_roots import deferred_trust_roots, load_trust_roots
 
     expected = ssl.create_default_context().cert_store_stats()["x509_ca"]  # (0 on a machine without any: still as before)
     (tmp_path / "makes_contexts.py").write_text(
@@ -161,8 +193,8 @@ def test_trust_roots_deferred_while_a_module_is_imported_then_loaded(tmp_path, m
         "UNVERIFIED.verify_mode = ssl.CERT_NONE\n"
         "UNVERIFIED.set_default_verify_paths()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    contexts = import_deferring_trust_roots("makes_contexts")
-    import makes_contexts
+    with deferred_trust_roots() as contexts:
+        import makes_contexts
 
     assert {id(c) for c in contexts} == {id(makes_contexts.VERIFIED), id(makes_contexts.UNVERIFIED)}
     assert makes_contexts.VERIFIED.cert_store_stats()["x509_ca"] == 0

@@ -16,7 +16,11 @@ zygote forks and answers ``{"pid": N}`` once the child leads its own
 session (so the pid is also a process group to signal), and when the child exits
 ``{"exit": CODE}`` (a negative code: killed by that signal), then closes the
 connection. A connection that closes without ``exit`` means the zygote died:
-the child may still run, and the supervisor must treat it as unknown.
+the child may still run, and the supervisor must treat it as unknown. Once
+every component is forked, ``{"retire": true}`` makes the zygote answer
+``{"retired": true}`` and become a bare reaper of its children that reports
+their exits as before and forks nothing (:mod:`k8py.cli.zygote_reaper`: the
+pages its children copied were its alone).
 
 The child is what ``python -m k8py ARGV`` would have been: its own session
 (``setsid``), stdin from ``/dev/null``, stdout and stderr appended to the
@@ -45,17 +49,8 @@ second phase starts only once a first request came, or after
 :data:`FIRST_REQUEST_GRACE`, so that it does not hold the API server's fork up;
 the zygote exits when its parent does.
 
-Trust roots: aiohttp makes two TLS client contexts when it is imported and
-loads the system's trust roots into both (some 150 certificates: 60 ms of
-CPU, on the way to the API server's first answer). The zygote imports it with
-that loading deferred (:func:`import_deferring_trust_roots`) and loads them
-(:func:`load_trust_roots`) once the API server is forked, before any other
-component is: every other child has aiohttp's default contexts as they would
-have been. The API server's stay without roots — it never makes a TLS
-connection with them: webhooks, aggregated API servers and kubelets each get
-a context of their own (their CA bundle, or a fresh default context), and
-etcd is spoken to over plain HTTP; one that did would fail to verify, never
-connect unverified.
+Trust roots: aiohttp is imported with the system trust roots of its TLS
+contexts deferred until the API server is forked (:mod:`k8py.cli.trust_roots`).
 """
 
 from __future__ import annotations
@@ -68,10 +63,11 @@ import os
 import selectors
 import signal
 import socket
-import ssl
 import sys
 import time
 from typing import Any, Iterator
+
+from k8py.cli.trust_roots import deferred_trust_roots, load_trust_roots
 
 __all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
 
@@ -136,32 +132,6 @@ def _preload(modules: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except ImportError as err:  # an optional extra missing: the child imports (and reports) it itself
             print(f"zygote: could not preload {name}: {err}", file=sys.stderr, flush=True)
-
-
-def import_deferring_trust_roots(name: str) -> list[ssl.SSLContext]:
-    """Import module ``name`` with every TLS context it makes meanwhile left
-    without the system trust roots; returns those contexts, for
-    :func:`load_trust_roots` (see the module docstring)."""
-    contexts: list[ssl.SSLContext] = []
-    cls = ssl.SSLContext
-    if "set_default_verify_paths" in cls.__dict__:  # someone else's override: leave it alone
-        _preload((name,))
-        return contexts
-    def defer(context: ssl.SSLContext) -> None:  # load_default_certs (create_default_context) and aiohttp's own call end here
-        contexts.append(context)
-
-    cls.set_default_verify_paths = defer  # type: ignore[method-assign]
-    try:
-        _preload((name,))
-    finally:
-        del cls.set_default_verify_paths  # (the C method underneath is back)
-    return contexts
-
-
-def load_trust_roots(contexts: list[ssl.SSLContext]) -> None:
-    """Load the trust roots into the contexts :func:`import_deferring_trust_roots` made."""
-    while contexts:
-        contexts.pop().set_default_verify_paths()
 
 
 def _child(request: dict[str, Any], started: int) -> None:
@@ -256,7 +226,8 @@ def serve(socket_path: str) -> int:
     # find next to nothing (import-time cycles are few); re-enabled once done,
     # and in every child at once
     gc.disable()
-    trust_roots = import_deferring_trust_roots("aiohttp")
+    with deferred_trust_roots() as trust_roots:
+        _preload(("aiohttp",))
     _preload(PRELOAD_FIRST)
     from k8py.cli.main import shared_parser
 
@@ -328,6 +299,11 @@ def serve(socket_path: str) -> int:
                     asked = asked or request is not None
                     if request is None:
                         pass
+                    elif request.get("retire") is True and (preloading or deferred):
+                        _send(conn, {"error": "still preloading: not retiring"})
+                        conn.close()
+                    elif request.get("retire") is True:
+                        _retire(conn, listener, selector, socket_path, children)
                     elif preloading and (request["argv"] or [""])[0] not in FORK_WHILE_PRELOADING:
                         deferred.append((conn, request))
                     else:
@@ -365,6 +341,8 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
     del pending[conn]
     try:
         request = json.loads(buffer.split(b"\n", 1)[0])
+        if request.get("retire") is True:
+            return request
         if not isinstance(request.get("argv"), list) or not isinstance(request.get("log"), str):
             raise ValueError("a request needs argv (a list) and log (a path)")
     except ValueError as err:
@@ -385,6 +363,24 @@ def _fork(conn: socket.socket, request: dict[str, Any], children: dict[int, sock
     os.close(started_r)
     children[pid] = conn
     _send(conn, {"pid": pid})
+
+
+def _retire(conn: socket.socket, listener: socket.socket, selector: selectors.BaseSelector, socket_path: str,
+            children: dict[int, socket.socket]) -> None:
+    """Become the reaper (:mod:`k8py.cli.zygote_reaper`); never returns. The
+    socket goes first, so that a later request fails at once."""
+    _reap(children)
+    selector.close()
+    listener.close()
+    try:
+        os.unlink(socket_path)
+    except OSError:
+        pass
+    _send(conn, {"retired": True, "children": len(children)})
+    conn.close()
+    from k8py.cli.zygote_reaper import retire
+
+    retire({pid: c.fileno() for pid, c in children.items()})
 
 
 def _reap(children: dict[int, socket.socket]) -> None:

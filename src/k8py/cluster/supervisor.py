@@ -161,7 +161,7 @@ class Supervisor:
             self.progress(f"{r.spec.name} exited with code {code}; restarting in {delay:.1f}s (log: {r.spec.log})")
 
         r.task = asyncio.create_task(
-            r.keep_running(backoff=self.backoff, clock=self._clock, stopping=lambda: self._stopping, fatal=fatal,
+            r.keep_running(backoff=self.backoff, clock=self._clock, stopping=lambda: self._stopping or r.state == "retired", fatal=fatal,
                            respawn=respawn, on_exit=on_exit),
             name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
@@ -234,6 +234,7 @@ class Supervisor:
         while not all(r.healthy for r in self.components):
             self._check_deadline(deadline, "every component to be healthy", next(r.spec for r in self.components if not r.healthy))
             await asyncio.sleep(0.02)
+        await self._retire_zygote()
         self.ready.set()
         self.timings["ready"] = round(self.elapsed(), 3)
         self.progress(f"cluster ready in {self.elapsed():.2f}s")
@@ -267,6 +268,21 @@ class Supervisor:
             self._zygote_client = client
         else:
             self.progress(f"the zygote did not start (log: {zygote.spec.log}); starting each component as its own process")
+
+    async def _retire_zygote(self) -> None:
+        """Every component is forked: the zygote becomes a bare reaper of its
+        children (its pages that they all copied were its alone), and a component
+        that exits from now on is started again as its own interpreter."""
+        client, zygote = self._zygote_client, self.zygote
+        if client is None or zygote is None:
+            return
+        self._zygote_client = None
+        if await client.retire():
+            zygote.state = "retired"
+            self._write_state()
+        else:  # (restarting, or still preloading after a restart of its own): it stays and forks
+            self._zygote_client = client
+            logger.warning("the zygote did not retire", extra={"log": zygote.spec.log})
 
     def _check_deadline(self, deadline: float, what: str, spec: ComponentSpec) -> None:
         if self._clock() > deadline:

@@ -157,6 +157,24 @@ class ZygoteClient:
             await asyncio.sleep(0.01)
         return False
 
+    async def retire(self) -> bool:
+        """Ask the zygote to retire (fork nothing more, become a reaper of its
+        children, see ``k8py.cli.zygote_reaper``); True once it said it does.
+        The children's connections go on reporting their exits as before."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.socket_path)
+        except OSError:
+            return False
+        try:
+            writer.write(b'{"retire": true}\n')
+            await writer.drain()
+            answer = json.loads(await reader.readline() or b"{}")
+        except (OSError, ValueError):
+            return False
+        finally:
+            writer.close()
+        return answer.get("retired") is True
+
     async def spawn(self, argv: list[str], log: str) -> ForkedProcess:
         try:
             reader, writer = await asyncio.open_unix_connection(self.socket_path)
