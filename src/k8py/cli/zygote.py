@@ -7,7 +7,9 @@ the same modules resident six times. The zygote (Android's word; Python's
 ``multiprocessing`` calls it a fork server) imports them once, then forks a
 child per component: the child starts at once, and the pages of the imported
 modules stay shared between all of them (``gc.freeze()`` before each fork
-keeps the collector from touching, and so copying, them).
+keeps the collector from touching, and so copying, them; the holes of the C
+heap are filled, so that a child's allocations do not write into them either:
+:mod:`k8py.cli.heap_holes`).
 
 Protocol, over a Unix stream socket, one connection per child: the
 supervisor sends one JSON line ``{"argv": [...], "log": PATH}``
@@ -67,6 +69,7 @@ import sys
 import time
 from typing import Any, Iterator
 
+from k8py.cli.heap_holes import fill_heap_holes
 from k8py.cli.trust_roots import deferred_trust_roots, load_trust_roots
 
 __all__ = ["serve", "fork_serve", "PRELOAD_FIRST", "PRELOAD_REST"]
@@ -354,6 +357,7 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
 
 def _fork(conn: socket.socket, request: dict[str, Any], children: dict[int, socket.socket]) -> None:
     gc.freeze()
+    fill_heap_holes()  # (a child's first allocations would copy the pages around them: k8py.cli.heap_holes)
     started_r, started_w = os.pipe()
     pid = os.fork()
     if pid == 0:
