@@ -11,7 +11,10 @@ Differences from OpenAPI that callers must know: references are
 ``#/$defs/<name>``, and nullable types are written ``["string", "null"]``.
 
 The definitions are loaded once, lazily, and shared; never mutate what this
-module returns.
+module returns. Each is parsed the first time it is asked for
+(:class:`LazyDefinitions`): all 638 parsed hold 2.6 MB, and an API server
+reads a few dozen of them (the kinds it is written and patched as), so the
+file is read once and kept as each definition's compact JSON (1 MB).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import functools
 import importlib.util
 import pathlib
 from importlib import resources
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import orjson
 
@@ -40,12 +43,44 @@ KUBERNETES_VERSION = "1.32.0"
 Schema = dict[str, Any]
 
 
+class LazyDefinitions(Mapping[str, Schema]):
+    """The definitions by name, each parsed from its JSON the first time it is read
+    (and then kept: the same object every time); ``gvk`` maps each
+    ``x-kubernetes-group-version-kind`` to the definition that carries it."""
+
+    def __init__(self, raw: dict[str, str], gvk: dict[tuple[str, str, str], str]) -> None:
+        self._raw = raw
+        self._parsed: dict[str, Schema] = {}
+        self.gvk = gvk
+
+    def __getitem__(self, name: str) -> Schema:
+        schema = self._parsed.get(name)
+        if schema is None:
+            schema = self._parsed[name] = orjson.loads(self._raw[name])
+        return schema
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 @functools.cache
-def definitions() -> dict[str, Schema]:
+def definitions() -> LazyDefinitions:
     """Every upstream definition by its OpenAPI name (io.k8s.api.core.v1.Pod)."""
     path = _package_dir("kubernetes_validate") / "kubernetes-json-schema" / f"v{KUBERNETES_VERSION}-local" / "_definitions.json"
     doc = orjson.loads(path.read_bytes())
-    return doc.get("$defs") or doc["definitions"]
+    parsed: dict[str, Schema] = doc.get("$defs") or doc["definitions"]
+    gvk: dict[tuple[str, str, str], str] = {}
+    for name, schema in parsed.items():
+        for kind in schema.get("x-kubernetes-group-version-kind") or ():
+            gvk.setdefault((kind.get("group", ""), kind["version"], kind["kind"]), name)
+    # (as str: orjson's bytes keep the capacity they were written with, twice their length)
+    return LazyDefinitions({name: orjson.dumps(schema).decode() for name, schema in parsed.items()}, gvk)
 
 
 def _package_dir(package: str) -> Any:
@@ -96,15 +131,6 @@ def schema_type(schema: Schema) -> str | None:
     return t
 
 
-@functools.cache
-def _gvk_index() -> dict[tuple[str, str, str], str]:
-    index: dict[tuple[str, str, str], str] = {}
-    for name, schema in definitions().items():
-        for gvk in schema.get("x-kubernetes-group-version-kind") or ():
-            index.setdefault((gvk.get("group", ""), gvk["version"], gvk["kind"]), name)
-    return index
-
-
 def gvk_definition_name(group: str, version: str, kind: str) -> str | None:
     """The definition that carries ``x-kubernetes-group-version-kind`` for a kind."""
-    return _gvk_index().get((group, version, kind))
+    return definitions().gvk.get((group, version, kind))
