@@ -103,3 +103,19 @@ def test_classification_follows_precedence_and_subjects():
     sa = UserInfo("system:serviceaccount:default:app", groups=("system:serviceaccounts", "system:authenticated"))
     assert name(sa, "GET", "/api/v1/namespaces/default/pods") == "service-accounts"
     assert name(UserInfo("alice", groups=("system:authenticated",)), "GET", "/api/v1/pods") == "global-default"
+
+
+async def test_a_queue_is_its_own_only_once_a_request_waited_in_it():
+    """(An empty deque takes 760 bytes; the default levels have some 540 queues, most never used.)"""
+    qs = QueueSet("level", seats=1, queues=64, hand_size=1, queue_length_limit=10)
+    assert len({id(q) for q in qs._queues}) == 1  # the one shared, never-used queue
+    held, _ = await qs.acquire(1)
+    results: list = []
+    waiting = await _spawn(qs, 2, results, "queued")
+    own = deal(2, 64, 1)[0]
+    assert len({id(q) for q in qs._queues}) == 2 and len(qs._queues[own]) == 1
+    qs.release(held)
+    await waiting
+    assert results == [("queued", "")] and qs.waiting == 0
+    qs.reconfigure(seats=1, queues=32, hand_size=1, queue_length_limit=10)
+    assert len({id(q) for q in qs._queues}) == 1

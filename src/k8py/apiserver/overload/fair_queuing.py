@@ -33,7 +33,9 @@ Invariants: ``seats_in_use <= seats`` except right after the seats shrank
 (``reconfigure``/``set_seats``), and no request waits while its queue's head
 could run. Every change of the seat demand (seats in use plus seats waiting)
 is reported to ``demand`` (a :class:`~.borrowing.SeatDemand`) for borrowing.
-Single-threaded (the event loop); nothing here blocks.
+Single-threaded (the event loop); nothing here blocks. A queue that never held
+a request is the shared :data:`_NEVER_USED` (an empty deque takes 760 bytes:
+the API server's default levels have some 540 queues, most never used).
 """
 
 from __future__ import annotations
@@ -67,6 +69,17 @@ def deal(hash_value: int, deck: int, hand: int) -> list[int]:
                 card += 1
         cards.append(card)
     return cards
+
+
+class _NeverUsed(deque):  # type: ignore[type-arg]
+    """The empty queue every queue is until a request waits in it: read like any
+    empty queue, never written (:meth:`QueueSet._writable` replaces it first)."""
+
+    def append(self, _item: object) -> None:
+        raise TypeError("a never-used queue is shared: QueueSet._writable replaces it first")
+
+
+_NEVER_USED = _NeverUsed()
 
 
 class DemandObserver(Protocol):
@@ -114,7 +127,7 @@ class QueueSet:
     def _renumber(self, queues: int) -> None:
         self._hands = {}
         self.queues = queues
-        self._queues = [deque() for _ in range(queues)]
+        self._queues = [_NEVER_USED] * queues
         self._executing_by_queue = [0] * queues
         self._virtual = [self._now] * queues
 
@@ -187,7 +200,7 @@ class QueueSet:
             self._renumber(queues)
             for w in waiters:
                 if queues:
-                    self._queues[deal(w.flow, queues, hand_size)[0]].append(w)
+                    self._writable(deal(w.flow, queues, hand_size)[0]).append(w)
                 else:
                     w.future.cancel()
             self._waiting = sum(len(q) for q in self._queues)
@@ -203,9 +216,9 @@ class QueueSet:
             return None, "concurrency-limit"
         width = self.width(width)
         index = self._shortest(flow)
-        queue = self._queues[index]
-        if len(queue) >= self.queue_length_limit:
+        if len(self._queues[index]) >= self.queue_length_limit:
             return None, "queue-full"
+        queue = self._writable(index)
         waiter = _Waiter(flow, width, asyncio.get_running_loop().create_future())
         if not queue:  # waking up: idle time is not credit
             self._virtual[index] = max(self._virtual[index], self._now)
@@ -227,6 +240,12 @@ class QueueSet:
             else:
                 self._forget(waiter)
             raise
+
+    def _writable(self, index: int) -> deque[_Waiter]:
+        queue = self._queues[index]
+        if queue is _NEVER_USED:
+            queue = self._queues[index] = deque()
+        return queue
 
     def release(self, grant: Grant | None) -> None:
         if grant is None:
