@@ -344,7 +344,7 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
     del pending[conn]
     try:
         request = json.loads(buffer.split(b"\n", 1)[0])
-        if request.get("retire") is True:
+        if isinstance(request, dict) and request.get("retire") is True:
             return request
         if not isinstance(request.get("argv"), list) or not isinstance(request.get("log"), str):
             raise ValueError("a request needs argv (a list) and log (a path)")

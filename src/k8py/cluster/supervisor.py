@@ -17,7 +17,11 @@ Invariants:
   this module) and supervised like a component (:mod:`.zygote_client`), so
   that k8py is imported once rather than once per component, and the
   certificates are made while the zygote imports (:mod:`.pki_child`); a component the zygote
-  cannot fork is started as its own interpreter instead;
+  cannot fork is started as its own interpreter instead. Once every component is healthy,
+  before the cluster is said ready, the zygote retires (:meth:`ZygoteClient.retire`: it
+  becomes a bare reaper of the components it forked, its pages they had all copied freed;
+  state ``retired``, not restarted if it exits), and a component that exits from then on is
+  started again as its own interpreter;
 - a component that exits while the cluster is not stopping is started again
   after a backoff (``backoff_initial`` doubling to ``backoff_max``; reset once
   it has run ``backoff_reset`` seconds), and ``restarts`` counts it
@@ -160,8 +164,11 @@ class Supervisor:
         def on_exit(code: int, delay: float) -> None:
             self.progress(f"{r.spec.name} exited with code {code}; restarting in {delay:.1f}s (log: {r.spec.log})")
 
+        def stopping() -> bool:  # (a retired zygote that exits is not started again: nothing is forked any more)
+            return self._stopping or r.state == "retired"
+
         r.task = asyncio.create_task(
-            r.keep_running(backoff=self.backoff, clock=self._clock, stopping=lambda: self._stopping or r.state == "retired", fatal=fatal,
+            r.keep_running(backoff=self.backoff, clock=self._clock, stopping=stopping, fatal=fatal,
                            respawn=respawn, on_exit=on_exit),
             name=f"supervise-{r.spec.name}")
         asyncio.create_task(self._watch_health(r), name=f"health-{r.spec.name}")
