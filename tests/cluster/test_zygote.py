@@ -69,11 +69,12 @@ async def test_forks_a_command_and_reports_how_it_ended(zygote, tmp_path):
 async def test_a_malformed_request_is_refused(zygote, tmp_path):
     proc, client = zygote
     assert await client.wait_ready(60, alive=lambda: proc.poll() is None)
-    reader, writer = await asyncio.open_unix_connection(client.socket_path)
-    writer.write(b'{"argv": "not a list"}\n')
-    await writer.drain()
-    assert b"argv" in await reader.readline()
-    writer.close()
+    for request, error in ((b'{"argv": "not a list"}\n', b"argv"), (b'["argv"]\n', b"JSON object"), (b"{\n", b"error")):
+        reader, writer = await asyncio.open_unix_connection(client.socket_path)
+        writer.write(request)
+        await writer.drain()
+        assert error in await reader.readline()
+        writer.close()
     assert proc.poll() is None  # the zygote goes on serving
     child = await client.spawn(["--version"], str(tmp_path / "v.log"))
     assert await asyncio.wait_for(child.wait(), 30) == 0

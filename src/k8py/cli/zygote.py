@@ -344,7 +344,9 @@ def _read_request(conn: socket.socket, pending: dict[socket.socket, bytes],
     del pending[conn]
     try:
         request = json.loads(buffer.split(b"\n", 1)[0])
-        if isinstance(request, dict) and request.get("retire") is True:
+        if not isinstance(request, dict):
+            raise ValueError("a request is a JSON object")
+        if request.get("retire") is True:
             return request
         if not isinstance(request.get("argv"), list) or not isinstance(request.get("log"), str):
             raise ValueError("a request needs argv (a list) and log (a path)")
