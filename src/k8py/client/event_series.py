@@ -33,9 +33,10 @@ at most that rate) and, with ``max_in_flight``, a slot; each write is then its
 own task. A pending write is its event alone (no task waits for it): at
 kube-scheduler's default 50 a second, a scheduler that placed 10,000 pods in
 half a minute holds some 8,000 of them for three minutes, as upstream holds
-8,000 goroutines. Writes of one isomorphic event stay in order (a series PATCH
-waits for the create before it). :meth:`flush` waits for the queued, the
-pending and the in-flight writes.
+8,000 goroutines (past ``max_pending`` waiting, an event is dropped, as
+when the queue is full). Writes of one isomorphic event stay in order (a
+series PATCH waits for the create before it). :meth:`flush` waits for the
+queued, the pending and the in-flight writes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ __all__ = ["SeriesEventBroadcaster", "SeriesEventRecorder"]
 logger = logging.getLogger(__name__)
 
 FINISH_TIME = 6 * 60.0
+#: writes waiting for their turn beyond which an event is dropped (some 110 MB of them): a bound
+#: upstream's goroutine per event does not have, for a component that records faster than its
+#: rate for long (a scheduler placing 100 pods a second against 50 Events a second for 15 minutes)
+MAX_PENDING_WRITES = 50_000
 REFRESH_TIME = 30 * 60.0
 MAX_NOTE_LENGTH = 1024
 
@@ -127,11 +132,13 @@ class SeriesEventBroadcaster:
         self, client: RestClient, *, clock: Clock | None = None, queue_size: int = MAX_QUEUED_EVENTS,
         finish_time: float = FINISH_TIME, refresh_time: float = REFRESH_TIME,
         limiter: BucketRateLimiter | None = None, max_in_flight: int | None = None,
+        max_pending: int = MAX_PENDING_WRITES,
     ) -> None:
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self.client = client
         self.max_in_flight = max_in_flight
+        self.max_pending = max_pending
         #: isomorphic key -> the last write of that event still in flight (writes of one event stay in order)
         self._writing: dict[tuple[Any, ...], asyncio.Task[None]] = {}
         self.clock: Clock = clock if clock is not None else RealClock()
@@ -185,7 +192,9 @@ class SeriesEventBroadcaster:
                 try:
                     key = isomorphic_key(event)
                     to_write = self._observe(key, event)
-                    if to_write is not None:
+                    if to_write is not None and len(self._pending) >= self.max_pending:
+                        self.drop(event.get("reason"))
+                    elif to_write is not None:
                         self._pending.append((key, to_write))
                         self._has_pending.set()
                         handed_over = True
