@@ -41,7 +41,7 @@ async def test_a_deleted_pod_goes_without_a_final_status_unless_it_has_finalizer
                     return all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
                 await _until(running)
-                patches = _requests(server.url, "PATCH", "pods")
+                patches = _requests(server.url, "PATCH", "pods", "status")
                 deletes = _requests(server.url, "DELETE", "pods")
 
                 await client.delete(PODS, "default", "plain")  # graceful: 30 s, which the kubelet ends at once
@@ -55,7 +55,7 @@ async def test_a_deleted_pod_goes_without_a_final_status_unless_it_has_finalizer
 
                 await _until(plain_gone)
                 assert _requests(server.url, "DELETE", "pods") == deletes + 2  # the test's and the kubelet's (grace 0)
-                assert _requests(server.url, "PATCH", "pods") == patches  # no final status written
+                assert _requests(server.url, "PATCH", "pods", "status") == patches  # no final status written
 
                 await client.delete(PODS, "default", "held")
 
@@ -66,7 +66,7 @@ async def test_a_deleted_pod_goes_without_a_final_status_unless_it_has_finalizer
 
                 pod = await _until(held_final)
                 assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["finalizers"] == ["example.com/hold"]
-                assert _requests(server.url, "PATCH", "pods") == patches + 1
+                assert _requests(server.url, "PATCH", "pods", "status") == patches + 1
                 await client.patch(PODS, "default", "held", {"metadata": {"finalizers": None}}, patch_type=PatchType.MERGE)
 
                 async def held_gone() -> bool:
