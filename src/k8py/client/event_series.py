@@ -62,12 +62,12 @@ __all__ = ["SeriesEventBroadcaster", "SeriesEventRecorder"]
 logger = logging.getLogger(__name__)
 
 FINISH_TIME = 6 * 60.0
+REFRESH_TIME = 30 * 60.0
+MAX_NOTE_LENGTH = 1024
 #: writes waiting for their turn beyond which an event is dropped (some 110 MB of them): a bound
 #: upstream's goroutine per event does not have, for a component that records faster than its
 #: rate for long (a scheduler placing 100 pods a second against 50 Events a second for 15 minutes)
 MAX_PENDING_WRITES = 50_000
-REFRESH_TIME = 30 * 60.0
-MAX_NOTE_LENGTH = 1024
 
 Event = dict[str, Any]
 
