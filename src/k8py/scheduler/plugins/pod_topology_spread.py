@@ -35,7 +35,7 @@ import math
 from collections import OrderedDict, defaultdict
 from typing import Any, Sequence
 
-from k8py.scheduler.cache.aggregate import NodeAggregate
+from k8py.scheduler.cache.aggregate import Contribution, NodeAggregate
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState, PreFilterResult
 from k8py.scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
@@ -77,22 +77,32 @@ class PodTopologySpread:
             parts.append(pod.shape("tolerations"))
         return tuple(parts)
 
+    @staticmethod
+    def _kept(table: OrderedDict[Any, NodeAggregate], key: Any, contribution: Contribution, cache: Any) -> dict[Any, dict[str, int]]:
+        """The sums of ``table``'s aggregate for ``key`` (made with ``contribution`` when new;
+        the 16 used last are kept), brought up to date from the cache's changes."""
+        agg = table.get(key)
+        if agg is None:
+            agg = table[key] = NodeAggregate(contribution)
+            if len(table) > 16:
+                table.popitem(last=False)
+        else:
+            table.move_to_end(key)
+        return agg.refresh(cache)
+
     def _kept_host_counts(self, c: Constraint) -> dict[str, int] | None:
         """Node name -> how many of its pods ``c`` counts (absent: none), kept up to date from
         the cache's changes; None without a cache."""
         cache = getattr(self.handle, "cache", None)
         if cache is None or c.count_key is None:
             return None
-        agg = self._host_counts.get(c.count_key)
-        if agg is None:
-            namespace, selector = c.count_key[0], c.selector
-            agg = self._host_counts[c.count_key] = NodeAggregate(
-                lambda node: [("host", node.name, n)] if (n := count_matching(node, selector, namespace)) else ())
-            if len(self._host_counts) > 16:
-                self._host_counts.popitem(last=False)
-        else:
-            self._host_counts.move_to_end(c.count_key)
-        return agg.refresh(cache).get("host") or {}
+        namespace, selector = c.count_key[0], c.selector
+
+        def on_node(node: NodeInfo) -> list[tuple[str, str, int]]:
+            n = count_matching(node, selector, namespace)
+            return [("host", node.name, n)] if n else []
+
+        return self._kept(self._host_counts, c.count_key, on_node, cache).get("host") or {}
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         hard = [c for c in constraints_of(pod, self.defaults) if c.hard]
@@ -102,15 +112,8 @@ class PodTopologySpread:
         if cache is None:
             state.write(_FILTER_KEY, spread_state(pod, nodes, hard))
             return None, None
-        key = self._shape(pod, hard)
-        agg = self._aggregates.get(key)
-        if agg is None:
-            agg = self._aggregates[key] = NodeAggregate(lambda node: node_contribution(pod, node, hard))
-            if len(self._aggregates) > 16:
-                self._aggregates.popitem(last=False)
-        else:
-            self._aggregates.move_to_end(key)
-        state.write(_FILTER_KEY, state_from(pod, hard, agg.refresh(cache)))
+        groups = self._kept(self._aggregates, self._shape(pod, hard), lambda node: node_contribution(pod, node, hard), cache)
+        state.write(_FILTER_KEY, state_from(pod, hard, groups))
         return None, None
 
     def add_pod(self, state: CycleState, pod: PodInfo, add: PodInfo, node: NodeInfo) -> None:
@@ -172,10 +175,8 @@ class PodTopologySpread:
             else {n.labels.get(c.key) for n in nodes} - {None} for c in soft]  # type: ignore[misc]
         if not require_all and not all(domains[i] for i, c in enumerate(soft) if c.key != HOSTNAME):
             # a key no feasible node has scores no node: left out (a zone, on zone-less nodes)
-            kept = [i for i, c in enumerate(soft) if c.key == HOSTNAME or domains[i]]
+            kept = [i for i, c in enumerate(soft) if c.key == HOSTNAME or domains[i]]  # (the defaults' hostname stays)
             soft, domains = [soft[i] for i in kept], [domains[i] for i in kept]
-            if not soft:
-                return Status(Code.SKIP)
         # the hostname's counts by node name (None: counted per node when scored); the other keys'
         # by domain
         counts: list[dict[str, int] | None] = [self._kept_host_counts(c) if c.key == HOSTNAME else defaultdict(int)
@@ -232,14 +233,14 @@ class PodTopologySpread:
                 found = [None if (value := n.labels.get(key)) is None else kept.get(value, 0) for n in nodes]
             found_by.append(found)
         if len(soft) == 1:
-            weight, base = weights[0], soft[0].max_skew - 1
-            by_count = {n: 0 if n is None else round(n * weight + base) for n in set(found_by[0])}
+            max_skew, weight = soft[0].max_skew, weights[0]
+            by_count = {n: 0 if n is None else round(score_for_count(n, max_skew, weight)) for n in set(found_by[0])}
             scores = list(map(by_count.__getitem__, found_by[0]))
         else:
             totals: list[float] = [0.0] * len(nodes)
             for i, found in enumerate(found_by):
-                weight, base = weights[i], soft[i].max_skew - 1
-                totals = [t if n is None else t + (n * weight + base) for t, n in zip(totals, found)]
+                max_skew, weight = soft[i].max_skew, weights[i]
+                totals = [t if n is None else t + score_for_count(n, max_skew, weight) for t, n in zip(totals, found)]
             scores = [round(t) for t in totals]
         if require_all:
             keys = [c.key for c in soft]
