@@ -11,7 +11,6 @@ pulls (no image list, as kwok's Nodes). Real API server, real client.
 from __future__ import annotations
 
 import asyncio
-import re
 import urllib.request
 
 from k8py.client.config import ClientConfig
@@ -19,20 +18,16 @@ from k8py.client.resources import LEASES, NODES, PODS
 from k8py.client.rest import RestClient
 from k8py.kubelet.config import KubeletConfig
 from k8py.kubelet.simulated_nodes import SimulatedNodes
+from tests.support.prometheus_text import samples
 from tests.support.servers import ServerThread, sqlite_storage
 
 
 def _requests(url: str, verb: str, resource: str, subresource: str | None = "") -> float:
     """``apiserver_request_total`` of one verb on one resource and subresource (None: any)."""
     text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
-            if (labels.get("verb"), labels.get("resource")) == (verb, resource) and \
-                    subresource in (None, labels.get("subresource", "")):
-                total += float(line.rsplit(" ", 1)[1])
-    return total
+    match = {"verb": verb, "resource": resource} if subresource is None else \
+        {"verb": verb, "resource": resource, "subresource": subresource}
+    return sum(value for _, value in samples(text, "apiserver_request_total", **match))
 
 
 async def _until(check, timeout: float = 60.0):  # type: ignore[no-untyped-def]
