@@ -58,6 +58,11 @@ DESELECTED = {
     # loaded machine. The same forwards through the context manager pass.
     "tests/test_objects.py::test_pod_port_forward_start_stop": "kr8s race: start() returns before its listener is bound",
     "tests/test_objects.py::test_service_port_forward_start_stop": "kr8s race: start() returns before its listener is bound",
+    # a kr8s race: with a 10 µs timeout on its kept-alive connection, the test expects /version to
+    # time out, which it does only if the answer is not in the socket yet when httpx first reads;
+    # k8py's answer (about 0.1 ms) is sometimes there first: once in four full runs of this suite
+    # under the parallel tests' load, never in 12 runs alone; kind's, through Docker, never is
+    "tests/test_api.py::test_api_timeout": "kr8s race: a 10 µs timeout the answer can beat to the client's read",
 }
 
 SHIM = textwrap.dedent('''\
