@@ -124,6 +124,19 @@ def test_more_api_servers_without_etcd_are_refused_with_what_to_do(tmp_path):
         _spec(build_parser().parse_args(["up", "--data-dir", str(tmp_path), "--apiservers", "2"]))
 
 
+def test_with_pods_in_their_own_namespaces_the_proxy_is_told_nftables_unless_the_config_says_otherwise(tmp_path):
+    def proxy_argv(**kw: object) -> list[str]:
+        spec = ClusterSpec(data_dir=str(tmp_path), port=0, **kw)
+        return {c.name: c.argv for c in component_specs(spec, all_ports(spec))}["proxy"]
+
+    # not "auto", which waits a while for the Node's label and then settles on userspace for good
+    argv = proxy_argv(pod_network="cni")
+    assert argv[argv.index("--proxy-mode") + 1] == "nftables"
+    assert "--proxy-mode" not in proxy_argv()  # loopback pods: auto, which picks userspace
+    given = proxy_argv(pod_network="cni", extra_args={"proxy": ["--proxy-mode=userspace"]})
+    assert "--proxy-mode=userspace" in given and "nftables" not in given
+
+
 def test_kubelets_point_pods_at_k8py_dns_only_when_it_has_port_53(tmp_path):
     spec = ClusterSpec(data_dir=str(tmp_path), port=0, nodes=1)
     ports = all_ports(spec)

@@ -5,6 +5,7 @@ servers on their own loopback addresses."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from typing import Any
 
@@ -255,3 +256,20 @@ async def test_load_balancer_source_ranges_admit_only_their_clients(cluster):
         raise AssertionError("a client outside loadBalancerSourceRanges was let in")
     # the cluster IP is not filtered
     assert await http_get(lb["spec"]["clusterIP"], 80) == "fw-1"
+
+
+async def test_a_cluster_ip_port_held_by_another_process_is_retried_without_another_change(cluster):
+    svc = await _service(cluster.client, "held")
+    vip = svc["spec"]["clusterIP"]
+    blocker = socket.socket()
+    blocker.bind((vip, 80))
+    blocker.listen()
+    try:
+        await cluster.start_pod("held-1", {"app": "held"})
+        # the proxier's sync cannot listen there: it says so and will try again by itself
+        await eventually(lambda: cluster.proxier.metrics.sync_failures._value.get() >= 1)
+        assert cluster.proxier.synced.is_set()  # the rest of its table is in force
+    finally:
+        blocker.close()
+    # nothing in the API changes from here: only the proxier's retry can open the listener
+    assert await eventually(lambda: http_get(vip, 80)) == "held-1"

@@ -98,8 +98,10 @@ def component_specs(spec: ClusterSpec, ports: dict[str, int], *, cluster_cidr: s
     if spec.pod_network == "cni":
         dns += ["--pod-network", "cni", "--service-cluster-ip-range", service_cidr]
     proxy_extra = extra.get("proxy", [])
-    if spec.runtime == "containerd" and not any(str(a).startswith("--proxy-mode") for a in proxy_extra):
-        proxy_extra = ["--proxy-mode", "nftables", *proxy_extra]  # pods in their own namespaces reach Services through nft DNAT
+    if spec.pods_in_netns and not any(str(a).startswith("--proxy-mode") for a in proxy_extra):
+        # pods in their own namespaces reach Services only through nft DNAT: said outright, not left to
+        # "auto", which would settle on userspace for good if the kubelet were slow to register its Node
+        proxy_extra = ["--proxy-mode", "nftables", *proxy_extra]
     for node in spec.node_names():
         port = ports[f"kubelet/{node}"]
         runtime: list[str] = []

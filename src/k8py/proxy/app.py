@@ -94,6 +94,9 @@ async def choose_mode(client: RestClient, options: ProxyOptions) -> str:
             return "userspace"
         except NotFound:
             if asyncio.get_running_loop().time() > deadline:
+                logger.warning("proxy mode auto: this node's Node did not appear in time; using userspace "
+                               "(pods in their own network namespaces need --proxy-mode=nftables)",
+                               extra={"node": options.node_name, "waited_seconds": options.auto_wait})
                 return "userspace"
             await asyncio.sleep(0.2)
 

@@ -23,14 +23,20 @@ from typing import Mapping, Protocol, Sequence
 
 from k8py.proxy.service_table import ServicePort, ServicePortKey
 
-__all__ = ["ProxyBackend"]
+__all__ = ["ProxyBackend", "SyncIncomplete"]
+
+
+class SyncIncomplete(RuntimeError):
+    """A sync applied what it could, but some of the table is not in force yet
+    (a cluster IP's port was in use); the proxier calls ``sync`` again later."""
 
 
 class ProxyBackend(Protocol):
     async def sync(self, table: Mapping[ServicePortKey, ServicePort], node_addresses: Sequence[str]) -> None:
         """Forward as ``table`` says: cluster IPs to ``cluster_endpoints``, node ports on
         ``node_addresses`` to ``external_endpoints``; a port with no endpoint refuses
-        connections at once (upstream's REJECT)."""
+        connections at once (upstream's REJECT). Raises when some of it could not be
+        put in force; the proxier then records nothing as applied and syncs again later."""
 
     async def close(self) -> None:
         """Stop forwarding; connections in flight may be cut."""

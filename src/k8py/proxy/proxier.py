@@ -8,7 +8,10 @@ task (``proxy-sync``) rebuilds the table with
 it to the backend when it differs from the last one applied. Events that
 arrive during a sync are folded into the next one, so a burst costs one or
 two syncs, and nothing waits on a timer: the removal of an endpoint reaches
-the backend as soon as its slice update arrives.
+the backend as soon as its slice update arrives. A sync the backend refuses
+(``nft`` failed, a cluster IP's port was in use) is not recorded as applied
+and is tried again after a backoff (0.5 s doubling to 30 s), without waiting
+for another change; the process keeps its caches meanwhile.
 
 After each sync the per-Service health checks (:mod:`.service_health`) are
 brought in line: a listener on each ``healthCheckNodePort`` answering with
@@ -30,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from k8py.client.informer_factory import InformerFactory
 from k8py.client.resources import ENDPOINT_SLICES, NODES, SERVICES
-from k8py.proxy.backend import ProxyBackend
+from k8py.proxy.backend import ProxyBackend, SyncIncomplete
 from k8py.proxy.service_health import ServiceHealthServer, health_check_ports, local_ready_endpoints
 from k8py.proxy.service_table import ServicePort, ServicePortKey, build_table
 
@@ -39,6 +42,8 @@ __all__ = ["Proxier", "SERVICE_PROXY_NAME"]
 logger = logging.getLogger(__name__)
 
 SERVICE_PROXY_NAME = "service.kubernetes.io/service-proxy-name"
+#: a failed sync is tried again after this, doubling to the most
+SYNC_RETRY_INITIAL, SYNC_RETRY_MAX = 0.5, 30.0
 
 
 class ProxyMetrics:
@@ -49,6 +54,7 @@ class ProxyMetrics:
         self.last_sync = Gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "The last time proxy rules were successfully synced",
                                registry=self.registry)
         self.service_ports = Gauge("k8py_proxy_service_ports", "Service ports in the table", registry=self.registry)
+        self.sync_failures = Counter("k8py_proxy_sync_failures", "Syncs the backend refused (each is retried)", registry=self.registry)
         self.connections = Counter("k8py_proxy_connections", "TCP connections relayed to an endpoint", registry=self.registry)
 
 
@@ -73,6 +79,21 @@ class Proxier:
         self.generation = 0
         for informer in (self.services, self.slices, self.nodes):
             informer.add_event_handler(on_add=self._mark, on_update=lambda o, n: self._mark(n), on_delete=self._mark)
+
+    async def _retry_later(self, err: Exception, failures: int) -> None:
+        """After a failed sync, the sync is tried again after a backoff (with
+        whatever changed meanwhile), as kube-proxy retries a failed sync rather
+        than waiting for the next change. The changes a refused sync took count
+        as waiting again (``/healthz``); those of an incomplete one, whose
+        table is in force but for a few ports, do not."""
+        if self._syncing_since is not None and not isinstance(err, SyncIncomplete):
+            self._pending_since = min(t for t in (self._syncing_since, self._pending_since) if t is not None)
+        self._syncing_since = None
+        delay = min(SYNC_RETRY_INITIAL * 2 ** (failures - 1), SYNC_RETRY_MAX)
+        self.metrics.sync_failures.inc()
+        level = logging.WARNING if isinstance(err, SyncIncomplete) else logging.ERROR
+        logger.log(level, "proxy rules sync failed; retrying", extra={"error": str(err), "failures": failures, "retry_in_seconds": delay})
+        await asyncio.sleep(delay)
 
     def _mark(self, _obj: Any) -> None:
         if self._pending_since is None:
@@ -120,11 +141,20 @@ class Proxier:
         """Sync until cancelled (the informers are started by their factory)."""
         for informer in (self.services, self.slices, self.nodes):
             await informer.wait_for_cache_sync()
+        failures = 0
         try:
             while True:
                 self._dirty.clear()
                 self._syncing_since, self._pending_since = self._pending_since, None
-                await self.sync_once()
+                try:
+                    await self.sync_once()
+                except Exception as err:  # noqa: BLE001 - the backend refused: nothing is recorded as applied
+                    if isinstance(err, SyncIncomplete):
+                        self.synced.set()  # the rest of the table is in force
+                    failures += 1
+                    await self._retry_later(err, failures)
+                    continue
+                failures = 0
                 self._syncing_since = None
                 self.synced.set()
                 await self._dirty.wait()

@@ -23,8 +23,9 @@ Invariants:
   endpoint removed by a sync is never picked afterwards (connections already
   relayed to it carry on until either side closes, as upstream's conntrack);
 - a listener that cannot be bound (the address is taken by another process)
-  is logged once and retried at the next sync; the rest of the table is
-  still applied.
+  is logged once; the rest of the table is still applied, and the sync ends
+  in :class:`~k8py.proxy.backend.SyncIncomplete`, so that the proxier syncs
+  again after a backoff and the listener is retried then.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from k8py.proxy.backend import SyncIncomplete
 from k8py.proxy.balancer import Balancer
 from k8py.proxy.blackhole import TCPBlackhole, UDPBlackhole
 from k8py.proxy.service_table import Endpoint, ServicePort, ServicePortKey
@@ -155,6 +157,10 @@ class UserspaceBackend:
                 if key not in self._blackholes:
                     await self._open_blackhole(key, entry)
             self._failed &= set(wanted) | set(drops)
+            missing = sorted(k for k in self._failed if k not in self._listeners and k not in self._blackholes and k[2] in ("TCP", "UDP"))
+            if missing:
+                raise SyncIncomplete("cannot listen on " + ", ".join(f"{a}:{p}/{proto}" for a, p, proto in missing[:5])
+                                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
 
     async def _open_blackhole(self, key: ListenKey, entry: ServicePort) -> None:
         address, port, protocol = key

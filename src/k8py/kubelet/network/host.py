@@ -116,8 +116,15 @@ def remember_ip_forward() -> None:
     try:
         with open(_FORWARD, encoding="ascii") as f:
             value = f.read().strip()
+    except OSError:
+        return
+    _note_machine_value(value)
+
+
+def _note_machine_value(value: str) -> None:
+    try:
         fd = os.open(_SAVED_FORWARD, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except (FileExistsError, OSError):
+    except OSError:
         return  # another k8py node noted it first: its value is the machine's
     with os.fdopen(fd, "w") as f:
         f.write(value)
@@ -174,4 +181,11 @@ async def restore_machine_settings() -> None:
             f.write(value)
         os.unlink(_SAVED_FORWARD)
     except OSError:
-        pass
+        return
+    if value != "1" and await k8py_bridges():
+        # another cluster's node made its bridge between the check above and the write:
+        # it needs forwarding (its remember_ip_forward saw the old note and kept it), so
+        # forwarding goes back on and the machine's value is noted again for the last one out
+        with open(_FORWARD, "w", encoding="ascii") as f:
+            f.write("1")
+        _note_machine_value(value)

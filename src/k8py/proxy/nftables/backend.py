@@ -2,8 +2,8 @@
 
 ``sync`` renders the whole table (:func:`~k8py.proxy.nftables.ruleset.render`)
 and pipes it to ``nft -f -``; nft applies a file atomically, so a failed
-sync changes nothing and is raised (the proxier retries on the next
-change). After each applied sync the UDP/SCTP flows the change left stale
+sync changes nothing and is raised (the proxier tries it again after a
+backoff). After each applied sync the UDP/SCTP flows the change left stale
 are flushed from conntrack (:mod:`.conntrack`). ``close`` deletes the table:
 a stopped proxy leaves no rule behind. Needs root (CAP_NET_ADMIN) and the ``nft`` command; :func:`available`
 says why not.
