@@ -5,12 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
+import subprocess
 
 import pytest
 import yaml
 
 from k8py.cluster.kubeconfig import merge_into_user_kubeconfig, write_kubeconfig
-from k8py.cluster.addresses import all_ports, pick_cluster_cidr, pick_service_cidr
+from k8py.cluster.addresses import all_ports, pick_cluster_cidr, pick_service_cidr, routed_networks
 from k8py.cluster.commands import component_specs
 from k8py.cluster.spec import ClusterSpec, SpecError, load_config_file
 
@@ -60,6 +61,23 @@ def test_a_cluster_gets_its_own_pod_range_unless_one_is_given(tmp_path):
     spec.extra_args = {"controller-manager": ["--cluster-cidr", "10.0.0.0/8"]}
     cm = component_specs(spec, all_ports(spec), cluster_cidr="127.70.0.0/16")[1].argv
     assert cm.count("--cluster-cidr") == 1 and cm[-1] == "10.0.0.0/8"
+
+
+def test_pods_in_their_own_namespaces_get_a_10_x_block_that_no_route_here_touches(tmp_path):
+    spec = ClusterSpec(data_dir=str(tmp_path), port=0, pod_network="cni")
+    # every block but 10.177 carries a route (another cluster's bridge or Service route, a /8 of someone's)
+    routed = [ipaddress.ip_network(f"10.{x}.{random.choice((0, 5, 128))}.0/24") for x in range(100, 177)]
+    routed += [ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("10.178.0.0/15"), ipaddress.ip_network("10.180.0.0/14"),
+               *(ipaddress.ip_network(f"10.{x}.0.0/16") for x in range(184, 250))]
+    assert {pick_cluster_cidr(spec, random.Random(seed), routed) for seed in range(10)} == {"10.177.0.0/17"}
+    # this machine's own routes are read from /proc/net/route: the main table, as ip shows it (read between
+    # two readings, since other tests' clusters may add or remove a bridge meanwhile)
+    before = set(routed_networks())
+    shown = subprocess.run(["ip", "-4", "route", "show", "table", "main"], capture_output=True, text=True, check=True).stdout
+    after = set(routed_networks())
+    dests = {ipaddress.ip_network("0.0.0.0/0" if line.split()[0] == "default" else line.split()[0], strict=False)
+             for line in shown.splitlines() if line.split()}
+    assert before & after <= dests <= before | after and dests
 
 
 def test_a_resumed_cluster_keeps_its_ports_when_they_are_free(tmp_path):

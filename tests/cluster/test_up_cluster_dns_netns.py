@@ -17,6 +17,7 @@ import subprocess
 import pytest
 
 from k8py.cluster import dns_address
+from k8py.cluster.spec import proxy_nftables_table
 from tests.cluster.up_helpers import k8py, wait_for
 from tests.support.tools import POD_NETWORK_MISSING, pod_network_missing
 
@@ -29,7 +30,9 @@ def test_pods_in_their_own_namespaces_resolve_services_through_cluster_dns(tmp_p
         pytest.skip(f"{POD_NETWORK_MISSING}: {why}")
     data = str(tmp_path / "cluster")
     logs = tuple(os.path.join(data, "logs", f) for f in ("kubelet-k8py-node-0.log", "dns.log", "proxy.log"))
-    up = k8py("up", "--pod-network", "cni", "--detach", "--port", "0", "--data-dir", data, timeout=300)
+    config = tmp_path / "cluster.yaml"
+    config.write_text("components:\n  proxy: [--log-level, INFO]\n")  # its syncs in proxy.log, for the diagnosis below
+    up = k8py("up", "--pod-network", "cni", "--detach", "--port", "0", "--data-dir", data, "--config", str(config), timeout=300)
     assert up.returncode == 0, up.stdout + up.stderr
     link = dns_address.link_name(data)
     try:
@@ -60,8 +63,17 @@ def test_pods_in_their_own_namespaces_resolve_services_through_cluster_dns(tmp_p
         vip = kc("get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
         assert f"nameserver {dns_ip}" in out and "eth0" in out, out  # its own namespace, cluster DNS in resolv.conf
         assert kc("get", "pod", "client", "-o", "jsonpath={.status.phase}") == "Succeeded", out
-        assert vip in out and "nginx" in out.lower(), out
+        assert vip in out and "nginx" in out.lower(), out + _host_view(data, logs)
     finally:
         down = k8py("down", "--data-dir", data, timeout=180)
     assert down.returncode == 0, down.stdout + down.stderr
     assert subprocess.run(["ip", "link", "show", "dev", link], capture_output=True).returncode != 0, f"{link} left behind"
+
+
+def _host_view(data: str, logs: tuple[str, ...]) -> str:
+    """What the host forwards with: the proxy's table, routes, addresses, and the components' logs."""
+    table = proxy_nftables_table(data, "k8py-node-0")
+    views = [["nft", "list", "table", "ip", table], ["ip", "-4", "route", "show", "table", "all"], ["ip", "-4", "-o", "addr"]]
+    out = "".join(f"\n--- {' '.join(v)}:\n" + subprocess.run(v, capture_output=True, text=True).stdout for v in views)
+    return out + "".join(f"\n--- {path} ends:\n" + "".join(open(path, errors="replace").readlines()[-60:])
+                         for path in logs if os.path.exists(path))

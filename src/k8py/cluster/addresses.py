@@ -5,7 +5,8 @@ asked for, the previous one when a resumed cluster's is still free), so a
 restarted component comes back where the others expect it. The pod range and
 the Service range are picked at random among blocks of loopback (or, with
 pods in their own network namespaces, of 10.x) so that two clusters on one
-machine, such as parallel test sessions, rarely collide; the Service range is
+machine, such as parallel test sessions, rarely collide (a 10.x block is also
+kept off every route already on the machine); the Service range is
 taken only where its DNS address (port 53) and ``kubernetes`` Service address
 (port 443) are free now. Nothing here starts a process or writes a file.
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 import ipaddress
 import random
 import socket
+import struct
 
 from k8py.cluster.spec import ClusterSpec, api_server_name
 
-__all__ = ["DEFAULT_SERVICE_CIDR", "DNS_PORT", "free_port", "all_ports", "pick_cluster_cidr", "pick_service_cidr",
+__all__ = ["DEFAULT_SERVICE_CIDR", "DNS_PORT", "free_port", "all_ports", "pick_cluster_cidr", "pick_service_cidr", "routed_networks",
            "service_cidr_for", "dns_ip", "kubernetes_service_ip"]
 
 #: the API server's own default Service range, and DNS' port
@@ -31,14 +33,34 @@ def free_port(bind: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None) -> str:
+def routed_networks() -> list[ipaddress.IPv4Network]:
+    """The destinations of this machine's main routing table (``/proc/net/route``): the
+    bridges and Service routes of the other clusters here among them."""
+    try:
+        with open("/proc/net/route", encoding="ascii") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    except OSError:
+        return []
+    nets = []
+    for row in rows:
+        if len(row) >= 8:
+            destination, mask = (ipaddress.IPv4Address(struct.pack("<I", int(v, 16))) for v in (row[1], row[7]))
+            nets.append(ipaddress.IPv4Network(f"{destination}/{mask}", strict=False))
+    return nets
+
+
+def pick_cluster_cidr(spec: ClusterSpec, rng: random.Random | None = None,
+                      routed: list[ipaddress.IPv4Network] | None = None) -> str:
     """The pod range of a new cluster: a random /16 of 127.64.0.0/10 (256
     nodes of /24), so that two clusters on one machine (parallel test
     sessions) rarely hand out the same pod IPs, whose ports would collide;
     the whole /10 when the cluster has more nodes than a /16 holds."""
     if spec.pods_in_netns:
-        # pods on bridges need routable addresses: a random 10.x.0.0/17 (the /24 above it is the Service range)
-        return f"10.{100 + (rng or random.Random()).randrange(150)}.0.0/17"
+        # pods on bridges need routable addresses: a random 10.x.0.0/17 (the /24 above it is the Service range),
+        # x among those no route on this machine touches (another cluster's bridges and Service route)
+        taken = [n for n in (routed_networks() if routed is None else routed) if n.prefixlen > 0]
+        free = [x for x in range(100, 250) if not any(n.overlaps(ipaddress.ip_network(f"10.{x}.0.0/16")) for n in taken)]
+        return f"10.{(rng or random.Random()).choice(free or range(100, 250))}.0.0/17"
     if spec.expected_nodes > 250:
         return "127.64.0.0/10"
     return f"127.{64 + (rng or random.Random()).randrange(64)}.0.0/16"
