@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
 import sys
 
 from k8py import __version__
@@ -37,6 +36,7 @@ from k8py.cli import migrate as migrate_command
 from k8py.cli import proxy as proxy_command
 from k8py.cli import scheduler as scheduler_command
 from k8py.cli import up as up_command
+from k8py.cli.log_format import configure_logging
 from k8py.cli.process_tuning import tune_process
 
 __all__ = ["main", "build_parser", "shared_parser"]
@@ -71,7 +71,7 @@ def shared_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     tune_process()
     args = shared_parser().parse_args(argv)
-    logging.basicConfig(level=getattr(args, "log_level", "WARNING").upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(getattr(args, "log_level", "WARNING"))
     if args.command == "up":
         return up_command.run_up(args)
     if args.command == "down":
