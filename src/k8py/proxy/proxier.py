@@ -127,14 +127,21 @@ class Proxier:
         services = self._our_services()
         table = build_table(services, self.slices.lister.list(), self.node_name)
         addresses = self.node_addresses()
+        incomplete: SyncIncomplete | None = None
         if table != self.table or addresses != self.addresses:
-            await self.backend.sync(table, addresses)
-            self.table, self.addresses = table, addresses
-            self.generation += 1
-            self.metrics.service_ports.set(len(table))
+            try:
+                await self.backend.sync(table, addresses)
+            except SyncIncomplete as err:  # the rest is in force: the health checks follow it, and the sync is tried again
+                incomplete = err
+            else:
+                self.table, self.addresses = table, addresses
+                self.generation += 1
+                self.metrics.service_ports.set(len(table))
         if self.health_checks is not None:
             await self.health_checks.sync(health_check_ports(services), local_ready_endpoints(table, self.node_name), addresses)
         self.metrics.sync_duration.observe(time.perf_counter() - started)
+        if incomplete is not None:
+            raise incomplete
         self.metrics.last_sync.set(time.time())
 
     async def run(self) -> None:
