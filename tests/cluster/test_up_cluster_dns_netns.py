@@ -18,7 +18,7 @@ import pytest
 
 from k8py.cluster import dns_address
 from k8py.cluster.spec import proxy_nftables_table
-from tests.cluster.up_helpers import k8py, wait_for
+from tests.cluster.up_helpers import k8py, log_tails, wait_for
 from tests.support.tools import POD_NETWORK_MISSING, pod_network_missing
 
 pytestmark = pytest.mark.timeout(600)
@@ -75,5 +75,4 @@ def _host_view(data: str, logs: tuple[str, ...]) -> str:
     table = proxy_nftables_table(data, "k8py-node-0")
     views = [["nft", "list", "table", "ip", table], ["ip", "-4", "route", "show", "table", "all"], ["ip", "-4", "-o", "addr"]]
     out = "".join(f"\n--- {' '.join(v)}:\n" + subprocess.run(v, capture_output=True, text=True).stdout for v in views)
-    return out + "".join(f"\n--- {path} ends:\n" + "".join(open(path, errors="replace").readlines()[-60:])
-                         for path in logs if os.path.exists(path))
+    return out + log_tails(logs, 60)

@@ -86,12 +86,15 @@ class Proxier:
         than waiting for the next change. The changes a refused sync took count
         as waiting again (``/healthz``); those of an incomplete one, whose
         table is in force but for a few ports, do not."""
-        if self._syncing_since is not None and not isinstance(err, SyncIncomplete):
+        incomplete = isinstance(err, SyncIncomplete)
+        if incomplete:
+            self.synced.set()  # the rest of the table is in force
+        elif self._syncing_since is not None:
             self._pending_since = min(t for t in (self._syncing_since, self._pending_since) if t is not None)
         self._syncing_since = None
         delay = min(SYNC_RETRY_INITIAL * 2 ** (failures - 1), SYNC_RETRY_MAX)
         self.metrics.sync_failures.inc()
-        level = logging.WARNING if isinstance(err, SyncIncomplete) else logging.ERROR
+        level = logging.WARNING if incomplete else logging.ERROR
         logger.log(level, "proxy rules sync failed; retrying", extra={"error": str(err), "failures": failures, "retry_in_seconds": delay})
         await asyncio.sleep(delay)
 
@@ -156,8 +159,6 @@ class Proxier:
                 try:
                     await self.sync_once()
                 except Exception as err:  # noqa: BLE001 - the backend refused: nothing is recorded as applied
-                    if isinstance(err, SyncIncomplete):
-                        self.synced.set()  # the rest of the table is in force
                     failures += 1
                     await self._retry_later(err, failures)
                     continue
