@@ -46,9 +46,15 @@ class World:
         self.algo = PodScheduler(rng=random.Random(seed).random)
         self.count = 0
 
-    def schedule(self, pod: dict[str, Any]) -> tuple[str, int, int] | str:
+    def schedule(self, pod: dict[str, Any], workload: str = "") -> tuple[str, int, int] | str:
+        """``workload``: the pod is a ReplicaSet's, labelled ``app=<workload>`` (so the
+        System default spread constraints score it)."""
         self.count += 1
-        info = PodInfo(pod_obj(f"p-{self.count}", **pod))
+        obj = pod_obj(f"p-{self.count}", labels={"app": workload} if workload else None, **pod)
+        if workload:
+            obj["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": workload,
+                                                   "uid": f"rs-{workload}", "controller": True}]
+        info = PodInfo(obj)
         info.pod["metadata"]["uid"] = f"uid-{self.count}"
         try:
             result = self.algo.schedule(self.fwk, CycleState(), info, self.cache.nodes, None, "", self.cache.node,
@@ -75,9 +81,12 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("nodes,percentage,uniform", [(300, None, False), (150, 30, False), (60, None, False),
-                                                      (200, None, True)])
-def test_the_table_path_chooses_as_the_per_node_path(nodes: int, percentage: int | None, uniform: bool) -> None:
+@pytest.mark.parametrize("nodes,percentage,uniform,workloads", [(300, None, False, 0), (150, 30, False, 0), (60, None, False, 0),
+                                                                (200, None, True, 0), (300, None, True, 3), (250, 20, False, 2)])
+def test_the_table_path_chooses_as_the_per_node_path(nodes: int, percentage: int | None, uniform: bool, workloads: int) -> None:
+    """With ``workloads``, the pods belong to that many ReplicaSets: spread by hostname under the
+    System defaults, which the table path scores from each workload's row of counts by node
+    position (kept through nodes leaving and joining) and the per-node path by node name."""
     fast, slow = World(table=True, seed=7, percentage=percentage), World(table=False, seed=7, percentage=percentage)
     rng = random.Random(nodes)
     for world in (fast, slow):
@@ -87,7 +96,8 @@ def test_the_table_path_chooses_as_the_per_node_path(nodes: int, percentage: int
     next_node = nodes
     for step in range(1500):
         shape = SHAPES[rng.randrange(len(SHAPES))]
-        assert fast.schedule(shape) == slow.schedule(shape), f"step {step}"
+        workload = f"w{rng.randrange(workloads)}" if workloads else ""
+        assert fast.schedule(shape, workload) == slow.schedule(shape, workload), f"step {step}"
         roll = rng.random()
         if roll < 0.02:  # a node leaves (the list's positions move)
             victim = f"node-{rng.randrange(next_node)}"
@@ -99,7 +109,7 @@ def test_the_table_path_chooses_as_the_per_node_path(nodes: int, percentage: int
             for world in (fast, slow):
                 world.cache.add_node(obj)
         elif roll < 0.10:  # a pod goes away
-            key = f"default/p-{rng.randrange(1, fast.count + 1)}"
+            key = f"default/p-{rng.randrange(1, fast.count + 1)}"  # (a workload's pods as well)
             for world in (fast, slow):
                 world.cache.forget_pod(key)
         elif roll < 0.11:  # a node changes in place (now tainted PreferNoSchedule)

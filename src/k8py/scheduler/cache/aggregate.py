@@ -10,7 +10,15 @@ cycle pays for the one or two nodes that changed.
 
 A contribution is a list of ``(group, value, n)``; the sums are
 ``groups[group][value]``. Entries that sum to 0 are dropped, so ``groups``
-holds only live values. The contribution function must depend only on the
+holds only live values.
+
+With ``row_group``, :meth:`refresh` also keeps :attr:`row`: that group's sum
+for each listed node, at the node's position in the cache's node list (0 for
+none). The group's values must be node names (PodTopologySpread's count by
+hostname). The scorer then reads a cycle's window of it with slices, in C,
+instead of looking every scored node up by name: at 5,000 nodes those 500
+lookups a cycle, each a few cache misses through a NodeInfo, its name and a
+dict, were a fifth of the scheduler's CPU while 10,000 pods were scheduled. The contribution function must depend only on the
 node (its labels, pods) and on what the aggregate's owner fixed when making
 it (the incoming pod's shape).
 """
@@ -27,11 +35,15 @@ Contribution = Callable[[NodeInfo], Iterable[tuple[Hashable, str, int]]]
 
 
 class NodeAggregate:
-    def __init__(self, contribution: Contribution) -> None:
+    def __init__(self, contribution: Contribution, *, row_group: Hashable | None = None) -> None:
         self.contribution = contribution
         self.groups: dict[Hashable, dict[str, int]] = {}
         self._parts: dict[str, list[tuple[Hashable, str, int]]] = {}
         self.generation: int | None = None
+        self.row_group = row_group
+        #: ``row_group``'s sum by node position (see the module docstring); valid for ``_layout``
+        self.row: list[int] = []
+        self._layout: int | None = None
 
     def _apply(self, part: Iterable[tuple[Hashable, str, int]], sign: int) -> None:
         groups = self.groups
@@ -61,4 +73,18 @@ class NodeAggregate:
             if new:
                 self._parts[info.name] = new
                 self._apply(new, +1)
+        if self.row_group is not None:
+            self._refresh_row(cache, changed)
         return self.groups
+
+    def _refresh_row(self, cache: Any, changed: list[NodeInfo]) -> None:
+        values = self.groups.get(self.row_group) or {}
+        nodes = cache.nodes
+        if self._layout != cache.layout or len(self.row) != len(nodes):  # positions moved: all of it again
+            self.row = [values.get(n.name, 0) for n in nodes]
+            self._layout = cache.layout
+            return
+        row = self.row
+        for info in changed:
+            if info.index >= 0:
+                row[info.index] = values.get(info.name, 0)

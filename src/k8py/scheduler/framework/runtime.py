@@ -20,6 +20,8 @@ Rules it enforces (upstream ``frameworkImpl``):
 from __future__ import annotations
 
 import logging
+from itertools import repeat
+from operator import add, mul
 from typing import Any, Callable, Sequence
 
 from k8py.scheduler.framework.diagnosis import Diagnosis
@@ -218,7 +220,7 @@ class Framework:
             if min(scores, default=0) == max(scores, default=0):
                 continue
             weight = self.weights.get(plugin.name, 1)
-            totals = [t + s * weight for t, s in zip(totals, scores)]
+            totals = list(map(add, totals, scores if weight == 1 else map(mul, scores, repeat(weight))))  # in C
         return totals
 
     # -- reserve, permit, bind ---------------------------------------------------------------

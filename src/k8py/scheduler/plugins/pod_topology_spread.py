@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from k8py.scheduler.cache.aggregate import Contribution, NodeAggregate
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState, PreFilterResult
+from k8py.scheduler.framework.node_table import WINDOW_KEY, Window
 from k8py.scheduler.framework.status import Code, Status, unresolvable, unschedulable
 from k8py.scheduler.framework.types import NodeInfo, PodInfo
 from k8py.scheduler.plugins.names import POD_TOPOLOGY_SPREAD
@@ -49,6 +50,12 @@ __all__ = ["PodTopologySpread"]
 
 _FILTER_KEY = "PreFilter" + POD_TOPOLOGY_SPREAD
 _SCORE_KEY = "PreScore" + POD_TOPOLOGY_SPREAD
+
+
+def _window_of(state: CycleState, nodes: list[NodeInfo]) -> Window | None:
+    """The window of the cache's node list that ``nodes`` were taken from, if the cycle took them so."""
+    found = state.data.get(WINDOW_KEY)
+    return found[0] if found is not None and found[1] is nodes else None
 
 
 class PodTopologySpread:
@@ -78,21 +85,23 @@ class PodTopologySpread:
         return tuple(parts)
 
     @staticmethod
-    def _kept(table: OrderedDict[Any, NodeAggregate], key: Any, contribution: Contribution, cache: Any) -> dict[Any, dict[str, int]]:
-        """The sums of ``table``'s aggregate for ``key`` (made with ``contribution`` when new;
-        the 16 used last are kept), brought up to date from the cache's changes."""
+    def _kept(table: OrderedDict[Any, NodeAggregate], key: Any, contribution: Contribution, cache: Any,
+              row_group: str | None = None) -> NodeAggregate:
+        """``table``'s aggregate for ``key`` (made with ``contribution`` when new; the 16 used
+        last are kept), brought up to date from the cache's changes."""
         agg = table.get(key)
         if agg is None:
-            agg = table[key] = NodeAggregate(contribution)
+            agg = table[key] = NodeAggregate(contribution, row_group=row_group)
             if len(table) > 16:
                 table.popitem(last=False)
         else:
             table.move_to_end(key)
-        return agg.refresh(cache)
+        agg.refresh(cache)
+        return agg
 
-    def _kept_host_counts(self, c: Constraint) -> dict[str, int] | None:
-        """Node name -> how many of its pods ``c`` counts (absent: none), kept up to date from
-        the cache's changes; None without a cache."""
+    def _kept_host_counts(self, c: Constraint) -> tuple[dict[str, int], list[int] | None] | None:
+        """How many of each node's pods ``c`` counts, kept up to date from the cache's changes
+        (by node name, and by position in the cache's node list); None without a cache."""
         cache = getattr(self.handle, "cache", None)
         if cache is None or c.count_key is None:
             return None
@@ -102,7 +111,10 @@ class PodTopologySpread:
             n = count_matching(node, selector, namespace)
             return [("host", node.name, n)] if n else []
 
-        return self._kept(self._host_counts, c.count_key, on_node, cache).get("host") or {}
+        agg = self._kept(self._host_counts, c.count_key, on_node, cache, row_group="host")
+        # the row serves a window of the cache's node list only when every listed node has a hostname
+        row = agg.row if cache.label_key_node_count(HOSTNAME) == len(cache.nodes) else None
+        return agg.groups.get("host") or {}, row
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         hard = [c for c in constraints_of(pod, self.defaults) if c.hard]
@@ -112,7 +124,7 @@ class PodTopologySpread:
         if cache is None:
             state.write(_FILTER_KEY, spread_state(pod, nodes, hard))
             return None, None
-        groups = self._kept(self._aggregates, self._shape(pod, hard), lambda node: node_contribution(pod, node, hard), cache)
+        groups = self._kept(self._aggregates, self._shape(pod, hard), lambda node: node_contribution(pod, node, hard), cache).groups
         state.write(_FILTER_KEY, state_from(pod, hard, groups))
         return None, None
 
@@ -177,10 +189,12 @@ class PodTopologySpread:
             # a key no feasible node has scores no node: left out (a zone, on zone-less nodes)
             kept = [i for i, c in enumerate(soft) if c.key == HOSTNAME or domains[i]]  # (the defaults' hostname stays)
             soft, domains = [soft[i] for i in kept], [domains[i] for i in kept]
-        # the hostname's counts by node name (None: counted per node when scored); the other keys'
-        # by domain
-        counts: list[dict[str, int] | None] = [self._kept_host_counts(c) if c.key == HOSTNAME else defaultdict(int)
-                                               for c in soft]
+        # the hostname's counts by node name (None: counted per node when scored) and by node
+        # position (``rows``); the other keys' by domain
+        hosts = [self._kept_host_counts(c) if c.key == HOSTNAME else None for c in soft]
+        counts: list[dict[str, int] | None] = [(h[0] if h is not None else None) if c.key == HOSTNAME else defaultdict(int)
+                                               for c, h in zip(soft, hosts)]
+        rows = [h[1] if h is not None else None for h in hosts]
         # only constraints with a domain among the feasible nodes need the pass over every
         # node (none when no node has a zone: 5,000 nodes a pod for nothing)
         counted = [i for i, c in enumerate(soft) if c.key != HOSTNAME and domains[i]]
@@ -195,11 +209,11 @@ class PodTopologySpread:
                     if value is not None and value in domains[i] and eligible(pod, node, required, c):
                         counts[i][value] += kept_count(node, c, pod.namespace)  # type: ignore[index]
         weights = [math.log((scored if c.key == HOSTNAME else len(domains[i])) + 2) for i, c in enumerate(soft)]
-        state.write(_SCORE_KEY, (soft, counts, weights, require_all))
+        state.write(_SCORE_KEY, (soft, counts, weights, require_all, rows))
         return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        soft, counts, weights, require_all = state.read(_SCORE_KEY)
+        soft, counts, weights, require_all, _ = state.read(_SCORE_KEY)
         labels = node.labels
         if require_all and not all(c.key in labels for c in soft):
             return -1  # ignored node: normalized to 0
@@ -218,9 +232,10 @@ class PodTopologySpread:
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[int]:
         """The batch form of :meth:`score` (the same sums in the same order): per
-        constraint, one pass over the nodes for their counts; with one constraint,
-        each count's score is computed once."""
-        soft, counts, weights, require_all = state.read(_SCORE_KEY)
+        constraint, one pass over the nodes for their counts (for the hostname, when
+        the nodes are a window of the cache's node list, slices of its row of counts);
+        with one constraint, each count's score is computed once."""
+        soft, counts, weights, require_all, rows = state.read(_SCORE_KEY)
         namespace = pod.namespace
         found_by: list[list[int | None]] = []
         for i, c in enumerate(soft):
@@ -228,7 +243,11 @@ class PodTopologySpread:
             if kept is None:
                 found = [kept_count(n, c, namespace) if key in n.labels else None for n in nodes]
             elif key == HOSTNAME:
-                found = [kept.get(n.name, 0) if key in n.labels else None for n in nodes]
+                window = _window_of(state, nodes) if rows[i] is not None else None
+                if window is not None:
+                    found = window.take(rows[i])  # (every listed node has a hostname)
+                else:
+                    found = [kept.get(n.name, 0) if key in n.labels else None for n in nodes]
             else:
                 found = [None if (value := n.labels.get(key)) is None else kept.get(value, 0) for n in nodes]
             found_by.append(found)
@@ -259,11 +278,13 @@ class PodTopologySpread:
             lo, hi = min(valid), max(valid)
         else:
             lo, hi = lowest, max(scores, default=0)
+        # each distinct score mapped once (a few counts among hundreds of nodes), the nodes in C
         if hi == 0:
-            scores[:] = [0 if s < 0 else MAX_NODE_SCORE for s in scores]
+            normalized = {s: 0 if s < 0 else MAX_NODE_SCORE for s in set(scores)}
         else:
             top = MAX_NODE_SCORE * (hi + lo)
-            scores[:] = [0 if s < 0 else (top - MAX_NODE_SCORE * s) // hi for s in scores]
+            normalized = {s: 0 if s < 0 else (top - MAX_NODE_SCORE * s) // hi for s in set(scores)}
+        scores[:] = map(normalized.__getitem__, scores)
 
     def events_to_register(self) -> list[ClusterEventHint]:
         return [ClusterEventHint("AssignedPod", frozenset({"Add", "UpdatePodLabel", "Delete"})),
