@@ -16,12 +16,15 @@
 4. With ``--simulated-nodes N [--pods M]``: time until all N simulated nodes
    are Ready, M pods (one Deployment) Running, and all of them deleted, with
    memory per node and per pod — against kwok's CI budgets (5,000 nodes Ready
-   < 60 s, 10,000 pods Running < 60 s, deleted < 90 s).
+   < 60 s, 10,000 pods Running < 60 s, deleted < 90 s): ``up_scale.py``.
 
     python bench/up_bench.py [--runs 3] [--simulated-nodes 1000 --pods 10000]
     python bench/up_bench.py --runs 0 --simulated-nodes 5000 --pods 10000   # the scale run alone
 
-The machine's load is printed: on a shared machine the figures are upper bounds.
+The machine's load is printed, and how long a fixed piece of Python work takes
+(``cluster_probe.reference_speed``) at the start and at the end: these machines'
+speed varies by half or more from hour to hour, CPU per request with it, and two
+runs' figures are comparable when their reference figures are.
 Beside each cold-start figure is the CPU the cluster's processes had used by
 then (all of them, user and system): a figure the machine's load barely
 moves, against which a change can be judged when the wall clock cannot;
@@ -39,10 +42,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from typing import Any, Callable
+from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from cluster_probe import admin_context, get, pss_mb, reference_speed, until  # noqa: E402
+from up_scale import simulated  # noqa: E402
 
 from k8py.cluster.state import read_state  # noqa: E402
 from k8py.cluster.sweep import processes_of  # noqa: E402
@@ -50,48 +56,6 @@ from k8py.testing import Cluster  # noqa: E402
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "first"},
        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}
-
-
-def admin_context(data: str) -> Any:
-    """TLS as the cluster admin, trusting the cluster CA (None until ``k8py up`` has made them)."""
-    import ssl
-
-    pki = os.path.join(data, "pki")
-    files = [os.path.join(pki, f) for f in ("ca.crt", "admin.crt", "admin.key")]
-    if not all(os.path.exists(f) for f in files):
-        return None
-    try:
-        ctx = ssl.create_default_context(cafile=files[0])
-        ctx.load_cert_chain(files[1], files[2])
-    except (OSError, ssl.SSLError):  # a file half written: ask again
-        return None
-    return ctx
-
-
-def get(url: str, ctx: Any = None) -> Any:
-    try:
-        with urllib.request.urlopen(url, timeout=60, context=ctx) as r:
-            body = r.read()
-            return json.loads(body) if body[:1] == b"{" else body.decode()
-    except OSError:
-        return None
-
-
-def post(url: str, body: Any, ctx: Any = None) -> Any:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
-        return json.loads(r.read())
-
-
-def until(check: Callable[[], Any], timeout: float = 300, every: float = 0.01) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError("benchmark step timed out")
-        time.sleep(every)
 
 
 class Connection:
@@ -136,17 +100,6 @@ def ready_nodes(api: str, ctx: Any, conn: "Connection | None" = None) -> int:
     nodes = (conn.request("GET", "/api/v1/nodes") if conn is not None else get(f"{api}/api/v1/nodes", ctx)) or {}
     return sum(1 for n in nodes.get("items", []) for c in n.get("status", {}).get("conditions", [])
                if c["type"] == "Ready" and c["status"] == "True")
-
-
-def pss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
-        except (OSError, StopIteration):
-            pass
-    return total / 1024
 
 
 def cold_start(extra: list[str]) -> dict[str, float]:
@@ -226,192 +179,19 @@ def fixture_setup() -> tuple[float, float]:
     return started, time.perf_counter() - t1
 
 
-def _pss_by_component(data: str, supervisor: int) -> dict[str, float]:
-    """PSS (MB) of the supervisor and of each component with its descendants."""
-    state = read_state(data) or {}
-    out = {"supervisor": pss_mb([supervisor])}
-    for name, comp in (state.get("components") or {}).items():
-        if comp.get("pid"):
-            out[name] = pss_mb([comp["pid"]])
-    return out
-
-
-def _requests(api: str, ctx: Any) -> dict[str, float]:
-    """apiserver_request_total by "VERB resource[/subresource]" (the API server's /metrics)."""
-    import re
-
-    try:
-        with urllib.request.urlopen(f"{api}/metrics", timeout=60, context=ctx) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
-            sub = labels.get("subresource")
-            key = f"{labels.get('verb', '?')} {labels.get('resource', '?')}{'/' + sub if sub else ''}"
-            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
-
-
-def _cpu_seconds(data: str, supervisor: int) -> dict[str, float]:
-    """CPU seconds (user + system) each process has used so far."""
-    tick = os.sysconf("SC_CLK_TCK")
-    pids = {"supervisor": supervisor, **{name: comp["pid"] for name, comp in ((read_state(data) or {}).get("components") or {}).items()
-                                         if comp.get("pid")}}
-    out = {}
-    for name, pid in pids.items():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[name] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
-
-
-def _phase(label: str, before: dict[str, float], after: dict[str, float], seconds: float, per: tuple[int, str] | None = None,
-           idle: dict[str, float] | None = None) -> dict[str, float]:
-    """CPU seconds each component used in a phase; with ``per`` = (count, unit) also
-    milliseconds of CPU per unit (the figure that depends less on how loaded the
-    machine was). With ``idle`` (CPU seconds each component spends on one heartbeat,
-    a Lease renewal, measured with nothing else to do) and the phase's heartbeats
-    in it under ``"heartbeats"``, also the CPU per unit without them: a phase that a
-    loaded machine makes twice as long holds twice the renewals, which the plain
-    figure counts against the pods. Returns the CPU seconds used."""
-    used = {k: after[k] - before.get(k, 0.0) for k in after}
-    ranked = sorted(used.items(), key=lambda kv: -kv[1])
-    print(f"  CPU during {label} ({seconds:.0f} s): " + ", ".join(f"{k} {v:.0f} s" for k, v in ranked))
-    if per and per[0]:
-        count, unit = per
-        print(f"  CPU per {unit} during {label}: {sum(used.values()) / count * 1000:.1f} ms — "
-              + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in ranked if v / count >= 0.00005))
-        if idle:
-            beats = idle.get("heartbeats", 0.0)
-            net = {k: max(0.0, v - idle.get(k, 0.0) * beats) for k, v in ranked}
-            print(f"  CPU per {unit} during {label} without its {beats:.0f} Lease writes (at the idle cost of one): "
-                  f"{sum(net.values()) / count * 1000:.1f} ms — "
-                  + ", ".join(f"{k} {v / count * 1000:.1f}" for k, v in net.items() if v / count >= 0.00005))
-    return used
-
-
-def _heartbeats(before: dict[str, float], after: dict[str, float]) -> float:
-    return sum(after.get(k, 0.0) - before.get(k, 0.0) for k in ("PUT leases", "POST leases"))
-
-
-def _per_heartbeat(cpu: dict[str, float], requests: float) -> dict[str, float]:
-    """CPU seconds per request of the idle phase (Lease writes, and the last Node PATCHes of the start)."""
-    return {k: v / requests for k, v in cpu.items()} if requests else {}
-
-
-def _rates(label: str, before: dict[str, float], after: dict[str, float], seconds: float) -> None:
-    rates = sorted(((k, (v - before.get(k, 0.0)) / seconds) for k, v in after.items()), key=lambda kv: -kv[1])
-    total = sum(r for _, r in rates)
-    print(f"  API requests during {label}: {total:.0f}/s — " + ", ".join(f"{k} {r:.0f}/s" for k, r in rates[:6] if r >= 0.5))
-
-
-def _writes_per_pod(label: str, before: dict[str, float], after: dict[str, float], pods: int) -> None:
-    """Writes (not GET/LIST/WATCH) a pod, by "VERB resource", the heartbeats apart."""
-    writes = {k: (v - before.get(k, 0.0)) / pods for k, v in after.items()
-              if k.split(" ")[0] in ("POST", "PUT", "PATCH", "DELETE") and "leases" not in k}
-    ranked = sorted(writes.items(), key=lambda kv: -kv[1])
-    print(f"  writes a pod during {label} (Leases apart): {sum(writes.values()):.2f} — "
-          + ", ".join(f"{k} {v:.2f}" for k, v in ranked if v >= 0.005))
-
-
-def simulated(nodes: int, pods: int) -> None:
-    """kwok's scenario: N simulated nodes, then one Deployment of M pods run and deleted.
-
-    Readiness is read where it is cheap at this size: all nodes Ready from
-    the supervisor's state (``ready``: it has seen every expected Node Ready),
-    the pods from the Deployment's status, the deletion from a one-item list,
-    so that the bench's own polling does not load the server."""
-    data = tempfile.mkdtemp(prefix="k8py-bench-sim-")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "k8py", "up", "--data-dir", data, "--port", "0", "--nodes", "0",
-                             "--simulated-nodes", str(nodes), "--no-proxy", "--no-dns", "--timeout", "1200"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    kc = os.path.join(data, "kubeconfig")
-    try:
-        until(lambda: (read_state(data) or {}).get("ready") or (proc.poll() is not None and "exited"), timeout=1200, every=0.5)
-        if proc.poll() is not None:
-            raise RuntimeError(f"k8py up exited with {proc.returncode}; see {data}/logs")
-        t_nodes = time.perf_counter() - t0
-        state = read_state(data) or {}
-        api = state["api"]
-        ctx = admin_context(data)
-        mem_nodes = _pss_by_component(data, proc.pid)
-        print(f"  {nodes} simulated nodes Ready: {t_nodes:.1f} s from the command (kwok budget for 5,000: < 60 s; "
-              f"supervisor saw them at {state.get('timings', {}).get('nodesReady', 0):.1f} s)")
-        print("  PSS with the nodes: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_nodes.items()))
-        _phase("the start", {}, _cpu_seconds(data, proc.pid), t_nodes, (nodes, "node"))
-        req0, cpu0, t_idle = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
-        time.sleep(30)
-        idle = time.perf_counter() - t_idle
-        from k8py.kubelet.simulated_nodes import lease_renew_interval
-
-        renewals = nodes / lease_renew_interval(10.0, 40, nodes)
-        req_idle = _requests(api, ctx)
-        _rates(f"30 s idle with {nodes} nodes ({renewals:.0f}/s of lease renewals expected)", req0, req_idle, idle)
-        idle_cpu = _phase("30 s idle", cpu0, _cpu_seconds(data, proc.pid), idle, (nodes, "node"))
-        per_beat = _per_heartbeat(idle_cpu, sum(req_idle.values()) - sum(req0.values()))
-        print(f"  CPU per request while idle: {sum(per_beat.values()) * 1000:.2f} ms — "
-              + ", ".join(f"{k} {v * 1000:.2f}" for k, v in sorted(per_beat.items(), key=lambda kv: -kv[1]) if v >= 0.000005)
-              + f"; the Leases alone: {sum(per_beat.values()) * nodes / lease_renew_interval(10.0, 40, nodes):.2f} CPU seconds a second")
-        if pods:
-            get_json = lambda path: get(f"{api}{path}", ctx)  # noqa: E731
-            req1, cpu1, t1 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
-            subprocess.run(["kubectl", "--kubeconfig", kc, "create", "deployment", "many", "--image=nginx", f"--replicas={pods}"],
-                           check=True, capture_output=True)
-
-            def running() -> bool:
-                status = (get_json("/apis/apps/v1/namespaces/default/deployments/many") or {}).get("status") or {}
-                return int(status.get("readyReplicas") or 0) >= pods
-
-            until(running, timeout=1800, every=2.0)
-            t_run = time.perf_counter() - t1
-            mem_pods = _pss_by_component(data, proc.pid)
-            print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
-            req_run = _requests(api, ctx)
-            _rates("the pods' start", req1, req_run, t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"),
-                   {**per_beat, "heartbeats": _heartbeats(req1, req_run)})
-            _writes_per_pod("the pods' start", req1, req_run, pods)
-            print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
-            req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
-            subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
-            until(lambda: not (get_json("/api/v1/namespaces/default/pods?limit=1") or {"items": [1]}).get("items"), timeout=1800, every=2.0)
-            t_del = time.perf_counter() - t2
-            print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
-            req_del = _requests(api, ctx)
-            _rates("the deletion", req2, req_del, t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"),
-                   {**per_beat, "heartbeats": _heartbeats(req2, req_del)})
-            _writes_per_pod("the deletion", req2, req_del, pods)
-            total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
-            print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
-                  f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")
-    finally:
-        t_stop = time.perf_counter()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(300)
-        print(f"  stopped (SIGTERM to exit): {time.perf_counter() - t_stop:.1f} s")
-        shutil.rmtree(data, ignore_errors=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--simulated-nodes", type=int, default=0)
     parser.add_argument("--pods", type=int, default=0)
     args = parser.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+          f"reference work: {reference_speed():.0f} ms (cluster_probe.reference_speed: lower is a faster machine)")
     if args.runs:
         start_up(args.runs)
     if args.simulated_nodes:
         simulated(args.simulated_nodes, args.pods)
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    print(f"load average after: {os.getloadavg()[0]:.1f}; reference work: {reference_speed():.0f} ms")
 
 
 def start_up(n: int) -> None:
