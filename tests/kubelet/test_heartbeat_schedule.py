@@ -97,6 +97,31 @@ async def test_a_failed_beat_retries_sooner_then_returns_to_its_phase() -> None:
         await _stop(task)
 
 
+async def test_a_beat_added_while_the_schedule_sleeps_runs_at_its_own_time() -> None:
+    """The schedule sleeps until its earliest beat; a beat added meanwhile that is due sooner wakes
+    it (a node registered while the others' beats wait), one due later does not need to."""
+    clock = FakeClock()
+    schedule = HeartbeatSchedule(clock=clock)
+    times: dict[str, list[float]] = {"slow": [], "soon": [], "late": []}
+
+    def action(name: str):  # type: ignore[no-untyped-def]
+        async def run() -> None:
+            times[name].append(clock.monotonic())
+        return run
+
+    schedule.add("slow", 30.0, action("slow"), first=9.0)
+    task = await _running(schedule)
+    try:
+        await clock.step(1.0)
+        schedule.add("soon", 10.0, action("soon"), first=2.0)
+        schedule.add("late", 10.0, action("late"), first=15.0)
+        await settle()  # (the schedule's turn to see them, as it would have between two timers)
+        await clock.step(20.0)
+        assert times == {"slow": [1009.0], "soon": [1003.0, 1013.0], "late": [1016.0]}
+    finally:
+        await _stop(task)
+
+
 def test_a_period_must_be_positive() -> None:
     with pytest.raises(ValueError):
         HeartbeatSchedule(clock=FakeClock()).add("x", 0, lambda: asyncio.sleep(0))  # type: ignore[arg-type,return-value]
