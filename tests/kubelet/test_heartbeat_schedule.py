@@ -122,6 +122,36 @@ async def test_a_beat_added_while_the_schedule_sleeps_runs_at_its_own_time() -> 
         await _stop(task)
 
 
+async def test_with_a_tick_the_beats_due_within_it_run_together_each_still_once_a_period() -> None:
+    """The simulated nodes' schedule wakes on a 0.1 s grid: the beats due within a tick run at its
+    end, together (their requests reach the server in one pass); each beat still runs once a
+    period, at the same point of it, less than a tick late."""
+    clock = FakeClock()
+    schedule = HeartbeatSchedule(clock=clock, rng=random.Random(3), tick=0.1)
+    runs: dict[int, list[float]] = {i: [] for i in range(300)}
+
+    def action(i: int):  # type: ignore[no-untyped-def]
+        async def run() -> None:
+            runs[i].append(clock.monotonic())
+        return run
+
+    beats = [schedule.add(f"b{i}", 10.0, action(i)) for i in range(300)]
+    task = await _running(schedule)
+    try:
+        await clock.step(30.0, settle_rounds=50)
+        moments = {t for times in runs.values() for t in times}
+        assert all(abs(t * 10 - round(t * 10)) < 1e-6 for t in moments)  # on the grid only
+        assert len(moments) <= 3 * 100  # at most one wake-up a tick, however many beats
+        assert max(len([i for i, times in runs.items() if times and times[0] == t]) for t in moments) > 1  # together
+        for i, times in runs.items():
+            assert len(times) == 3
+            assert all(abs((b - a) - 10.0) < 1e-6 for a, b in zip(times, times[1:])), times
+            # its own point of the period: under a tick late (or, as without a tick, within a millisecond early)
+            assert -0.001 - 1e-9 <= times[0] - beats[i].phase < 0.1 + 1e-6
+    finally:
+        await _stop(task)
+
+
 def test_a_period_must_be_positive() -> None:
     with pytest.raises(ValueError):
         HeartbeatSchedule(clock=FakeClock()).add("x", 0, lambda: asyncio.sleep(0))  # type: ignore[arg-type,return-value]

