@@ -132,7 +132,7 @@ def apply_patch(
     elif media == MERGE_PATCH:
         if not isinstance(patch, dict):
             raise BadRequest("Invalid JSON Patch")
-        result = apply_merge_patch(original, patch)
+        result = apply_merge_patch(original, patch, owned=owned)
     else:
         if not isinstance(patch, dict):
             raise BadRequest(

@@ -8,7 +8,7 @@ replaces the whole document.
 :func:`create_merge_patch` is the inverse: ``apply_merge_patch(a,
 create_merge_patch(a, b)) == b`` for all objects ``a``, ``b`` whose object
 members are never ``null`` (a merge patch cannot express "set to null").
-Nothing here mutates its arguments.
+Nothing here mutates its arguments, but a target the caller says it gives up (``owned``).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from k8py.api.patch.json_values import deep_copy, json_equal
 __all__ = ["apply_merge_patch", "create_merge_patch"]
 
 
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """Return ``target`` with ``patch`` merged in (RFC 7386 MergePatch)."""
+def apply_merge_patch(target: Any, patch: Any, *, owned: bool = False) -> Any:
+    """Return ``target`` with ``patch`` merged in (RFC 7386 MergePatch). With ``owned``
+    the caller gives ``target`` up (its own decoded copy): it is merged in place, not
+    copied first (a pod's status patch copied the whole pod, a seventh of the patch)."""
     if not isinstance(patch, dict):
         return _prune_nulls(patch)
-    result = deep_copy(target) if isinstance(target, dict) else {}
+    result = (target if owned else deep_copy(target)) if isinstance(target, dict) else {}
     _merge_into(result, patch)
     return result
 
