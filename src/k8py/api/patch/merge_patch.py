@@ -8,7 +8,7 @@ replaces the whole document.
 :func:`create_merge_patch` is the inverse: ``apply_merge_patch(a,
 create_merge_patch(a, b)) == b`` for all objects ``a``, ``b`` whose object
 members are never ``null`` (a merge patch cannot express "set to null").
-Nothing here mutates its arguments, but a target the caller says it gives up (``owned``).
+Nothing here mutates its arguments, except a target its caller gives up (``owned``).
 """
 
 from __future__ import annotations

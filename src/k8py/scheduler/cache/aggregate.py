@@ -10,7 +10,9 @@ cycle pays for the one or two nodes that changed.
 
 A contribution is a list of ``(group, value, n)``; the sums are
 ``groups[group][value]``. Entries that sum to 0 are dropped, so ``groups``
-holds only live values.
+holds only live values. The contribution function must depend only on the
+node (its labels, pods) and on what the aggregate's owner fixed when making
+it (the incoming pod's shape).
 
 With ``row_group``, :meth:`refresh` also keeps :attr:`row`: that group's sum
 for each listed node, at the node's position in the cache's node list (0 for
@@ -18,9 +20,7 @@ none). The group's values must be node names (PodTopologySpread's count by
 hostname). The scorer then reads a cycle's window of it with slices, in C,
 instead of looking every scored node up by name: at 5,000 nodes those 500
 lookups a cycle, each a few cache misses through a NodeInfo, its name and a
-dict, were a fifth of the scheduler's CPU while 10,000 pods were scheduled. The contribution function must depend only on the
-node (its labels, pods) and on what the aggregate's owner fixed when making
-it (the incoming pod's shape).
+dict, were a fifth of the scheduler's CPU while 10,000 pods were scheduled.
 """
 
 from __future__ import annotations
