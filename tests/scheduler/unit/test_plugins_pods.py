@@ -257,8 +257,8 @@ def test_spread_batch_score_matches_the_per_node_score(seed):
 
 
 def test_spread_counts_kept_from_the_cache_follow_its_changes():
-    """With a cache, the hostname counts of a workload are kept from the cache's changes
-    (pods assumed, added, removed, deleting); every cycle scores as counting from scratch."""
+    """With a cache, a workload's counts by hostname and by zone are kept from the cache's
+    changes (pods assumed, added, removed, deleting); every cycle scores as counting from scratch."""
     import random
 
     from k8py.scheduler.cache import SchedulerCache
@@ -268,7 +268,10 @@ def test_spread_counts_kept_from_the_cache_follow_its_changes():
     rng = random.Random(7)
     cache = SchedulerCache()
     for n in range(12):
-        cache.add_node(node_obj(f"n{n}", labels={ZONE: f"z{n % 3}"} if n % 4 else {}))
+        obj = node_obj(f"n{n}", labels={ZONE: f"z{n % 3}"} if n % 4 else {})
+        if n % 5 == 1:  # a zone, no hostname: its pods count for a zone only where not every key is required
+            del obj["metadata"]["labels"][HOST]
+        cache.add_node(obj)
 
     class Handle:
         def __init__(self) -> None:
@@ -276,8 +279,12 @@ def test_spread_counts_kept_from_the_cache_follow_its_changes():
 
     kept, fresh = PodTopologySpread(handle=Handle()), PodTopologySpread()
     placed: list[str] = []
-    for step in range(40):
-        pod = _owned(f"p{step}", namespace=rng.choice(["default", "other"]))
+    own = [{"maxSkew": 2, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "s"}}}
+           for key in (HOST, ZONE)]
+    for step in range(60):
+        # the System defaults' pods, and pods with their own constraints (every key required)
+        spec = {"topologySpreadConstraints": own} if rng.random() < 0.3 else {}
+        pod = _owned(f"p{step}", namespace=rng.choice(["default", "other"]), **spec)
         nodes = list(cache.nodes)
         scores = []
         for plugin in (kept, fresh):

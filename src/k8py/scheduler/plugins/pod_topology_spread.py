@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, defaultdict
-from typing import Any, Sequence
+from itertools import repeat
+from operator import add, attrgetter
+from typing import Any, Iterator, Sequence
 
 from k8py.scheduler.cache.aggregate import Contribution, NodeAggregate
 from k8py.scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEventHint, CycleState, PreFilterResult
@@ -50,6 +52,12 @@ __all__ = ["PodTopologySpread"]
 
 _FILTER_KEY = "PreFilter" + POD_TOPOLOGY_SPREAD
 _SCORE_KEY = "PreScore" + POD_TOPOLOGY_SPREAD
+_LABELS = attrgetter("labels")
+
+
+def _label_values(nodes: Sequence[NodeInfo], key: str) -> Iterator[str | None]:
+    """Each node's value of label ``key`` (None if it has none), read in C."""
+    return map(dict.get, map(_LABELS, nodes), repeat(key))
 
 
 def _window_of(state: CycleState, nodes: list[NodeInfo]) -> Window | None:
@@ -70,6 +78,8 @@ class PodTopologySpread:
         self._aggregates: OrderedDict[Any, NodeAggregate] = OrderedDict()
         #: (namespace, selector) -> each node's count of the pods it matches (by node name)
         self._host_counts: OrderedDict[Any, NodeAggregate] = OrderedDict()
+        #: (the soft constraints' shape, all keys required) -> their counts by domain (PreScore)
+        self._score_domains: OrderedDict[Any, NodeAggregate] = OrderedDict()
 
     def _all_nodes(self, nodes: Sequence[NodeInfo]) -> Sequence[NodeInfo]:
         return self.handle.nodes if self.handle is not None else nodes
@@ -115,6 +125,28 @@ class PodTopologySpread:
         # the row serves a window of the cache's node list only when every listed node has a hostname
         row = agg.row if cache.label_key_node_count(HOSTNAME) == len(cache.nodes) else None
         return agg.groups.get("host") or {}, row
+
+    def _kept_domain_counts(self, pod: PodInfo, soft: list[Constraint], required: Sequence[Constraint],
+                            cache: Any) -> dict[Any, dict[str, int]]:
+        """For each of ``soft`` but the hostname's (by its index there), the pods it counts in each
+        domain of its key over the eligible nodes, kept up to date from the cache's changes: the
+        pass over every node that a zone's counts need, paid for the nodes that changed (at 5,000
+        zoned nodes it had held a Deployment's pods to 206 a second)."""
+        namespace = pod.namespace
+        keyed = [(i, c) for i, c in enumerate(soft) if c.key != HOSTNAME]
+
+        def on_node(node: NodeInfo) -> list[tuple[int, str, int]]:
+            out = []
+            if node.pods:
+                for i, c in keyed:
+                    value = node.labels.get(c.key)
+                    if value is not None and eligible(pod, node, required, c):
+                        n = kept_count(node, c, namespace)
+                        if n:
+                            out.append((i, value, n))
+            return out
+
+        return self._kept(self._score_domains, (self._shape(pod, soft), bool(required)), on_node, cache).groups
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         hard = [c for c in constraints_of(pod, self.defaults) if c.hard]
@@ -179,16 +211,17 @@ class PodTopologySpread:
             keys = [c.key for c in soft]
             nodes = [n for n in nodes if all(k in n.labels for k in keys)]
         scored = len(nodes)
+        full, origin = soft, list(range(len(soft)))  # (``soft`` trimmed below; ``origin``: each one's index in ``full``)
         # the domains among the feasible nodes scored, for the keys other than the hostname
         # (each node is its own hostname domain: the hostname's weight is from ``scored``)
         cache = getattr(self.handle, "cache", None)
         domains: list[set[str]] = [
             set() if c.key == HOSTNAME or (cache is not None and not cache.label_key_node_count(c.key))
-            else {n.labels.get(c.key) for n in nodes} - {None} for c in soft]  # type: ignore[misc]
+            else set(_label_values(nodes, c.key)) - {None} for c in soft]  # type: ignore[misc]
         if not require_all and not all(domains[i] for i, c in enumerate(soft) if c.key != HOSTNAME):
             # a key no feasible node has scores no node: left out (a zone, on zone-less nodes)
             kept = [i for i, c in enumerate(soft) if c.key == HOSTNAME or domains[i]]  # (the defaults' hostname stays)
-            soft, domains = [soft[i] for i in kept], [domains[i] for i in kept]
+            soft, domains, origin = [soft[i] for i in kept], [domains[i] for i in kept], [origin[i] for i in kept]
         # the hostname's counts by node name (None: counted per node when scored) and by node
         # position (``rows``); the other keys' by domain
         hosts = [self._kept_host_counts(c) if c.key == HOSTNAME else None for c in soft]
@@ -198,7 +231,11 @@ class PodTopologySpread:
         # only constraints with a domain among the feasible nodes need the pass over every
         # node (none when no node has a zone: 5,000 nodes a pod for nothing)
         counted = [i for i, c in enumerate(soft) if c.key != HOSTNAME and domains[i]]
-        if counted:
+        if counted and cache is not None and self.handle is not None:
+            sums = self._kept_domain_counts(pod, full, soft if require_all else (), cache)
+            for i in counted:
+                counts[i] = {value: n for value, n in (sums.get(origin[i]) or {}).items() if value in domains[i]}
+        elif counted:
             required = soft if require_all else ()
             for node in self._all_nodes(nodes):
                 if not node.pods:
@@ -248,8 +285,9 @@ class PodTopologySpread:
                     found = window.take(rows[i])  # (every listed node has a hostname)
                 else:
                     found = [kept.get(n.name, 0) if key in n.labels else None for n in nodes]
-            else:
-                found = [None if (value := n.labels.get(key)) is None else kept.get(value, 0) for n in nodes]
+            else:  # each node's domain's count (None: no domain), looked up in C
+                lookup: dict[str | None, int | None] = {**kept, None: None}
+                found = list(map(lookup.get, _label_values(nodes, key), repeat(0)))
             found_by.append(found)
         if len(soft) == 1:
             max_skew, weight = soft[0].max_skew, weights[0]
@@ -259,8 +297,11 @@ class PodTopologySpread:
             totals: list[float] = [0.0] * len(nodes)
             for i, found in enumerate(found_by):
                 max_skew, weight = soft[i].max_skew, weights[i]
-                totals = [t if n is None else t + score_for_count(n, max_skew, weight) for t, n in zip(totals, found)]
-            scores = [round(t) for t in totals]
+                # each distinct count's score once (a constraint that does not score a node adds 0.0:
+                # the same sum), the nodes' sums in C
+                by_count = {n: 0.0 if n is None else score_for_count(n, max_skew, weight) for n in set(found)}
+                totals = list(map(add, totals, map(by_count.__getitem__, found)))
+            scores = list(map(round, totals))
         if require_all:
             keys = [c.key for c in soft]
             for k, n in enumerate(nodes):
