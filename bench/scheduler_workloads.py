@@ -11,7 +11,9 @@ measure the same nodes and pods:
 - ``preemption``: low-priority 900m pods fill the nodes, high-priority ones preempt them;
 - ``deployment`` (not one of upstream's): the pods of one ReplicaSet, which the System default
   spreading constraints (hostname and zone, ScheduleAnyway) score, as in ``k8py up``'s runs of a
-  Deployment on simulated nodes (which have no zone).
+  Deployment on simulated nodes (which have no zone);
+- ``deployment-zones``: the same pods on nodes in 3 zones, as in most real clusters (both
+  default constraints then score).
 
 :func:`cycle_alone` runs filter + score + assume per pod in this process, with
 no API at all: the ceiling the scheduler's own algorithm sets.
@@ -61,13 +63,13 @@ def anti_affinity(namespaces: list[str]) -> dict[str, Any]:
 
 
 def measured_pod(kind: str, name: str, namespace: str, node: str = "") -> dict[str, Any]:
-    """A pod of workload ``kind`` (``basic``, ``antiaffinity``, ``spread`` or ``deployment``)."""
+    """A pod of workload ``kind`` (``basic``, ``antiaffinity``, ``spread``, ``deployment`` or ``deployment-zones``)."""
     if kind == "antiaffinity":
         return pod_obj(name, namespace, labels={"color": "green"}, node=node,
                        affinity=anti_affinity(["sched-setup", "sched-test"]))
     if kind == "spread":
         return pod_obj(name, namespace, labels={"color": "blue"}, node=node, topologySpreadConstraints=SPREAD)
-    if kind == "deployment":
+    if kind in ("deployment", "deployment-zones"):
         body = pod_obj(name, namespace, labels={"app": "web", "pod-template-hash": "5d4f8c7b9"}, node=node)
         body["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d4f8c7b9",
                                                 "uid": "8a3c1f52-0000-4000-8000-000000000001", "controller": True}]
@@ -95,7 +97,7 @@ def cycle_alone(nodes: int, placed: int, pods: int, kind: str) -> float:
 
     fwk = build_frameworks(SchedulerConfig(), Handle())["default-scheduler"]
     for i in range(nodes):
-        cache.add_node(node_obj(i, zones=kind == "spread"))
+        cache.add_node(node_obj(i, zones=kind in ("spread", "deployment-zones")))
     for i in range(placed):
         cache.add_pod(measured_pod(kind, f"init-{i}", "sched-setup", node=f"node-{i % nodes}"))
     algo = PodScheduler()
