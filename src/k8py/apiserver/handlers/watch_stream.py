@@ -5,7 +5,7 @@ official Python client's ``Watch``, ``kubectl get -w``; ``tests/apiserver/test_a
 pins it): HTTP 200, chunked, one JSON object per
 line ``{"type":...,"object":...}\\n``, no blank keep-alive lines. The object
 bytes are the cache's, encoded once for all watchers; only the short type
-prefix is added. Live events are written by the cacher itself, straight to
+prefix is added (:mod:`.watch_encoding`). Live events are written by the cacher itself, straight to
 the connection, once per store batch (see ``watcher``): what a batch brings a
 watcher goes out in one write, flushed at once.
 
@@ -48,7 +48,6 @@ import logging
 import random
 from typing import Any, Callable, Mapping
 
-import orjson
 from aiohttp import web
 
 from k8py.api.errors import Cause, Expired, InternalError, Invalid, StatusError
@@ -56,19 +55,17 @@ from k8py.apiserver.watch.cacher import Cacher
 from k8py.apiserver.handlers.codec import ResponseFormat
 from k8py.apiserver.handlers.listing import CONSISTENT_READ_TIMEOUT, parse_rv, too_large_rv
 from k8py.apiserver.handlers.query import Query
-from k8py.apiserver.registry import ResourceDefinition, to_served
+from k8py.apiserver.registry import ResourceDefinition
 from k8py.apiserver.watch.watch_cache import ADDED, TooOldResourceVersion, WatchCache
 from k8py.apiserver.watch.clock import WatchClock
 from k8py.apiserver.watch.watcher import WatchLimits, Watcher
 from k8py.apiserver.handlers.request_info import query_bool
+from k8py.apiserver.handlers.watch_encoding import WatchEncoder, error_line
 
 __all__ = ["serve_watch"]
 
 log = logging.getLogger(__name__)
 
-_PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")}
-_SUFFIX = b"}\n"
-_SHARED = object()  # marks the share keys of plain JSON encoders
 _INITIAL_CHUNK = 512  # initial ADDED events per write
 #: a client with more than this unread stops getting direct writes from the
 #: cacher; its task waits until it is under the low mark
@@ -80,87 +77,6 @@ _DRAIN_POLL = 0.005
 
 def _invalid_watch(field: str, message: str) -> Invalid:
     return Invalid.for_object("ListOptions", "", [Cause("FieldValueForbidden", message, field)], "meta.k8s.io")
-
-
-class _Encoder:
-    """Turns queued (type, object bytes) into wire bytes for one watcher."""
-
-    def __init__(self, definition: ResourceDefinition, fmt: ResponseFormat, table: Callable[..., dict] | None,
-                 on_sent: Callable[[list[tuple[str, bytes]]], None] | None = None) -> None:
-        self.definition = definition
-        self.fmt = fmt
-        self.table = table
-        self.first_table = True
-        #: told of every batch of events about to be written (the flow recorder)
-        self.on_sent = on_sent
-        #: the converter does I/O (a conversion webhook): events are converted
-        #: by :meth:`convert` on the watch's own task, never in the cacher's sink
-        self.slow = bool(getattr(definition.converter, "is_async", False))
-
-    async def convert(self, events: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-        """The object events of a batch in the served version, in one call."""
-        if not self.slow:
-            return events
-        at = [i for i, (t, _) in enumerate(events) if t in ("ADDED", "MODIFIED", "DELETED")]
-        served = await to_served(self.definition, [orjson.loads(events[i][1]) for i in at])
-        out = list(events)
-        for i, obj in zip(at, served):
-            out[i] = (events[i][0], orjson.dumps(obj))
-        return out
-
-    @property
-    def share_key(self) -> Any:
-        """Equal for encoders that turn the same events into the same bytes
-        (None: this one's output is its own, e.g. a Table watch numbers its
-        first frame apart). Watchers with equal keys owed the same events in
-        one flush write one shared frame."""
-        if self.fmt.kind == "table" or self.slow:
-            return None
-        return (_SHARED, self.definition.converter)
-
-    def lines(self, events: list[tuple[str, bytes]]) -> bytes:
-        if self.on_sent is not None:
-            self.on_sent(events)
-        return self.encode(events)
-
-    def encode(self, events: list[tuple[str, bytes]]) -> bytes:
-        """The wire lines of ``events`` (no chunk framing)."""
-        converter = self.definition.converter
-        if converter is not None and not self.slow:  # a view of another kind's stored form
-            events = [(t, orjson.dumps(converter.from_storage(orjson.loads(d)))) for t, d in events]
-        if self.fmt.kind != "table" or self.table is None:
-            parts: list[bytes] = []
-            for type_, data in events:
-                parts.append(_PREFIX[type_])
-                parts.append(data)
-                parts.append(_SUFFIX)
-            return b"".join(parts)
-        out = []
-        for type_, data in events:
-            table = self.table(
-                self.definition.group,
-                self.definition.kind,
-                [orjson.loads(data)],
-                list_meta=None,
-                include_object=self.fmt.include_object,
-                printer=self.definition.printer,
-            )
-            if not self.first_table:
-                table["columnDefinitions"] = None
-            self.first_table = False
-            out.append(orjson.dumps({"type": type_, "object": table}) + b"\n")
-        return b"".join(out)
-
-    def bookmark(self, rv: int, *, initial_events_end: bool = False) -> bytes:
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if initial_events_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        obj = {"kind": self.definition.kind, "apiVersion": self.definition.api_version, "metadata": meta}
-        return _PREFIX["BOOKMARK"] + orjson.dumps(obj) + _SUFFIX
-
-
-def _error_line(err: StatusError) -> bytes:
-    return _PREFIX["ERROR"] + orjson.dumps(err.to_dict()) + _SUFFIX
 
 
 async def serve_watch(
@@ -232,7 +148,7 @@ async def serve_watch(
             except TooOldResourceVersion as err:
                 error = Expired.too_old(err.requested, err.oldest)
 
-    encoder = _Encoder(definition, fmt, table, on_sent)
+    encoder = WatchEncoder(definition, fmt, table, on_sent)
     opened = False
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
@@ -240,7 +156,7 @@ async def serve_watch(
         await response.prepare(request)  # a StreamResponse sends its headers here
         stream = _ChunkedStream(request.transport, cacher.clock)
         if error is not None:
-            stream.write(_error_line(error))
+            stream.write(error_line(error))
             return response
         if on_open is not None:
             on_open(1)
@@ -291,7 +207,7 @@ async def serve_watch(
             raise _SlowClient()
         if watcher.failure is not None and not stream.gone:
             # this watcher alone failed (its encoding, its selectors): say why, then end
-            stream.write(_error_line(InternalError(watcher.failure)))
+            stream.write(error_line(InternalError(watcher.failure)))
     except _SlowClient:
         log.info("watch client too slow; closing its watch", extra={"resource": definition.plural, "overflowed": watcher.overflowed})
         stream.abort()
@@ -373,7 +289,7 @@ async def _pump(
     stream: _ChunkedStream,
     watcher: Watcher,
     cache: WatchCache,
-    encoder: _Encoder,
+    encoder: WatchEncoder,
     bookmarks: bool,
     bookmark_interval: float,
     timeout: float,
