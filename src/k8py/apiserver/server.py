@@ -3,7 +3,7 @@
 :class:`APIServer` wires the pieces and owns their lifecycle::
 
     storage.start() → registry (built-ins) → cacher.start() (list + watch)
-    → bootstrap objects → HTTP listening
+    → bootstrap objects (:mod:`~k8py.apiserver.bootstrap_objects`) → HTTP listening
 
 It listens on the secure port (HTTPS, ``secure_port``; the serving pair
 from ``tls_cert_file``/``tls_private_key_file`` or self-signed in
@@ -26,7 +26,6 @@ exist. ``stop()`` closes watches, the listener and the store, in that order.
 from __future__ import annotations
 
 import asyncio
-import copy
 import ipaddress
 import logging
 import socket
@@ -35,11 +34,12 @@ from typing import Any
 
 from aiohttp import web
 
-from k8py.api.errors import AlreadyExists, StatusError
+from k8py.api.errors import StatusError
 from k8py.apiserver.access_control import AccessControl
 from k8py.apiserver.aggregator import Aggregator
 from k8py.apiserver.app import build_app
 from k8py.apiserver.authn.oidc_discovery import OIDCDiscovery
+from k8py.apiserver.bootstrap_objects import BootstrapObjects
 from k8py.apiserver.authn.self_subject_review import serve_self_subject_review
 from k8py.apiserver.authz.filter import AUTHORIZER, CONSISTENT
 from k8py.apiserver.crd import CRD_DEFINITION, CRDRegistrar
@@ -50,18 +50,14 @@ from k8py.apiserver.handlers.csr_approval import fill_requester
 from k8py.apiserver.handlers.token_request import TOKEN_ISSUER
 from k8py.apiserver.handlers.token_review import API_AUDIENCES, TOKEN_AUTHENTICATORS, serve_token_review
 from k8py.apiserver.handlers.verbs import ResourceHandlers
-from k8py.apiserver.admission.namespace_lifecycle import SYSTEM_NAMESPACES
 from k8py.apiserver.admission.service_ips import ServiceAllocator
 from k8py.apiserver.admission.service_repair import ServiceRepair
-from k8py.apiserver.authz.reconcile import reconcile_bootstrap_policy
 from k8py.apiserver.metrics import APIMetrics
 from k8py.apiserver.openapi.discovery import Discovery
 from k8py.apiserver.openapi.v3 import OpenAPIService
-from k8py.apiserver.overload.bootstrap import FLOW_SCHEMAS, GROUP as FLOWCONTROL_GROUP, PRIORITY_LEVELS
 from k8py.apiserver.registry import Registry
 from k8py.apiserver.resources import admissionregistration_v1alpha1, register_builtins
 from k8py.apiserver.webhooks.mutating_policy import FEATURE_GATE as MUTATING_POLICY_GATE
-from k8py.apiserver.resources.scheduling import BUILTIN_PRIORITY_CLASSES
 from k8py.apiserver.secure_serving import ServingCertificate, is_loopback, server_ssl_context, serving_certificate
 from k8py.apiserver.server_config import APIServerConfig
 from k8py.apiserver.store.object_meta import rfc3339
@@ -260,7 +256,8 @@ class APIServer:
         self._allocator_task = asyncio.create_task(
             self.service_allocator.run(releases_from), name="service-allocation-releases")
         self._repair_task = asyncio.create_task(self.service_repair.run(), name="service-allocation-repair")
-        await self._bootstrap()
+        await BootstrapObjects(self.registry, self.store, self.storage, self.cacher,
+                               self.config.kubernetes_service_ip).ensure_all()
         await self.aggregator.bootstrap()
         self._aggregator_task = asyncio.create_task(self.aggregator.run(), name="aggregator")
         self._policy_status_task = asyncio.create_task(
@@ -350,63 +347,6 @@ class APIServer:
         definition = self.registry.get("", "v1", plural)
         assert definition is not None
         return [c.decode() for c in self.cacher.cache_for(definition).candidates(namespace)]
-
-    async def _bootstrap(self) -> None:
-        """The objects every cluster has (upstream's bootstrap controllers). The
-        namespaces first, in order; then everything else at once: the store
-        commits concurrent writes as one group, where one after another each
-        waited for a commit of its own (on a fresh store some thirty, the
-        largest part of the start's wall time)."""
-        ns_def = self.registry.get("", "v1", "namespaces")
-        assert ns_def is not None
-        for name in SYSTEM_NAMESPACES:
-            await self._ensure(ns_def, "", {"metadata": {"name": name}})
-        svc_def = self.registry.get("", "v1", "services")
-        pc_def = self.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
-        assert svc_def is not None and pc_def is not None
-        writes = [self._ensure(
-            svc_def,
-            "default",
-            {
-                "metadata": {
-                    "name": "kubernetes",
-                    "labels": {"component": "apiserver", "provider": "kubernetes"},
-                },
-                "spec": {
-                    "type": "ClusterIP",
-                    "clusterIP": self.config.kubernetes_service_ip,
-                    "clusterIPs": [self.config.kubernetes_service_ip],
-                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
-                    "sessionAffinity": "None",
-                },
-            },
-        )]
-        writes += [self._ensure(pc_def, "", copy.deepcopy(pc)) for pc in BUILTIN_PRIORITY_CLASSES]
-        writes.append(reconcile_bootstrap_policy(self.registry, self.store, absent=self._absent))
-        for plural, objects in (("prioritylevelconfigurations", PRIORITY_LEVELS), ("flowschemas", FLOW_SCHEMAS)):
-            definition = self.registry.get(FLOWCONTROL_GROUP, "v1", plural)
-            assert definition is not None
-            writes += [self._ensure(definition, "", copy.deepcopy(obj)) for obj in objects]
-        await asyncio.gather(*writes)
-
-    def _absent(self, definition: Any, namespace: str, name: str) -> bool:
-        """True when the watch cache, loaded from the whole store just before the
-        bootstrap, has no such object (so it need not be read from the store first:
-        on a fresh store some 300 reads, each a trip to the store's reader thread,
-        on the way to the first answer). Another API server on the same etcd may
-        create it meanwhile: the create's AlreadyExists says so, as before."""
-        if not self.cacher.ready.is_set():
-            return False
-        return self.cacher.cache_for(definition).objects.get(definition.key(namespace, name)) is None
-
-    async def _ensure(self, definition: Any, namespace: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        if not self._absent(definition, namespace, name) and await self.storage.get(definition.key(namespace, name)) is not None:
-            return  # a restart: it is there already
-        try:
-            await self.store.create(definition, namespace, obj)
-        except AlreadyExists:
-            pass
 
     async def serve_forever(self) -> None:
         try:
