@@ -132,6 +132,16 @@ def _writes_per_pod(label: str, before: dict[str, float], after: dict[str, float
           + ", ".join(f"{k} {v:.2f}" for k, v in ranked if v >= 0.005))
 
 
+def _pod_phase(label: str, before: tuple[dict[str, float], dict[str, float]], requests: dict[str, float],
+               cpu: dict[str, float], seconds: float, pods: int, per_beat: dict[str, float]) -> None:
+    """A pods' phase's requests, CPU (also without its Lease writes) and writes a pod, from
+    ``before`` = (requests, CPU) at its start to ``requests`` and ``cpu`` at its end."""
+    req0, cpu0 = before
+    _rates(label, req0, requests, seconds)
+    _phase(label, cpu0, cpu, seconds, (pods, "pod"), {**per_beat, "heartbeats": _heartbeats(req0, requests)})
+    _writes_per_pod(label, req0, requests, pods)
+
+
 def _settle(api: str, ctx: Any, nodes: int, timeout: float = 180.0) -> tuple[float, bool]:
     """(seconds, whether it settled): until every node's Lease is created and, for 2 s, the
     cluster has written nothing but Lease renewals (see the module docstring)."""
@@ -205,22 +215,14 @@ def simulated(nodes: int, pods: int) -> None:
             t_run = time.perf_counter() - t1
             mem_pods = _pss_by_component(data, proc.pid)
             print(f"  {pods} pods Running (Ready): {t_run:.1f} s (kwok: 10,000 < 60 s)")
-            req_run = _requests(api, ctx)
-            _rates("the pods' start", req1, req_run, t_run)
-            _phase("the pods' start", cpu1, _cpu_seconds(data, proc.pid), t_run, (pods, "pod"),
-                   {**per_beat, "heartbeats": _heartbeats(req1, req_run)})
-            _writes_per_pod("the pods' start", req1, req_run, pods)
+            _pod_phase("the pods' start", (req1, cpu1), _requests(api, ctx), _cpu_seconds(data, proc.pid), t_run, pods, per_beat)
             print("  PSS with the pods: " + ", ".join(f"{k} {v:.0f} MB" for k, v in mem_pods.items()))
             req2, cpu2, t2 = _requests(api, ctx), _cpu_seconds(data, proc.pid), time.perf_counter()
             subprocess.run(["kubectl", "--kubeconfig", kc, "delete", "deployment", "many", "--wait=false"], check=True, capture_output=True)
             until(lambda: not (get_json("/api/v1/namespaces/default/pods?limit=1") or {"items": [1]}).get("items"), timeout=1800, every=2.0)
             t_del = time.perf_counter() - t2
             print(f"  deleted: {t_del:.1f} s (kwok: < 90 s)")
-            req_del = _requests(api, ctx)
-            _rates("the deletion", req2, req_del, t_del)
-            _phase("the deletion", cpu2, _cpu_seconds(data, proc.pid), t_del, (pods, "pod"),
-                   {**per_beat, "heartbeats": _heartbeats(req2, req_del)})
-            _writes_per_pod("the deletion", req2, req_del, pods)
+            _pod_phase("the deletion", (req2, cpu2), _requests(api, ctx), _cpu_seconds(data, proc.pid), t_del, pods, per_beat)
             total_nodes, total_pods = sum(mem_nodes.values()), sum(mem_pods.values())
             print(f"  memory: {total_nodes / nodes * 1024:.0f} KB per node (whole cluster), "
                   f"{(total_pods - total_nodes) / pods * 1024:.1f} KB per pod (PSS)")

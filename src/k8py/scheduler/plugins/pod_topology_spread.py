@@ -231,7 +231,7 @@ class PodTopologySpread:
         # only constraints with a domain among the feasible nodes need the pass over every
         # node (none when no node has a zone: 5,000 nodes a pod for nothing)
         counted = [i for i, c in enumerate(soft) if c.key != HOSTNAME and domains[i]]
-        if counted and cache is not None and self.handle is not None:
+        if counted and cache is not None:  # (a cache comes with a handle)
             sums = self._kept_domain_counts(pod, full, soft if require_all else (), cache)
             for i in counted:
                 counts[i] = {value: n for value, n in (sums.get(origin[i]) or {}).items() if value in domains[i]}
